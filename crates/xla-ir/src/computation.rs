@@ -1,0 +1,113 @@
+//! A computation: an arena of instructions, their program order and a root.
+
+use crate::ids::InstrId;
+use crate::{Instruction, Op, Shape};
+
+/// A computation (the entry, a fused body, a reducer, a loop body, ...).
+///
+/// Instructions live in an arena indexed by [`InstrId`]; `order` lists them so that every
+/// operand comes before its users. Removing an instruction from the order leaves its slot
+/// unused rather than renumbering.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Computation {
+    /// The name, unique within the module.
+    pub name: String,
+    arena: Vec<Instruction>,
+    order: Vec<InstrId>,
+    /// The instruction whose value the computation returns.
+    pub root: InstrId,
+}
+
+impl Computation {
+    /// An empty computation; add instructions with [`Computation::push`] and set the root.
+    pub fn new(name: impl Into<String>) -> Computation {
+        Computation {
+            name: name.into(),
+            arena: Vec::new(),
+            order: Vec::new(),
+            root: InstrId(0),
+        }
+    }
+
+    /// Appends an instruction at the end of the program order.
+    pub fn push(&mut self, instr: Instruction) -> InstrId {
+        let id = self.allocate(instr);
+        self.order.push(id);
+        id
+    }
+
+    /// Adds an instruction to the arena without placing it in the program order.
+    pub(crate) fn allocate(&mut self, instr: Instruction) -> InstrId {
+        let id = InstrId(self.arena.len() as u32);
+        self.arena.push(instr);
+        id
+    }
+
+    /// Replaces the program order (callers keep it topological).
+    pub(crate) fn set_order(&mut self, order: Vec<InstrId>) {
+        self.order = order;
+    }
+
+    /// The instruction with this id.
+    pub fn instr(&self, id: InstrId) -> &Instruction {
+        &self.arena[id.index()]
+    }
+
+    /// The instruction with this id, mutably.
+    pub fn instr_mut(&mut self, id: InstrId) -> &mut Instruction {
+        &mut self.arena[id.index()]
+    }
+
+    /// The ids in program order (operands before users).
+    pub fn order(&self) -> &[InstrId] {
+        &self.order
+    }
+
+    /// The instructions in program order with their ids.
+    pub fn instructions(&self) -> impl Iterator<Item = (InstrId, &Instruction)> {
+        self.order.iter().map(|&id| (id, self.instr(id)))
+    }
+
+    /// Number of instructions in the program order.
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    /// True when the computation has no instructions.
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    /// The root instruction.
+    pub fn root_instr(&self) -> &Instruction {
+        self.instr(self.root)
+    }
+
+    /// The parameters, ordered by parameter number.
+    pub fn parameters(&self) -> Vec<InstrId> {
+        let mut params: Vec<(u64, InstrId)> = self
+            .instructions()
+            .filter_map(|(id, i)| match i.op {
+                Op::Parameter { number } => Some((number, id)),
+                _ => None,
+            })
+            .collect();
+        params.sort();
+        params.into_iter().map(|(_, id)| id).collect()
+    }
+
+    /// The parameter shapes in parameter order.
+    pub fn parameter_shapes(&self) -> Vec<Shape> {
+        self.parameters()
+            .into_iter()
+            .map(|id| self.instr(id).shape.clone())
+            .collect()
+    }
+
+    /// The id of the instruction with this name, if any.
+    pub fn find(&self, name: &str) -> Option<InstrId> {
+        self.instructions()
+            .find(|(_, i)| i.name == name)
+            .map(|(id, _)| id)
+    }
+}

@@ -1,0 +1,141 @@
+//! A module: computations in an arena, the entry, header attributes and debug tables.
+
+use crate::ids::CompId;
+use crate::metadata::DebugTables;
+use crate::{Computation, Shape};
+
+/// Parameter shapes and the result shape of a computation (as in `entry_computation_layout`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ProgramShape {
+    /// One shape per parameter.
+    pub parameters: Vec<Shape>,
+    /// The result shape.
+    pub result: Shape,
+}
+
+/// An HLO module.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Module {
+    /// The module name (`HloModule NAME`).
+    pub name: String,
+    computations: Vec<Computation>,
+    /// The computation run when the module runs.
+    pub entry: CompId,
+    /// `is_scheduled=true`: instruction order is a schedule.
+    pub is_scheduled: bool,
+    /// `entry_computation_layout={...}`: the layouts the caller sees.
+    pub entry_computation_layout: Option<ProgramShape>,
+    /// `replica_count=N`.
+    pub replica_count: Option<i64>,
+    /// `num_partitions=N`.
+    pub num_partitions: Option<i64>,
+    /// Other header attributes, verbatim (name, value text).
+    pub header_attributes: Vec<(String, String)>,
+    /// `FileNames`, `FunctionNames`, `FileLocations`, `StackFrames`.
+    pub debug_tables: DebugTables,
+}
+
+impl Module {
+    /// A module with no computations yet; add them with [`Module::add_computation`]
+    /// and set [`Module::entry`].
+    pub fn new(name: impl Into<String>) -> Module {
+        Module {
+            name: name.into(),
+            computations: Vec::new(),
+            entry: CompId(0),
+            is_scheduled: false,
+            entry_computation_layout: None,
+            replica_count: None,
+            num_partitions: None,
+            header_attributes: Vec::new(),
+            debug_tables: DebugTables::default(),
+        }
+    }
+
+    /// Adds a computation and returns its id.
+    pub fn add_computation(&mut self, computation: Computation) -> CompId {
+        self.computations.push(computation);
+        CompId(self.computations.len() as u32 - 1)
+    }
+
+    /// The computation with this id.
+    pub fn computation(&self, id: CompId) -> &Computation {
+        &self.computations[id.index()]
+    }
+
+    /// The computation with this id, mutably.
+    pub fn computation_mut(&mut self, id: CompId) -> &mut Computation {
+        &mut self.computations[id.index()]
+    }
+
+    /// The entry computation.
+    pub fn entry_computation(&self) -> &Computation {
+        self.computation(self.entry)
+    }
+
+    /// All computations with their ids, in arena order.
+    pub fn computations(&self) -> impl Iterator<Item = (CompId, &Computation)> {
+        self.computations
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (CompId(i as u32), c))
+    }
+
+    /// Number of computations.
+    pub fn computation_count(&self) -> usize {
+        self.computations.len()
+    }
+
+    /// The id of the computation with this name, if any.
+    pub fn find_computation(&self, name: &str) -> Option<CompId> {
+        self.computations()
+            .find(|(_, c)| c.name == name)
+            .map(|(id, _)| id)
+    }
+
+    /// The entry's parameter and result shapes, as its instructions declare them.
+    pub fn entry_program_shape(&self) -> ProgramShape {
+        let entry = self.entry_computation();
+        ProgramShape {
+            parameters: entry.parameter_shapes(),
+            result: entry.root_instr().shape.clone(),
+        }
+    }
+
+    /// Computations in dependency order: every computation after the ones it calls,
+    /// otherwise in arena order. This is the order the printer uses.
+    pub fn post_order(&self) -> Vec<CompId> {
+        let mut visited = vec![false; self.computations.len()];
+        let mut out = Vec::with_capacity(self.computations.len());
+        for (id, _) in self.computations() {
+            self.visit_post_order(id, &mut visited, &mut out);
+        }
+        out
+    }
+
+    fn visit_post_order(&self, root: CompId, visited: &mut [bool], out: &mut Vec<CompId>) {
+        // Iterative DFS: call graphs from generated code can be deep.
+        let mut stack = vec![(root, false)];
+        while let Some((id, expanded)) = stack.pop() {
+            if expanded {
+                out.push(id);
+                continue;
+            }
+            if visited[id.index()] {
+                continue;
+            }
+            visited[id.index()] = true;
+            stack.push((id, true));
+            let comp = self.computation(id);
+            let callees: Vec<CompId> = comp
+                .instructions()
+                .flat_map(|(_, i)| i.op.called_computations())
+                .collect();
+            for callee in callees.into_iter().rev() {
+                if !visited[callee.index()] {
+                    stack.push((callee, false));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,436 @@
+//! A hand-written, context-driven lexer over HLO text.
+//!
+//! HLO's lexical forms depend on where they appear (`3x3`, `1_1x0_2`, `b01f_01io->b01f`,
+//! names with `.` and `-`), so the parser asks the cursor for what it expects next instead
+//! of tokenising the file up front. Nothing is allocated per token, which keeps a 50 MB
+//! constant linear in time and memory.
+
+use super::ParseError;
+
+/// Byte offsets of line starts, for turning positions into line:column.
+pub(crate) struct LineIndex {
+    starts: Vec<usize>,
+}
+
+impl LineIndex {
+    pub(crate) fn new(text: &str) -> LineIndex {
+        let mut starts = vec![0];
+        starts.extend(
+            text.bytes()
+                .enumerate()
+                .filter(|(_, b)| *b == b'\n')
+                .map(|(i, _)| i + 1),
+        );
+        LineIndex { starts }
+    }
+
+    /// 1-based line and column (in characters) of a byte offset.
+    pub(crate) fn line_col(&self, text: &str, pos: usize) -> (u32, u32) {
+        let pos = pos.min(text.len());
+        let line = self.starts.partition_point(|&s| s <= pos) - 1;
+        let start = self.starts[line];
+        let column = text
+            .get(start..pos)
+            .map_or(pos - start, |s| s.chars().count());
+        (line as u32 + 1, column as u32 + 1)
+    }
+}
+
+/// A position in HLO text with the operations the parser needs.
+#[derive(Clone)]
+pub(crate) struct Cursor<'a> {
+    text: &'a str,
+    lines: &'a LineIndex,
+    pos: usize,
+    end: usize,
+}
+
+fn is_word_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-')
+}
+
+impl<'a> Cursor<'a> {
+    pub(crate) fn new(text: &'a str, lines: &'a LineIndex) -> Cursor<'a> {
+        Cursor {
+            text,
+            lines,
+            pos: 0,
+            end: text.len(),
+        }
+    }
+
+    /// A cursor over `start..end` of the same text (errors keep file positions).
+    pub(crate) fn sub(&self, start: usize, end: usize) -> Cursor<'a> {
+        Cursor {
+            text: self.text,
+            lines: self.lines,
+            pos: start,
+            end,
+        }
+    }
+
+    pub(crate) fn pos(&self) -> usize {
+        self.pos
+    }
+
+    pub(crate) fn slice(&self, start: usize, end: usize) -> &'a str {
+        &self.text[start..end]
+    }
+
+    pub(crate) fn line_col(&self, pos: usize) -> (u32, u32) {
+        self.lines.line_col(self.text, pos)
+    }
+
+    pub(crate) fn error_at(&self, pos: usize, message: impl Into<String>) -> ParseError {
+        let (line, column) = self.line_col(pos);
+        ParseError {
+            line,
+            column,
+            message: message.into(),
+        }
+    }
+
+    /// An error at the next token, saying what was expected and what was found.
+    pub(crate) fn expected(&mut self, what: &str) -> ParseError {
+        self.skip_trivia();
+        let found = self.describe_next();
+        self.error_at(self.pos, format!("expected {what}, found {found}"))
+    }
+
+    fn describe_next(&self) -> String {
+        if self.pos >= self.end {
+            return "end of input".to_string();
+        }
+        let rest = &self.text[self.pos..self.end];
+        let word: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii() && is_word_byte(*c as u8))
+            .take(40)
+            .collect();
+        if word.is_empty() {
+            format!("'{}'", rest.chars().next().unwrap_or(' '))
+        } else {
+            format!("'{word}'")
+        }
+    }
+
+    /// Skips whitespace and `/* ... */` comments (XLA prints `/*index=5*/`).
+    pub(crate) fn skip_trivia(&mut self) {
+        let bytes = self.text.as_bytes();
+        loop {
+            while self.pos < self.end && bytes[self.pos].is_ascii_whitespace() {
+                self.pos += 1;
+            }
+            if self.pos + 1 < self.end && bytes[self.pos] == b'/' && bytes[self.pos + 1] == b'*' {
+                match self.text[self.pos + 2..self.end].find("*/") {
+                    Some(offset) => self.pos += 2 + offset + 2,
+                    // An unterminated comment runs to the end; the caller then reports
+                    // "expected ..., found end of input".
+                    None => self.pos = self.end,
+                }
+            } else {
+                return;
+            }
+        }
+    }
+
+    pub(crate) fn at_end(&mut self) -> bool {
+        self.skip_trivia();
+        self.pos >= self.end
+    }
+
+    /// The next byte after trivia, without consuming it.
+    pub(crate) fn peek(&mut self) -> Option<u8> {
+        self.skip_trivia();
+        self.peek_raw()
+    }
+
+    /// The next byte, without skipping trivia.
+    pub(crate) fn peek_raw(&self) -> Option<u8> {
+        (self.pos < self.end).then(|| self.text.as_bytes()[self.pos])
+    }
+
+    /// Consumes `c` if it is next.
+    pub(crate) fn eat(&mut self, c: u8) -> bool {
+        if self.peek() == Some(c) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Consumes `s` if it is next (after trivia).
+    pub(crate) fn eat_str(&mut self, s: &str) -> bool {
+        self.skip_trivia();
+        if self.text[self.pos..self.end].starts_with(s) {
+            self.pos += s.len();
+            true
+        } else {
+            false
+        }
+    }
+
+    pub(crate) fn expect(&mut self, c: u8) -> Result<(), ParseError> {
+        if self.eat(c) {
+            Ok(())
+        } else {
+            Err(self.expected(&format!("'{}'", c as char)))
+        }
+    }
+
+    /// Consumes a word made of letters, digits, `_`, `.` and `-`.
+    pub(crate) fn word(&mut self) -> Option<&'a str> {
+        self.skip_trivia();
+        let bytes = self.text.as_bytes();
+        let start = self.pos;
+        while self.pos < self.end && is_word_byte(bytes[self.pos]) {
+            self.pos += 1;
+        }
+        (self.pos > start).then(|| &self.text[start..self.pos])
+    }
+
+    /// Peeks at the next word without consuming it.
+    pub(crate) fn peek_word(&mut self) -> Option<&'a str> {
+        let mut probe = self.clone();
+        probe.word()
+    }
+
+    /// Consumes `keyword` if the next word is exactly it.
+    pub(crate) fn eat_keyword(&mut self, keyword: &str) -> bool {
+        let mut probe = self.clone();
+        if probe.word() == Some(keyword) {
+            *self = probe;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// A name, with or without a leading `%`.
+    pub(crate) fn name(&mut self, what: &str) -> Result<&'a str, ParseError> {
+        self.skip_trivia();
+        let mut probe = self.clone();
+        if probe.peek_raw() == Some(b'%') {
+            probe.pos += 1;
+        }
+        match probe.peek_raw() {
+            Some(b) if is_word_byte(b) => {
+                *self = probe;
+                Ok(self.word().expect("a word byte is next"))
+            }
+            _ => Err(self.expected(what)),
+        }
+    }
+
+    /// A decimal integer, optionally negative.
+    pub(crate) fn int(&mut self) -> Result<i64, ParseError> {
+        self.skip_trivia();
+        let start = self.pos;
+        let bytes = self.text.as_bytes();
+        let mut p = self.pos;
+        if p < self.end && (bytes[p] == b'-' || bytes[p] == b'+') {
+            p += 1;
+        }
+        let digits = p;
+        while p < self.end && bytes[p].is_ascii_digit() {
+            p += 1;
+        }
+        if p == digits {
+            return Err(self.expected("an integer"));
+        }
+        let text = &self.text[start..p];
+        let value = text
+            .parse::<i64>()
+            .map_err(|_| self.error_at(start, format!("integer {text} is out of range")))?;
+        self.pos = p;
+        Ok(value)
+    }
+
+    /// A double-quoted string with C escapes; returns the unescaped text.
+    pub(crate) fn string(&mut self) -> Result<String, ParseError> {
+        self.skip_trivia();
+        let start = self.pos;
+        if self.peek_raw() != Some(b'"') {
+            return Err(self.expected("a quoted string"));
+        }
+        self.pos += 1;
+        let mut out = String::new();
+        let mut chars = self.text[self.pos..self.end].char_indices();
+        while let Some((i, c)) = chars.next() {
+            match c {
+                '"' => {
+                    self.pos += i + 1;
+                    return Ok(out);
+                }
+                '\\' => match chars.next() {
+                    Some((_, 'n')) => out.push('\n'),
+                    Some((_, 't')) => out.push('\t'),
+                    Some((_, 'r')) => out.push('\r'),
+                    Some((_, other)) => out.push(other),
+                    None => break,
+                },
+                c => out.push(c),
+            }
+        }
+        Err(self.error_at(start, "unterminated string"))
+    }
+
+    /// Skips a string without unescaping it; returns false if unterminated.
+    fn skip_string_raw(&mut self) -> bool {
+        let bytes = self.text.as_bytes();
+        self.pos += 1;
+        while self.pos < self.end {
+            match bytes[self.pos] {
+                b'\\' => self.pos += 2,
+                b'"' => {
+                    self.pos += 1;
+                    return true;
+                }
+                _ => self.pos += 1,
+            }
+        }
+        false
+    }
+
+    /// The byte range of one attribute value: a quoted string, a balanced `{..}`/`[..]`/`(..)`
+    /// group, or a run of characters up to whitespace, `,`, `}` or `)`.
+    pub(crate) fn raw_value(&mut self) -> Result<(usize, usize), ParseError> {
+        self.skip_trivia();
+        let start = self.pos;
+        let bytes = self.text.as_bytes();
+        match self.peek_raw() {
+            Some(b'"') => {
+                if !self.skip_string_raw() {
+                    return Err(self.error_at(start, "unterminated string"));
+                }
+            }
+            Some(b'{' | b'[' | b'(') => {
+                let mut stack: Vec<u8> = Vec::new();
+                loop {
+                    let Some(b) = self.peek_raw() else {
+                        let open = stack.last().copied().unwrap_or(b'{');
+                        return Err(self.error_at(start, format!("unbalanced '{}'", open as char)));
+                    };
+                    match b {
+                        b'"' => {
+                            if !self.skip_string_raw() {
+                                return Err(self.error_at(start, "unterminated string"));
+                            }
+                            continue;
+                        }
+                        b'{' | b'[' | b'(' => stack.push(b),
+                        b'}' | b']' | b')' => {
+                            let open = stack.pop().unwrap_or(b'{');
+                            let expected = match open {
+                                b'{' => b'}',
+                                b'[' => b']',
+                                _ => b')',
+                            };
+                            if b != expected {
+                                return Err(self.error_at(
+                                    self.pos,
+                                    format!(
+                                        "expected '{}' to close '{}', found '{}'",
+                                        expected as char, open as char, b as char
+                                    ),
+                                ));
+                            }
+                        }
+                        _ => {}
+                    }
+                    self.pos += 1;
+                    if stack.is_empty() {
+                        break;
+                    }
+                }
+            }
+            _ => {
+                while self.pos < self.end
+                    && !bytes[self.pos].is_ascii_whitespace()
+                    && !matches!(bytes[self.pos], b',' | b'}' | b')')
+                {
+                    self.pos += 1;
+                }
+                if self.pos == start {
+                    return Err(self.expected("an attribute value"));
+                }
+            }
+        }
+        Ok((start, self.pos))
+    }
+
+    /// A run of characters that can make up a literal element (`-1.5e-05`, `nan`, `-inf`,
+    /// `nan(0x7fc00001)`, `true`).
+    pub(crate) fn number_token(&mut self) -> Result<(usize, &'a str), ParseError> {
+        self.skip_trivia();
+        let start = self.pos;
+        let bytes = self.text.as_bytes();
+        while self.pos < self.end
+            && (bytes[self.pos].is_ascii_alphanumeric()
+                || matches!(bytes[self.pos], b'.' | b'-' | b'+'))
+        {
+            self.pos += 1;
+        }
+        if self.pos < self.end
+            && bytes[self.pos] == b'('
+            && self.text[start..self.pos].ends_with("nan")
+        {
+            while self.pos < self.end && bytes[self.pos] != b')' {
+                self.pos += 1;
+            }
+            self.pos = (self.pos + 1).min(self.end);
+        }
+        if self.pos == start {
+            return Err(self.expected("a number"));
+        }
+        Ok((start, &self.text[start..self.pos]))
+    }
+
+    /// Requires that nothing but trivia remains.
+    pub(crate) fn expect_end(&mut self, what: &str) -> Result<(), ParseError> {
+        if self.at_end() {
+            Ok(())
+        } else {
+            let found = self.describe_next();
+            Err(self.error_at(self.pos, format!("unexpected {found} after {what}")))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_and_column() {
+        let text = "ab\ncdé f\n";
+        let lines = LineIndex::new(text);
+        assert_eq!(lines.line_col(text, 0), (1, 1));
+        assert_eq!(lines.line_col(text, 3), (2, 1));
+        assert_eq!(lines.line_col(text, text.find('f').unwrap()), (2, 5));
+    }
+
+    #[test]
+    fn raw_values() {
+        let text = r#"{a={1,2}, "x,}"} NE, b01f_01io->b01f"#;
+        let lines = LineIndex::new(text);
+        let mut c = Cursor::new(text, &lines);
+        let (s, e) = c.raw_value().unwrap();
+        assert_eq!(&text[s..e], r#"{a={1,2}, "x,}"}"#);
+        let (s, e) = c.raw_value().unwrap();
+        assert_eq!(&text[s..e], "NE");
+        assert!(c.eat(b','));
+        let (s, e) = c.raw_value().unwrap();
+        assert_eq!(&text[s..e], "b01f_01io->b01f");
+    }
+
+    #[test]
+    fn comments_are_trivia() {
+        let text = "/*index=5*/ %name.1-x";
+        let lines = LineIndex::new(text);
+        let mut c = Cursor::new(text, &lines);
+        assert_eq!(c.name("a name").unwrap(), "name.1-x");
+        assert!(c.at_end());
+    }
+}

@@ -1,0 +1,181 @@
+//! Tuples and control flow: get-tuple-element, while, conditional, call, fusion, map,
+//! custom-call, after-all.
+
+use super::{Ctx, InferResult, array};
+use crate::ids::CompId;
+use crate::{Computation, ElementType, Shape};
+
+fn computation<'a>(ctx: &Ctx<'a>, id: CompId, role: &str) -> InferResult<&'a Computation> {
+    if id.index() < ctx.module.computation_count() {
+        Ok(ctx.module.computation(id))
+    } else {
+        Err(format!(
+            "{role} refers to a computation that does not exist"
+        ))
+    }
+}
+
+/// Checks that `comp` takes parameters of exactly these shapes.
+fn check_parameters(comp: &Computation, role: &str, expected: &[&Shape]) -> InferResult<()> {
+    let params = comp.parameter_shapes();
+    if params.len() != expected.len() {
+        return Err(format!(
+            "{role} {} takes {} parameters but is given {}",
+            comp.name,
+            params.len(),
+            expected.len()
+        ));
+    }
+    for (i, (p, e)) in params.iter().zip(expected).enumerate() {
+        if !p.same_ignoring_layout(e) {
+            return Err(format!(
+                "{role} {}: parameter {i} is {p} but is given {e}",
+                comp.name
+            ));
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn get_tuple_element(ctx: &Ctx<'_>, index: i64) -> InferResult<Shape> {
+    ctx.operand_count(1)?;
+    match ctx.operands[0] {
+        Shape::Tuple(elems) => usize::try_from(index)
+            .ok()
+            .and_then(|i| elems.get(i))
+            .cloned()
+            .ok_or_else(|| {
+                format!(
+                    "index {index} is out of range for a tuple of {} elements",
+                    elems.len()
+                )
+            }),
+        other => Err(format!(
+            "get-tuple-element needs a tuple operand, found {other}"
+        )),
+    }
+}
+
+pub(super) fn while_loop(ctx: &Ctx<'_>, condition: CompId, body: CompId) -> InferResult<Shape> {
+    ctx.operand_count(1)?;
+    let state = ctx.operands[0];
+    let cond = computation(ctx, condition, "while's condition")?;
+    check_parameters(cond, "while's condition", &[state])?;
+    let pred = Shape::scalar(ElementType::Pred);
+    if !cond.root_instr().shape.same_ignoring_layout(&pred) {
+        return Err(format!(
+            "while's condition {} must return pred[], it returns {}",
+            cond.name,
+            cond.root_instr().shape
+        ));
+    }
+    let body_comp = computation(ctx, body, "while's body")?;
+    check_parameters(body_comp, "while's body", &[state])?;
+    if !body_comp.root_instr().shape.same_ignoring_layout(state) {
+        return Err(format!(
+            "while's body {} must return the loop state {state}, it returns {}",
+            body_comp.name,
+            body_comp.root_instr().shape
+        ));
+    }
+    Ok(state.clone())
+}
+
+pub(super) fn conditional(ctx: &Ctx<'_>, branches: &[CompId]) -> InferResult<Shape> {
+    ctx.operand_count(branches.len() + 1)?;
+    let selector = ctx.array(0)?;
+    let selector_ok = selector.dims.is_empty()
+        && match selector.element_type {
+            ElementType::Pred => branches.len() == 2,
+            ElementType::S32 => !branches.is_empty(),
+            _ => false,
+        };
+    if !selector_ok {
+        return Err(format!(
+            "conditional's selector must be pred[] with 2 branches or s32[] with at least 1, found {selector} with {}",
+            branches.len()
+        ));
+    }
+    let mut result: Option<&Shape> = None;
+    for (i, &b) in branches.iter().enumerate() {
+        let comp = computation(ctx, b, "conditional's branch")?;
+        check_parameters(
+            comp,
+            &format!("conditional branch {i}"),
+            &[ctx.operands[i + 1]],
+        )?;
+        let root = &comp.root_instr().shape;
+        match result {
+            None => result = Some(root),
+            Some(r) if !r.same_ignoring_layout(root) => {
+                return Err(format!(
+                    "conditional's branches return different shapes: {r} and {root} ({})",
+                    comp.name
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(result.expect("at least one branch").clone())
+}
+
+pub(super) fn call(ctx: &Ctx<'_>, callee: CompId) -> InferResult<Shape> {
+    let role = ctx.op.name();
+    let comp = computation(ctx, callee, role)?;
+    check_parameters(comp, role, ctx.operands)?;
+    Ok(comp.root_instr().shape.clone())
+}
+
+pub(super) fn map(ctx: &Ctx<'_>, dimensions: &[i64], to_apply: CompId) -> InferResult<Shape> {
+    ctx.min_operands(1)?;
+    let first = ctx.array(0)?;
+    let mut scalars = Vec::new();
+    for i in 0..ctx.operands.len() {
+        let x = ctx.array(i)?;
+        if x.dims != first.dims {
+            return Err("map's operands must all have the same dimensions".to_string());
+        }
+        scalars.push(Shape::scalar(x.element_type));
+    }
+    if !dimensions.is_empty() && dimensions != (0..first.rank() as i64).collect::<Vec<_>>() {
+        return Err(format!(
+            "map must apply to all dimensions in order, found {dimensions:?}"
+        ));
+    }
+    let comp = computation(ctx, to_apply, "map's to_apply")?;
+    let refs: Vec<&Shape> = scalars.iter().collect();
+    check_parameters(comp, "map's to_apply", &refs)?;
+    match &comp.root_instr().shape {
+        Shape::Array(a) if a.dims.is_empty() => Ok(array(a.element_type, &first.dims)),
+        other => Err(format!(
+            "map's to_apply {} must return a scalar, it returns {other}",
+            comp.name
+        )),
+    }
+}
+
+pub(super) fn custom_call(ctx: &Ctx<'_>, target: &str) -> InferResult<Shape> {
+    let declared = ctx.declared()?;
+    if target == "TopK" {
+        // XLA CPU's form of topk: (values, indices) along the last dimension.
+        ctx.operand_count(1)?;
+        let k = declared
+            .as_tuple()
+            .and_then(|t| t.first())
+            .and_then(Shape::as_array)
+            .and_then(|a| a.dims.last().copied())
+            .ok_or_else(|| {
+                format!("custom-call TopK must return (values, indices), found {declared}")
+            })?;
+        return super::reductions::top_k_shape(ctx.array(0)?, k);
+    }
+    // Other targets are opaque: their result is whatever the text says.
+    Ok(declared.clone())
+}
+
+pub(super) fn after_all(ctx: &Ctx<'_>) -> InferResult<Shape> {
+    if let Some(bad) = ctx.operands.iter().find(|s| !matches!(s, Shape::Token)) {
+        return Err(format!("after-all takes tokens, found {bad}"));
+    }
+    Ok(Shape::Token)
+}

@@ -1,0 +1,8 @@
+//! ipuxla: compile XLA HLO programs for Graphcore IPUs and run them on an IPU Model.
+//!
+//! This facade re-exports the workspace's crates; the `ipuxla` binary's command line
+//! lives in [`cli`].
+
+pub mod cli;
+
+pub use xla_ir;
