@@ -59,12 +59,14 @@ impl WindowDim {
         }
     }
 
-    /// Size of the window once dilated.
+    /// Size of the window once dilated (saturating for absurd sizes).
     pub fn dilated_size(&self) -> i64 {
-        if self.size == 0 {
+        if self.size <= 0 {
             0
         } else {
-            (self.size - 1) * self.window_dilation + 1
+            (self.size - 1)
+                .saturating_mul(self.window_dilation)
+                .saturating_add(1)
         }
     }
 }

@@ -66,14 +66,17 @@ impl ArrayShape {
         self.dims.len()
     }
 
-    /// Number of elements (1 for a scalar).
+    /// Number of elements (1 for a scalar), saturating at `u64::MAX` for absurd shapes.
     pub fn element_count(&self) -> u64 {
-        self.dims.iter().map(|&d| d.max(0) as u64).product()
+        self.dims
+            .iter()
+            .fold(1u64, |n, &d| n.saturating_mul(d.max(0) as u64))
     }
 
-    /// Bytes the array's elements occupy.
+    /// Bytes the array's elements occupy (saturating).
     pub fn byte_size(&self) -> u64 {
-        self.element_count() * self.element_type.byte_size() as u64
+        self.element_count()
+            .saturating_mul(self.element_type.byte_size() as u64)
     }
 
     /// True when element type and dimensions agree (layouts may differ).
@@ -161,7 +164,9 @@ impl Shape {
 
     /// Total bytes of all leaf arrays.
     pub fn byte_size(&self) -> u64 {
-        self.leaf_arrays().iter().map(|a| a.byte_size()).sum()
+        self.leaf_arrays()
+            .iter()
+            .fold(0u64, |n, a| n.saturating_add(a.byte_size()))
     }
 }
 

@@ -43,6 +43,8 @@ pub(crate) struct Cursor<'a> {
     lines: &'a LineIndex,
     pos: usize,
     end: usize,
+    /// Where a `/*` that is never closed starts, once trivia skipping has met one.
+    unterminated_comment: Option<usize>,
 }
 
 fn is_word_byte(b: u8) -> bool {
@@ -56,6 +58,7 @@ impl<'a> Cursor<'a> {
             lines,
             pos: 0,
             end: text.len(),
+            unterminated_comment: None,
         }
     }
 
@@ -66,6 +69,7 @@ impl<'a> Cursor<'a> {
             lines: self.lines,
             pos: start,
             end,
+            unterminated_comment: None,
         }
     }
 
@@ -99,7 +103,15 @@ impl<'a> Cursor<'a> {
 
     fn describe_next(&self) -> String {
         if self.pos >= self.end {
-            return "end of input".to_string();
+            return match self.unterminated_comment {
+                Some(open) => {
+                    let (line, column) = self.line_col(open);
+                    format!(
+                        "end of input inside the comment opened at {line}:{column} ('/*' without '*/')"
+                    )
+                }
+                None => "end of input".to_string(),
+            };
         }
         let rest = &self.text[self.pos..self.end];
         let word: String = rest
@@ -126,7 +138,10 @@ impl<'a> Cursor<'a> {
                     Some(offset) => self.pos += 2 + offset + 2,
                     // An unterminated comment runs to the end; the caller then reports
                     // "expected ..., found end of input".
-                    None => self.pos = self.end,
+                    None => {
+                        self.unterminated_comment = Some(self.pos);
+                        self.pos = self.end;
+                    }
                 }
             } else {
                 return;
@@ -308,9 +323,20 @@ impl<'a> Cursor<'a> {
             Some(b'{' | b'[' | b'(') => {
                 let mut stack: Vec<u8> = Vec::new();
                 loop {
-                    let Some(b) = self.peek_raw() else {
-                        let open = stack.last().copied().unwrap_or(b'{');
-                        return Err(self.error_at(start, format!("unbalanced '{}'", open as char)));
+                    // Attribute values never span lines in XLA's text, so a line end
+                    // inside a group means a bracket was left open.
+                    let b = match self.peek_raw() {
+                        Some(b'\n') | None => {
+                            let open = stack.last().copied().unwrap_or(b'{');
+                            return Err(self.error_at(
+                                start,
+                                format!(
+                                    "unbalanced '{}': not closed before the end of the line",
+                                    open as char
+                                ),
+                            ));
+                        }
+                        Some(b) => b,
                     };
                     match b {
                         b'"' => {

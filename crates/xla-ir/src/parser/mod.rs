@@ -497,14 +497,13 @@ impl<'a> Parser<'a> {
     }
 
     fn finish_module(&mut self, mut module: Module, entry_layout_pos: usize) -> Result<Module> {
+        if self.comps.slots.is_empty() {
+            return Err(self
+                .c
+                .expected("at least one computation after the module header"));
+        }
         let c = &self.c;
         let slots = std::mem::take(&mut self.comps.slots);
-        if slots.is_empty() {
-            return Err(c.error_at(
-                c.pos(),
-                "expected at least one computation after the module header",
-            ));
-        }
         for slot in &slots {
             if slot.definition.is_none() {
                 let pos = slot.first_reference.unwrap_or(0);

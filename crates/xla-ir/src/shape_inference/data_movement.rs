@@ -89,7 +89,7 @@ pub(super) fn slice(ctx: &Ctx<'_>, slices: &[SliceDim]) -> InferResult<Shape> {
                 s.start, s.limit, s.stride
             ));
         }
-        dims.push((s.limit - s.start + s.stride - 1) / s.stride);
+        dims.push(((s.limit - s.start) as u64).div_ceil(s.stride as u64) as i64);
     }
     Ok(array(x.element_type, &dims))
 }
@@ -117,7 +117,9 @@ pub(super) fn concatenate(ctx: &Ctx<'_>, dimension: i64) -> InferResult<Shape> {
                 "concatenate along {dimension} needs operands that agree elsewhere, found {first} and {x}"
             ));
         }
-        dims[d] += x.dims[d];
+        dims[d] = dims[d]
+            .checked_add(x.dims[d])
+            .ok_or_else(|| format!("concatenating along {dimension} overflows"))?;
     }
     Ok(array(first.element_type, &dims))
 }
@@ -146,7 +148,13 @@ pub(super) fn pad(ctx: &Ctx<'_>, padding: &[PadDim]) -> InferResult<Shape> {
                 p.interior
             ));
         }
-        let size = p.low + p.high + d + (d - 1).max(0) * p.interior;
+        let size = (d - 1)
+            .max(0)
+            .checked_mul(p.interior)
+            .and_then(|inner| inner.checked_add(d))
+            .and_then(|s| s.checked_add(p.low))
+            .and_then(|s| s.checked_add(p.high))
+            .ok_or_else(|| format!("padding of dimension {i} overflows"))?;
         if size < 0 {
             return Err(format!(
                 "padding {}_{}_{} makes dimension {i} negative",

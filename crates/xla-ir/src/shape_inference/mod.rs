@@ -207,13 +207,21 @@ pub(crate) fn window_output_size(base: i64, w: &crate::attributes::WindowDim) ->
     if w.size < 0 {
         return Err(format!("window size {} is negative", w.size));
     }
-    let dilated_base = if base == 0 {
-        0
-    } else {
-        (base - 1) * w.base_dilation + 1
+    let overflow = || "window arithmetic overflows".to_string();
+    let dilate = |size: i64, dilation: i64| -> InferResult<i64> {
+        if size <= 0 {
+            return Ok(0);
+        }
+        (size - 1)
+            .checked_mul(dilation)
+            .map(|s| s + 1)
+            .ok_or_else(overflow)
     };
-    let padded = dilated_base + w.pad_low + w.pad_high;
-    let window = w.dilated_size();
+    let padded = dilate(base, w.base_dilation)?
+        .checked_add(w.pad_low)
+        .and_then(|p| p.checked_add(w.pad_high))
+        .ok_or_else(overflow)?;
+    let window = dilate(w.size, w.window_dilation)?;
     if padded < window {
         return Ok(0);
     }

@@ -1,0 +1,151 @@
+//! `ipuxla dump` from the outside: output, round trips, JSON, and errors as FILE:LINE:COL.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn ipuxla(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ipuxla"))
+        .args(args)
+        .output()
+        .expect("the ipuxla binary runs")
+}
+
+fn fixture(rel: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(rel)
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn scratch(name: &str, contents: &[u8]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ipuxla-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, contents).unwrap();
+    path
+}
+
+#[test]
+fn dump_prints_text_that_dumps_to_itself() {
+    for case in [
+        "seed_vector_add",
+        "scan_lstm",
+        "cond_switch",
+        "gather_embedding",
+    ] {
+        for file in ["module.hlo", "module.opt.hlo"] {
+            let first = ipuxla(&["dump", &fixture(&format!("conformance/{case}/{file}"))]);
+            assert!(
+                first.status.success(),
+                "{}",
+                String::from_utf8_lossy(&first.stderr)
+            );
+            let a = scratch(&format!("{case}-{file}"), &first.stdout);
+            let second = ipuxla(&["dump", a.to_str().unwrap()]);
+            assert!(
+                second.status.success(),
+                "{}",
+                String::from_utf8_lossy(&second.stderr)
+            );
+            assert_eq!(first.stdout, second.stdout, "{case}/{file}");
+        }
+    }
+}
+
+#[test]
+fn json_summary_describes_the_module() {
+    let out = ipuxla(&[
+        "dump",
+        "--json",
+        &fixture("conformance/seed_vector_add/module.hlo"),
+    ]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["name"], "jit_seed_vector_add");
+    assert_eq!(v["opcode_counts"]["add"], 3);
+    assert_eq!(v["opcode_counts"]["parameter"], 3);
+    assert_eq!(v["parameters"].as_array().unwrap().len(), 3);
+    assert_eq!(v["result"], "f32[2]{0}");
+    assert_eq!(v["computations"][0]["is_entry"], true);
+}
+
+fn assert_error(contents: &str, expected_position: &str, expected_message: &str) {
+    let path = scratch(
+        &format!("bad-{}.hlo", expected_position.replace(':', "_")),
+        contents.as_bytes(),
+    );
+    let out = ipuxla(&["dump", path.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "expected failure for {contents:?}");
+    let prefix = format!("{}:{expected_position}: ", path.display());
+    assert!(
+        stderr.starts_with(&prefix),
+        "stderr {stderr:?} does not start with {prefix:?}"
+    );
+    assert!(
+        stderr.contains(expected_message),
+        "stderr {stderr:?} lacks {expected_message:?}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn errors_name_file_line_and_column() {
+    let header = "HloModule m\n\nENTRY e {\n  a = f32[2]{0} parameter(0)\n";
+    assert_error(
+        &format!("{header}  ROOT c = f32[2]{{0}} frob(a)\n}}\n"),
+        "5:22",
+        "unknown opcode 'frob'",
+    );
+    assert_error(
+        &format!("{header}  ROOT c = f32[2]{{0}} add(a, q)\n}}\n"),
+        "5:29",
+        "undefined instruction 'q'",
+    );
+    assert_error(
+        &format!("{header}  ROOT c = f32[3]{{0}} add(a, a)\n}}\n"),
+        "5:8",
+        "declared shape is f32[3]{0}",
+    );
+    assert_error(
+        &format!("{header}  ROOT c = f32[2]{{0}} add(a, a\n"),
+        "6:1",
+        "expected ',' or ')'",
+    );
+    assert_error(
+        &format!("{header}  a = f32[2]{{0}} negate(a)\n}}\n"),
+        "5:3",
+        "duplicate instruction name 'a'",
+    );
+    assert_error(
+        "HloModule m\n\nENTRY e {\n  ROOT r = f32[] reduce(), dimensions={0}, to_apply=missing\n}\n",
+        "4:53",
+        "undefined computation 'missing'",
+    );
+}
+
+#[test]
+fn unreadable_and_non_utf8_files_are_clear_errors() {
+    let missing = ipuxla(&["dump", "/nonexistent/module.hlo"]);
+    assert!(!missing.status.success());
+    assert!(
+        String::from_utf8_lossy(&missing.stderr)
+            .contains("/nonexistent/module.hlo: cannot read file")
+    );
+
+    let path = scratch(
+        "latin1.hlo",
+        b"HloModule m\n\nENTRY e {\n  a = f32[] parameter(0) \xe9\n}\n",
+    );
+    let out = ipuxla(&["dump", path.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(":4:26: invalid UTF-8"), "{stderr}");
+}
+
+#[test]
+fn help_documents_every_flag() {
+    let out = ipuxla(&["dump", "--help"]);
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("--json") && help.contains("<FILE>"), "{help}");
+}
