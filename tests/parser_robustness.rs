@@ -44,13 +44,13 @@ fn tokens(text: &str) -> Vec<String> {
 /// Whatever the input, parsing ends in Ok or Err; a module that parses and verifies
 /// prints text that parses back to the same text.
 fn check_no_panic(text: &str) {
-    if let Ok(module) = parse_module(text) {
-        if verify(&module).is_ok() {
-            let printed = module.to_string();
-            let again = parse_module(&printed)
-                .unwrap_or_else(|e| panic!("reprint fails to parse: {e}\n{printed}"));
-            assert_eq!(again.to_string(), printed);
-        }
+    if let Ok(module) = parse_module(text)
+        && verify(&module).is_ok()
+    {
+        let printed = module.to_string();
+        let again = parse_module(&printed)
+            .unwrap_or_else(|e| panic!("reprint fails to parse: {e}\n{printed}"));
+        assert_eq!(again.to_string(), printed);
     }
 }
 
