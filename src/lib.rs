@@ -6,3 +6,4 @@
 pub mod cli;
 
 pub use xla_ir;
+pub mod npy;

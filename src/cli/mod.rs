@@ -2,6 +2,7 @@
 
 mod dump;
 mod load;
+mod run;
 
 use clap::{Parser, Subcommand};
 
@@ -21,11 +22,14 @@ pub struct Cli {
 pub enum Command {
     /// Parse and verify an HLO text module, then print it in canonical form (or a summary).
     Dump(dump::DumpArgs),
+    /// Run a module on .npy inputs and write its results as .npy files.
+    Run(run::RunArgs),
 }
 
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Dump(args) => dump::run(args),
+        Command::Run(args) => run::run(args),
     }
 }

@@ -11,6 +11,7 @@ pub mod attributes;
 pub mod builder;
 pub mod computation;
 pub mod element_type;
+pub mod eval;
 pub mod ids;
 pub mod instruction;
 pub mod literal;

@@ -108,6 +108,20 @@ impl ArrayData {
         self.len() == 0
     }
 
+    /// The elements at `indices`, in that order (every index must be in range).
+    pub fn take(&self, indices: &[usize]) -> ArrayData {
+        macro_rules! take_from {
+            ($($variant:ident),*) => {
+                match self {
+                    $(ArrayData::$variant(v) => ArrayData::$variant(indices.iter().map(|&i| v[i]).collect()),)*
+                }
+            };
+        }
+        take_from!(
+            Pred, S8, S16, S32, S64, U8, U16, U32, U64, F16, Bf16, F32, F64
+        )
+    }
+
     /// Element `i` in HLO text form (XLA's round-trip formatting for floats).
     pub fn element_text(&self, i: usize) -> String {
         match self {

@@ -1,0 +1,386 @@
+//! The reference evaluator: runs any verified module on host literals with XLA's semantics.
+//!
+//! It is the oracle every compiled result is compared with, so it favours plain code:
+//! data-movement ops build an index map and take elements through it; element-wise ops
+//! apply [`element::Element`] per element; reductions walk their windows in row-major
+//! order. Floating-point sums and products accumulate in f64 (at least as accurate as
+//! XLA's f32 accumulation, and well inside the corpus tolerances). Layouts never change
+//! values, except for `bitcast`, which reinterprets memory and so follows them.
+
+mod array;
+mod calls;
+mod element;
+mod elementwise;
+mod linalg;
+mod movement;
+mod reduce;
+mod sort;
+
+use crate::ids::{CompId, InstrId};
+use crate::literal::{ArrayData, ArrayLiteral};
+use crate::{Computation, Literal, Module, Op, Shape};
+use std::fmt;
+
+/// An evaluation failure, naming the instruction (and the calls that led to it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct EvalError {
+    /// The computation of the failing instruction.
+    pub computation: String,
+    /// The failing instruction.
+    pub instruction: String,
+    /// What went wrong.
+    pub message: String,
+    /// The calling instructions, innermost first (`computation/instruction`).
+    pub called_from: Vec<String>,
+}
+
+impl fmt::Display for EvalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "in computation {}, instruction {}: {}",
+            self.computation, self.instruction, self.message
+        )?;
+        for caller in &self.called_from {
+            write!(f, " (called from {caller})")?;
+        }
+        Ok(())
+    }
+}
+
+/// Problems found before evaluation starts: the module or the arguments.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EvaluateError {
+    /// The module does not verify.
+    #[error(transparent)]
+    Invalid(#[from] crate::VerifyError),
+    /// Wrong number of arguments.
+    #[error("the entry computation takes {expected} arguments, {given} were given")]
+    ArgumentCount {
+        /// Parameters of the entry computation.
+        expected: usize,
+        /// Arguments given.
+        given: usize,
+    },
+    /// An argument of the wrong shape.
+    #[error("argument {index} ({name}) must be {expected}, found {found}")]
+    ArgumentShape {
+        /// Parameter number.
+        index: usize,
+        /// Parameter name.
+        name: String,
+        /// The parameter's shape.
+        expected: String,
+        /// The argument's shape.
+        found: String,
+    },
+    /// Evaluation failed at an instruction.
+    #[error(transparent)]
+    Failed(#[from] EvalError),
+}
+
+/// Evaluates the entry computation of `module` on `args` (one literal per parameter).
+pub fn evaluate(module: &Module, args: &[Literal]) -> Result<Literal, EvaluateError> {
+    crate::verify(module)?;
+    let entry = module.entry_computation();
+    let params = entry.parameters();
+    if params.len() != args.len() {
+        return Err(EvaluateError::ArgumentCount {
+            expected: params.len(),
+            given: args.len(),
+        });
+    }
+    for (index, (&param, arg)) in params.iter().zip(args).enumerate() {
+        let expected = &entry.instr(param).shape;
+        let found = arg.shape();
+        if !expected.same_ignoring_layout(&found) {
+            return Err(EvaluateError::ArgumentShape {
+                index,
+                name: entry.instr(param).name.clone(),
+                expected: expected.to_string(),
+                found: found.to_string(),
+            });
+        }
+    }
+    let evaluator = Evaluator { module };
+    Ok(evaluator.computation(module.entry, args)?)
+}
+
+/// Walks computations; holds the module for called computations.
+pub(crate) struct Evaluator<'m> {
+    pub module: &'m Module,
+}
+
+/// What an op implementation returns: a value or a message (the caller adds where).
+pub(crate) type OpResult = Result<Literal, OpError>;
+
+/// An op-level failure: either a message about this instruction, or an error already
+/// located in a called computation.
+#[derive(Debug)]
+pub(crate) enum OpError {
+    Message(String),
+    Nested(EvalError),
+}
+
+impl From<String> for OpError {
+    fn from(m: String) -> OpError {
+        OpError::Message(m)
+    }
+}
+
+impl From<EvalError> for OpError {
+    fn from(e: EvalError) -> OpError {
+        OpError::Nested(e)
+    }
+}
+
+impl<'m> Evaluator<'m> {
+    /// Evaluates computation `id` with `args` bound to its parameters.
+    pub fn computation(&self, id: CompId, args: &[Literal]) -> Result<Literal, EvalError> {
+        let comp = self.module.computation(id);
+        let order = comp.order();
+        // Values are dropped after their last use to bound memory on large programs.
+        let mut last_use = vec![usize::MAX; slot_count(comp)];
+        for (pos, &instr_id) in order.iter().enumerate() {
+            for operand in &comp.instr(instr_id).operands {
+                last_use[operand.index()] = pos;
+            }
+        }
+        last_use[comp.root.index()] = usize::MAX;
+        let mut values: Vec<Option<Literal>> = vec![None; last_use.len()];
+        for (pos, &instr_id) in order.iter().enumerate() {
+            let instr = comp.instr(instr_id);
+            let value = {
+                let operands: Vec<&Literal> = instr
+                    .operands
+                    .iter()
+                    .map(|o| {
+                        values[o.index()]
+                            .as_ref()
+                            .expect("operands precede users in program order")
+                    })
+                    .collect();
+                self.instruction(comp, instr_id, &operands, args)
+            };
+            let value = value.map_err(|e| match e {
+                OpError::Message(message) => EvalError {
+                    computation: comp.name.clone(),
+                    instruction: instr.name.clone(),
+                    message,
+                    called_from: Vec::new(),
+                },
+                OpError::Nested(mut inner) => {
+                    inner
+                        .called_from
+                        .push(format!("{}/{}", comp.name, instr.name));
+                    inner
+                }
+            })?;
+            values[instr_id.index()] = Some(value);
+            for operand in &instr.operands {
+                if last_use[operand.index()] == pos {
+                    values[operand.index()] = None;
+                }
+            }
+        }
+        Ok(values[comp.root.index()]
+            .take()
+            .expect("the root is evaluated"))
+    }
+
+    fn instruction(
+        &self,
+        comp: &Computation,
+        id: InstrId,
+        operands: &[&Literal],
+        args: &[Literal],
+    ) -> OpResult {
+        let instr = comp.instr(id);
+        let shape = &instr.shape;
+        match &instr.op {
+            Op::Parameter { number } => args
+                .get(*number as usize)
+                .cloned()
+                .ok_or_else(|| OpError::Message(format!("parameter {number} was not given"))),
+            Op::Constant { literal } => Ok(literal.clone()),
+            Op::Unary(op) => elementwise::unary(*op, array(operands[0])?, shape),
+            Op::Binary(op) => elementwise::binary(*op, array(operands[0])?, array(operands[1])?),
+            Op::Compare {
+                direction,
+                compare_type,
+            } => elementwise::compare(
+                *direction,
+                *compare_type,
+                array(operands[0])?,
+                array(operands[1])?,
+            ),
+            Op::Select => elementwise::select(
+                array(operands[0])?,
+                array(operands[1])?,
+                array(operands[2])?,
+            ),
+            Op::Clamp => elementwise::clamp(
+                array(operands[0])?,
+                array(operands[1])?,
+                array(operands[2])?,
+            ),
+            Op::Convert => elementwise::convert(array(operands[0])?, out_array(shape)?),
+            Op::BitcastConvert => {
+                elementwise::bitcast_convert(array(operands[0])?, out_array(shape)?)
+            }
+            Op::ReducePrecision {
+                exponent_bits,
+                mantissa_bits,
+            } => elementwise::reduce_precision(array(operands[0])?, *exponent_bits, *mantissa_bits),
+            Op::Bitcast => movement::bitcast(array(operands[0])?, out_array(shape)?),
+            Op::Reshape => movement::reshape(array(operands[0])?, out_array(shape)?),
+            Op::Broadcast { dimensions } => {
+                movement::broadcast(array(operands[0])?, out_array(shape)?, dimensions)
+            }
+            Op::Transpose { dimensions } => {
+                movement::transpose(array(operands[0])?, out_array(shape)?, dimensions)
+            }
+            Op::Slice { slices } => movement::slice(array(operands[0])?, out_array(shape)?, slices),
+            Op::Concatenate { dimension } => {
+                movement::concatenate(&arrays(operands)?, out_array(shape)?, *dimension)
+            }
+            Op::Pad { padding } => movement::pad(
+                array(operands[0])?,
+                array(operands[1])?,
+                out_array(shape)?,
+                padding,
+            ),
+            Op::Reverse { dimensions } => movement::reverse(array(operands[0])?, dimensions),
+            Op::Iota { dimension } => movement::iota(out_array(shape)?, *dimension),
+            Op::DynamicSlice { sizes } => {
+                movement::dynamic_slice(&arrays(operands)?, out_array(shape)?, sizes)
+            }
+            Op::DynamicUpdateSlice => movement::dynamic_update_slice(&arrays(operands)?),
+            Op::Gather {
+                dims, slice_sizes, ..
+            } => movement::gather(
+                array(operands[0])?,
+                array(operands[1])?,
+                out_array(shape)?,
+                dims,
+                slice_sizes,
+            ),
+            Op::Scatter { dims, to_apply, .. } => self.scatter(&arrays(operands)?, dims, *to_apply),
+            Op::Sort {
+                dimension,
+                comparator,
+                ..
+            } => self.sort(&arrays(operands)?, *dimension, *comparator),
+            Op::TopK { k, largest } => sort::top_k(array(operands[0])?, *k, *largest),
+            Op::Reduce {
+                dimensions,
+                to_apply,
+            } => self.reduce(&arrays(operands)?, shape, dimensions, *to_apply),
+            Op::ReduceWindow { window, to_apply } => {
+                self.reduce_window(&arrays(operands)?, shape, window, *to_apply)
+            }
+            Op::SelectAndScatter {
+                window,
+                select,
+                scatter,
+            } => self.select_and_scatter(&arrays(operands)?, window, *select, *scatter),
+            Op::Dot { dims, .. } => linalg::dot(
+                array(operands[0])?,
+                array(operands[1])?,
+                out_array(shape)?,
+                dims,
+            ),
+            Op::Convolution {
+                window,
+                dims,
+                feature_group_count,
+                batch_group_count,
+                ..
+            } => linalg::convolution(
+                array(operands[0])?,
+                array(operands[1])?,
+                out_array(shape)?,
+                window,
+                dims,
+                *feature_group_count,
+                *batch_group_count,
+            ),
+            Op::Tuple => Ok(Literal::Tuple(
+                operands.iter().map(|l| (*l).clone()).collect(),
+            )),
+            Op::GetTupleElement { index } => match operands[0] {
+                Literal::Tuple(elems) => elems
+                    .get(*index as usize)
+                    .cloned()
+                    .ok_or_else(|| OpError::Message(format!("tuple has no element {index}"))),
+                _ => Err(OpError::Message("get-tuple-element of a non-tuple".into())),
+            },
+            Op::While { condition, body } => self.while_loop(operands[0], *condition, *body),
+            Op::Conditional { branches } => self.conditional(operands, branches),
+            Op::Call { to_apply } => self.call(*to_apply, operands),
+            Op::Fusion { calls, .. } => self.call(*calls, operands),
+            Op::Map { to_apply, .. } => self.map(&arrays(operands)?, shape, *to_apply),
+            Op::CustomCall { target, .. } => match target.as_str() {
+                "TopK" => {
+                    let k = shape
+                        .as_tuple()
+                        .and_then(|t| t[0].as_array())
+                        .and_then(|a| a.dims.last().copied())
+                        .unwrap_or(0);
+                    sort::top_k(array(operands[0])?, k, true)
+                }
+                other => Err(OpError::Message(format!(
+                    "Unsupported: custom-call target \"{other}\" cannot be evaluated (only TopK is known)"
+                ))),
+            },
+            Op::AfterAll => Ok(Literal::Token),
+            Op::OptimizationBarrier => Ok(operands[0].clone()),
+        }
+    }
+}
+
+fn slot_count(comp: &Computation) -> usize {
+    comp.order()
+        .iter()
+        .map(|id| id.index() + 1)
+        .max()
+        .unwrap_or(0)
+}
+
+/// The operand as an array literal.
+pub(crate) fn array(l: &Literal) -> Result<&ArrayLiteral, OpError> {
+    match l {
+        Literal::Array(a) => Ok(a),
+        other => Err(OpError::Message(format!(
+            "expected an array operand, found {}",
+            other.shape()
+        ))),
+    }
+}
+
+fn arrays<'a>(ls: &[&'a Literal]) -> Result<Vec<&'a ArrayLiteral>, OpError> {
+    ls.iter().map(|l| array(l)).collect()
+}
+
+fn out_array(shape: &Shape) -> Result<&crate::ArrayShape, OpError> {
+    shape
+        .as_array()
+        .ok_or_else(|| OpError::Message(format!("expected an array result, found {shape}")))
+}
+
+/// Wraps data in a literal of `shape`'s dimensions with a default layout.
+pub(crate) fn literal(element_type: crate::ElementType, dims: &[i64], data: ArrayData) -> Literal {
+    Literal::Array(ArrayLiteral {
+        shape: crate::ArrayShape::new(element_type, dims),
+        data,
+    })
+}
+
+/// Wraps several results as one value: the array itself, or a tuple.
+pub(crate) fn one_or_tuple(mut values: Vec<Literal>) -> Literal {
+    if values.len() == 1 {
+        values.pop().expect("one value")
+    } else {
+        Literal::Tuple(values)
+    }
+}

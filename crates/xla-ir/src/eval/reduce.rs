@@ -1,0 +1,356 @@
+//! Reductions and scatters: reduce, reduce-window, select-and-scatter, scatter.
+//!
+//! A reduction visits its elements in row-major order. When the reducer is a single
+//! binary op of one input, a typed loop folds directly (float sums and products in f64);
+//! otherwise the reducer computation runs on scalars.
+
+use super::array::{self, count, for_each_index, linear, scalar_at, strides, zip_same};
+use super::calls::SimpleScalarFn;
+use super::element::{Element, Num};
+use super::movement::{start_vector, with_vector_dim};
+use super::{Evaluator, OpError, OpResult, literal, one_or_tuple};
+use crate::Shape;
+use crate::attributes::{ScatterDims, Window};
+use crate::ids::CompId;
+use crate::literal::{ArrayData, ArrayLiteral};
+use crate::op::BinaryOp;
+
+/// Folds `xs[p]` for the positions of each group into `init` with a binary op.
+fn fast_fold<T: Element>(
+    op: BinaryOp,
+    xs: &[T],
+    init: T,
+    groups: &mut dyn FnMut(usize, &mut Vec<usize>),
+    n: usize,
+) -> Option<Vec<T>> {
+    let wide = matches!(T::to_num(init), Num::Float(_))
+        && matches!(op, BinaryOp::Add | BinaryOp::Multiply);
+    let mut out = Vec::with_capacity(n);
+    let mut positions = Vec::new();
+    for o in 0..n {
+        positions.clear();
+        groups(o, &mut positions);
+        if wide {
+            let as_f64 = |x: T| match T::to_num(x) {
+                Num::Float(f) => f,
+                _ => unreachable!("wide folds are only chosen for float types"),
+            };
+            let mut acc = as_f64(init);
+            for &p in &positions {
+                let x = as_f64(xs[p]);
+                acc = if op == BinaryOp::Add {
+                    acc + x
+                } else {
+                    acc * x
+                };
+            }
+            out.push(T::from_num(Num::Float(acc)));
+        } else {
+            let mut acc = init;
+            for &p in &positions {
+                acc = T::binary(op, acc, xs[p])?;
+            }
+            out.push(acc);
+        }
+    }
+    Some(out)
+}
+
+impl Evaluator<'_> {
+    /// For each of `n` outputs, folds the input elements at the positions `groups` yields
+    /// into the initial values with `reducer`; returns one data vector per input.
+    fn fold(
+        &self,
+        inputs: &[&ArrayLiteral],
+        inits: &[&ArrayLiteral],
+        reducer: CompId,
+        n: usize,
+        groups: &mut dyn FnMut(usize, &mut Vec<usize>),
+    ) -> Result<Vec<ArrayData>, OpError> {
+        let simple = self.simple_scalar_fn(reducer);
+        if let (Some(SimpleScalarFn::Binary { op, swapped }), [input], [init]) =
+            (simple, inputs, inits)
+        {
+            let commutes = matches!(
+                op,
+                BinaryOp::Add
+                    | BinaryOp::Multiply
+                    | BinaryOp::Maximum
+                    | BinaryOp::Minimum
+                    | BinaryOp::And
+                    | BinaryOp::Or
+                    | BinaryOp::Xor
+            );
+            if (!swapped || commutes) && input.data.element_type() == init.data.element_type() {
+                let undefined = || {
+                    OpError::Message(format!(
+                        "{} is not defined for {}",
+                        op.name(),
+                        init.data.element_type()
+                    ))
+                };
+                let mismatch = Err(undefined());
+                let data = zip_same!(&input.data, &init.data, x, i => fast_fold(op, x, i[0], groups, n).ok_or_else(undefined)?, mismatch);
+                return Ok(vec![data]);
+            }
+        }
+        let mut results: Vec<Vec<ArrayData>> = vec![Vec::with_capacity(n); inits.len()];
+        let mut positions = Vec::new();
+        for o in 0..n {
+            positions.clear();
+            groups(o, &mut positions);
+            let mut acc: Vec<ArrayLiteral> = inits.iter().map(|i| (*i).clone()).collect();
+            for &p in &positions {
+                let mut args = acc;
+                args.extend(inputs.iter().map(|x| scalar_at(&x.data, p)));
+                acc = self.apply_scalar(reducer, simple, args)?;
+            }
+            for (k, a) in acc.into_iter().enumerate() {
+                results[k].push(a.data);
+            }
+        }
+        Ok(results
+            .into_iter()
+            .zip(inits)
+            .map(|(parts, init)| {
+                if parts.is_empty() {
+                    ArrayData::zeros(init.data.element_type(), 0)
+                } else {
+                    array::concat(&parts.iter().collect::<Vec<_>>())
+                }
+            })
+            .collect())
+    }
+
+    pub(super) fn reduce(
+        &self,
+        operands: &[&ArrayLiteral],
+        shape: &Shape,
+        dimensions: &[i64],
+        to_apply: CompId,
+    ) -> OpResult {
+        let n = operands.len() / 2;
+        let (inputs, inits) = operands.split_at(n);
+        let dims = &inputs[0].shape.dims;
+        let s = strides(dims);
+        let kept: Vec<usize> = (0..dims.len())
+            .filter(|d| !dimensions.contains(&(*d as i64)))
+            .collect();
+        let out_dims: Vec<i64> = kept.iter().map(|&d| dims[d]).collect();
+        let reduced_dims: Vec<i64> = dimensions.iter().map(|&d| dims[d as usize]).collect();
+        let mut reduced_offsets = Vec::with_capacity(count(&reduced_dims));
+        for_each_index(&reduced_dims, |r| {
+            reduced_offsets.push(
+                r.iter()
+                    .zip(dimensions)
+                    .map(|(&i, &d)| i as usize * s[d as usize])
+                    .sum::<usize>(),
+            );
+        });
+        let mut bases = Vec::with_capacity(count(&out_dims));
+        for_each_index(&out_dims, |o| {
+            bases.push(
+                o.iter()
+                    .zip(&kept)
+                    .map(|(&i, &d)| i as usize * s[d])
+                    .sum::<usize>(),
+            )
+        });
+        let total = bases.len();
+        let mut groups = |o: usize, buf: &mut Vec<usize>| {
+            buf.extend(reduced_offsets.iter().map(|r| bases[o] + r))
+        };
+        let results = self.fold(inputs, inits, to_apply, total, &mut groups)?;
+        Ok(outputs(shape, &out_dims, results))
+    }
+
+    pub(super) fn reduce_window(
+        &self,
+        operands: &[&ArrayLiteral],
+        shape: &Shape,
+        window: &Window,
+        to_apply: CompId,
+    ) -> OpResult {
+        let n = operands.len() / 2;
+        let (inputs, inits) = operands.split_at(n);
+        let dims = &inputs[0].shape.dims;
+        let s = strides(dims);
+        let out_dims: Vec<i64> = first_array(shape).dims.to_vec();
+        let sizes: Vec<i64> = window.dims.iter().map(|w| w.size).collect();
+        let mut starts = Vec::with_capacity(count(&out_dims));
+        for_each_index(&out_dims, |o| starts.push(o.to_vec()));
+        let total = starts.len();
+        let mut groups = |o: usize, buf: &mut Vec<usize>| {
+            let origin = &starts[o];
+            for_each_index(&sizes, |w| {
+                let mut pos = 0usize;
+                for (d, wd) in window.dims.iter().enumerate() {
+                    let p = origin[d] * wd.stride - wd.pad_low + w[d] * wd.window_dilation;
+                    // Padding and base-dilation holes hold the initial value: skipped.
+                    if p < 0 || p % wd.base_dilation != 0 || p / wd.base_dilation >= dims[d] {
+                        return;
+                    }
+                    pos += (p / wd.base_dilation) as usize * s[d];
+                }
+                buf.push(pos);
+            });
+        };
+        let results = self.fold(inputs, inits, to_apply, total, &mut groups)?;
+        Ok(outputs(shape, &out_dims, results))
+    }
+
+    pub(super) fn select_and_scatter(
+        &self,
+        operands: &[&ArrayLiteral],
+        window: &Window,
+        select: CompId,
+        scatter: CompId,
+    ) -> OpResult {
+        let (operand, source, init) = (operands[0], operands[1], operands[2]);
+        let dims = &operand.shape.dims;
+        let s = strides(dims);
+        let n = operand.data.len();
+        let mut result = array::take(&init.data, &vec![0; n]);
+        let select_fn = self.simple_scalar_fn(select);
+        let scatter_fn = self.simple_scalar_fn(scatter);
+        let sizes: Vec<i64> = window.dims.iter().map(|w| w.size).collect();
+        let mut source_index = Vec::with_capacity(source.data.len());
+        for_each_index(&source.shape.dims, |i| source_index.push(i.to_vec()));
+        for (k, origin) in source_index.iter().enumerate() {
+            let mut candidates = Vec::new();
+            for_each_index(&sizes, |w| {
+                let mut pos = 0usize;
+                for (d, wd) in window.dims.iter().enumerate() {
+                    let p = origin[d] * wd.stride - wd.pad_low + w[d];
+                    if p < 0 || p >= dims[d] {
+                        return;
+                    }
+                    pos += p as usize * s[d];
+                }
+                candidates.push(pos);
+            });
+            let Some((&first, rest)) = candidates.split_first() else {
+                continue;
+            };
+            let mut chosen = first;
+            for &c in rest {
+                let keep = self.apply_scalar(
+                    select,
+                    select_fn,
+                    vec![
+                        scalar_at(&operand.data, chosen),
+                        scalar_at(&operand.data, c),
+                    ],
+                )?;
+                if matches!(&keep[0].data, ArrayData::Pred(p) if !p[0]) {
+                    chosen = c;
+                }
+            }
+            let combined = self.apply_scalar(
+                scatter,
+                scatter_fn,
+                vec![scalar_at(&result, chosen), scalar_at(&source.data, k)],
+            )?;
+            array::copy_element(&mut result, chosen, &combined[0].data, 0);
+        }
+        Ok(literal(result.element_type(), dims, result))
+    }
+
+    pub(super) fn scatter(
+        &self,
+        operands: &[&ArrayLiteral],
+        dn: &ScatterDims,
+        to_apply: CompId,
+    ) -> OpResult {
+        let n = (operands.len() - 1) / 2;
+        let (targets, rest) = operands.split_at(n);
+        let (indices, updates) = (rest[0], &rest[1..]);
+        let dims = &targets[0].shape.dims;
+        let rank = dims.len();
+        let s = strides(dims);
+        let ivd = dn.index_vector_dim as usize;
+        let mut results: Vec<ArrayData> = targets.iter().map(|t| t.data.clone()).collect();
+        let simple = self.simple_scalar_fn(to_apply).filter(|_| n == 1);
+        let update_dims = &updates[0].shape.dims;
+        let window_operand_dims: Vec<usize> = (0..rank as i64)
+            .filter(|d| !dn.inserted_window_dims.contains(d) && !dn.input_batching_dims.contains(d))
+            .map(|d| d as usize)
+            .collect();
+        let mut window_size = vec![1i64; rank];
+        for (j, &d) in window_operand_dims.iter().enumerate() {
+            window_size[d] = update_dims[dn.update_window_dims[j] as usize];
+        }
+        let mut update_index = Vec::with_capacity(updates[0].data.len());
+        for_each_index(update_dims, |u| update_index.push(u.to_vec()));
+        for (k, u) in update_index.iter().enumerate() {
+            let batch: Vec<i64> = (0..u.len())
+                .filter(|d| !dn.update_window_dims.contains(&(*d as i64)))
+                .map(|d| u[d])
+                .collect();
+            let mut full = with_vector_dim(&batch, ivd, indices.shape.rank());
+            let starts = start_vector(
+                indices,
+                &mut full,
+                ivd,
+                dn.scatter_dims_to_operand_dims.len(),
+            );
+            let mut start = vec![0i64; rank];
+            for (j, &d) in dn.scatter_dims_to_operand_dims.iter().enumerate() {
+                start[d as usize] = starts[j];
+            }
+            for (&od, &id) in dn
+                .input_batching_dims
+                .iter()
+                .zip(&dn.scatter_indices_batching_dims)
+            {
+                let id = id as usize;
+                let pos = if id > ivd && ivd < indices.shape.rank() {
+                    id - 1
+                } else {
+                    id
+                };
+                start[od as usize] = batch[pos];
+            }
+            // A window that does not fit entirely is skipped, as XLA does.
+            if (0..rank).any(|d| start[d] < 0 || start[d] + window_size[d] > dims[d]) {
+                continue;
+            }
+            let mut target = start;
+            for (j, &d) in window_operand_dims.iter().enumerate() {
+                target[d] += u[dn.update_window_dims[j] as usize];
+            }
+            let at = linear(&target, &s);
+            let mut args: Vec<ArrayLiteral> = results.iter().map(|r| scalar_at(r, at)).collect();
+            args.extend(updates.iter().map(|up| scalar_at(&up.data, k)));
+            let combined = self.apply_scalar(to_apply, simple, args)?;
+            for (r, c) in results.iter_mut().zip(&combined) {
+                array::copy_element(r, at, &c.data, 0);
+            }
+        }
+        let values = results
+            .into_iter()
+            .map(|d| literal(d.element_type(), dims, d))
+            .collect();
+        Ok(one_or_tuple(values))
+    }
+}
+
+fn first_array(shape: &Shape) -> &crate::ArrayShape {
+    match shape {
+        Shape::Tuple(t) => t[0]
+            .as_array()
+            .expect("verified: reduce results are arrays"),
+        other => other
+            .as_array()
+            .expect("verified: reduce results are arrays"),
+    }
+}
+
+fn outputs(_shape: &Shape, out_dims: &[i64], results: Vec<ArrayData>) -> crate::Literal {
+    one_or_tuple(
+        results
+            .into_iter()
+            .map(|d| literal(d.element_type(), out_dims, d))
+            .collect(),
+    )
+}
