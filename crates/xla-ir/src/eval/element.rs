@@ -185,7 +185,7 @@ macro_rules! int_element {
                 Some(match op {
                     UnaryOp::Abs => {
                         if $signed {
-                            (x as i128).abs() as $t
+                            (x as i128).unsigned_abs() as $t
                         } else {
                             x
                         }

@@ -203,12 +203,8 @@ fn conv_with<A: Acc>(
     let in_features_per_group = kd[dn.kernel_input_feature as usize];
     let out_features_per_group = out_features / feature_group_count;
     let batch_group_size = input_batch / batch_group_count;
-    // As XLA's evaluator: output features are assigned to batch groups in blocks.
-    let depthwise_multiplier = if batch_group_count > 1 {
-        (out_features / input_batch).max(1)
-    } else {
-        1
-    };
+    // Output features come in batch_group_count blocks; block g reads batch group g.
+    let depthwise_multiplier = (out_features / batch_group_count).max(1);
     let kernel_spatial_sizes: Vec<i64> =
         dn.kernel_spatial.iter().map(|&d| kd[d as usize]).collect();
     let mut acc = Vec::with_capacity(count(od));
@@ -216,8 +212,7 @@ fn conv_with<A: Acc>(
         let f = o[dn.output_feature as usize];
         let group = f / out_features_per_group;
         let batch_group = f / depthwise_multiplier;
-        let batch =
-            o[dn.output_batch as usize] + (batch_group * batch_group_size) % input_batch.max(1);
+        let batch = o[dn.output_batch as usize] + batch_group * batch_group_size;
         let mut sum = A::default();
         for_each_index(&kernel_spatial_sizes, |k| {
             let mut input_pos = batch as usize * is[dn.input_batch as usize];
@@ -250,5 +245,22 @@ fn conv_with<A: Acc>(
         });
         acc.push(sum);
     });
+    if out.element_type.is_integer() {
+        // XLA saturates integer convolution results to the result type.
+        let bits = out.element_type.bit_width() as u32;
+        let (lo, hi) = if out.element_type.is_signed_int() {
+            (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
+        } else {
+            (0, (1i128 << bits) - 1)
+        };
+        let saturated: Vec<A> = acc
+            .iter()
+            .map(|a| match a.to_num() {
+                Num::Int(i) => A::from(Num::Int(i.clamp(lo, hi))),
+                _ => *a,
+            })
+            .collect();
+        return finish(out, saturated);
+    }
     finish(out, acc)
 }

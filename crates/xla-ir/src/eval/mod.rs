@@ -232,7 +232,11 @@ impl<'m> Evaluator<'m> {
                 exponent_bits,
                 mantissa_bits,
             } => elementwise::reduce_precision(array(operands[0])?, *exponent_bits, *mantissa_bits),
-            Op::Bitcast => movement::bitcast(array(operands[0])?, out_array(shape)?),
+            Op::Bitcast => {
+                // Literals are logical; the layouts that give bitcast its meaning are the IR's.
+                let declared = out_array(&comp.instr(instr.operands[0]).shape)?;
+                movement::bitcast(array(operands[0])?, declared, out_array(shape)?)
+            }
             Op::Reshape => movement::reshape(array(operands[0])?, out_array(shape)?),
             Op::Broadcast { dimensions } => {
                 movement::broadcast(array(operands[0])?, out_array(shape)?, dimensions)

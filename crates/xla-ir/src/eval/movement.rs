@@ -26,8 +26,12 @@ pub(super) fn reshape(x: &ArrayLiteral, shape: &ArrayShape) -> OpResult {
 }
 
 /// A reshape of the bytes in memory: follows both layouts.
-pub(super) fn bitcast(x: &ArrayLiteral, shape: &ArrayShape) -> OpResult {
-    let physical = match physical_order(&x.shape) {
+pub(super) fn bitcast(
+    x: &ArrayLiteral,
+    operand_shape: &ArrayShape,
+    shape: &ArrayShape,
+) -> OpResult {
+    let physical = match physical_order(operand_shape) {
         Some(order) => take(&x.data, &order),
         None => x.data.clone(),
     };

@@ -1,0 +1,145 @@
+//! XLA semantics the corpus does not pin down, one small module each. Results are compared
+//! as printed literals.
+
+use xla_ir::eval::evaluate;
+use xla_ir::literal::{ArrayData, ArrayLiteral};
+use xla_ir::{ArrayShape, ElementType, Literal, parse_module};
+
+fn f32s(dims: &[i64], values: &[f32]) -> Literal {
+    ArrayLiteral::new(
+        ArrayShape::new(ElementType::F32, dims),
+        ArrayData::F32(values.to_vec()),
+    )
+    .unwrap()
+    .into()
+}
+
+fn s32s(dims: &[i64], values: &[i32]) -> Literal {
+    ArrayLiteral::new(
+        ArrayShape::new(ElementType::S32, dims),
+        ArrayData::S32(values.to_vec()),
+    )
+    .unwrap()
+    .into()
+}
+
+fn run(body: &str, args: &[Literal]) -> String {
+    let text = format!("HloModule t\n\n{body}\n");
+    let module = parse_module(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    evaluate(&module, args)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .to_string()
+}
+
+#[test]
+fn starts_are_clamped_in_dynamic_slices_and_gathers() {
+    let x = f32s(&[5], &[0.0, 1.0, 2.0, 3.0, 4.0]);
+    let ds = "ENTRY e {\n  x = f32[5]{0} parameter(0)\n  i = s32[] constant(4)\n  ROOT d = f32[3]{0} dynamic-slice(x, i), dynamic_slice_sizes={3}\n}";
+    assert_eq!(run(ds, std::slice::from_ref(&x)), "{2, 3, 4}");
+    let dus = "ENTRY e {\n  x = f32[5]{0} parameter(0)\n  u = f32[2]{0} constant({9, 9})\n  i = s32[] constant(-3)\n  ROOT d = f32[5]{0} dynamic-update-slice(x, u, i)\n}";
+    assert_eq!(run(dus, std::slice::from_ref(&x)), "{9, 9, 2, 3, 4}");
+    let gather = "ENTRY e {\n  x = f32[5]{0} parameter(0)\n  i = s32[2,1]{1,0} constant({ {-2}, {4} })\n  ROOT g = f32[2,2]{1,0} gather(x, i), offset_dims={1}, collapsed_slice_dims={}, start_index_map={0}, index_vector_dim=1, slice_sizes={2}\n}";
+    assert_eq!(run(gather, &[x]), "{ { 0, 1 }, { 3, 4 } }");
+}
+
+#[test]
+fn scatter_skips_windows_out_of_bounds() {
+    let body = "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\nENTRY e {\n  x = f32[4]{0} parameter(0)\n  i = s32[3,1]{1,0} constant({ {1}, {7}, {1} })\n  u = f32[3]{0} constant({10, 20, 30})\n  ROOT s = f32[4]{0} scatter(x, i, u), update_window_dims={}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n}";
+    assert_eq!(
+        run(body, &[f32s(&[4], &[1.0, 1.0, 1.0, 1.0])]),
+        "{1, 41, 1, 1}"
+    );
+}
+
+#[test]
+fn bitcast_follows_layouts() {
+    // A column-major 2x3 array holds its columns contiguously in memory.
+    let body = "ENTRY e {\n  x = f32[2,3]{1,0} parameter(0)\n  c = f32[2,3]{0,1} copy(x)\n  ROOT b = f32[6]{0} bitcast(c)\n}";
+    assert_eq!(
+        run(body, &[f32s(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])]),
+        "{1, 4, 2, 5, 3, 6}"
+    );
+}
+
+#[test]
+fn sort_is_stable_with_any_comparator() {
+    let body = "desc {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  i = s32[] parameter(2)\n  j = s32[] parameter(3)\n  ROOT gt = pred[] compare(a, b), direction=GT\n}\n\nENTRY e {\n  k = f32[5]{0} parameter(0)\n  v = s32[5]{0} iota(), iota_dimension=0\n  ROOT s = (f32[5]{0}, s32[5]{0}) sort(k, v), dimensions={0}, is_stable=true, to_apply=desc\n}";
+    assert_eq!(
+        run(body, &[f32s(&[5], &[1.0, 3.0, 1.0, 3.0, 2.0])]),
+        "({3, 3, 2, 1, 1}, {1, 3, 4, 0, 2})"
+    );
+}
+
+#[test]
+fn an_out_of_range_branch_index_runs_the_last_branch() {
+    let body = "b0 {\n  x = f32[] parameter(0)\n  ROOT n = f32[] negate(x)\n}\n\nb1 {\n  x = f32[] parameter(0)\n  ROOT a = f32[] add(x, x)\n}\n\nENTRY e {\n  i = s32[] parameter(0)\n  x = f32[] constant(3)\n  ROOT c = f32[] conditional(i, x, x), branch_computations={b0, b1}\n}";
+    assert_eq!(run(body, &[s32s(&[], &[7])]), "6");
+    assert_eq!(run(body, &[s32s(&[], &[-1])]), "6");
+    assert_eq!(run(body, &[s32s(&[], &[0])]), "-3");
+}
+
+#[test]
+fn reduce_window_skips_padding_and_select_and_scatter_routes_gradients() {
+    let body = "max {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT m = f32[] maximum(a, b)\n}\n\nENTRY e {\n  x = f32[4]{0} parameter(0)\n  lo = f32[] constant(-inf)\n  ROOT r = f32[3]{0} reduce-window(x, lo), window={size=2 stride=2 pad=1_1}, to_apply=max\n}";
+    assert_eq!(run(body, &[f32s(&[4], &[1.0, 5.0, 2.0, 0.0])]), "{1, 5, 0}");
+    let sas = "ge {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = pred[] compare(a, b), direction=GE\n}\n\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\nENTRY e {\n  x = f32[4]{0} parameter(0)\n  g = f32[2]{0} constant({10, 20})\n  z = f32[] constant(0)\n  ROOT s = f32[4]{0} select-and-scatter(x, g, z), window={size=2 stride=2}, select=ge, scatter=add\n}";
+    assert_eq!(
+        run(sas, &[f32s(&[4], &[1.0, 5.0, 2.0, 2.0])]),
+        "{0, 10, 20, 0}"
+    );
+}
+
+#[test]
+fn batch_grouped_convolution_reads_one_batch_group_per_feature_block() {
+    // Input batch 4 in 2 groups; 4 output features in 2 blocks of 2; 1x1 kernel of ones.
+    let body = "ENTRY e {\n  x = f32[4,1,1]{2,1,0} parameter(0)\n  k = f32[1,1,4]{2,1,0} constant({ { {1, 1, 1, 1} } })\n  ROOT c = f32[2,1,4]{2,1,0} convolution(x, k), window={size=1}, dim_labels=b0f_0io->b0f, batch_group_count=2\n}";
+    // Feature block 0 reads batches 0..2, block 1 reads batches 2..4.
+    assert_eq!(
+        run(body, &[f32s(&[4, 1, 1], &[1.0, 2.0, 3.0, 4.0])]),
+        "{ { { 1, 1, 3, 3 } }, { { 2, 2, 4, 4 } } }"
+    );
+}
+
+#[test]
+fn conversions_saturate_and_topk_orders_nan_first() {
+    let body = "ENTRY e {\n  x = f32[4]{0} parameter(0)\n  ROOT c = s8[4]{0} convert(x)\n}";
+    assert_eq!(
+        run(body, &[f32s(&[4], &[300.0, -300.0, f32::NAN, -1.7])]),
+        "{127, -128, 0, -1}"
+    );
+    let topk = "ENTRY e {\n  x = f32[4]{0} parameter(0)\n  ROOT t = (f32[2]{0}, s32[2]{0}) topk(x), k=2, largest=true\n}";
+    assert_eq!(
+        run(topk, &[f32s(&[4], &[1.0, f32::NAN, 7.0, 7.0])]),
+        "({nan, 7}, {1, 2})"
+    );
+}
+
+#[test]
+fn reduce_precision_rounds_to_bfloat16() {
+    let body = "ENTRY e {\n  x = f32[2]{0} parameter(0)\n  ROOT r = f32[2]{0} reduce-precision(x), exponent_bits=8, mantissa_bits=7\n}";
+    assert_eq!(
+        run(body, &[f32s(&[2], &[1.0 + 1.0 / 256.0, 3.0e38])]),
+        "{1, 3.00405527e+38}"
+    );
+}
+
+#[test]
+fn map_applies_a_computation_per_element() {
+    let body = "sq {\n  a = f32[] parameter(0)\n  ROOT m = f32[] multiply(a, a)\n}\n\nENTRY e {\n  x = f32[3]{0} parameter(0)\n  ROOT r = f32[3]{0} map(x), dimensions={0}, to_apply=sq\n}";
+    assert_eq!(run(body, &[f32s(&[3], &[1.0, -2.0, 3.0])]), "{1, 4, 9}");
+}
+
+#[test]
+fn wrong_arguments_are_named() {
+    let module = parse_module("HloModule t\n\nENTRY e {\n  x = f32[3]{0} parameter(0)\n  ROOT n = f32[3]{0} negate(x)\n}\n").unwrap();
+    let err = evaluate(&module, &[f32s(&[2], &[1.0, 2.0])]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "argument 0 (x) must be f32[3]{0}, found f32[2]{0}"
+    );
+    let err = evaluate(&module, &[]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the entry computation takes 1 arguments, 0 were given"
+    );
+}

@@ -1,0 +1,206 @@
+//! `ipuxla run` from the outside: results, names as keys, and every kind of bad input
+//! answered with a clear error naming the input, never a panic.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn ipuxla(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ipuxla"))
+        .args(args)
+        .output()
+        .expect("the ipuxla binary runs")
+}
+
+fn case(rel: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/conformance")
+        .join(rel)
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ipuxla-run-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn vector_add_inputs() -> String {
+    (0..3)
+        .map(|i| format!("{i}={}", case(&format!("seed_vector_add/inputs/{i}.npy"))))
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
+fn stderr(out: &Output) -> String {
+    let text = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!text.contains("panicked"), "{text}");
+    text
+}
+
+#[test]
+fn seed_vector_add_gives_3_8() {
+    let outdir = scratch("seed");
+    let out = ipuxla(&[
+        "run",
+        &case("seed_vector_add/module.hlo"),
+        "--inputs",
+        &vector_add_inputs(),
+        "--outdir",
+        outdir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("output_0.npy  float32 (2,)  [3, 8]"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("on the reference engine in"), "{stdout}");
+    let result = ipuxla::npy::read_npy(&outdir.join("output_0.npy")).unwrap();
+    assert_eq!(result.data, xla_ir::literal::ArrayData::F32(vec![3.0, 8.0]));
+}
+
+#[test]
+fn parameters_can_be_named() {
+    let outdir = scratch("named");
+    let inputs = format!(
+        "pa={};pb.1={};2={}",
+        case("seed_vector_add/inputs/0.npy"),
+        case("seed_vector_add/inputs/1.npy"),
+        case("seed_vector_add/inputs/2.npy")
+    );
+    let out = ipuxla(&[
+        "run",
+        &case("seed_vector_add/module.hlo"),
+        "--inputs",
+        &inputs,
+        "--outdir",
+        outdir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn outdir_is_not_overwritten_without_permission() {
+    let outdir = scratch("overwrite");
+    let args = |extra: &[&str]| {
+        let mut a = vec![
+            "run".to_string(),
+            case("seed_vector_add/module.hlo"),
+            "--inputs".into(),
+            vector_add_inputs(),
+            "--outdir".into(),
+            outdir.to_string_lossy().into_owned(),
+        ];
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let run = |a: Vec<String>| ipuxla(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(run(args(&[])).status.success());
+    let again = run(args(&[]));
+    assert!(!again.status.success());
+    assert!(
+        stderr(&again).contains("not empty; pass --overwrite"),
+        "{}",
+        stderr(&again)
+    );
+    assert!(run(args(&["--overwrite"])).status.success());
+}
+
+fn expect_failure(inputs: &str, needle: &str) {
+    let outdir = scratch("bad");
+    let out = ipuxla(&[
+        "run",
+        &case("seed_vector_add/module.hlo"),
+        "--inputs",
+        inputs,
+        "--outdir",
+        outdir.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success(), "expected failure for {inputs}");
+    let text = stderr(&out);
+    assert!(text.contains(needle), "{text:?} lacks {needle:?}");
+    assert!(
+        !outdir.exists(),
+        "nothing is written when the inputs are wrong"
+    );
+}
+
+#[test]
+fn bad_inputs_are_named() {
+    let f = |i: usize| case(&format!("seed_vector_add/inputs/{i}.npy"));
+    expect_failure(
+        &format!("0={};1={}", f(0), f(1)),
+        "no value for parameter 2 (pc.1: f32[2]{0})",
+    );
+    expect_failure(
+        &format!("0={};1={};2={};3={}", f(0), f(1), f(2), f(0)),
+        "parameter 3 does not exist",
+    );
+    expect_failure(
+        &format!("0={};0={}", f(0), f(1)),
+        "parameter 0 is given twice",
+    );
+    expect_failure(
+        &format!("zz={}", f(0)),
+        "no parameter is called 'zz'; the parameters are pa.1, pb.1, pc.1",
+    );
+    expect_failure("0", "'0' is not KEY=FILE.npy");
+    expect_failure(
+        "0=/nonexistent.npy;1=x;2=y",
+        "/nonexistent.npy: cannot open",
+    );
+    let wrong_dtype = case("int32_arith/inputs/0.npy");
+    expect_failure(
+        &format!("0={wrong_dtype}"),
+        "parameter 0 (pa.1) is float32 (2,) but the file holds int32",
+    );
+    let not_npy = case("seed_vector_add/case.json");
+    expect_failure(&format!("0={not_npy}"), "not a valid .npy file");
+}
+
+#[test]
+fn evaluation_errors_name_the_instruction_inside_a_loop() {
+    let dir = scratch("loop");
+    std::fs::create_dir_all(&dir).unwrap();
+    let hlo = dir.join("loop.hlo");
+    std::fs::write(
+        &hlo,
+        "HloModule loop\n\ncond {\n  s = f32[] parameter(0)\n  ROOT t = pred[] constant(true)\n}\n\nbody {\n  s = f32[] parameter(0)\n  ROOT opaque = f32[] custom-call(s), custom_call_target=\"my_kernel\"\n}\n\nENTRY main {\n  x = f32[] parameter(0)\n  ROOT w = f32[] while(x), condition=cond, body=body\n}\n",
+    )
+    .unwrap();
+    let out = ipuxla(&[
+        "run",
+        hlo.to_str().unwrap(),
+        "--inputs",
+        &format!("0={}", case("seed_sum4/inputs/0.npy")),
+        "--outdir",
+        dir.join("out").to_str().unwrap(),
+    ]);
+    let text = stderr(&out);
+    // seed_sum4's input is not a scalar: the shape check speaks first.
+    assert!(!out.status.success());
+    assert!(
+        text.contains("parameter 0 (x) is float32 () but the file holds"),
+        "{text}"
+    );
+
+    let scalar = dir.join("scalar.npy");
+    ipuxla::npy::write_npy(&scalar, &xla_ir::ArrayLiteral::scalar_f32(1.0)).unwrap();
+    let out = ipuxla(&[
+        "run",
+        hlo.to_str().unwrap(),
+        "--inputs",
+        &format!("0={}", scalar.display()),
+        "--outdir",
+        dir.join("out").to_str().unwrap(),
+    ]);
+    let text = stderr(&out);
+    assert!(
+        text.contains(
+            "in computation body, instruction opaque: Unsupported: custom-call target \"my_kernel\""
+        ),
+        "{text}"
+    );
+    assert!(text.contains("(called from main/w)"), "{text}");
+}
