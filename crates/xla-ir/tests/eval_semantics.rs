@@ -143,3 +143,15 @@ fn wrong_arguments_are_named() {
         "the entry computation takes 1 arguments, 0 were given"
     );
 }
+
+#[test]
+fn values_too_large_for_the_host_are_refused_up_front() {
+    let module = parse_module("HloModule t\n\nENTRY e {\n  x = f32[] constant(1)\n  ROOT b = f32[1000000,1000000]{1,0} broadcast(x), dimensions={}\n}\n").unwrap();
+    let err = evaluate(&module, &[]).unwrap_err();
+    assert!(
+        err.to_string().contains(
+            "instruction b: the value f32[1000000,1000000]{1,0} needs 4000000000000 bytes"
+        ),
+        "{err}"
+    );
+}

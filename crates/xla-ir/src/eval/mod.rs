@@ -74,14 +74,47 @@ pub enum EvaluateError {
         /// The argument's shape.
         found: String,
     },
+    /// A value too large for host memory.
+    #[error(
+        "in computation {computation}, instruction {instruction}: the value {shape} needs {bytes} bytes, more than the evaluator's limit of {limit} bytes"
+    )]
+    TooLarge {
+        /// The computation.
+        computation: String,
+        /// The instruction producing the value.
+        instruction: String,
+        /// Its shape.
+        shape: String,
+        /// Bytes it needs.
+        bytes: u64,
+        /// The limit ([`MAX_VALUE_BYTES`]).
+        limit: u64,
+    },
     /// Evaluation failed at an instruction.
     #[error(transparent)]
     Failed(#[from] EvalError),
 }
 
+/// The largest single value the evaluator will materialise (8 GiB).
+pub const MAX_VALUE_BYTES: u64 = 8 << 30;
+
 /// Evaluates the entry computation of `module` on `args` (one literal per parameter).
 pub fn evaluate(module: &Module, args: &[Literal]) -> Result<Literal, EvaluateError> {
     crate::verify(module)?;
+    for (_, comp) in module.computations() {
+        for (_, instr) in comp.instructions() {
+            let bytes = instr.shape.byte_size();
+            if bytes > MAX_VALUE_BYTES {
+                return Err(EvaluateError::TooLarge {
+                    computation: comp.name.clone(),
+                    instruction: instr.name.clone(),
+                    shape: instr.shape.to_string(),
+                    bytes,
+                    limit: MAX_VALUE_BYTES,
+                });
+            }
+        }
+    }
     let entry = module.entry_computation();
     let params = entry.parameters();
     if params.len() != args.len() {

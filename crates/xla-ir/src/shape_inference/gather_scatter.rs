@@ -27,6 +27,37 @@ fn split_indices(indices: &ArrayShape, index_vector_dim: i64) -> InferResult<(i6
     Ok((vector_size, dims))
 }
 
+/// Checks batching dimension pairs: operand dimensions against index dimensions (which
+/// must exist, differ from the index vector dimension, and have the same sizes).
+fn check_batching(
+    operand: &ArrayShape,
+    operand_batching: &[i64],
+    indices: &ArrayShape,
+    indices_batching: &[i64],
+    index_vector_dim: i64,
+    names: (&str, &str),
+) -> InferResult<()> {
+    if operand_batching.len() != indices_batching.len() {
+        return Err(format!("{} and {} differ in length", names.0, names.1));
+    }
+    check_dimension_list(names.1, indices_batching, indices.rank())?;
+    if indices_batching.contains(&index_vector_dim) {
+        return Err(format!(
+            "{} must not contain index_vector_dim {index_vector_dim}",
+            names.1
+        ));
+    }
+    for (&o, &i) in operand_batching.iter().zip(indices_batching) {
+        let (a, b) = (operand.dims[o as usize], indices.dims[i as usize]);
+        if a != b {
+            return Err(format!(
+                "batching dimension {o} of the operand has size {a} but dimension {i} of the indices has {b}"
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn check_sorted(what: &str, dims: &[i64]) -> InferResult<()> {
     if dims.windows(2).all(|w| w[0] < w[1]) {
         Ok(())
@@ -80,11 +111,28 @@ pub(super) fn gather(ctx: &Ctx<'_>, dn: &GatherDims, slice_sizes: &[i64]) -> Inf
             ));
         }
     }
-    if dn.start_indices_batching_dims.len() != dn.operand_batching_dims.len() {
-        return Err(
-            "operand_batching_dims and start_indices_batching_dims differ in length".to_string(),
-        );
+    if dn
+        .collapsed_slice_dims
+        .iter()
+        .any(|d| dn.operand_batching_dims.contains(d))
+    {
+        return Err("collapsed_slice_dims and operand_batching_dims must not overlap".to_string());
     }
+    if dn
+        .start_index_map
+        .iter()
+        .any(|d| dn.operand_batching_dims.contains(d))
+    {
+        return Err("start_index_map must not contain operand batching dimensions".to_string());
+    }
+    check_batching(
+        operand,
+        &dn.operand_batching_dims,
+        indices,
+        &dn.start_indices_batching_dims,
+        dn.index_vector_dim,
+        ("operand_batching_dims", "start_indices_batching_dims"),
+    )?;
     let window: Vec<i64> = (0..rank)
         .filter(|d| {
             let d = *d as i64;
@@ -149,6 +197,30 @@ pub(super) fn scatter(ctx: &Ctx<'_>, dn: &ScatterDims, to_apply: CompId) -> Infe
     check_sorted("inserted_window_dims", &dn.inserted_window_dims)?;
     check_dimension_list("inserted window dimension", &dn.inserted_window_dims, rank)?;
     check_dimension_list("input batching dimension", &dn.input_batching_dims, rank)?;
+    if dn
+        .inserted_window_dims
+        .iter()
+        .any(|d| dn.input_batching_dims.contains(d))
+    {
+        return Err("inserted_window_dims and input_batching_dims must not overlap".to_string());
+    }
+    if dn
+        .scatter_dims_to_operand_dims
+        .iter()
+        .any(|d| dn.input_batching_dims.contains(d))
+    {
+        return Err(
+            "scatter_dims_to_operand_dims must not contain input batching dimensions".to_string(),
+        );
+    }
+    check_batching(
+        operand,
+        &dn.input_batching_dims,
+        indices,
+        &dn.scatter_indices_batching_dims,
+        dn.index_vector_dim,
+        ("input_batching_dims", "scatter_indices_batching_dims"),
+    )?;
     if dn.update_window_dims.len() + dn.inserted_window_dims.len() + dn.input_batching_dims.len()
         != rank
     {
