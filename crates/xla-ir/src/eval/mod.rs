@@ -312,7 +312,7 @@ impl<'m> Evaluator<'m> {
             Op::Reduce {
                 dimensions,
                 to_apply,
-            } => self.reduce(&arrays(operands)?, shape, dimensions, *to_apply),
+            } => self.reduce(&arrays(operands)?, dimensions, *to_apply),
             Op::ReduceWindow { window, to_apply } => {
                 self.reduce_window(&arrays(operands)?, shape, window, *to_apply)
             }

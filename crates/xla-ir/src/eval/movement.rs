@@ -276,24 +276,39 @@ pub(super) fn gather(
             let d = d as usize;
             operand_index[d] = starts[k].clamp(0, operand.shape.dims[d] - slice_sizes[d]);
         }
-        for (&od, &id) in dn
-            .operand_batching_dims
-            .iter()
-            .zip(&dn.start_indices_batching_dims)
-        {
-            // Batch positions count the index array's dimensions other than the vector one.
-            let id = id as usize;
-            let pos = if id > ivd && ivd < indices.shape.rank() {
-                id - 1
-            } else {
-                id
-            };
-            operand_index[od as usize] = batch[pos];
-        }
+        set_batching_starts(
+            &mut operand_index,
+            &dn.operand_batching_dims,
+            &dn.start_indices_batching_dims,
+            &batch,
+            ivd,
+            indices.shape.rank(),
+        );
         for (j, &d) in offset_operand_dims.iter().enumerate() {
             operand_index[d] += window[j];
         }
         linear(&operand_index, &s)
     });
     out(shape, take(&operand.data, &map))
+}
+
+/// Sets the operand index of each batching dimension to the batch position of its paired
+/// index dimension (`batch` counts the index array's dimensions other than the vector one).
+pub(super) fn set_batching_starts(
+    operand_index: &mut [i64],
+    operand_batching_dims: &[i64],
+    index_batching_dims: &[i64],
+    batch: &[i64],
+    index_vector_dim: usize,
+    indices_rank: usize,
+) {
+    for (&od, &id) in operand_batching_dims.iter().zip(index_batching_dims) {
+        let id = id as usize;
+        let pos = if id > index_vector_dim && index_vector_dim < indices_rank {
+            id - 1
+        } else {
+            id
+        };
+        operand_index[od as usize] = batch[pos];
+    }
 }

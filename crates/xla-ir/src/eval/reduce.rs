@@ -7,7 +7,7 @@
 use super::array::{self, count, for_each_index, linear, scalar_at, strides, zip_same};
 use super::calls::SimpleScalarFn;
 use super::element::{Element, Num};
-use super::movement::{start_vector, with_vector_dim};
+use super::movement::{set_batching_starts, start_vector, with_vector_dim};
 use super::{Evaluator, OpError, OpResult, literal, one_or_tuple};
 use crate::Shape;
 use crate::attributes::{ScatterDims, Window};
@@ -125,7 +125,6 @@ impl Evaluator<'_> {
     pub(super) fn reduce(
         &self,
         operands: &[&ArrayLiteral],
-        shape: &Shape,
         dimensions: &[i64],
         to_apply: CompId,
     ) -> OpResult {
@@ -161,7 +160,7 @@ impl Evaluator<'_> {
             buf.extend(reduced_offsets.iter().map(|r| bases[o] + r))
         };
         let results = self.fold(inputs, inits, to_apply, total, &mut groups)?;
-        Ok(outputs(shape, &out_dims, results))
+        Ok(outputs(&out_dims, results))
     }
 
     pub(super) fn reduce_window(
@@ -196,7 +195,7 @@ impl Evaluator<'_> {
             });
         };
         let results = self.fold(inputs, inits, to_apply, total, &mut groups)?;
-        Ok(outputs(shape, &out_dims, results))
+        Ok(outputs(&out_dims, results))
     }
 
     pub(super) fn select_and_scatter(
@@ -298,19 +297,14 @@ impl Evaluator<'_> {
             for (j, &d) in dn.scatter_dims_to_operand_dims.iter().enumerate() {
                 start[d as usize] = starts[j];
             }
-            for (&od, &id) in dn
-                .input_batching_dims
-                .iter()
-                .zip(&dn.scatter_indices_batching_dims)
-            {
-                let id = id as usize;
-                let pos = if id > ivd && ivd < indices.shape.rank() {
-                    id - 1
-                } else {
-                    id
-                };
-                start[od as usize] = batch[pos];
-            }
+            set_batching_starts(
+                &mut start,
+                &dn.input_batching_dims,
+                &dn.scatter_indices_batching_dims,
+                &batch,
+                ivd,
+                indices.shape.rank(),
+            );
             // A window that does not fit entirely is skipped, as XLA does.
             if (0..rank).any(|d| start[d] < 0 || start[d] + window_size[d] > dims[d]) {
                 continue;
@@ -346,7 +340,7 @@ fn first_array(shape: &Shape) -> &crate::ArrayShape {
     }
 }
 
-fn outputs(_shape: &Shape, out_dims: &[i64], results: Vec<ArrayData>) -> crate::Literal {
+fn outputs(out_dims: &[i64], results: Vec<ArrayData>) -> crate::Literal {
     one_or_tuple(
         results
             .into_iter()
