@@ -5,5 +5,6 @@
 
 pub mod cli;
 
+pub use runtime;
 pub use xla_ir;
 pub mod npy;

@@ -1,5 +1,6 @@
 //! The `ipuxla` command line: one module per subcommand.
 
+mod devices;
 mod dump;
 mod load;
 mod run;
@@ -24,6 +25,8 @@ pub enum Command {
     Dump(dump::DumpArgs),
     /// Run a module on .npy inputs and write its results as .npy files.
     Run(run::RunArgs),
+    /// List the modelled IPU system as `gc-info -l` would, and the shard to IPU orders.
+    Devices(devices::DevicesArgs),
 }
 
 /// Runs a parsed command line.
@@ -31,5 +34,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Dump(args) => dump::run(args),
         Command::Run(args) => run::run(args),
+        Command::Devices(args) => devices::run(args),
     }
 }
