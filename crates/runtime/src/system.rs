@@ -48,7 +48,7 @@ pub struct System {
 impl System {
     /// A system of `num_ipus` IPUs: 1, or an even number (whole cards).
     pub fn new(target: Target, num_ipus: usize) -> Result<System, RuntimeError> {
-        if num_ipus == 0 || (num_ipus > 1 && num_ipus % 2 != 0) {
+        if num_ipus == 0 || (num_ipus > 1 && !num_ipus.is_multiple_of(2)) {
             return Err(RuntimeError::InvalidSystem(format!(
                 "{num_ipus} IPUs: a system has 1 IPU or whole C2 cards of 2"
             )));
