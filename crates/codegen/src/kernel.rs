@@ -1,0 +1,260 @@
+//! The vertex-kernel IR: what a tile runs. Element-wise expression trees over typed inputs
+//! and outputs, and reductions over runs. Kernels are values (hashable, serialisable) so a
+//! cache can key on them and executables can carry them.
+
+use serde::{Deserialize, Serialize};
+
+/// How elements are stored in tile memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum DType {
+    /// IEEE single.
+    F32,
+    /// IEEE half: stored in 2 bytes, computed in f32.
+    F16,
+    /// Signed 32-bit integer.
+    S32,
+    /// Unsigned 32-bit integer.
+    U32,
+    /// Boolean, one byte (0 or 1).
+    Pred,
+}
+
+impl DType {
+    /// Bytes per element in memory.
+    pub fn size(self) -> usize {
+        match self {
+            DType::F32 | DType::S32 | DType::U32 => 4,
+            DType::F16 => 2,
+            DType::Pred => 1,
+        }
+    }
+
+    /// The type values of this storage type are computed in (f16 computes in f32).
+    pub fn compute(self) -> DType {
+        match self {
+            DType::F16 => DType::F32,
+            other => other,
+        }
+    }
+
+    /// True for F32 and F16.
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F32 | DType::F16)
+    }
+}
+
+/// Operations of one operand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum UnaryOp {
+    /// |x| (wrapping for integers).
+    Abs,
+    /// -x (wrapping for integers).
+    Neg,
+    /// -1, 0 or 1 (NaN and ±0 kept for floats).
+    Sign,
+    /// Round down.
+    Floor,
+    /// Round up.
+    Ceil,
+    /// Round half away from zero.
+    RoundAfz,
+    /// Round half to even.
+    RoundEven,
+    /// e^x.
+    Exp,
+    /// e^x - 1.
+    Expm1,
+    /// ln x.
+    Log,
+    /// ln(1 + x).
+    Log1p,
+    /// tanh x.
+    Tanh,
+    /// 1 / (1 + e^-x).
+    Logistic,
+    /// √x.
+    Sqrt,
+    /// 1 / √x.
+    Rsqrt,
+    /// ∛x.
+    Cbrt,
+    /// sin x.
+    Sin,
+    /// cos x.
+    Cos,
+    /// tan x.
+    Tan,
+    /// The error function.
+    Erf,
+    /// Logical not (pred) or bitwise not (integers).
+    Not,
+    /// Finite (float in, pred out).
+    IsFinite,
+    /// Set bits.
+    Popcnt,
+    /// Leading zero bits.
+    Clz,
+}
+
+/// Operations of two operands of one type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum BinaryOp {
+    /// a + b.
+    Add,
+    /// a - b.
+    Sub,
+    /// a * b.
+    Mul,
+    /// a / b (XLA's rules for integer division by zero).
+    Div,
+    /// Remainder with the sign of a (XLA's rules for zero).
+    Rem,
+    /// a^b.
+    Pow,
+    /// atan2(a, b).
+    Atan2,
+    /// Maximum (NaN propagates).
+    Max,
+    /// Minimum (NaN propagates).
+    Min,
+    /// Bitwise / logical and.
+    And,
+    /// Bitwise / logical or.
+    Or,
+    /// Bitwise / logical xor.
+    Xor,
+    /// Shift left (0 past the width).
+    Shl,
+    /// Arithmetic shift right (sign fill past the width).
+    ShrArithmetic,
+    /// Logical shift right (0 past the width).
+    ShrLogical,
+}
+
+/// Comparisons (IEEE: NaN compares unordered, so only `Ne` holds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum CmpOp {
+    /// Equal.
+    Eq,
+    /// Not equal.
+    Ne,
+    /// Less than.
+    Lt,
+    /// Less or equal.
+    Le,
+    /// Greater than.
+    Gt,
+    /// Greater or equal.
+    Ge,
+}
+
+/// An element-wise expression. `Input(k)` is element i of input k; everything is computed
+/// per element i.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Expr {
+    /// Element i of input k.
+    Input(u32),
+    /// A constant f32, by its bits (so the expression stays hashable).
+    F32(u32),
+    /// A constant s32.
+    S32(i32),
+    /// A constant u32.
+    U32(u32),
+    /// A constant pred.
+    Pred(bool),
+    /// One-operand op.
+    Unary(UnaryOp, Box<Expr>),
+    /// Two-operand op.
+    Binary(BinaryOp, Box<Expr>, Box<Expr>),
+    /// Comparison, producing pred.
+    Compare(CmpOp, Box<Expr>, Box<Expr>),
+    /// `pred ? a : b`.
+    Select(Box<Expr>, Box<Expr>, Box<Expr>),
+    /// `clamp(lo, x, hi)` = min(max(x, lo), hi).
+    Clamp(Box<Expr>, Box<Expr>, Box<Expr>),
+    /// Conversion to a storage type's compute type (float→int saturates, NaN → 0).
+    Convert(DType, Box<Expr>),
+}
+
+impl Expr {
+    /// A constant f32.
+    pub fn f32(v: f32) -> Expr {
+        Expr::F32(v.to_bits())
+    }
+
+    /// Input k.
+    pub fn input(k: u32) -> Expr {
+        Expr::Input(k)
+    }
+
+    /// `op(x)`.
+    pub fn unary(op: UnaryOp, x: Expr) -> Expr {
+        Expr::Unary(op, Box::new(x))
+    }
+
+    /// `op(a, b)`.
+    pub fn binary(op: BinaryOp, a: Expr, b: Expr) -> Expr {
+        Expr::Binary(op, Box::new(a), Box::new(b))
+    }
+
+    /// `a op b`.
+    pub fn compare(op: CmpOp, a: Expr, b: Expr) -> Expr {
+        Expr::Compare(op, Box::new(a), Box::new(b))
+    }
+}
+
+/// An element-wise kernel: every output element i is its expression at element i.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ElementwiseKernel {
+    /// Storage type of each input.
+    pub inputs: Vec<DType>,
+    /// Storage type and expression of each output.
+    pub outputs: Vec<(DType, Expr)>,
+}
+
+/// Combining operations of a reduction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ReduceOp {
+    /// Sum.
+    Sum,
+    /// Product.
+    Product,
+    /// Maximum (NaN propagates).
+    Max,
+    /// Minimum (NaN propagates).
+    Min,
+    /// Logical / bitwise and.
+    And,
+    /// Logical / bitwise or.
+    Or,
+}
+
+/// Reduces `runs` consecutive runs of `run_length` elements each to one partial per run.
+/// Float inputs accumulate in f32 partials (what the IPU's vertices do).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ReduceKernel {
+    /// The combining op.
+    pub op: ReduceOp,
+    /// Storage type of the input.
+    pub input: DType,
+}
+
+impl ReduceKernel {
+    /// The storage type of the partials: f32 for float inputs, else the input's type.
+    pub fn partial_type(&self) -> DType {
+        if self.input.is_float() {
+            DType::F32
+        } else {
+            self.input
+        }
+    }
+}
+
+/// Any kernel.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum KernelSpec {
+    /// Element-wise expressions.
+    Elementwise(ElementwiseKernel),
+    /// Reductions over runs.
+    Reduce(ReduceKernel),
+}

@@ -1,0 +1,26 @@
+//! Vertex kernels for the IPU Model: a small typed kernel IR ([`kernel`]), its meaning in
+//! plain Rust ([`reference`]), and a Cranelift JIT that compiles kernels to host code.
+//!
+//! The runtime knows kernels only as [`KernelSpec`] values; it JIT-compiles them when an
+//! engine loads an executable.
+#![warn(missing_docs)]
+
+pub mod kernel;
+pub mod math;
+pub mod reference;
+pub mod types;
+
+pub use kernel::{
+    BinaryOp, CmpOp, DType, ElementwiseKernel, Expr, KernelSpec, ReduceKernel, ReduceOp, UnaryOp,
+};
+
+/// What went wrong building or compiling a kernel.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CodegenError {
+    /// A kernel expression is ill-typed.
+    #[error("kernel type error: {0}")]
+    Type(String),
+    /// Cranelift rejected the generated code or the host ISA is unsupported.
+    #[error("JIT compilation failed: {0}")]
+    Jit(String),
+}
