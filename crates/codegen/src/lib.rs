@@ -5,11 +5,14 @@
 //! engine loads an executable.
 #![warn(missing_docs)]
 
+pub mod jit;
 pub mod kernel;
+mod lower;
 pub mod math;
 pub mod reference;
 pub mod types;
 
+pub use jit::{CompiledKernel, KernelCache, KernelId, KernelTable};
 pub use kernel::{
     BinaryOp, CmpOp, DType, ElementwiseKernel, Expr, KernelSpec, ReduceKernel, ReduceOp, UnaryOp,
 };

@@ -171,7 +171,7 @@ fn poly<E: Emitter>(e: &mut E, x: E::F, coeffs: &[f32]) -> E::F {
 }
 
 /// a with the sign of s.
-fn copysign<E: Emitter>(e: &mut E, a: E::F, s: E::F) -> E::F {
+pub fn copysign<E: Emitter>(e: &mut E, a: E::F, s: E::F) -> E::F {
     let (ab, sb) = (e.float_to_bits(a), e.float_to_bits(s));
     let (mag, sign) = (e.i(0x7fff_ffff), e.i(i32::MIN));
     let m = e.iand(ab, mag);

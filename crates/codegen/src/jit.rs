@@ -1,0 +1,714 @@
+//! The Cranelift JIT: compiles kernels to host code, caches them by spec, and runs them on
+//! byte buffers with every size checked first.
+//!
+//! Element-wise kernels whose values are all f32 run four lanes at a time, two vectors per
+//! loop iteration, then a scalar tail; other kernels run a scalar loop. f16 is stored as
+//! f16 but computed in f32: the run wrapper converts at the boundary with `half`'s F16C
+//! slice conversions, so the generated code only sees f32.
+
+use crate::CodegenError;
+use crate::kernel::{DType, ElementwiseKernel, Expr, KernelSpec, ReduceKernel, ReduceOp};
+use crate::lower::{ExprLowering, Helpers, clif_type, vectorizable};
+use crate::reference::{self, Scalar};
+use crate::types::{check_elementwise, expr_type};
+use cranelift_codegen::Context;
+use cranelift_codegen::ir::{
+    AbiParam, Function, InstBuilder, MemFlagsData, Signature, Type, Value, types,
+};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
+use half::slice::HalfFloatSliceExt;
+use std::collections::HashMap;
+
+extern "C" fn host_fmod(a: f32, b: f32) -> f32 {
+    a % b
+}
+extern "C" fn host_pow(a: f32, b: f32) -> f32 {
+    a.powf(b)
+}
+extern "C" fn host_atan2(a: f32, b: f32) -> f32 {
+    a.atan2(b)
+}
+extern "C" fn host_powi(a: i32, b: i32) -> i32 {
+    match reference::binary_value(crate::BinaryOp::Pow, Scalar::S32(a), Scalar::S32(b)) {
+        Scalar::S32(v) => v,
+        _ => unreachable!("s32 pow returns s32"),
+    }
+}
+extern "C" fn host_powu(a: u32, b: u32) -> u32 {
+    match reference::binary_value(crate::BinaryOp::Pow, Scalar::U32(a), Scalar::U32(b)) {
+        Scalar::U32(v) => v,
+        _ => unreachable!("u32 pow returns u32"),
+    }
+}
+
+/// The storage type the generated code sees (f16 arrives converted to f32).
+fn jit_type(t: DType) -> DType {
+    if t == DType::F16 { DType::F32 } else { t }
+}
+
+struct HelperIds {
+    fmod: FuncId,
+    pow: FuncId,
+    atan2: FuncId,
+    powi: FuncId,
+    powu: FuncId,
+}
+
+/// Owns the JIT module; compiles one kernel at a time.
+struct Compiler {
+    module: Option<JITModule>,
+    ctx: Context,
+    fctx: FunctionBuilderContext,
+    helpers: HelperIds,
+}
+
+fn jit_error(e: impl std::fmt::Display) -> CodegenError {
+    CodegenError::Jit(e.to_string())
+}
+
+impl Compiler {
+    fn new() -> Result<Compiler, CodegenError> {
+        let mut flags = settings::builder();
+        flags.set("opt_level", "speed").map_err(jit_error)?;
+        flags
+            .set("use_colocated_libcalls", "false")
+            .map_err(jit_error)?;
+        flags.set("is_pic", "false").map_err(jit_error)?;
+        let isa = cranelift_native::builder()
+            .map_err(jit_error)?
+            .finish(settings::Flags::new(flags))
+            .map_err(jit_error)?;
+        let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
+        builder.symbol("ipuxla_fmod", host_fmod as *const u8);
+        builder.symbol("ipuxla_pow", host_pow as *const u8);
+        builder.symbol("ipuxla_atan2", host_atan2 as *const u8);
+        builder.symbol("ipuxla_powi", host_powi as *const u8);
+        builder.symbol("ipuxla_powu", host_powu as *const u8);
+        let mut module = JITModule::new(builder);
+        let mut declare = |name: &str, t: Type| -> Result<FuncId, CodegenError> {
+            let mut sig = module.make_signature();
+            sig.params.push(AbiParam::new(t));
+            sig.params.push(AbiParam::new(t));
+            sig.returns.push(AbiParam::new(t));
+            module
+                .declare_function(name, Linkage::Import, &sig)
+                .map_err(jit_error)
+        };
+        let helpers = HelperIds {
+            fmod: declare("ipuxla_fmod", types::F32)?,
+            pow: declare("ipuxla_pow", types::F32)?,
+            atan2: declare("ipuxla_atan2", types::F32)?,
+            powi: declare("ipuxla_powi", types::I32)?,
+            powu: declare("ipuxla_powu", types::I32)?,
+        };
+        let ctx = module.make_context();
+        Ok(Compiler {
+            module: Some(module),
+            ctx,
+            fctx: FunctionBuilderContext::new(),
+            helpers,
+        })
+    }
+
+    fn module(&mut self) -> &mut JITModule {
+        self.module
+            .as_mut()
+            .expect("the module lives until the compiler drops")
+    }
+
+    /// Declares, defines and finalizes the function in `self.ctx`; returns its code.
+    fn finish(&mut self) -> Result<*const u8, CodegenError> {
+        let sig = self.ctx.func.signature.clone();
+        let module = self
+            .module
+            .as_mut()
+            .expect("the module lives until the compiler drops");
+        let id = module.declare_anonymous_function(&sig).map_err(jit_error)?;
+        module
+            .define_function(id, &mut self.ctx)
+            .map_err(|e| CodegenError::Jit(format!("{e:?}")))?;
+        module.clear_context(&mut self.ctx);
+        module.finalize_definitions().map_err(jit_error)?;
+        Ok(module.get_finalized_function(id))
+    }
+
+    fn helper_refs(module: &mut JITModule, ids: &HelperIds, func: &mut Function) -> Helpers {
+        Helpers {
+            fmod: module.declare_func_in_func(ids.fmod, func),
+            pow: module.declare_func_in_func(ids.pow, func),
+            atan2: module.declare_func_in_func(ids.atan2, func),
+            powi: module.declare_func_in_func(ids.powi, func),
+            powu: module.declare_func_in_func(ids.powu, func),
+        }
+    }
+
+    fn signature(&mut self, params: usize) -> Signature {
+        let mut sig = self.module().make_signature();
+        for _ in 0..params {
+            sig.params.push(AbiParam::new(types::I64));
+        }
+        sig
+    }
+
+    fn elementwise(&mut self, kernel: &ElementwiseKernel) -> Result<*const u8, CodegenError> {
+        let inputs: Vec<DType> = kernel.inputs.iter().map(|t| jit_type(*t)).collect();
+        let outputs: Vec<(DType, &Expr)> = kernel
+            .outputs
+            .iter()
+            .map(|(t, e)| (jit_type(*t), e))
+            .collect();
+        let vector = outputs
+            .iter()
+            .all(|(t, e)| *t == DType::F32 && vectorizable(e, &inputs));
+        self.ctx.func.signature = self.signature(3);
+        let frontend = self.module().target_config();
+        let module = self
+            .module
+            .as_mut()
+            .expect("the module lives until the compiler drops");
+        let helpers = Self::helper_refs(module, &self.helpers, &mut self.ctx.func);
+        let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let (ins, outs, n) = {
+            let p = b.block_params(entry);
+            (p[0], p[1], p[2])
+        };
+        let flags = MemFlagsData::new().with_notrap();
+        let in_ptrs: Vec<Value> = (0..inputs.len())
+            .map(|k| b.ins().load(types::I64, flags, ins, (k * 8) as i32))
+            .collect();
+        let out_ptrs: Vec<Value> = (0..outputs.len())
+            .map(|k| b.ins().load(types::I64, flags, outs, (k * 8) as i32))
+            .collect();
+        let i = b.declare_var(types::I64);
+        let zero = b.ins().iconst(types::I64, 0);
+        b.def_var(i, zero);
+        let used: Vec<bool> = (0..inputs.len())
+            .map(|k| outputs.iter().any(|(_, e)| uses_input(e, k as u32)))
+            .collect();
+        let body = |b: &mut FunctionBuilder<'_>, i: Variable, lanes: u8, offset: i64| {
+            let idx = b.use_var(i);
+            let loaded: Vec<Option<Value>> = (0..inputs.len())
+                .map(|k| {
+                    used[k].then(|| {
+                        let t = inputs[k];
+                        let addr = element_address(b, in_ptrs[k], idx, offset, t.size());
+                        b.ins().load(clif_type(t, lanes), flags, addr, 0)
+                    })
+                })
+                .collect();
+            let lowering = ExprLowering {
+                inputs: &inputs,
+                loaded: &loaded,
+                helpers,
+                lanes,
+            };
+            let values: Vec<Value> = outputs
+                .iter()
+                .map(|(_, e)| lowering.lower(b, e).0)
+                .collect();
+            for ((t, _), (v, ptr)) in outputs.iter().zip(values.into_iter().zip(&out_ptrs)) {
+                let addr = element_address(b, *ptr, idx, offset, t.size());
+                b.ins().store(flags, v, addr, 0);
+            }
+        };
+        let scalar_header = b.create_block();
+        let scalar_body = b.create_block();
+        let exit = b.create_block();
+        if vector {
+            // Two f32x4 bodies per iteration while 8 elements remain.
+            let header = b.create_block();
+            let vbody = b.create_block();
+            b.ins().jump(header, &[]);
+            b.switch_to_block(header);
+            let idx = b.use_var(i);
+            let next = b.ins().iadd_imm_s(idx, 8);
+            let fits = b.ins().icmp(
+                cranelift_codegen::ir::condcodes::IntCC::UnsignedLessThanOrEqual,
+                next,
+                n,
+            );
+            b.ins().brif(fits, vbody, &[], scalar_header, &[]);
+            b.switch_to_block(vbody);
+            body(&mut b, i, 4, 0);
+            body(&mut b, i, 4, 4);
+            let idx = b.use_var(i);
+            let next = b.ins().iadd_imm_s(idx, 8);
+            b.def_var(i, next);
+            b.ins().jump(header, &[]);
+        } else {
+            b.ins().jump(scalar_header, &[]);
+        }
+        b.switch_to_block(scalar_header);
+        let idx = b.use_var(i);
+        let more = b.ins().icmp(
+            cranelift_codegen::ir::condcodes::IntCC::UnsignedLessThan,
+            idx,
+            n,
+        );
+        b.ins().brif(more, scalar_body, &[], exit, &[]);
+        b.switch_to_block(scalar_body);
+        body(&mut b, i, 1, 0);
+        let idx = b.use_var(i);
+        let next = b.ins().iadd_imm_s(idx, 1);
+        b.def_var(i, next);
+        b.ins().jump(scalar_header, &[]);
+        b.switch_to_block(exit);
+        b.ins().return_(&[]);
+        b.seal_all_blocks();
+        b.finalize(frontend);
+        self.finish()
+    }
+
+    fn reduce(&mut self, kernel: &ReduceKernel) -> Result<*const u8, CodegenError> {
+        let input = jit_type(kernel.input);
+        let partial = kernel.partial_type();
+        let op = kernel.op;
+        let lanes = if partial == DType::Pred { 1 } else { 4 };
+        self.ctx.func.signature = self.signature(4);
+        let frontend = self.module().target_config();
+        let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let (src, dst, run_length, runs) = {
+            let p = b.block_params(entry);
+            (p[0], p[1], p[2], p[3])
+        };
+        let flags = MemFlagsData::new().with_notrap();
+        let r = b.declare_var(types::I64);
+        let j = b.declare_var(types::I64);
+        let acc = b.declare_var(clif_type(partial, 1));
+        let vacc = b.declare_var(clif_type(partial, lanes));
+        let zero = b.ins().iconst(types::I64, 0);
+        b.def_var(r, zero);
+        let (run_header, run_body, vheader, vbody, sheader, sbody, run_end, exit) = (
+            b.create_block(),
+            b.create_block(),
+            b.create_block(),
+            b.create_block(),
+            b.create_block(),
+            b.create_block(),
+            b.create_block(),
+            b.create_block(),
+        );
+        b.ins().jump(run_header, &[]);
+        b.switch_to_block(run_header);
+        let rv = b.use_var(r);
+        let more = b.ins().icmp(
+            cranelift_codegen::ir::condcodes::IntCC::UnsignedLessThan,
+            rv,
+            runs,
+        );
+        b.ins().brif(more, run_body, &[], exit, &[]);
+
+        b.switch_to_block(run_body);
+        let rv = b.use_var(r);
+        let run_elems = b.ins().imul(rv, run_length);
+        let run_bytes = b.ins().imul_imm_s(run_elems, input.size() as i64);
+        let base = b.ins().iadd(src, run_bytes);
+        let id = identity_value(&mut b, op, partial, lanes);
+        b.def_var(vacc, id);
+        b.def_var(j, zero);
+        b.ins().jump(vheader, &[]);
+
+        b.switch_to_block(vheader);
+        let jv = b.use_var(j);
+        let next = b.ins().iadd_imm_s(jv, lanes as i64);
+        let fits = b.ins().icmp(
+            cranelift_codegen::ir::condcodes::IntCC::UnsignedLessThanOrEqual,
+            next,
+            run_length,
+        );
+        let lanes_done = b.create_block();
+        b.ins().brif(fits, vbody, &[], lanes_done, &[]);
+
+        b.switch_to_block(vbody);
+        let jv = b.use_var(j);
+        let addr = element_address(&mut b, base, jv, 0, input.size());
+        let x = b.ins().load(clif_type(input, lanes), flags, addr, 0);
+        let a = b.use_var(vacc);
+        let combined = combine(&mut b, op, partial, a, x);
+        b.def_var(vacc, combined);
+        let next = b.ins().iadd_imm_s(jv, lanes as i64);
+        b.def_var(j, next);
+        b.ins().jump(vheader, &[]);
+
+        // Lanes combine as (l0 ∘ l1) ∘ (l2 ∘ l3), the order the reference defines.
+        b.switch_to_block(lanes_done);
+        let a = b.use_var(vacc);
+        let folded = if lanes == 4 {
+            let l: Vec<Value> = (0..4).map(|k| b.ins().extractlane(a, k as u8)).collect();
+            let left = combine(&mut b, op, partial, l[0], l[1]);
+            let right = combine(&mut b, op, partial, l[2], l[3]);
+            combine(&mut b, op, partial, left, right)
+        } else {
+            a
+        };
+        b.def_var(acc, folded);
+        b.ins().jump(sheader, &[]);
+
+        b.switch_to_block(sheader);
+        let jv = b.use_var(j);
+        let more = b.ins().icmp(
+            cranelift_codegen::ir::condcodes::IntCC::UnsignedLessThan,
+            jv,
+            run_length,
+        );
+        b.ins().brif(more, sbody, &[], run_end, &[]);
+
+        b.switch_to_block(sbody);
+        let jv = b.use_var(j);
+        let addr = element_address(&mut b, base, jv, 0, input.size());
+        let x = b.ins().load(clif_type(input, 1), flags, addr, 0);
+        let a = b.use_var(acc);
+        let combined = combine(&mut b, op, partial, a, x);
+        b.def_var(acc, combined);
+        let next = b.ins().iadd_imm_s(jv, 1);
+        b.def_var(j, next);
+        b.ins().jump(sheader, &[]);
+
+        b.switch_to_block(run_end);
+        let rv = b.use_var(r);
+        let out_off = b.ins().imul_imm_s(rv, partial.size() as i64);
+        let out_addr = b.ins().iadd(dst, out_off);
+        let a = b.use_var(acc);
+        b.ins().store(flags, a, out_addr, 0);
+        let next = b.ins().iadd_imm_s(rv, 1);
+        b.def_var(r, next);
+        b.ins().jump(run_header, &[]);
+
+        b.switch_to_block(exit);
+        b.ins().return_(&[]);
+        b.seal_all_blocks();
+        b.finalize(frontend);
+        self.finish()
+    }
+}
+
+impl Drop for Compiler {
+    fn drop(&mut self) {
+        if let Some(module) = self.module.take() {
+            // SAFETY: every function pointer handed out borrows the cache that owns this
+            // compiler (`CompiledKernel<'_>`), so none outlives the code freed here.
+            unsafe { module.free_memory() };
+        }
+    }
+}
+
+fn uses_input(expr: &Expr, k: u32) -> bool {
+    match expr {
+        Expr::Input(i) => *i == k,
+        Expr::Unary(_, x) | Expr::Convert(_, x) => uses_input(x, k),
+        Expr::Binary(_, a, b) | Expr::Compare(_, a, b) => uses_input(a, k) || uses_input(b, k),
+        Expr::Select(a, b, c) | Expr::Clamp(a, b, c) => {
+            uses_input(a, k) || uses_input(b, k) || uses_input(c, k)
+        }
+        _ => false,
+    }
+}
+
+fn element_address(
+    b: &mut FunctionBuilder<'_>,
+    base: Value,
+    index: Value,
+    offset: i64,
+    size: usize,
+) -> Value {
+    let at = b.ins().iadd_imm_s(index, offset);
+    let bytes = b.ins().imul_imm_s(at, size as i64);
+    b.ins().iadd(base, bytes)
+}
+
+fn identity_value(b: &mut FunctionBuilder<'_>, op: ReduceOp, t: DType, lanes: u8) -> Value {
+    let scalar = match reference::identity(op, t) {
+        Scalar::F32(v) => b.ins().f32const(v),
+        Scalar::S32(v) => b.ins().iconst(types::I32, v as i64),
+        Scalar::U32(v) => b.ins().iconst(types::I32, v as i64),
+        Scalar::Pred(v) => b.ins().iconst(types::I8, v as i64),
+    };
+    if lanes == 4 {
+        b.ins().splat(clif_type(t, 4), scalar)
+    } else {
+        scalar
+    }
+}
+
+fn combine(b: &mut FunctionBuilder<'_>, op: ReduceOp, t: DType, x: Value, y: Value) -> Value {
+    let signed = t == DType::S32;
+    match (op, t) {
+        (ReduceOp::Sum, DType::F32) => b.ins().fadd(x, y),
+        (ReduceOp::Product, DType::F32) => b.ins().fmul(x, y),
+        (ReduceOp::Max, DType::F32) => b.ins().fmax(x, y),
+        (ReduceOp::Min, DType::F32) => b.ins().fmin(x, y),
+        (ReduceOp::Sum, _) => b.ins().iadd(x, y),
+        (ReduceOp::Product, _) => b.ins().imul(x, y),
+        (ReduceOp::Max, DType::Pred) | (ReduceOp::Or, _) => b.ins().bor(x, y),
+        (ReduceOp::Min, DType::Pred) | (ReduceOp::And, _) => b.ins().band(x, y),
+        (ReduceOp::Max, _) => {
+            if signed {
+                b.ins().smax(x, y)
+            } else {
+                b.ins().umax(x, y)
+            }
+        }
+        (ReduceOp::Min, _) => {
+            if signed {
+                b.ins().smin(x, y)
+            } else {
+                b.ins().umin(x, y)
+            }
+        }
+    }
+}
+
+/// Checks a reduction's op against its input type.
+fn check_reduce(kernel: &ReduceKernel) -> Result<(), CodegenError> {
+    let ok = match kernel.op {
+        ReduceOp::And | ReduceOp::Or => !kernel.input.is_float(),
+        ReduceOp::Sum | ReduceOp::Product => kernel.input != DType::Pred,
+        ReduceOp::Max | ReduceOp::Min => true,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(CodegenError::Type(format!(
+            "{:?} does not apply to {:?}",
+            kernel.op, kernel.input
+        )))
+    }
+}
+
+/// Identifies a compiled kernel in its cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct KernelId(pub u32);
+
+struct CodePtr(*const u8);
+
+// SAFETY: the pointer is to finalized, immutable machine code that stays mapped until the
+// owning `KernelCache` drops; calling it from several threads at once is sound because the
+// code keeps no state of its own (it reads and writes only the buffers passed in).
+unsafe impl Send for CodePtr {}
+unsafe impl Sync for CodePtr {}
+
+/// Compiled kernels, shareable across threads (what an engine runs).
+pub struct KernelTable {
+    entries: Vec<(KernelSpec, CodePtr)>,
+}
+
+/// A compiled kernel, borrowed from its table.
+pub struct CompiledKernel<'t> {
+    spec: &'t KernelSpec,
+    code: &'t CodePtr,
+}
+
+impl KernelTable {
+    /// The kernel with this id.
+    pub fn get(&self, id: KernelId) -> CompiledKernel<'_> {
+        let (spec, code) = &self.entries[id.0 as usize];
+        CompiledKernel { spec, code }
+    }
+
+    /// Number of compiled kernels.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when nothing is compiled.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// Compiles kernels once per distinct spec and keeps them until dropped (which frees the
+/// code with Cranelift's `free_memory`).
+pub struct KernelCache {
+    compiler: Compiler,
+    index: HashMap<KernelSpec, KernelId>,
+    table: KernelTable,
+}
+
+impl KernelCache {
+    /// A cache compiling for this machine (host ISA with its detected CPU features).
+    pub fn new() -> Result<KernelCache, CodegenError> {
+        Ok(KernelCache {
+            compiler: Compiler::new()?,
+            index: HashMap::new(),
+            table: KernelTable {
+                entries: Vec::new(),
+            },
+        })
+    }
+
+    /// Type-checks and compiles `spec`, or returns the id it already has.
+    pub fn compile(&mut self, spec: &KernelSpec) -> Result<KernelId, CodegenError> {
+        if let Some(id) = self.index.get(spec) {
+            return Ok(*id);
+        }
+        let code = match spec {
+            KernelSpec::Elementwise(k) => {
+                check_elementwise(k)?;
+                self.compiler.elementwise(k)?
+            }
+            KernelSpec::Reduce(k) => {
+                check_reduce(k)?;
+                self.compiler.reduce(k)?
+            }
+        };
+        let id = KernelId(self.table.entries.len() as u32);
+        self.table.entries.push((spec.clone(), CodePtr(code)));
+        self.index.insert(spec.clone(), id);
+        Ok(id)
+    }
+
+    /// The compiled kernels.
+    pub fn table(&self) -> &KernelTable {
+        &self.table
+    }
+}
+
+/// A buffer of f32 values standing in for an f16 buffer during a call.
+fn widen(t: DType, bytes: &[u8], n: usize) -> Option<Vec<f32>> {
+    (t == DType::F16).then(|| {
+        let halves: Vec<half::f16> = bytes[..n * 2]
+            .chunks_exact(2)
+            .map(|c| half::f16::from_le_bytes([c[0], c[1]]))
+            .collect();
+        let mut out = vec![0f32; n];
+        halves.convert_to_f32_slice(&mut out);
+        out
+    })
+}
+
+fn size_error(what: &str, k: usize, have: usize, need: usize) -> CodegenError {
+    CodegenError::Type(format!(
+        "{what} {k} holds {have} bytes but the kernel needs {need}"
+    ))
+}
+
+impl CompiledKernel<'_> {
+    /// The kernel's spec.
+    pub fn spec(&self) -> &KernelSpec {
+        self.spec
+    }
+
+    /// Runs an element-wise kernel on `n` elements; every buffer must hold at least `n`
+    /// elements of its type.
+    pub fn run_elementwise(
+        &self,
+        inputs: &[&[u8]],
+        outputs: &mut [&mut [u8]],
+        n: usize,
+    ) -> Result<(), CodegenError> {
+        let KernelSpec::Elementwise(k) = self.spec else {
+            return Err(CodegenError::Type(
+                "run_elementwise on a reduction kernel".into(),
+            ));
+        };
+        if inputs.len() != k.inputs.len() || outputs.len() != k.outputs.len() {
+            return Err(CodegenError::Type(format!(
+                "the kernel takes {} inputs and {} outputs, given {} and {}",
+                k.inputs.len(),
+                k.outputs.len(),
+                inputs.len(),
+                outputs.len()
+            )));
+        }
+        for (i, (t, buf)) in k.inputs.iter().zip(inputs).enumerate() {
+            if buf.len() < n * t.size() {
+                return Err(size_error("input", i, buf.len(), n * t.size()));
+            }
+        }
+        for (i, ((t, _), buf)) in k.outputs.iter().zip(outputs.iter()).enumerate() {
+            if buf.len() < n * t.size() {
+                return Err(size_error("output", i, buf.len(), n * t.size()));
+            }
+        }
+        let wide_in: Vec<Option<Vec<f32>>> = k
+            .inputs
+            .iter()
+            .zip(inputs)
+            .map(|(t, b)| widen(*t, b, n))
+            .collect();
+        let mut wide_out: Vec<Option<Vec<f32>>> = k
+            .outputs
+            .iter()
+            .map(|(t, _)| (*t == DType::F16).then(|| vec![0f32; n]))
+            .collect();
+        let in_ptrs: Vec<*const u8> = inputs
+            .iter()
+            .zip(&wide_in)
+            .map(|(b, w)| w.as_ref().map_or(b.as_ptr(), |w| w.as_ptr() as *const u8))
+            .collect();
+        let out_ptrs: Vec<*mut u8> = outputs
+            .iter_mut()
+            .zip(wide_out.iter_mut())
+            .map(|(b, w)| {
+                w.as_mut()
+                    .map_or(b.as_mut_ptr(), |w| w.as_mut_ptr() as *mut u8)
+            })
+            .collect();
+        // SAFETY: the code was generated for this spec's signature; every buffer holds at
+        // least `n` elements of the type the code reads or writes there (checked above, f16
+        // replaced by f32 buffers of `n` elements), and the code touches no other memory.
+        unsafe {
+            let f: extern "C" fn(*const *const u8, *const *mut u8, u64) =
+                std::mem::transmute(self.code.0);
+            f(in_ptrs.as_ptr(), out_ptrs.as_ptr(), n as u64);
+        }
+        for (((t, _), buf), wide) in k.outputs.iter().zip(outputs.iter_mut()).zip(&wide_out) {
+            if let (DType::F16, Some(w)) = (t, wide) {
+                let mut halves = vec![half::f16::ZERO; n];
+                halves.convert_from_f32_slice(w);
+                for (chunk, h) in buf[..n * 2].chunks_exact_mut(2).zip(&halves) {
+                    chunk.copy_from_slice(&h.to_le_bytes());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs a reduction: `runs` runs of `run_length` input elements, one partial each.
+    pub fn run_reduce(
+        &self,
+        input: &[u8],
+        output: &mut [u8],
+        run_length: usize,
+        runs: usize,
+    ) -> Result<(), CodegenError> {
+        let KernelSpec::Reduce(k) = self.spec else {
+            return Err(CodegenError::Type(
+                "run_reduce on an element-wise kernel".into(),
+            ));
+        };
+        let need_in = run_length * runs * k.input.size();
+        let need_out = runs * k.partial_type().size();
+        if input.len() < need_in {
+            return Err(size_error("input", 0, input.len(), need_in));
+        }
+        if output.len() < need_out {
+            return Err(size_error("output", 0, output.len(), need_out));
+        }
+        let wide = widen(k.input, input, run_length * runs);
+        let src = wide
+            .as_ref()
+            .map_or(input.as_ptr(), |w| w.as_ptr() as *const u8);
+        // SAFETY: sizes checked above (f16 input widened to f32); the code reads
+        // run_length × runs input elements and writes `runs` partials.
+        unsafe {
+            let f: extern "C" fn(*const u8, *mut u8, u64, u64) = std::mem::transmute(self.code.0);
+            f(src, output.as_mut_ptr(), run_length as u64, runs as u64);
+        }
+        Ok(())
+    }
+}
+
+/// The result type of an expression over these inputs (re-exported for kernel builders).
+pub fn result_type(expr: &Expr, inputs: &[DType]) -> Result<DType, CodegenError> {
+    expr_type(expr, inputs)
+}

@@ -1,0 +1,442 @@
+//! Every kernel op, JIT-compiled, against the plain-Rust reference on thousands of values:
+//! through the f32x4 path (long buffers) and the scalar path (7 elements), bit for bit.
+//! (The reference computes transcendentals with the same approximations; their accuracy
+//! against `std` is measured in `math`'s tests.)
+
+use codegen::reference::{self, Scalar, load, store};
+use codegen::{
+    BinaryOp, CmpOp, DType, ElementwiseKernel, Expr, KernelCache, KernelSpec, ReduceKernel,
+    ReduceOp, UnaryOp,
+};
+
+const N: usize = 4099;
+
+fn f32_values() -> Vec<f32> {
+    let mut v = vec![
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        0.5,
+        -0.5,
+        1.5,
+        -2.5,
+        2.5,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        f32::MIN_POSITIVE,
+        1e-40,
+        -1e-40,
+        f32::MAX,
+        f32::MIN,
+        3e9,
+        -3e9,
+        100.0,
+        -100.0,
+        7.0,
+        0.49999997,
+    ];
+    let mut s = 0x9e37_79b9_7f4a_7c15u64;
+    while v.len() < N {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        v.push(if s.is_multiple_of(3) {
+            f32::from_bits(s as u32)
+        } else {
+            ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 40.0
+        });
+    }
+    v
+}
+
+fn i32_values() -> Vec<i32> {
+    let mut v = vec![
+        0,
+        1,
+        -1,
+        2,
+        -2,
+        7,
+        31,
+        32,
+        33,
+        -32,
+        i32::MIN,
+        i32::MAX,
+        i32::MIN + 1,
+        100,
+        -100,
+        3,
+        5,
+    ];
+    let mut s = 0x1234_5678u64;
+    while v.len() < N {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        v.push(if s.is_multiple_of(2) {
+            s as i32
+        } else {
+            (s % 70) as i32 - 35
+        });
+    }
+    v
+}
+
+/// N elements of `t` as bytes; `salt` rotates the values so two inputs differ.
+fn buffer(t: DType, salt: usize) -> Vec<u8> {
+    let mut bytes = vec![0u8; N * t.size()];
+    let (f, i) = (f32_values(), i32_values());
+    for k in 0..N {
+        let j = (k * 7 + salt * 13) % N;
+        let v = match t {
+            DType::F32 | DType::F16 => Scalar::F32(f[j]),
+            DType::S32 => Scalar::S32(i[j]),
+            DType::U32 => Scalar::U32(i[j] as u32),
+            DType::Pred => Scalar::Pred(i[j] % 2 == 0),
+        };
+        store(t, &mut bytes, k, v);
+    }
+    bytes
+}
+
+fn same(a: Scalar, b: Scalar) -> bool {
+    match (a, b) {
+        (Scalar::F32(x), Scalar::F32(y)) => {
+            (x.is_nan() && y.is_nan()) || x.to_bits() == y.to_bits()
+        }
+        (x, y) => x == y,
+    }
+}
+
+/// Runs `kernel` through the JIT and the reference on n = N and n = 7, comparing outputs.
+fn check(cache: &mut KernelCache, kernel: ElementwiseKernel) {
+    let spec = KernelSpec::Elementwise(kernel.clone());
+    let id = cache
+        .compile(&spec)
+        .unwrap_or_else(|e| panic!("{e}: {kernel:?}"));
+    let inputs: Vec<Vec<u8>> = kernel
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(k, t)| buffer(*t, k))
+        .collect();
+    for n in [N, 7] {
+        let ins: Vec<&[u8]> = inputs.iter().map(|b| &b[..]).collect();
+        let mut jit_out: Vec<Vec<u8>> = kernel
+            .outputs
+            .iter()
+            .map(|(t, _)| vec![0u8; n * t.size()])
+            .collect();
+        let mut ref_out = jit_out.clone();
+        {
+            let mut outs: Vec<&mut [u8]> = jit_out.iter_mut().map(|b| &mut b[..]).collect();
+            cache
+                .table()
+                .get(id)
+                .run_elementwise(&ins, &mut outs, n)
+                .unwrap();
+        }
+        {
+            let mut outs: Vec<&mut [u8]> = ref_out.iter_mut().map(|b| &mut b[..]).collect();
+            reference::run_elementwise(&kernel, &ins, &mut outs, n);
+        }
+        for (o, (t, _)) in kernel.outputs.iter().enumerate() {
+            for i in 0..n {
+                let got = load(*t, &jit_out[o], i);
+                let want = load(*t, &ref_out[o], i);
+                assert!(
+                    same(got, want),
+                    "{kernel:?}\nn = {n}, element {i}: inputs {:?}: JIT {got:?}, expected {want:?}",
+                    kernel
+                        .inputs
+                        .iter()
+                        .enumerate()
+                        .map(|(k, t)| load(*t, &inputs[k], i))
+                        .collect::<Vec<_>>()
+                );
+            }
+        }
+    }
+}
+
+const UNARY: [UnaryOp; 24] = [
+    UnaryOp::Abs,
+    UnaryOp::Neg,
+    UnaryOp::Sign,
+    UnaryOp::Floor,
+    UnaryOp::Ceil,
+    UnaryOp::RoundAfz,
+    UnaryOp::RoundEven,
+    UnaryOp::Exp,
+    UnaryOp::Expm1,
+    UnaryOp::Log,
+    UnaryOp::Log1p,
+    UnaryOp::Tanh,
+    UnaryOp::Logistic,
+    UnaryOp::Sqrt,
+    UnaryOp::Rsqrt,
+    UnaryOp::Cbrt,
+    UnaryOp::Sin,
+    UnaryOp::Cos,
+    UnaryOp::Tan,
+    UnaryOp::Erf,
+    UnaryOp::Not,
+    UnaryOp::IsFinite,
+    UnaryOp::Popcnt,
+    UnaryOp::Clz,
+];
+
+const BINARY: [BinaryOp; 15] = [
+    BinaryOp::Add,
+    BinaryOp::Sub,
+    BinaryOp::Mul,
+    BinaryOp::Div,
+    BinaryOp::Rem,
+    BinaryOp::Pow,
+    BinaryOp::Atan2,
+    BinaryOp::Max,
+    BinaryOp::Min,
+    BinaryOp::And,
+    BinaryOp::Or,
+    BinaryOp::Xor,
+    BinaryOp::Shl,
+    BinaryOp::ShrArithmetic,
+    BinaryOp::ShrLogical,
+];
+
+const TYPES: [DType; 5] = [DType::F32, DType::F16, DType::S32, DType::U32, DType::Pred];
+
+#[test]
+fn every_unary_op_on_every_type() {
+    let mut cache = KernelCache::new().unwrap();
+    let mut checked = 0;
+    for t in TYPES {
+        for op in UNARY {
+            let expr = Expr::unary(op, Expr::input(0));
+            let Ok(out) = codegen::jit::result_type(&expr, &[t]) else {
+                continue;
+            };
+            let out = if t == DType::F16 && out == DType::F32 {
+                DType::F16
+            } else {
+                out
+            };
+            check(
+                &mut cache,
+                ElementwiseKernel {
+                    inputs: vec![t],
+                    outputs: vec![(out, expr)],
+                },
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 50, "only {checked} unary cases were valid");
+}
+
+#[test]
+fn every_binary_and_compare_op_on_every_type() {
+    let mut cache = KernelCache::new().unwrap();
+    for t in TYPES {
+        for op in BINARY {
+            let expr = Expr::binary(op, Expr::input(0), Expr::input(1));
+            let Ok(out) = codegen::jit::result_type(&expr, &[t, t]) else {
+                continue;
+            };
+            let out = if t == DType::F16 { DType::F16 } else { out };
+            check(
+                &mut cache,
+                ElementwiseKernel {
+                    inputs: vec![t, t],
+                    outputs: vec![(out, expr)],
+                },
+            );
+        }
+        for op in [
+            CmpOp::Eq,
+            CmpOp::Ne,
+            CmpOp::Lt,
+            CmpOp::Le,
+            CmpOp::Gt,
+            CmpOp::Ge,
+        ] {
+            let expr = Expr::compare(op, Expr::input(0), Expr::input(1));
+            check(
+                &mut cache,
+                ElementwiseKernel {
+                    inputs: vec![t, t],
+                    outputs: vec![(DType::Pred, expr)],
+                },
+            );
+        }
+    }
+}
+
+#[test]
+fn conversions_between_every_pair_of_types() {
+    let mut cache = KernelCache::new().unwrap();
+    for from in TYPES {
+        for to in TYPES {
+            let expr = Expr::Convert(to, Box::new(Expr::input(0)));
+            check(
+                &mut cache,
+                ElementwiseKernel {
+                    inputs: vec![from],
+                    outputs: vec![(to, expr)],
+                },
+            );
+        }
+    }
+}
+
+#[test]
+fn select_clamp_and_fused_expressions() {
+    let mut cache = KernelCache::new().unwrap();
+    let x = || Expr::input(0);
+    let y = || Expr::input(1);
+    // A GELU-like fused expression: vectorised end to end.
+    let gelu = Expr::binary(
+        BinaryOp::Mul,
+        Expr::binary(BinaryOp::Mul, Expr::f32(0.5), x()),
+        Expr::binary(
+            BinaryOp::Add,
+            Expr::f32(1.0),
+            Expr::unary(
+                UnaryOp::Tanh,
+                Expr::binary(BinaryOp::Mul, Expr::f32(0.797_884_6), x()),
+            ),
+        ),
+    );
+    let relu_select = Expr::Select(
+        Box::new(Expr::compare(CmpOp::Gt, x(), y())),
+        Box::new(x()),
+        Box::new(Expr::f32(0.0)),
+    );
+    let clamp = Expr::Clamp(
+        Box::new(Expr::f32(-1.0)),
+        Box::new(x()),
+        Box::new(Expr::f32(1.0)),
+    );
+    let two_outputs = ElementwiseKernel {
+        inputs: vec![DType::F32, DType::F32],
+        outputs: vec![
+            (DType::F32, gelu),
+            (DType::F32, relu_select),
+            (DType::F32, clamp),
+        ],
+    };
+    check(&mut cache, two_outputs);
+    let int_clamp = Expr::Clamp(
+        Box::new(Expr::S32(-5)),
+        Box::new(x()),
+        Box::new(Expr::S32(5)),
+    );
+    check(
+        &mut cache,
+        ElementwiseKernel {
+            inputs: vec![DType::S32],
+            outputs: vec![(DType::S32, int_clamp)],
+        },
+    );
+    let mixed = Expr::Select(
+        Box::new(Expr::input(2)),
+        Box::new(Expr::Convert(DType::F32, Box::new(Expr::input(1)))),
+        Box::new(Expr::input(0)),
+    );
+    check(
+        &mut cache,
+        ElementwiseKernel {
+            inputs: vec![DType::F16, DType::S32, DType::Pred],
+            outputs: vec![(DType::F16, mixed)],
+        },
+    );
+}
+
+#[test]
+fn reductions_match_the_reference_order_exactly() {
+    let mut cache = KernelCache::new().unwrap();
+    let ops = [
+        ReduceOp::Sum,
+        ReduceOp::Product,
+        ReduceOp::Max,
+        ReduceOp::Min,
+        ReduceOp::And,
+        ReduceOp::Or,
+    ];
+    for t in TYPES {
+        for op in ops {
+            let kernel = ReduceKernel { op, input: t };
+            let Ok(id) = cache.compile(&KernelSpec::Reduce(kernel.clone())) else {
+                assert!(matches!(
+                    (op, t),
+                    (ReduceOp::And | ReduceOp::Or, DType::F32 | DType::F16)
+                        | (ReduceOp::Sum | ReduceOp::Product, DType::Pred)
+                ));
+                continue;
+            };
+            let input = buffer(t, 3);
+            for (run_length, runs) in [(N / 3, 3), (5, 100), (0, 4), (1, 9)] {
+                let pt = kernel.partial_type();
+                let mut got = vec![0u8; runs * pt.size()];
+                let mut want = got.clone();
+                cache
+                    .table()
+                    .get(id)
+                    .run_reduce(&input, &mut got, run_length, runs)
+                    .unwrap();
+                reference::run_reduce(&kernel, &input, &mut want, run_length, runs);
+                for r in 0..runs {
+                    let (g, w) = (load(pt, &got, r), load(pt, &want, r));
+                    assert!(
+                        same(g, w),
+                        "{kernel:?} run_length {run_length} run {r}: JIT {g:?}, reference {w:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn kernels_are_cached_and_bad_calls_are_errors() {
+    let mut cache = KernelCache::new().unwrap();
+    let spec = KernelSpec::Elementwise(ElementwiseKernel {
+        inputs: vec![DType::F32],
+        outputs: vec![(DType::F32, Expr::unary(UnaryOp::Exp, Expr::input(0)))],
+    });
+    let a = cache.compile(&spec).unwrap();
+    let b = cache.compile(&spec).unwrap();
+    assert_eq!(a, b);
+    assert_eq!(cache.table().len(), 1);
+    let short = vec![0u8; 8];
+    let mut out = vec![0u8; 16];
+    let err = cache
+        .table()
+        .get(a)
+        .run_elementwise(&[&short], &mut [&mut out], 4)
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("input 0 holds 8 bytes but the kernel needs 16"),
+        "{err}"
+    );
+    let ill_typed = KernelSpec::Elementwise(ElementwiseKernel {
+        inputs: vec![DType::S32],
+        outputs: vec![(DType::F32, Expr::unary(UnaryOp::Exp, Expr::input(0)))],
+    });
+    assert!(
+        cache
+            .compile(&ill_typed)
+            .unwrap_err()
+            .to_string()
+            .contains("Exp does not apply to S32")
+    );
+    let sum_of_preds = KernelSpec::Reduce(ReduceKernel {
+        op: ReduceOp::Sum,
+        input: DType::Pred,
+    });
+    assert!(cache.compile(&sum_of_preds).is_err());
+}
