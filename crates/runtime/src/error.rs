@@ -7,4 +7,45 @@ pub enum RuntimeError {
     /// A system that cannot be built (IPU count, routes).
     #[error("invalid system: {0}")]
     InvalidSystem(String),
+    /// A tile's tensors do not fit in its memory.
+    #[error(
+        "IPU {ipu} tile {tile} is out of memory: its tensors need {needed} bytes but the tile has {available}; largest there: {}",
+        largest.iter().map(|(n, b)| format!("{n} ({b} B)")).collect::<Vec<_>>().join(", ")
+    )]
+    OutOfMemory {
+        /// The IPU.
+        ipu: usize,
+        /// The tile.
+        tile: usize,
+        /// Bytes the tile's tensors span.
+        needed: u64,
+        /// Bytes a tile has.
+        available: u64,
+        /// The largest tensors on the tile (name, bytes on this tile), largest first.
+        largest: Vec<(String, u64)>,
+    },
+    /// An executable that is malformed (bad ids, mappings, regions, types).
+    #[error("invalid executable: {0}")]
+    InvalidExecutable(String),
+    /// A program reads a tensor before anything writes it.
+    #[error("the program reads tensor {tensor} ({context}) but nothing has written it")]
+    UninitialisedRead {
+        /// The tensor.
+        tensor: String,
+        /// The program step reading it.
+        context: String,
+    },
+    /// A kernel failed to compile.
+    #[error("compute set {compute_set}, vertex {vertex}: {message}")]
+    Kernel {
+        /// The compute set.
+        compute_set: String,
+        /// The vertex's index in it.
+        vertex: usize,
+        /// What the compiler said.
+        message: String,
+    },
+    /// A problem while running: host buffers missing or of the wrong size.
+    #[error("{0}")]
+    Run(String),
 }

@@ -2,17 +2,32 @@
 //! and the IPU-Links between chips.
 //!
 //! Like Poplar under the XLA backend, this crate is a device API that knows nothing of HLO:
-//! targets ([`Target`]), multi-IPU systems ([`System`], [`SelectionOrder`]), and (as the
-//! issues land) executables of tensors, compute sets and programs that an engine runs,
-//! counting cycles and bytes per tile.
+//! targets ([`Target`]), multi-IPU systems ([`System`], [`SelectionOrder`]), executables of
+//! tensors, compute sets and programs ([`Executable`], [`ExecutableBuilder`]), and an
+//! [`Engine`] that checks and runs them as BSP supersteps, counting cycles and bytes per
+//! tile into a [`Profile`]. Vertex kernels are JIT-compiled by the `codegen` crate.
 #![warn(missing_docs)]
 
+pub mod builder;
+pub mod cost;
+pub mod engine;
 pub mod error;
+mod exchange;
+pub mod executable;
+pub mod profile;
 pub mod selection;
 pub mod system;
 pub mod target;
+mod validate;
 
+pub use builder::ExecutableBuilder;
+pub use engine::{Engine, HostIo};
 pub use error::RuntimeError;
+pub use executable::{
+    ComputeSet, ComputeSetId, Direction, Executable, FunctionId, Interval, Program, Region, Stream,
+    StreamId, Tensor, TensorId, Vertex,
+};
+pub use profile::{Profile, StepKind, StepProfile};
 pub use selection::{DeviceId, SelectionOrder, device_ids};
 pub use system::{Hop, LinkKind, System};
 pub use target::{IpuVersion, Target};

@@ -62,6 +62,9 @@ pub struct Target {
     pub ipu_link_bits_per_s: f64,
     /// Fraction of an IPU-Link's bandwidth that transfers achieve.
     pub ipu_link_efficiency: f64,
+    /// Bytes per second between host and device (PCIe Gen4 x16, 64 GB/s; Graphcore's Mk2
+    /// product page as summarised in ANCHORS.md §3).
+    pub host_bytes_per_s: f64,
     /// f32 multiply-accumulates per cycle per tile on the AMP units (2 FLOP each).
     pub f32_macs_per_cycle: u64,
     /// f16 multiply-accumulates per cycle per tile on the AMP units.
@@ -87,6 +90,7 @@ impl Target {
             ipu_link_hop_latency_s: IPU_LINK_HOP_LATENCY_S,
             ipu_link_bits_per_s: IPU_LINK_BITS_PER_S,
             ipu_link_efficiency: IPU_LINK_EFFICIENCY,
+            host_bytes_per_s: HOST_BYTES_PER_S,
             f32_macs_per_cycle: 8,
             f16_macs_per_cycle: 32,
         }
@@ -110,6 +114,7 @@ impl Target {
             ipu_link_hop_latency_s: IPU_LINK_HOP_LATENCY_S,
             ipu_link_bits_per_s: IPU_LINK_BITS_PER_S,
             ipu_link_efficiency: IPU_LINK_EFFICIENCY,
+            host_bytes_per_s: HOST_BYTES_PER_S,
             f32_macs_per_cycle: 16,
             f16_macs_per_cycle: 64,
         }
@@ -155,6 +160,9 @@ pub const IPU_LINK_HOP_LATENCY_S: f64 = 15e-9;
 
 /// 128·2³⁰ bit/s per IPU-Link per direction (PopLibs `addGlobalExchangeConstraints`).
 pub const IPU_LINK_BITS_PER_S: f64 = 128.0 * (1u64 << 30) as f64;
+
+/// Host link: PCIe Gen4 x16, 64 GB/s.
+pub const HOST_BYTES_PER_S: f64 = 64e9;
 
 /// Transfers reach 85% of link bandwidth (PopLibs `addGlobalExchangeConstraints`).
 pub const IPU_LINK_EFFICIENCY: f64 = 0.85;

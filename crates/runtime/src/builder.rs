@@ -1,0 +1,158 @@
+//! Building executables by hand (tests) or from a compiler: tensors get tile-memory offsets
+//! from a bump allocator per tile; vertices can be generated per tile interval.
+
+use crate::executable::{
+    ComputeSet, ComputeSetId, Direction, Executable, FunctionId, Interval, Program, Region, Stream,
+    StreamId, Tensor, TensorId, Vertex,
+};
+use crate::target::Target;
+use codegen::{DType, KernelSpec};
+use std::collections::HashMap;
+
+/// Offsets in tile memory are aligned to 8 bytes (the 64-bit data path).
+const ALIGN: u64 = 8;
+
+/// Accumulates an [`Executable`].
+#[derive(Debug, Clone)]
+pub struct ExecutableBuilder {
+    exe: Executable,
+    next_offset: HashMap<(usize, usize), u64>,
+}
+
+impl ExecutableBuilder {
+    /// An empty executable for `num_ipus` IPUs of `target`.
+    pub fn new(target: Target, num_ipus: usize) -> ExecutableBuilder {
+        ExecutableBuilder {
+            exe: Executable {
+                target,
+                num_ipus,
+                tensors: Vec::new(),
+                streams: Vec::new(),
+                compute_sets: Vec::new(),
+                functions: Vec::new(),
+                program: Program::Sequence(vec![]),
+            },
+            next_offset: HashMap::new(),
+        }
+    }
+
+    /// A tensor whose consecutive runs of `len` elements live on `(ipu, tile)` in turn.
+    pub fn tensor(
+        &mut self,
+        name: &str,
+        dtype: DType,
+        pieces: &[(usize, usize, usize)],
+    ) -> TensorId {
+        let mut mapping = Vec::with_capacity(pieces.len());
+        let mut start = 0;
+        for &(ipu, tile, len) in pieces {
+            let slot = self.next_offset.entry((ipu, tile)).or_insert(0);
+            let offset = *slot;
+            *slot = (offset + (len * dtype.size()) as u64).div_ceil(ALIGN) * ALIGN;
+            mapping.push(Interval {
+                ipu,
+                tile,
+                start,
+                len,
+                offset,
+            });
+            start += len;
+        }
+        self.exe.tensors.push(Tensor {
+            name: name.to_string(),
+            dtype,
+            elements: start,
+            mapping,
+        });
+        TensorId(self.exe.tensors.len() as u32 - 1)
+    }
+
+    /// A tensor of `elements` spread as evenly as possible over `tiles` tiles of `ipu`.
+    pub fn tensor_spread(
+        &mut self,
+        name: &str,
+        dtype: DType,
+        elements: usize,
+        ipu: usize,
+        tiles: usize,
+    ) -> TensorId {
+        let tiles = tiles.max(1);
+        let pieces: Vec<(usize, usize, usize)> = (0..tiles)
+            .map(|t| (ipu, t, elements / tiles + usize::from(t < elements % tiles)))
+            .filter(|p| p.2 > 0)
+            .collect();
+        self.tensor(name, dtype, &pieces)
+    }
+
+    /// A host stream.
+    pub fn stream(
+        &mut self,
+        name: &str,
+        direction: Direction,
+        dtype: DType,
+        elements: usize,
+    ) -> StreamId {
+        self.exe.streams.push(Stream {
+            name: name.to_string(),
+            direction,
+            dtype,
+            elements,
+        });
+        StreamId(self.exe.streams.len() as u32 - 1)
+    }
+
+    /// A compute set.
+    pub fn compute_set(&mut self, name: &str, vertices: Vec<Vertex>) -> ComputeSetId {
+        self.exe.compute_sets.push(ComputeSet {
+            name: name.to_string(),
+            vertices,
+        });
+        ComputeSetId(self.exe.compute_sets.len() as u32 - 1)
+    }
+
+    /// One element-wise vertex per interval of `outputs[0]`, connected to the same element
+    /// range of every input and output (which must be mapped alike).
+    pub fn elementwise_vertices(
+        &self,
+        kernel: &KernelSpec,
+        inputs: &[TensorId],
+        outputs: &[TensorId],
+    ) -> Vec<Vertex> {
+        let layout = &self.exe.tensors[outputs[0].0 as usize].mapping;
+        layout
+            .iter()
+            .map(|iv| {
+                let region = |t: &TensorId| Region {
+                    tensor: *t,
+                    start: iv.start,
+                    len: iv.len,
+                };
+                Vertex {
+                    kernel: kernel.clone(),
+                    ipu: iv.ipu,
+                    tile: iv.tile,
+                    inputs: inputs.iter().map(region).collect(),
+                    outputs: outputs.iter().map(region).collect(),
+                    run_length: 0,
+                }
+            })
+            .collect()
+    }
+
+    /// A function programs can call.
+    pub fn function(&mut self, program: Program) -> FunctionId {
+        self.exe.functions.push(program);
+        FunctionId(self.exe.functions.len() as u32 - 1)
+    }
+
+    /// The tensor with this id (to inspect mappings).
+    pub fn tensor_info(&self, id: TensorId) -> &Tensor {
+        &self.exe.tensors[id.0 as usize]
+    }
+
+    /// The executable, with `program` as its main program.
+    pub fn finish(mut self, program: Program) -> Executable {
+        self.exe.program = program;
+        self.exe
+    }
+}

@@ -1,0 +1,113 @@
+//! The IPU Model's cycle estimates: how many instructions a vertex issues, how a tile's six
+//! worker contexts share them, and what exchanges, IPU-Link transfers and host streams cost.
+//!
+//! A worker context issues one instruction every `worker_contexts` (6) cycles, so a tile
+//! with vertices spread over its 6 workers takes `6 × (busiest worker's instructions)`
+//! cycles: a lone vertex leaves 5/6 of the tile idle, six balanced ones use all of it.
+//! f32 and f16 arithmetic processes 2 elements per instruction (the 64-bit data path);
+//! integer and pred arithmetic 1.
+
+use crate::target::Target;
+use codegen::{BinaryOp, DType, ElementwiseKernel, Expr, KernelSpec, UnaryOp};
+
+/// Fixed instructions to start a vertex (loading its connections, loop setup).
+pub const VERTEX_OVERHEAD: u64 = 12;
+
+fn unary_cost(op: UnaryOp) -> u64 {
+    match op {
+        UnaryOp::Exp | UnaryOp::Log => 15,
+        UnaryOp::Tanh | UnaryOp::Sin | UnaryOp::Cos | UnaryOp::Logistic => 20,
+        UnaryOp::Tan => 25,
+        UnaryOp::Expm1 | UnaryOp::Log1p | UnaryOp::Erf => 30,
+        UnaryOp::Cbrt => 35,
+        UnaryOp::Sqrt | UnaryOp::Rsqrt => 6,
+        _ => 1,
+    }
+}
+
+fn binary_cost(op: BinaryOp) -> u64 {
+    match op {
+        BinaryOp::Div | BinaryOp::Rem => 6,
+        BinaryOp::Pow | BinaryOp::Atan2 => 40,
+        _ => 1,
+    }
+}
+
+/// Instructions per element of an expression (loads of inputs included).
+pub fn expr_instructions(e: &Expr) -> u64 {
+    match e {
+        Expr::Input(_) => 1,
+        Expr::F32(_) | Expr::S32(_) | Expr::U32(_) | Expr::Pred(_) => 0,
+        Expr::Unary(op, x) => unary_cost(*op) + expr_instructions(x),
+        Expr::Binary(op, a, b) => binary_cost(*op) + expr_instructions(a) + expr_instructions(b),
+        Expr::Compare(_, a, b) => 1 + expr_instructions(a) + expr_instructions(b),
+        Expr::Select(p, a, b) => {
+            1 + expr_instructions(p) + expr_instructions(a) + expr_instructions(b)
+        }
+        Expr::Clamp(l, x, h) => {
+            2 + expr_instructions(l) + expr_instructions(x) + expr_instructions(h)
+        }
+        Expr::Convert(_, x) => 1 + expr_instructions(x),
+    }
+}
+
+fn width(kernel: &ElementwiseKernel) -> u64 {
+    let all_float = kernel
+        .inputs
+        .iter()
+        .chain(kernel.outputs.iter().map(|(t, _)| t))
+        .all(|t| t.is_float());
+    if all_float { 2 } else { 1 }
+}
+
+/// Instructions one vertex issues: `n` elements for element-wise kernels, `n` input
+/// elements in `runs` runs for reductions.
+pub fn vertex_instructions(kernel: &KernelSpec, n: usize, runs: usize) -> u64 {
+    match kernel {
+        KernelSpec::Elementwise(k) => {
+            let per_element: u64 = k
+                .outputs
+                .iter()
+                .map(|(_, e)| expr_instructions(e) + 1)
+                .sum();
+            VERTEX_OVERHEAD + (n as u64).div_ceil(width(k)) * per_element
+        }
+        KernelSpec::Reduce(k) => {
+            let w = if k.input.is_float() { 2 } else { 1 };
+            VERTEX_OVERHEAD + (n as u64).div_ceil(w) * 2 + runs as u64 * 4
+        }
+    }
+}
+
+/// Cycles a tile takes for vertices of these instruction counts: longest first onto the
+/// least-loaded of the worker contexts, each issuing every `workers` cycles.
+pub fn tile_cycles(instructions: &[u64], workers: usize) -> u64 {
+    let mut sorted = instructions.to_vec();
+    sorted.sort_unstable_by(|a, b| b.cmp(a));
+    let mut load = vec![0u64; workers.max(1)];
+    for i in sorted {
+        let least = load.iter_mut().min().expect("at least one worker");
+        *least += i;
+    }
+    load.into_iter().max().unwrap_or(0) * workers as u64
+}
+
+/// Cycles of an on-tile copy of `bytes` (one 64-bit load and store per cycle).
+pub fn on_tile_copy_cycles(bytes: u64) -> u64 {
+    bytes.div_ceil(8)
+}
+
+/// Cycles of an exchange phase where the busiest tile sends or receives `bytes`.
+pub fn exchange_cycles(target: &Target, bytes: u64) -> u64 {
+    bytes.div_ceil(target.exchange_bytes_per_cycle)
+}
+
+/// Cycles to move `bytes` over the host link.
+pub fn host_cycles(target: &Target, bytes: u64) -> u64 {
+    (bytes as f64 / target.host_bytes_per_s * target.clock_hz).ceil() as u64
+}
+
+/// Bytes of one element of `t` (re-exported for cost reports).
+pub fn element_bytes(t: DType) -> u64 {
+    t.size() as u64
+}

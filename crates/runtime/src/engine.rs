@@ -1,0 +1,499 @@
+//! The engine: loads an executable (checking it and JIT-compiling its kernels) and runs its
+//! program as BSP supersteps over per-tile memories, recording a [`Profile`].
+
+use crate::RuntimeError;
+use crate::cost;
+use crate::exchange;
+use crate::executable::{Direction, Executable, Program, TensorId};
+use crate::profile::{Profile, StepKind, StepProfile, TileMemory, Totals};
+use crate::system::System;
+use crate::validate::{region_bytes, tile_extents, validate};
+use codegen::{KernelCache, KernelId, KernelSpec};
+use rayon::prelude::*;
+use std::collections::{HashMap, VecDeque};
+
+/// Buffers exchanged with the host, by stream name.
+#[derive(Debug, Clone, Default)]
+pub struct HostIo {
+    inputs: HashMap<String, VecDeque<Vec<u8>>>,
+    outputs: HashMap<String, Vec<Vec<u8>>>,
+}
+
+impl HostIo {
+    /// No buffers yet.
+    pub fn new() -> HostIo {
+        HostIo::default()
+    }
+
+    /// Queues one buffer for a host-to-device stream (consumed by one StreamCopy).
+    pub fn feed(&mut self, stream: &str, bytes: Vec<u8>) {
+        self.inputs
+            .entry(stream.to_string())
+            .or_default()
+            .push_back(bytes);
+    }
+
+    /// The buffers a device-to-host stream produced, in order (and forgets them).
+    pub fn take(&mut self, stream: &str) -> Vec<Vec<u8>> {
+        self.outputs.remove(stream).unwrap_or_default()
+    }
+}
+
+/// A vertex ready to run: its kernel and the byte ranges of its regions in tile memory.
+struct LoadedVertex {
+    kernel: KernelId,
+    inputs: Vec<(u64, u64)>,
+    outputs: Vec<(u64, u64)>,
+    elements: usize,
+    runs: usize,
+    run_length: usize,
+}
+
+/// A compute set grouped by tile.
+struct LoadedComputeSet {
+    name: String,
+    by_tile: HashMap<usize, Vec<LoadedVertex>>,
+    compute_cycles: u64,
+}
+
+/// A loaded executable with its device memory.
+pub struct Engine {
+    exe: Executable,
+    system: System,
+    memory: Vec<Vec<u8>>,
+    kernels: KernelCache,
+    compute_sets: Vec<LoadedComputeSet>,
+    pool: rayon::ThreadPool,
+}
+
+fn run_error(m: String) -> RuntimeError {
+    RuntimeError::Run(m)
+}
+
+impl Engine {
+    /// Checks the executable, compiles its kernels and allocates tile memory. Runs use all
+    /// cores; see [`Engine::with_threads`].
+    pub fn load(exe: Executable) -> Result<Engine, RuntimeError> {
+        Engine::load_with_threads(exe, 0)
+    }
+
+    /// Like [`Engine::load`], running tiles on `threads` host threads (0: one per core).
+    pub fn load_with_threads(exe: Executable, threads: usize) -> Result<Engine, RuntimeError> {
+        validate(&exe)?;
+        let system = System::new(exe.target.clone(), exe.num_ipus)?;
+        let tiles = exe.target.tiles_per_ipu;
+        let mut memory = vec![Vec::new(); exe.num_ipus * tiles];
+        for ((ipu, tile), bytes) in tile_extents(&exe) {
+            memory[ipu * tiles + tile] = vec![0u8; bytes as usize];
+        }
+        let mut kernels = KernelCache::new().map_err(|e| run_error(e.to_string()))?;
+        let mut compute_sets = Vec::with_capacity(exe.compute_sets.len());
+        for cs in &exe.compute_sets {
+            let mut by_tile: HashMap<usize, Vec<LoadedVertex>> = HashMap::new();
+            let mut instructions: HashMap<usize, Vec<u64>> = HashMap::new();
+            for (i, v) in cs.vertices.iter().enumerate() {
+                let kernel = kernels
+                    .compile(&v.kernel)
+                    .map_err(|e| RuntimeError::Kernel {
+                        compute_set: cs.name.clone(),
+                        vertex: i,
+                        message: e.to_string(),
+                    })?;
+                let bytes = |r: &crate::executable::Region| {
+                    region_bytes(&exe.tensors[r.tensor.0 as usize], r, v.ipu, v.tile)
+                        .expect("validated: regions lie on the vertex's tile")
+                };
+                let (elements, runs) = match &v.kernel {
+                    KernelSpec::Elementwise(_) => (v.outputs[0].len, 0),
+                    KernelSpec::Reduce(_) => (v.inputs[0].len, v.outputs[0].len),
+                };
+                let tile = v.ipu * tiles + v.tile;
+                instructions
+                    .entry(tile)
+                    .or_default()
+                    .push(cost::vertex_instructions(&v.kernel, elements, runs));
+                by_tile.entry(tile).or_default().push(LoadedVertex {
+                    kernel,
+                    inputs: v.inputs.iter().map(bytes).collect(),
+                    outputs: v.outputs.iter().map(bytes).collect(),
+                    elements,
+                    runs,
+                    run_length: v.run_length,
+                });
+            }
+            let compute_cycles = instructions
+                .values()
+                .map(|i| cost::tile_cycles(i, exe.target.worker_contexts))
+                .max()
+                .unwrap_or(0);
+            compute_sets.push(LoadedComputeSet {
+                name: cs.name.clone(),
+                by_tile,
+                compute_cycles,
+            });
+        }
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .map_err(|e| run_error(format!("cannot start host threads: {e}")))?;
+        Ok(Engine {
+            exe,
+            system,
+            memory,
+            kernels,
+            compute_sets,
+            pool,
+        })
+    }
+
+    /// The executable being run.
+    pub fn executable(&self) -> &Executable {
+        &self.exe
+    }
+
+    /// The bytes of a tensor in element order.
+    pub fn read_tensor(&self, id: TensorId) -> Vec<u8> {
+        let t = &self.exe.tensors[id.0 as usize];
+        let size = t.dtype.size();
+        let tiles = self.exe.target.tiles_per_ipu;
+        let mut out = vec![0u8; t.elements * size];
+        for iv in &t.mapping {
+            let mem = &self.memory[iv.ipu * tiles + iv.tile];
+            let from = iv.offset as usize;
+            out[iv.start * size..(iv.start + iv.len) * size]
+                .copy_from_slice(&mem[from..from + iv.len * size]);
+        }
+        out
+    }
+
+    /// Writes a tensor's bytes (element order); the length must match.
+    pub fn write_tensor(&mut self, id: TensorId, bytes: &[u8]) -> Result<(), RuntimeError> {
+        let t = &self.exe.tensors[id.0 as usize];
+        let size = t.dtype.size();
+        if bytes.len() != t.elements * size {
+            return Err(run_error(format!(
+                "tensor {} holds {} bytes, {} were given",
+                t.name,
+                t.elements * size,
+                bytes.len()
+            )));
+        }
+        let tiles = self.exe.target.tiles_per_ipu;
+        for iv in &t.mapping {
+            let mem = &mut self.memory[iv.ipu * tiles + iv.tile];
+            let at = iv.offset as usize;
+            mem[at..at + iv.len * size]
+                .copy_from_slice(&bytes[iv.start * size..(iv.start + iv.len) * size]);
+        }
+        Ok(())
+    }
+
+    /// Runs the main program once.
+    pub fn run(&mut self, io: &mut HostIo) -> Result<Profile, RuntimeError> {
+        let mut steps = Vec::new();
+        let program = self.exe.program.clone();
+        self.step(&program, io, &mut steps)?;
+        Ok(self.profile(steps))
+    }
+
+    fn sync_cycles(&self) -> u64 {
+        if self.exe.num_ipus > 1 {
+            self.system.global_sync_cycles()
+        } else {
+            self.exe.target.internal_sync_cycles
+        }
+    }
+
+    fn scalar(&self, id: TensorId) -> i64 {
+        let bytes = self.read_tensor(id);
+        match bytes.len() {
+            1 => bytes[0] as i64,
+            _ => i32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as i64,
+        }
+    }
+
+    fn branch_step(&self, name: &str) -> StepProfile {
+        let sync = self.sync_cycles();
+        StepProfile {
+            name: format!("branch on {name}"),
+            kind: StepKind::Sync,
+            cycles: sync,
+            compute_cycles: 0,
+            sync_cycles: sync,
+            exchange_cycles: 0,
+            bytes_moved: 0,
+            bytes_over_links: 0,
+        }
+    }
+
+    fn step(
+        &mut self,
+        p: &Program,
+        io: &mut HostIo,
+        steps: &mut Vec<StepProfile>,
+    ) -> Result<(), RuntimeError> {
+        match p {
+            Program::Sequence(ps) => {
+                for s in ps {
+                    self.step(s, io, steps)?;
+                }
+            }
+            Program::Execute(id) => steps.push(self.execute(id.0 as usize)?),
+            Program::Copy { src, dst } => steps.push(self.copy(*src, *dst)?),
+            Program::Repeat { count, body } => {
+                for _ in 0..*count {
+                    self.step(body, io, steps)?;
+                }
+            }
+            Program::RepeatWhileTrue {
+                condition,
+                predicate,
+                body,
+            } => loop {
+                self.step(condition, io, steps)?;
+                steps.push(self.branch_step(&self.exe.tensors[predicate.0 as usize].name));
+                if self.scalar(*predicate) == 0 {
+                    break;
+                }
+                self.step(body, io, steps)?;
+            },
+            Program::If {
+                predicate,
+                then,
+                otherwise,
+            } => {
+                steps.push(self.branch_step(&self.exe.tensors[predicate.0 as usize].name));
+                let branch = if self.scalar(*predicate) != 0 {
+                    then
+                } else {
+                    otherwise
+                };
+                self.step(branch, io, steps)?;
+            }
+            Program::Switch {
+                index,
+                cases,
+                default,
+            } => {
+                steps.push(self.branch_step(&self.exe.tensors[index.0 as usize].name));
+                let i = self.scalar(*index);
+                let branch = usize::try_from(i)
+                    .ok()
+                    .and_then(|i| cases.get(i))
+                    .unwrap_or(default);
+                self.step(branch, io, steps)?;
+            }
+            Program::Call(f) => {
+                let body = self.exe.functions[f.0 as usize].clone();
+                self.step(&body, io, steps)?;
+            }
+            Program::StreamCopy { stream, tensor } => {
+                steps.push(self.stream_copy(stream.0 as usize, *tensor, io)?)
+            }
+            Program::Sync => {
+                let sync = self.sync_cycles();
+                steps.push(StepProfile {
+                    name: "sync".into(),
+                    kind: StepKind::Sync,
+                    cycles: sync,
+                    compute_cycles: 0,
+                    sync_cycles: sync,
+                    exchange_cycles: 0,
+                    bytes_moved: 0,
+                    bytes_over_links: 0,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// One superstep: every tile runs its vertices (tiles in parallel), then all sync.
+    fn execute(&mut self, cs: usize) -> Result<StepProfile, RuntimeError> {
+        let loaded = &self.compute_sets[cs];
+        let table = self.kernels.table();
+        let memory = &mut self.memory;
+        let result: Result<(), RuntimeError> = self.pool.install(|| {
+            memory
+                .par_iter_mut()
+                .enumerate()
+                .try_for_each(|(tile, mem)| {
+                    let Some(vertices) = loaded.by_tile.get(&tile) else {
+                        return Ok(());
+                    };
+                    for v in vertices {
+                        // Inputs are copied out first, so a vertex may update in place.
+                        let inputs: Vec<Vec<u8>> = v
+                            .inputs
+                            .iter()
+                            .map(|&(b, e)| mem[b as usize..e as usize].to_vec())
+                            .collect();
+                        let ins: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+                        let mut outputs: Vec<Vec<u8>> = v
+                            .outputs
+                            .iter()
+                            .map(|&(b, e)| vec![0u8; (e - b) as usize])
+                            .collect();
+                        {
+                            let mut outs: Vec<&mut [u8]> =
+                                outputs.iter_mut().map(Vec::as_mut_slice).collect();
+                            let kernel = table.get(v.kernel);
+                            let done = match kernel.spec() {
+                                KernelSpec::Elementwise(_) => {
+                                    kernel.run_elementwise(&ins, &mut outs, v.elements)
+                                }
+                                KernelSpec::Reduce(_) => {
+                                    kernel.run_reduce(ins[0], outs[0], v.run_length, v.runs)
+                                }
+                            };
+                            done.map_err(|e| {
+                                run_error(format!("compute set {}: {e}", loaded.name))
+                            })?;
+                        }
+                        for (&(b, e), out) in v.outputs.iter().zip(&outputs) {
+                            mem[b as usize..e as usize].copy_from_slice(out);
+                        }
+                    }
+                    Ok(())
+                })
+        });
+        result?;
+        let compute = loaded.compute_cycles;
+        let sync = self.sync_cycles();
+        Ok(StepProfile {
+            name: loaded.name.clone(),
+            kind: StepKind::Execute,
+            cycles: compute + sync,
+            compute_cycles: compute,
+            sync_cycles: sync,
+            exchange_cycles: 0,
+            bytes_moved: 0,
+            bytes_over_links: 0,
+        })
+    }
+
+    fn copy(&mut self, src: TensorId, dst: TensorId) -> Result<StepProfile, RuntimeError> {
+        let (s, d) = (
+            &self.exe.tensors[src.0 as usize],
+            &self.exe.tensors[dst.0 as usize],
+        );
+        let name = format!("copy {} -> {}", s.name, d.name);
+        let moves = exchange::plan(s, d);
+        let c = exchange::cost(&self.system, &moves)?;
+        let tiles = self.exe.target.tiles_per_ipu;
+        // Read every source byte before writing, so overlapping tensors copy correctly.
+        let data: Vec<Vec<u8>> = moves
+            .iter()
+            .map(|m| {
+                let mem = &self.memory[m.src.0 * tiles + m.src.1];
+                mem[m.src.2 as usize..(m.src.2 + m.bytes) as usize].to_vec()
+            })
+            .collect();
+        for (m, bytes) in moves.iter().zip(data) {
+            let mem = &mut self.memory[m.dst.0 * tiles + m.dst.1];
+            mem[m.dst.2 as usize..(m.dst.2 + m.bytes) as usize].copy_from_slice(&bytes);
+        }
+        Ok(StepProfile {
+            name,
+            kind: StepKind::Copy,
+            cycles: c.on_tile_cycles + c.sync_cycles + c.exchange_cycles,
+            compute_cycles: c.on_tile_cycles,
+            sync_cycles: c.sync_cycles,
+            exchange_cycles: c.exchange_cycles,
+            bytes_moved: c.bytes_exchanged + c.bytes_over_links,
+            bytes_over_links: c.bytes_over_links,
+        })
+    }
+
+    fn stream_copy(
+        &mut self,
+        stream: usize,
+        tensor: TensorId,
+        io: &mut HostIo,
+    ) -> Result<StepProfile, RuntimeError> {
+        let s = self.exe.streams[stream].clone();
+        let t = &self.exe.tensors[tensor.0 as usize];
+        let bytes = (t.elements * t.dtype.size()) as u64;
+        // The host link, or the busiest receiving tile at exchange bandwidth, limits a transfer.
+        let mut per_tile: HashMap<(usize, usize), u64> = HashMap::new();
+        for iv in &t.mapping {
+            *per_tile.entry((iv.ipu, iv.tile)).or_default() += (iv.len * t.dtype.size()) as u64;
+        }
+        let busiest = per_tile.values().copied().max().unwrap_or(0);
+        let target = &self.exe.target;
+        let transfer = cost::host_cycles(target, bytes).max(cost::exchange_cycles(target, busiest));
+        let sync = self.sync_cycles();
+        match s.direction {
+            Direction::HostToDevice => {
+                let buffer = io.inputs.get_mut(&s.name).and_then(VecDeque::pop_front).ok_or_else(|| {
+                    run_error(format!("stream {} has no buffer left to copy into tensor {}; feed one with HostIo::feed", s.name, t.name))
+                })?;
+                if buffer.len() as u64 != bytes {
+                    return Err(run_error(format!(
+                        "stream {} was fed {} bytes but carries {bytes} ({} x {:?})",
+                        s.name,
+                        buffer.len(),
+                        s.elements,
+                        s.dtype
+                    )));
+                }
+                self.write_tensor(tensor, &buffer)?;
+            }
+            Direction::DeviceToHost => {
+                let data = self.read_tensor(tensor);
+                io.outputs.entry(s.name.clone()).or_default().push(data);
+            }
+        }
+        Ok(StepProfile {
+            name: format!("stream {}", s.name),
+            kind: StepKind::StreamCopy,
+            cycles: sync + transfer,
+            compute_cycles: 0,
+            sync_cycles: sync,
+            exchange_cycles: transfer,
+            bytes_moved: bytes,
+            bytes_over_links: 0,
+        })
+    }
+
+    fn profile(&self, steps: Vec<StepProfile>) -> Profile {
+        let mut totals = Totals::default();
+        for s in &steps {
+            totals.compute_cycles += s.compute_cycles;
+            totals.sync_cycles += s.sync_cycles;
+            totals.exchange_cycles += s.exchange_cycles;
+            match s.kind {
+                StepKind::StreamCopy => totals.bytes_streamed += s.bytes_moved,
+                StepKind::Copy => {
+                    totals.bytes_exchanged += s.bytes_moved - s.bytes_over_links;
+                    totals.bytes_over_links += s.bytes_over_links;
+                }
+                _ => {}
+            }
+        }
+        let total_cycles: u64 = steps.iter().map(|s| s.cycles).sum();
+        let target = &self.exe.target;
+        let tiles_per_ipu = target.tiles_per_ipu;
+        let tiles = self
+            .memory
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| !m.is_empty())
+            .map(|(i, m)| TileMemory {
+                ipu: i / tiles_per_ipu,
+                tile: i % tiles_per_ipu,
+                bytes_used: m.len() as u64,
+                bytes_free: target.bytes_per_tile - m.len() as u64,
+            })
+            .collect();
+        Profile {
+            target: target.version.to_string(),
+            num_ipus: self.exe.num_ipus,
+            clock_hz: target.clock_hz,
+            total_cycles,
+            seconds: target.seconds(total_cycles),
+            totals,
+            steps,
+            tiles,
+        }
+    }
+}

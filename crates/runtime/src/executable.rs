@@ -1,0 +1,190 @@
+//! The device program an engine runs: tensors mapped onto tiles, host streams, compute sets
+//! of vertices, functions and the program tree. It knows nothing of HLO.
+
+use crate::target::Target;
+use codegen::{DType, KernelSpec};
+use serde::{Deserialize, Serialize};
+
+/// Index of a tensor in [`Executable::tensors`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct TensorId(pub u32);
+
+/// Index of a stream in [`Executable::streams`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct StreamId(pub u32);
+
+/// Index of a compute set in [`Executable::compute_sets`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ComputeSetId(pub u32);
+
+/// Index of a function in [`Executable::functions`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct FunctionId(pub u32);
+
+/// A run of a tensor's elements held by one tile, at a byte offset in that tile's memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Interval {
+    /// The IPU.
+    pub ipu: usize,
+    /// The tile on that IPU.
+    pub tile: usize,
+    /// First element of the tensor in this interval.
+    pub start: usize,
+    /// Number of elements.
+    pub len: usize,
+    /// Byte offset of the first element in the tile's memory.
+    pub offset: u64,
+}
+
+/// A tensor: a flat array of elements spread over tiles.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tensor {
+    /// A name for errors and profiles.
+    pub name: String,
+    /// Element type.
+    pub dtype: DType,
+    /// Number of elements.
+    pub elements: usize,
+    /// Where each element lives; every element exactly once.
+    pub mapping: Vec<Interval>,
+}
+
+/// Which way a host stream moves data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Direction {
+    /// Host to device (an infeed, or an input).
+    HostToDevice,
+    /// Device to host (an outfeed, or an output).
+    DeviceToHost,
+}
+
+/// A host stream: each transfer moves one buffer of `elements` elements.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stream {
+    /// A name for errors and profiles (and the key host buffers are given by).
+    pub name: String,
+    /// Direction.
+    pub direction: Direction,
+    /// Element type.
+    pub dtype: DType,
+    /// Elements per transfer.
+    pub elements: usize,
+}
+
+/// A run of a tensor's elements a vertex reads or writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Region {
+    /// The tensor.
+    pub tensor: TensorId,
+    /// First element.
+    pub start: usize,
+    /// Number of elements.
+    pub len: usize,
+}
+
+/// A kernel instance on one tile, connected to regions of that tile's memory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Vertex {
+    /// What it computes.
+    pub kernel: KernelSpec,
+    /// The IPU.
+    pub ipu: usize,
+    /// The tile.
+    pub tile: usize,
+    /// Regions read, one per kernel input.
+    pub inputs: Vec<Region>,
+    /// Regions written, one per kernel output.
+    pub outputs: Vec<Region>,
+    /// For reductions: elements per run (the output region holds one partial per run).
+    pub run_length: usize,
+}
+
+/// Vertices that run in one compute phase.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ComputeSet {
+    /// A name for profiles.
+    pub name: String,
+    /// The vertices.
+    pub vertices: Vec<Vertex>,
+}
+
+/// The program tree.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Program {
+    /// Run each in turn.
+    Sequence(Vec<Program>),
+    /// Run a compute set (one BSP superstep: compute, then sync).
+    Execute(ComputeSetId),
+    /// Copy all of `src` to `dst` (same type and size): on-tile or through an exchange.
+    Copy {
+        /// Source tensor.
+        src: TensorId,
+        /// Destination tensor.
+        dst: TensorId,
+    },
+    /// Run the body `count` times.
+    Repeat {
+        /// Iterations.
+        count: u64,
+        /// The body.
+        body: Box<Program>,
+    },
+    /// Run `condition`, then while the pred scalar `predicate` is true run `body` and
+    /// `condition` again.
+    RepeatWhileTrue {
+        /// Computes the predicate.
+        condition: Box<Program>,
+        /// A one-element pred tensor.
+        predicate: TensorId,
+        /// The body.
+        body: Box<Program>,
+    },
+    /// Branch on a one-element pred tensor.
+    If {
+        /// The predicate.
+        predicate: TensorId,
+        /// Runs when true.
+        then: Box<Program>,
+        /// Runs when false.
+        otherwise: Box<Program>,
+    },
+    /// Branch on a one-element s32 tensor: case i, or `default` when out of range.
+    Switch {
+        /// The index.
+        index: TensorId,
+        /// The cases.
+        cases: Vec<Program>,
+        /// Runs when no case matches.
+        default: Box<Program>,
+    },
+    /// Run a function.
+    Call(FunctionId),
+    /// Move one buffer between a host stream and a tensor.
+    StreamCopy {
+        /// The stream.
+        stream: StreamId,
+        /// The tensor written (host to device) or read (device to host).
+        tensor: TensorId,
+    },
+    /// A barrier across all tiles (and IPUs).
+    Sync,
+}
+
+/// Everything an engine needs to run a program.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Executable {
+    /// The target every IPU models.
+    pub target: Target,
+    /// IPUs used.
+    pub num_ipus: usize,
+    /// Tensors.
+    pub tensors: Vec<Tensor>,
+    /// Host streams.
+    pub streams: Vec<Stream>,
+    /// Compute sets.
+    pub compute_sets: Vec<ComputeSet>,
+    /// Functions programs can call.
+    pub functions: Vec<Program>,
+    /// The main program.
+    pub program: Program,
+}

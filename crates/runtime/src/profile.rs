@@ -1,0 +1,88 @@
+//! What a run cost: per program step, per tile, and in total. Serialises to JSON.
+
+use serde::{Deserialize, Serialize};
+
+/// The kind of a program step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StepKind {
+    /// A compute set (compute, then sync).
+    Execute,
+    /// A tensor copy (on-tile, exchange and/or IPU-Links).
+    Copy,
+    /// A host stream transfer.
+    StreamCopy,
+    /// A sync, or the sync a branch decision costs.
+    Sync,
+}
+
+/// One executed program step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepProfile {
+    /// The compute set, tensors or stream involved.
+    pub name: String,
+    /// What kind of step.
+    pub kind: StepKind,
+    /// Cycles in all.
+    pub cycles: u64,
+    /// Of which computing (the slowest tile).
+    pub compute_cycles: u64,
+    /// Of which synchronising.
+    pub sync_cycles: u64,
+    /// Of which exchanging, on chip or over IPU-Links, or streaming.
+    pub exchange_cycles: u64,
+    /// Bytes that crossed a tile boundary (exchange, IPU-Links or host link).
+    pub bytes_moved: u64,
+    /// Of which over IPU-Links.
+    pub bytes_over_links: u64,
+}
+
+/// The memory a tile uses.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TileMemory {
+    /// The IPU.
+    pub ipu: usize,
+    /// The tile.
+    pub tile: usize,
+    /// Bytes its tensors span.
+    pub bytes_used: u64,
+    /// Bytes left.
+    pub bytes_free: u64,
+}
+
+/// Sums over all steps.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Totals {
+    /// Cycles computing.
+    pub compute_cycles: u64,
+    /// Cycles synchronising.
+    pub sync_cycles: u64,
+    /// Cycles exchanging or streaming.
+    pub exchange_cycles: u64,
+    /// Bytes exchanged between tiles of one IPU.
+    pub bytes_exchanged: u64,
+    /// Bytes sent over IPU-Links.
+    pub bytes_over_links: u64,
+    /// Bytes streamed to or from the host.
+    pub bytes_streamed: u64,
+}
+
+/// The profile of one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Profile {
+    /// The target (`ipu2`).
+    pub target: String,
+    /// IPUs used.
+    pub num_ipus: usize,
+    /// Tile clock in Hz.
+    pub clock_hz: f64,
+    /// Cycles of the whole run.
+    pub total_cycles: u64,
+    /// Simulated time at the target's clock.
+    pub seconds: f64,
+    /// Sums by kind.
+    pub totals: Totals,
+    /// Every executed step, in order.
+    pub steps: Vec<StepProfile>,
+    /// Memory of every tile that holds data.
+    pub tiles: Vec<TileMemory>,
+}

@@ -1,0 +1,393 @@
+//! Load-time checks: an executable that passes them cannot make the engine touch memory it
+//! should not. Mappings cover every element once, tensors fit their tiles, vertices touch
+//! only their own tile's memory and do not overlap their writes, streams match their
+//! tensors, and no program step reads a tensor nothing has written.
+
+use crate::RuntimeError;
+use crate::executable::{Direction, Executable, Program, Region, Tensor, TensorId, Vertex};
+use codegen::{DType, KernelSpec};
+use std::collections::{HashMap, HashSet};
+
+fn invalid(m: String) -> RuntimeError {
+    RuntimeError::InvalidExecutable(m)
+}
+
+/// Bytes each used tile needs: the end of the last tensor interval there.
+pub(crate) fn tile_extents(exe: &Executable) -> HashMap<(usize, usize), u64> {
+    let mut extents: HashMap<(usize, usize), u64> = HashMap::new();
+    for t in &exe.tensors {
+        for iv in &t.mapping {
+            let end = iv.offset + (iv.len * t.dtype.size()) as u64;
+            let e = extents.entry((iv.ipu, iv.tile)).or_insert(0);
+            *e = (*e).max(end);
+        }
+    }
+    extents
+}
+
+fn check_tensors(exe: &Executable) -> Result<(), RuntimeError> {
+    let target = &exe.target;
+    for t in &exe.tensors {
+        let mut intervals = t.mapping.clone();
+        intervals.sort_by_key(|iv| iv.start);
+        let mut next = 0;
+        for iv in &intervals {
+            if iv.ipu >= exe.num_ipus || iv.tile >= target.tiles_per_ipu {
+                return Err(invalid(format!(
+                    "tensor {} is mapped to IPU {} tile {}, outside {} IPUs of {} tiles",
+                    t.name, iv.ipu, iv.tile, exe.num_ipus, target.tiles_per_ipu
+                )));
+            }
+            if iv.start != next {
+                return Err(invalid(format!(
+                    "tensor {}: elements {}..{} are mapped {} (every element exactly once)",
+                    t.name,
+                    next.min(iv.start),
+                    next.max(iv.start),
+                    if iv.start > next { "nowhere" } else { "twice" }
+                )));
+            }
+            next = iv.start + iv.len;
+        }
+        if next != t.elements {
+            return Err(invalid(format!(
+                "tensor {} maps {next} of its {} elements",
+                t.name, t.elements
+            )));
+        }
+    }
+    for ((ipu, tile), needed) in tile_extents(exe) {
+        if needed > target.bytes_per_tile {
+            let mut largest: Vec<(String, u64)> = exe
+                .tensors
+                .iter()
+                .map(|t| {
+                    let bytes: usize = t
+                        .mapping
+                        .iter()
+                        .filter(|iv| iv.ipu == ipu && iv.tile == tile)
+                        .map(|iv| iv.len * t.dtype.size())
+                        .sum();
+                    (t.name.clone(), bytes as u64)
+                })
+                .filter(|(_, b)| *b > 0)
+                .collect();
+            largest.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            largest.truncate(3);
+            return Err(RuntimeError::OutOfMemory {
+                ipu,
+                tile,
+                needed,
+                available: target.bytes_per_tile,
+                largest,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn tensor<'e>(
+    exe: &'e Executable,
+    id: TensorId,
+    context: &str,
+) -> Result<&'e Tensor, RuntimeError> {
+    exe.tensors.get(id.0 as usize).ok_or_else(|| {
+        invalid(format!(
+            "{context} refers to tensor {} which does not exist",
+            id.0
+        ))
+    })
+}
+
+/// The byte range of a region in its vertex's tile memory, if the region lies entirely in
+/// one interval on that tile.
+pub(crate) fn region_bytes(t: &Tensor, r: &Region, ipu: usize, tile: usize) -> Option<(u64, u64)> {
+    let iv = t.mapping.iter().find(|iv| {
+        iv.ipu == ipu
+            && iv.tile == tile
+            && iv.start <= r.start
+            && r.start + r.len <= iv.start + iv.len
+    })?;
+    let size = t.dtype.size() as u64;
+    let begin = iv.offset + (r.start - iv.start) as u64 * size;
+    Some((begin, begin + r.len as u64 * size))
+}
+
+fn check_vertex(
+    exe: &Executable,
+    cs: &str,
+    index: usize,
+    v: &Vertex,
+) -> Result<Vec<(u64, u64)>, RuntimeError> {
+    let here = format!(
+        "compute set {cs}, vertex {index} (IPU {} tile {})",
+        v.ipu, v.tile
+    );
+    if v.ipu >= exe.num_ipus || v.tile >= exe.target.tiles_per_ipu {
+        return Err(invalid(format!("{here} is outside the system")));
+    }
+    let (in_types, out_types, lengths_ok): (Vec<DType>, Vec<DType>, bool) = match &v.kernel {
+        KernelSpec::Elementwise(k) => {
+            let n = v.outputs.first().map_or(0, |r| r.len);
+            let same = v.inputs.iter().chain(&v.outputs).all(|r| r.len == n);
+            (
+                k.inputs.clone(),
+                k.outputs.iter().map(|(t, _)| *t).collect(),
+                same,
+            )
+        }
+        KernelSpec::Reduce(k) => {
+            let ok = match (v.inputs.first(), v.outputs.first()) {
+                (Some(i), Some(o)) => i.len == v.run_length * o.len,
+                _ => false,
+            };
+            (vec![k.input], vec![k.partial_type()], ok)
+        }
+    };
+    if v.inputs.len() != in_types.len() || v.outputs.len() != out_types.len() {
+        return Err(invalid(format!(
+            "{here}: the kernel takes {} inputs and {} outputs, the vertex connects {} and {}",
+            in_types.len(),
+            out_types.len(),
+            v.inputs.len(),
+            v.outputs.len()
+        )));
+    }
+    if !lengths_ok {
+        return Err(invalid(format!(
+            "{here}: region lengths do not fit the kernel"
+        )));
+    }
+    let mut writes = Vec::new();
+    for (k, (r, t)) in v
+        .inputs
+        .iter()
+        .zip(&in_types)
+        .chain(v.outputs.iter().zip(&out_types))
+        .enumerate()
+    {
+        let tensor = tensor(exe, r.tensor, &here)?;
+        if tensor.dtype != *t {
+            return Err(invalid(format!(
+                "{here}: region {k} is tensor {} of {:?} but the kernel expects {t:?}",
+                tensor.name, tensor.dtype
+            )));
+        }
+        if r.start + r.len > tensor.elements {
+            return Err(invalid(format!(
+                "{here}: region {k} ({}..{}) is outside tensor {} of {} elements",
+                r.start,
+                r.start + r.len,
+                tensor.name,
+                tensor.elements
+            )));
+        }
+        let Some(bytes) = region_bytes(tensor, r, v.ipu, v.tile) else {
+            return Err(invalid(format!(
+                "{here}: region {k} (elements {}..{} of tensor {}) is not in this tile's memory; a vertex reads and writes only its own tile",
+                r.start,
+                r.start + r.len,
+                tensor.name
+            )));
+        };
+        if k >= v.inputs.len() {
+            writes.push(bytes);
+        }
+    }
+    Ok(writes)
+}
+
+/// Bytes `begin..end` of a tile's memory written by vertex `index`.
+type WriteRange = (u64, u64, usize);
+
+fn check_compute_sets(exe: &Executable) -> Result<(), RuntimeError> {
+    for cs in &exe.compute_sets {
+        let mut writes: HashMap<(usize, usize), Vec<WriteRange>> = HashMap::new();
+        for (i, v) in cs.vertices.iter().enumerate() {
+            for (b, e) in check_vertex(exe, &cs.name, i, v)? {
+                writes.entry((v.ipu, v.tile)).or_default().push((b, e, i));
+            }
+        }
+        for ((ipu, tile), mut ranges) in writes {
+            ranges.sort();
+            for w in ranges.windows(2) {
+                if w[1].0 < w[0].1 && w[0].2 != w[1].2 {
+                    return Err(invalid(format!(
+                        "compute set {}: vertices {} and {} write overlapping memory on IPU {ipu} tile {tile}",
+                        cs.name, w[0].2, w[1].2
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Tracks which tensors have been written while walking the program in order.
+struct Dataflow<'e> {
+    exe: &'e Executable,
+    calls: usize,
+}
+
+impl Dataflow<'_> {
+    fn read(
+        &self,
+        written: &HashSet<TensorId>,
+        t: TensorId,
+        context: &str,
+    ) -> Result<(), RuntimeError> {
+        if written.contains(&t) {
+            Ok(())
+        } else {
+            Err(RuntimeError::UninitialisedRead {
+                tensor: self.exe.tensors[t.0 as usize].name.clone(),
+                context: context.to_string(),
+            })
+        }
+    }
+
+    fn scalar(&self, t: TensorId, dtype: DType, what: &str) -> Result<(), RuntimeError> {
+        let tensor = tensor(self.exe, t, what)?;
+        if tensor.dtype != dtype || tensor.elements != 1 {
+            return Err(invalid(format!(
+                "{what} must be a one-element {dtype:?} tensor, {} is {} x {:?}",
+                tensor.name, tensor.elements, tensor.dtype
+            )));
+        }
+        Ok(())
+    }
+
+    fn walk(&mut self, p: &Program, written: &mut HashSet<TensorId>) -> Result<(), RuntimeError> {
+        let exe = self.exe;
+        match p {
+            Program::Sequence(steps) => {
+                for s in steps {
+                    self.walk(s, written)?;
+                }
+            }
+            Program::Execute(id) => {
+                let cs = exe.compute_sets.get(id.0 as usize).ok_or_else(|| {
+                    invalid(format!(
+                        "Execute of compute set {} which does not exist",
+                        id.0
+                    ))
+                })?;
+                for (i, v) in cs.vertices.iter().enumerate() {
+                    for r in &v.inputs {
+                        self.read(
+                            written,
+                            r.tensor,
+                            &format!("input of vertex {i} in compute set {}", cs.name),
+                        )?;
+                    }
+                }
+                written.extend(
+                    cs.vertices
+                        .iter()
+                        .flat_map(|v| v.outputs.iter().map(|r| r.tensor)),
+                );
+            }
+            Program::Copy { src, dst } => {
+                let (s, d) = (tensor(exe, *src, "a Copy")?, tensor(exe, *dst, "a Copy")?);
+                if s.dtype != d.dtype || s.elements != d.elements {
+                    return Err(invalid(format!(
+                        "Copy from {} ({} x {:?}) to {} ({} x {:?})",
+                        s.name, s.elements, s.dtype, d.name, d.elements, d.dtype
+                    )));
+                }
+                self.read(written, *src, &format!("copy to {}", d.name))?;
+                written.insert(*dst);
+            }
+            Program::Repeat { count, body } => {
+                if *count > 0 {
+                    self.walk(body, written)?;
+                }
+            }
+            Program::RepeatWhileTrue {
+                condition,
+                predicate,
+                body,
+            } => {
+                self.scalar(*predicate, DType::Pred, "a RepeatWhileTrue predicate")?;
+                self.walk(condition, written)?;
+                self.read(written, *predicate, "loop predicate")?;
+                let mut inner = written.clone();
+                self.walk(body, &mut inner)?;
+            }
+            Program::If {
+                predicate,
+                then,
+                otherwise,
+            } => {
+                self.scalar(*predicate, DType::Pred, "an If predicate")?;
+                self.read(written, *predicate, "If predicate")?;
+                let (mut a, mut b) = (written.clone(), written.clone());
+                self.walk(then, &mut a)?;
+                self.walk(otherwise, &mut b)?;
+                *written = a.intersection(&b).copied().collect();
+            }
+            Program::Switch {
+                index,
+                cases,
+                default,
+            } => {
+                self.scalar(*index, DType::S32, "a Switch index")?;
+                self.read(written, *index, "Switch index")?;
+                let mut after: Option<HashSet<TensorId>> = None;
+                for branch in cases.iter().chain(std::iter::once(&**default)) {
+                    let mut w = written.clone();
+                    self.walk(branch, &mut w)?;
+                    after = Some(match after {
+                        None => w,
+                        Some(a) => a.intersection(&w).copied().collect(),
+                    });
+                }
+                *written = after.unwrap_or_default();
+            }
+            Program::Call(f) => {
+                let body = exe.functions.get(f.0 as usize).ok_or_else(|| {
+                    invalid(format!("Call of function {} which does not exist", f.0))
+                })?;
+                self.calls += 1;
+                if self.calls > 10_000 {
+                    return Err(invalid("functions call each other without end".into()));
+                }
+                self.walk(body, written)?;
+            }
+            Program::StreamCopy { stream, tensor: t } => {
+                let s = exe.streams.get(stream.0 as usize).ok_or_else(|| {
+                    invalid(format!(
+                        "StreamCopy of stream {} which does not exist",
+                        stream.0
+                    ))
+                })?;
+                let tt = tensor(exe, *t, "a StreamCopy")?;
+                if s.dtype != tt.dtype || s.elements != tt.elements {
+                    return Err(invalid(format!(
+                        "stream {} carries {} x {:?} but tensor {} holds {} x {:?}",
+                        s.name, s.elements, s.dtype, tt.name, tt.elements, tt.dtype
+                    )));
+                }
+                match s.direction {
+                    Direction::HostToDevice => {
+                        written.insert(*t);
+                    }
+                    Direction::DeviceToHost => {
+                        self.read(written, *t, &format!("stream {} to the host", s.name))?
+                    }
+                }
+            }
+            Program::Sync => {}
+        }
+        Ok(())
+    }
+}
+
+/// Every load-time check, in order.
+pub fn validate(exe: &Executable) -> Result<(), RuntimeError> {
+    crate::System::new(exe.target.clone(), exe.num_ipus)?;
+    check_tensors(exe)?;
+    check_compute_sets(exe)?;
+    let mut flow = Dataflow { exe, calls: 0 };
+    flow.walk(&exe.program, &mut HashSet::new())
+}

@@ -1,0 +1,501 @@
+//! Programs built by hand and run on the IPU Model: results, cycle accounting against the
+//! cost model by hand calculation, multi-IPU copies, loops over host streams, memory
+//! limits, determinism across thread counts, and load-time errors.
+
+use codegen::{BinaryOp, DType, ElementwiseKernel, Expr, KernelSpec, UnaryOp};
+use runtime::{
+    Direction, Engine, ExecutableBuilder, HostIo, Program, Region, RuntimeError, StepKind, Target,
+    Vertex,
+};
+
+fn f32_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn f32_values(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+fn add_kernel() -> KernelSpec {
+    KernelSpec::Elementwise(ElementwiseKernel {
+        inputs: vec![DType::F32, DType::F32],
+        outputs: vec![(
+            DType::F32,
+            Expr::binary(BinaryOp::Add, Expr::input(0), Expr::input(1)),
+        )],
+    })
+}
+
+/// Streams a and b in, adds them on `tiles` tiles, streams the sum out.
+fn vector_add(target: Target, tiles: usize, threads: usize) -> (Vec<f32>, runtime::Profile) {
+    let n = 10_000;
+    let mut b = ExecutableBuilder::new(target, 1);
+    let (x, y, z) = (
+        b.tensor_spread("a", DType::F32, n, 0, tiles),
+        b.tensor_spread("b", DType::F32, n, 0, tiles),
+        b.tensor_spread("sum", DType::F32, n, 0, tiles),
+    );
+    let (sa, sb, out) = (
+        b.stream("a", Direction::HostToDevice, DType::F32, n),
+        b.stream("b", Direction::HostToDevice, DType::F32, n),
+        b.stream("sum", Direction::DeviceToHost, DType::F32, n),
+    );
+    let vertices = b.elementwise_vertices(&add_kernel(), &[x, y], &[z]);
+    let cs = b.compute_set("add", vertices);
+    let exe = b.finish(Program::Sequence(vec![
+        Program::StreamCopy {
+            stream: sa,
+            tensor: x,
+        },
+        Program::StreamCopy {
+            stream: sb,
+            tensor: y,
+        },
+        Program::Execute(cs),
+        Program::StreamCopy {
+            stream: out,
+            tensor: z,
+        },
+    ]));
+    let mut engine = Engine::load_with_threads(exe, threads).unwrap();
+    let mut io = HostIo::new();
+    io.feed(
+        "a",
+        f32_bytes(&(0..n).map(|i| i as f32).collect::<Vec<_>>()),
+    );
+    io.feed(
+        "b",
+        f32_bytes(&(0..n).map(|i| 0.5 * i as f32).collect::<Vec<_>>()),
+    );
+    let profile = engine.run(&mut io).unwrap();
+    let out = io.take("sum");
+    assert_eq!(out.len(), 1);
+    (f32_values(&out[0]), profile)
+}
+
+#[test]
+fn vector_add_over_every_tile_of_an_ipu2_and_over_4_tiles() {
+    for (target, tiles) in [
+        (Target::ipu2(), 1472),
+        (Target::ipu2().with_tiles_per_ipu(4), 4),
+    ] {
+        let (sum, profile) = vector_add(target, tiles, 0);
+        assert!(
+            sum.iter().enumerate().all(|(i, &s)| s == 1.5 * i as f32),
+            "wrong sums on {tiles} tiles"
+        );
+        assert_eq!(profile.tiles.len(), tiles, "every tile holds data");
+        let execute = profile
+            .steps
+            .iter()
+            .find(|s| s.kind == StepKind::Execute)
+            .unwrap();
+        // Hand calculation: the busiest tile holds ceil(10000 / tiles) elements in one vertex:
+        // 12 + ceil(n/2) × (load + load + add + store) instructions, on one of 6 workers.
+        let n = 10_000usize.div_ceil(tiles) as u64;
+        assert_eq!(
+            execute.compute_cycles,
+            (12 + n.div_ceil(2) * 4) * 6,
+            "{tiles} tiles"
+        );
+        assert_eq!(execute.sync_cycles, 90);
+        assert_eq!(profile.totals.bytes_streamed, 3 * 40_000);
+    }
+}
+
+#[test]
+fn reversing_a_tensor_across_tiles_costs_what_the_model_says() {
+    // 4 tiles × 100 f32; block k moves from tile k to tile 3 - k.
+    let mut b = ExecutableBuilder::new(Target::ipu2().with_tiles_per_ipu(4), 1);
+    let src = b.tensor(
+        "src",
+        DType::F32,
+        &[(0, 0, 100), (0, 1, 100), (0, 2, 100), (0, 3, 100)],
+    );
+    let dst = b.tensor(
+        "dst",
+        DType::F32,
+        &[(0, 3, 100), (0, 2, 100), (0, 1, 100), (0, 0, 100)],
+    );
+    let input = b.stream("in", Direction::HostToDevice, DType::F32, 400);
+    let output = b.stream("out", Direction::DeviceToHost, DType::F32, 400);
+    let exe = b.finish(Program::Sequence(vec![
+        Program::StreamCopy {
+            stream: input,
+            tensor: src,
+        },
+        Program::Copy { src, dst },
+        Program::StreamCopy {
+            stream: output,
+            tensor: dst,
+        },
+    ]));
+    let mut engine = Engine::load(exe).unwrap();
+    let mut io = HostIo::new();
+    let values: Vec<f32> = (0..400).map(|i| i as f32).collect();
+    io.feed("in", f32_bytes(&values));
+    let profile = engine.run(&mut io).unwrap();
+    // The copy is element-wise; dst's layout puts block k on tile 3 - k.
+    assert_eq!(f32_values(&io.take("out")[0]), values);
+    let copy = profile
+        .steps
+        .iter()
+        .find(|s| s.kind == StepKind::Copy)
+        .unwrap();
+    // By hand: every tile sends 400 B and receives 400 B; 4 B/cycle → 100 cycles, plus the
+    // 90-cycle internal sync; 1,600 bytes cross tiles.
+    assert_eq!(copy.bytes_moved, 1600);
+    assert_eq!(copy.exchange_cycles, 100);
+    assert_eq!(copy.sync_cycles, 90);
+    assert_eq!(copy.cycles, 190);
+    // And the tensor really moved between tiles: tile 3 holds dst's first block.
+    assert_eq!(profile.tiles.len(), 4);
+}
+
+fn inter_ipu_copy(from: usize, to: usize) -> runtime::StepProfile {
+    let target = Target::ipu2().with_tiles_per_ipu(4);
+    let mut b = ExecutableBuilder::new(target, 16);
+    let src = b.tensor("src", DType::F32, &[(from, 0, 1024)]);
+    let dst = b.tensor("dst", DType::F32, &[(to, 1, 1024)]);
+    let input = b.stream("in", Direction::HostToDevice, DType::F32, 1024);
+    let output = b.stream("out", Direction::DeviceToHost, DType::F32, 1024);
+    let exe = b.finish(Program::Sequence(vec![
+        Program::StreamCopy {
+            stream: input,
+            tensor: src,
+        },
+        Program::Copy { src, dst },
+        Program::StreamCopy {
+            stream: output,
+            tensor: dst,
+        },
+    ]));
+    let mut engine = Engine::load(exe).unwrap();
+    let mut io = HostIo::new();
+    let values: Vec<f32> = (0..1024).map(|i| i as f32 * 0.25).collect();
+    io.feed("in", f32_bytes(&values));
+    let profile = engine.run(&mut io).unwrap();
+    assert_eq!(f32_values(&io.take("out")[0]), values);
+    profile
+        .steps
+        .into_iter()
+        .find(|s| s.kind == StepKind::Copy)
+        .unwrap()
+}
+
+#[test]
+fn copies_between_ipus_pay_per_ipu_link_hop() {
+    let t = Target::ipu2();
+    let latency = (15e-9 * t.clock_hz).ceil() as u64;
+    let link = t.ipu_link_bytes_per_s();
+    let hop = |links: f64| latency + (4096.0 / (link * links) * t.clock_hz).ceil() as u64;
+    // IPU 0 → 1: one hop over the card's 4 links.
+    let near = inter_ipu_copy(0, 1);
+    assert_eq!(near.exchange_cycles, hop(4.0));
+    // IPU 1 → 2: across the card (4 links), then down... up the ladder (2 links): two hops.
+    let far = inter_ipu_copy(1, 2);
+    assert_eq!(far.exchange_cycles, hop(4.0) + hop(2.0));
+    assert!(far.exchange_cycles > near.exchange_cycles);
+    assert_eq!((near.bytes_over_links, far.bytes_over_links), (4096, 4096));
+    // A 16-IPU sync crosses the ladder: 8 hops there and back at 15 ns.
+    assert_eq!(far.sync_cycles, t.global_sync_cycles(8));
+}
+
+#[test]
+fn repeat_ten_times_from_an_infeed_to_an_outfeed() {
+    let target = Target::ipu2().with_tiles_per_ipu(4);
+    let mut b = ExecutableBuilder::new(target, 1);
+    let x = b.tensor_spread("x", DType::F32, 64, 0, 4);
+    let y = b.tensor_spread("y", DType::F32, 64, 0, 4);
+    let infeed = b.stream("infeed", Direction::HostToDevice, DType::F32, 64);
+    let outfeed = b.stream("outfeed", Direction::DeviceToHost, DType::F32, 64);
+    let square = KernelSpec::Elementwise(ElementwiseKernel {
+        inputs: vec![DType::F32],
+        outputs: vec![(
+            DType::F32,
+            Expr::binary(
+                BinaryOp::Mul,
+                Expr::input(0),
+                Expr::unary(UnaryOp::Abs, Expr::input(0)),
+            ),
+        )],
+    });
+    let vertices = b.elementwise_vertices(&square, &[x], &[y]);
+    let cs = b.compute_set("square", vertices);
+    let exe = b.finish(Program::Repeat {
+        count: 10,
+        body: Box::new(Program::Sequence(vec![
+            Program::StreamCopy {
+                stream: infeed,
+                tensor: x,
+            },
+            Program::Execute(cs),
+            Program::StreamCopy {
+                stream: outfeed,
+                tensor: y,
+            },
+        ])),
+    });
+    let mut engine = Engine::load(exe).unwrap();
+    let mut io = HostIo::new();
+    for step in 0..10 {
+        io.feed(
+            "infeed",
+            f32_bytes(&(0..64).map(|i| (i + step) as f32).collect::<Vec<_>>()),
+        );
+    }
+    let profile = engine.run(&mut io).unwrap();
+    let outs = io.take("outfeed");
+    assert_eq!(outs.len(), 10);
+    for (step, out) in outs.iter().enumerate() {
+        let want: Vec<f32> = (0..64).map(|i| ((i + step) * (i + step)) as f32).collect();
+        assert_eq!(f32_values(out), want, "iteration {step}");
+    }
+    assert_eq!(profile.steps.len(), 30);
+    // An eleventh read would find the infeed empty: a clear error, not a hang or a panic.
+    let err = engine.run(&mut io).unwrap_err();
+    assert!(
+        err.to_string().contains("stream infeed has no buffer left"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_tensor_too_big_for_its_tile_is_out_of_memory_naming_the_tile() {
+    let target = Target::ipu2().with_tiles_per_ipu(4);
+    let mut b = ExecutableBuilder::new(target, 1);
+    b.tensor("small", DType::F32, &[(0, 2, 16)]);
+    // 624 KiB holds 159,744 f32; ask for more on tile 2.
+    b.tensor("huge", DType::F32, &[(0, 2, 200_000)]);
+    let exe = b.finish(Program::Sequence(vec![]));
+    let err = Engine::load(exe).err().expect("out of memory");
+    match &err {
+        RuntimeError::OutOfMemory {
+            ipu,
+            tile,
+            needed,
+            available,
+            largest,
+        } => {
+            assert_eq!((*ipu, *tile, *available), (0, 2, 624 * 1024));
+            assert_eq!(*needed, 64 + 800_000);
+            assert_eq!(largest[0], ("huge".to_string(), 800_000));
+        }
+        other => panic!("expected OutOfMemory, got {other}"),
+    }
+    assert!(
+        err.to_string().contains(
+            "IPU 0 tile 2 is out of memory: its tensors need 800064 bytes but the tile has 638976"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn outputs_are_bitwise_identical_with_1_and_8_threads() {
+    let (one, p1) = vector_add(Target::ipu2(), 1472, 1);
+    let (eight, p8) = vector_add(Target::ipu2(), 1472, 8);
+    assert_eq!(f32_bytes(&one), f32_bytes(&eight));
+    assert_eq!(p1, p8, "profiles are deterministic too");
+}
+
+fn load_error(build: impl FnOnce(&mut ExecutableBuilder) -> Program) -> String {
+    let mut b = ExecutableBuilder::new(Target::ipu2().with_tiles_per_ipu(4), 1);
+    let program = build(&mut b);
+    match Engine::load(b.finish(program)) {
+        Ok(_) => panic!("expected a load error"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn bad_executables_are_refused_at_load_time() {
+    let out_of_range = load_error(|b| {
+        b.tensor("t", DType::F32, &[(0, 9, 4)]);
+        Program::Sequence(vec![])
+    });
+    assert!(
+        out_of_range.contains("tensor t is mapped to IPU 0 tile 9, outside 1 IPUs of 4 tiles"),
+        "{out_of_range}"
+    );
+
+    let foreign = load_error(|b| {
+        let x = b.tensor("x", DType::F32, &[(0, 0, 8)]);
+        let y = b.tensor("y", DType::F32, &[(0, 1, 8)]);
+        let v = Vertex {
+            kernel: add_kernel(),
+            ipu: 0,
+            tile: 1,
+            inputs: vec![
+                Region {
+                    tensor: x,
+                    start: 0,
+                    len: 8,
+                },
+                Region {
+                    tensor: y,
+                    start: 0,
+                    len: 8,
+                },
+            ],
+            outputs: vec![Region {
+                tensor: y,
+                start: 0,
+                len: 8,
+            }],
+            run_length: 0,
+        };
+        let cs = b.compute_set("bad", vec![v]);
+        Program::Execute(cs)
+    });
+    assert!(foreign.contains("vertex 0 (IPU 0 tile 1): region 0 (elements 0..8 of tensor x) is not in this tile's memory"), "{foreign}");
+
+    let overlapping = load_error(|b| {
+        let x = b.tensor("x", DType::F32, &[(0, 0, 8)]);
+        let region = |start, len| Region {
+            tensor: x,
+            start,
+            len,
+        };
+        let v = |start| Vertex {
+            kernel: add_kernel(),
+            ipu: 0,
+            tile: 0,
+            inputs: vec![region(start, 4), region(start, 4)],
+            outputs: vec![region(start, 4)],
+            run_length: 0,
+        };
+        let cs = b.compute_set("racy", vec![v(0), v(2)]);
+        Program::Sequence(vec![Program::Execute(cs)])
+    });
+    assert!(
+        overlapping.contains(
+            "compute set racy: vertices 0 and 1 write overlapping memory on IPU 0 tile 0"
+        ),
+        "{overlapping}"
+    );
+
+    let wrong_stream = load_error(|b| {
+        let x = b.tensor("x", DType::F32, &[(0, 0, 8)]);
+        let s = b.stream("s", Direction::HostToDevice, DType::F32, 7);
+        Program::StreamCopy {
+            stream: s,
+            tensor: x,
+        }
+    });
+    assert!(
+        wrong_stream.contains("stream s carries 7 x F32 but tensor x holds 8 x F32"),
+        "{wrong_stream}"
+    );
+
+    let uninitialised = load_error(|b| {
+        let x = b.tensor("x", DType::F32, &[(0, 0, 8)]);
+        let y = b.tensor("y", DType::F32, &[(0, 1, 8)]);
+        Program::Copy { src: x, dst: y }
+    });
+    assert!(
+        uninitialised.contains("the program reads tensor x (copy to y) but nothing has written it"),
+        "{uninitialised}"
+    );
+}
+
+#[test]
+fn if_and_repeat_while_true_follow_device_values() {
+    let target = Target::ipu2().with_tiles_per_ipu(4);
+    let mut b = ExecutableBuilder::new(target, 1);
+    let counter = b.tensor("counter", DType::F32, &[(0, 0, 1)]);
+    let flag = b.tensor("flag", DType::Pred, &[(0, 0, 1)]);
+    let init = b.stream("init", Direction::HostToDevice, DType::F32, 1);
+    let out = b.stream("out", Direction::DeviceToHost, DType::F32, 1);
+    let bump = KernelSpec::Elementwise(ElementwiseKernel {
+        inputs: vec![DType::F32],
+        outputs: vec![(
+            DType::F32,
+            Expr::binary(BinaryOp::Add, Expr::input(0), Expr::f32(1.0)),
+        )],
+    });
+    let below = KernelSpec::Elementwise(ElementwiseKernel {
+        inputs: vec![DType::F32],
+        outputs: vec![(
+            DType::Pred,
+            Expr::compare(codegen::CmpOp::Lt, Expr::input(0), Expr::f32(5.0)),
+        )],
+    });
+    let one = |t| Region {
+        tensor: t,
+        start: 0,
+        len: 1,
+    };
+    let bump_cs = b.compute_set(
+        "bump",
+        vec![Vertex {
+            kernel: bump,
+            ipu: 0,
+            tile: 0,
+            inputs: vec![one(counter)],
+            outputs: vec![one(counter)],
+            run_length: 0,
+        }],
+    );
+    let test_cs = b.compute_set(
+        "test",
+        vec![Vertex {
+            kernel: below,
+            ipu: 0,
+            tile: 0,
+            inputs: vec![one(counter)],
+            outputs: vec![one(flag)],
+            run_length: 0,
+        }],
+    );
+    let exe = b.finish(Program::Sequence(vec![
+        Program::StreamCopy {
+            stream: init,
+            tensor: counter,
+        },
+        Program::RepeatWhileTrue {
+            condition: Box::new(Program::Execute(test_cs)),
+            predicate: flag,
+            body: Box::new(Program::Execute(bump_cs)),
+        },
+        Program::If {
+            predicate: flag,
+            then: Box::new(Program::Sequence(vec![])),
+            otherwise: Box::new(Program::Execute(bump_cs)),
+        },
+        Program::StreamCopy {
+            stream: out,
+            tensor: counter,
+        },
+    ]));
+    let mut engine = Engine::load(exe).unwrap();
+    let mut io = HostIo::new();
+    io.feed("init", f32_bytes(&[1.0]));
+    engine.run(&mut io).unwrap();
+    // Counts 1 → 5 in the loop, then the If (flag false) bumps once more.
+    assert_eq!(f32_values(&io.take("out")[0]), vec![6.0]);
+}
+
+#[test]
+fn profiles_serialise_to_json() {
+    let (_, profile) = vector_add(Target::ipu2().with_tiles_per_ipu(4), 4, 0);
+    let json = serde_json::to_string(&profile).unwrap();
+    assert!(
+        json.contains("\"kind\":\"Execute\"") && json.contains("\"total_cycles\""),
+        "{json}"
+    );
+    let back: runtime::Profile = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        (&back.steps, &back.totals, &back.tiles, back.total_cycles),
+        (
+            &profile.steps,
+            &profile.totals,
+            &profile.tiles,
+            profile.total_cycles
+        )
+    );
+    assert!((back.seconds - profile.seconds).abs() <= profile.seconds * 1e-15);
+}
