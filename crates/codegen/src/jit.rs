@@ -19,7 +19,7 @@ use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
-use half::slice::HalfFloatSliceExt;
+use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 use std::collections::HashMap;
 
 extern "C" fn host_fmod(a: f32, b: f32) -> f32 {
@@ -488,6 +488,12 @@ fn check_reduce(kernel: &ReduceKernel) -> Result<(), CodegenError> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct KernelId(pub u32);
 
+/// How a kernel runs: JIT-compiled code, or the native matrix-product codelet.
+enum Code {
+    Jit(CodePtr),
+    NativeMatMul,
+}
+
 struct CodePtr(*const u8);
 
 // SAFETY: the pointer is to finalized, immutable machine code that stays mapped until the
@@ -498,13 +504,13 @@ unsafe impl Sync for CodePtr {}
 
 /// Compiled kernels, shareable across threads (what an engine runs).
 pub struct KernelTable {
-    entries: Vec<(KernelSpec, CodePtr)>,
+    entries: Vec<(KernelSpec, Code)>,
 }
 
 /// A compiled kernel, borrowed from its table.
 pub struct CompiledKernel<'t> {
     spec: &'t KernelSpec,
-    code: &'t CodePtr,
+    code: &'t Code,
 }
 
 impl KernelTable {
@@ -553,15 +559,24 @@ impl KernelCache {
         let code = match spec {
             KernelSpec::Elementwise(k) => {
                 check_elementwise(k)?;
-                self.compiler.elementwise(k)?
+                Code::Jit(CodePtr(self.compiler.elementwise(k)?))
             }
             KernelSpec::Reduce(k) => {
                 check_reduce(k)?;
-                self.compiler.reduce(k)?
+                Code::Jit(CodePtr(self.compiler.reduce(k)?))
+            }
+            KernelSpec::MatMul(k) => {
+                if !k.input.is_float() {
+                    return Err(CodegenError::Type(format!(
+                        "matrix products take f32 or f16 operands, not {:?}",
+                        k.input
+                    )));
+                }
+                Code::NativeMatMul
             }
         };
         let id = KernelId(self.table.entries.len() as u32);
-        self.table.entries.push((spec.clone(), CodePtr(code)));
+        self.table.entries.push((spec.clone(), code));
         self.index.insert(spec.clone(), id);
         Ok(id)
     }
@@ -572,17 +587,28 @@ impl KernelCache {
     }
 }
 
-/// A buffer of f32 values standing in for an f16 buffer during a call.
+/// A buffer of f32 values standing in for an f16 buffer during a call (F16C-accelerated
+/// slice conversion where the CPU has it).
 fn widen(t: DType, bytes: &[u8], n: usize) -> Option<Vec<f32>> {
     (t == DType::F16).then(|| {
-        let halves: Vec<half::f16> = bytes[..n * 2]
+        let bits: Vec<u16> = bytes[..n * 2]
             .chunks_exact(2)
-            .map(|c| half::f16::from_le_bytes([c[0], c[1]]))
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
             .collect();
         let mut out = vec![0f32; n];
-        halves.convert_to_f32_slice(&mut out);
+        bits.reinterpret_cast::<half::f16>()
+            .convert_to_f32_slice(&mut out);
         out
     })
+}
+
+/// Writes f32 values as f16 bytes (round to nearest even).
+fn narrow(values: &[f32], bytes: &mut [u8]) {
+    let mut halves = vec![half::f16::ZERO; values.len()];
+    halves.convert_from_f32_slice(values);
+    for (chunk, bits) in bytes.chunks_exact_mut(2).zip(halves.reinterpret_cast()) {
+        chunk.copy_from_slice(&bits.to_le_bytes());
+    }
 }
 
 fn size_error(what: &str, k: usize, have: usize, need: usize) -> CodegenError {
@@ -605,9 +631,9 @@ impl CompiledKernel<'_> {
         outputs: &mut [&mut [u8]],
         n: usize,
     ) -> Result<(), CodegenError> {
-        let KernelSpec::Elementwise(k) = self.spec else {
+        let (KernelSpec::Elementwise(k), Code::Jit(code)) = (self.spec, self.code) else {
             return Err(CodegenError::Type(
-                "run_elementwise on a reduction kernel".into(),
+                "run_elementwise on a kernel that is not element-wise".into(),
             ));
         };
         if inputs.len() != k.inputs.len() || outputs.len() != k.outputs.len() {
@@ -629,46 +655,90 @@ impl CompiledKernel<'_> {
                 return Err(size_error("output", i, buf.len(), n * t.size()));
             }
         }
-        let wide_in: Vec<Option<Vec<f32>>> = k
+        // SAFETY: the code was generated for this spec's signature; every pointer passed
+        // addresses at least `len` elements of the type the code reads or writes there.
+        let call = |ins: &[*const u8], outs: &[*mut u8], len: usize| unsafe {
+            let f: extern "C" fn(*const *const u8, *const *mut u8, u64) =
+                std::mem::transmute(code.0);
+            f(ins.as_ptr(), outs.as_ptr(), len as u64);
+        };
+        let has_f16 = k
             .inputs
             .iter()
-            .zip(inputs)
-            .map(|(t, b)| widen(*t, b, n))
-            .collect();
-        let mut wide_out: Vec<Option<Vec<f32>>> = k
-            .outputs
+            .chain(k.outputs.iter().map(|(t, _)| t))
+            .any(|t| *t == DType::F16);
+        if !has_f16 {
+            let ins: Vec<*const u8> = inputs.iter().map(|b| b.as_ptr()).collect();
+            let outs: Vec<*mut u8> = outputs.iter_mut().map(|b| b.as_mut_ptr()).collect();
+            call(&ins, &outs, n);
+            return Ok(());
+        }
+        // f16 operands: run in cache-sized chunks, converting each chunk at the boundary.
+        const CHUNK: usize = 2048;
+        let mut wide_in: Vec<Vec<f32>> = k
+            .inputs
             .iter()
-            .map(|(t, _)| (*t == DType::F16).then(|| vec![0f32; n]))
-            .collect();
-        let in_ptrs: Vec<*const u8> = inputs
-            .iter()
-            .zip(&wide_in)
-            .map(|(b, w)| w.as_ref().map_or(b.as_ptr(), |w| w.as_ptr() as *const u8))
-            .collect();
-        let out_ptrs: Vec<*mut u8> = outputs
-            .iter_mut()
-            .zip(wide_out.iter_mut())
-            .map(|(b, w)| {
-                w.as_mut()
-                    .map_or(b.as_mut_ptr(), |w| w.as_mut_ptr() as *mut u8)
+            .map(|t| {
+                if *t == DType::F16 {
+                    vec![0f32; CHUNK]
+                } else {
+                    Vec::new()
+                }
             })
             .collect();
-        // SAFETY: the code was generated for this spec's signature; every buffer holds at
-        // least `n` elements of the type the code reads or writes there (checked above, f16
-        // replaced by f32 buffers of `n` elements), and the code touches no other memory.
-        unsafe {
-            let f: extern "C" fn(*const *const u8, *const *mut u8, u64) =
-                std::mem::transmute(self.code.0);
-            f(in_ptrs.as_ptr(), out_ptrs.as_ptr(), n as u64);
-        }
-        for (((t, _), buf), wide) in k.outputs.iter().zip(outputs.iter_mut()).zip(&wide_out) {
-            if let (DType::F16, Some(w)) = (t, wide) {
-                let mut halves = vec![half::f16::ZERO; n];
-                halves.convert_from_f32_slice(w);
-                for (chunk, h) in buf[..n * 2].chunks_exact_mut(2).zip(&halves) {
-                    chunk.copy_from_slice(&h.to_le_bytes());
+        let mut wide_out: Vec<Vec<f32>> = k
+            .outputs
+            .iter()
+            .map(|(t, _)| {
+                if *t == DType::F16 {
+                    vec![0f32; CHUNK]
+                } else {
+                    Vec::new()
+                }
+            })
+            .collect();
+        let mut bits = vec![0u16; CHUNK];
+        let mut start = 0;
+        while start < n {
+            let len = CHUNK.min(n - start);
+            let mut ins = Vec::with_capacity(inputs.len());
+            for ((t, buf), wide) in k.inputs.iter().zip(inputs).zip(wide_in.iter_mut()) {
+                let size = t.size();
+                if *t == DType::F16 {
+                    for (b, c) in bits[..len]
+                        .iter_mut()
+                        .zip(buf[start * 2..(start + len) * 2].chunks_exact(2))
+                    {
+                        *b = u16::from_le_bytes([c[0], c[1]]);
+                    }
+                    bits[..len]
+                        .reinterpret_cast::<half::f16>()
+                        .convert_to_f32_slice(&mut wide[..len]);
+                    ins.push(wide.as_ptr() as *const u8);
+                } else {
+                    ins.push(buf[start * size..].as_ptr());
                 }
             }
+            let outs: Vec<*mut u8> = k
+                .outputs
+                .iter()
+                .zip(outputs.iter_mut())
+                .zip(wide_out.iter_mut())
+                .map(|(((t, _), buf), wide)| {
+                    if *t == DType::F16 {
+                        wide.as_mut_ptr() as *mut u8
+                    } else {
+                        buf[start * t.size()..].as_mut_ptr()
+                    }
+                })
+                .collect();
+            call(&ins, &outs, len);
+            for (((t, _), buf), wide) in k.outputs.iter().zip(outputs.iter_mut()).zip(&wide_out) {
+                if *t == DType::F16 {
+                    narrow(&wide[..len], &mut buf[start * 2..(start + len) * 2]);
+                }
+            }
+            start += len;
         }
         Ok(())
     }
@@ -681,9 +751,9 @@ impl CompiledKernel<'_> {
         run_length: usize,
         runs: usize,
     ) -> Result<(), CodegenError> {
-        let KernelSpec::Reduce(k) = self.spec else {
+        let (KernelSpec::Reduce(k), Code::Jit(code)) = (self.spec, self.code) else {
             return Err(CodegenError::Type(
-                "run_reduce on an element-wise kernel".into(),
+                "run_reduce on a kernel that is not a reduction".into(),
             ));
         };
         let need_in = run_length * runs * k.input.size();
@@ -701,8 +771,71 @@ impl CompiledKernel<'_> {
         // SAFETY: sizes checked above (f16 input widened to f32); the code reads
         // run_length × runs input elements and writes `runs` partials.
         unsafe {
-            let f: extern "C" fn(*const u8, *mut u8, u64, u64) = std::mem::transmute(self.code.0);
+            let f: extern "C" fn(*const u8, *mut u8, u64, u64) = std::mem::transmute(code.0);
             f(src, output.as_mut_ptr(), run_length as u64, runs as u64);
+        }
+        Ok(())
+    }
+}
+
+impl CompiledKernel<'_> {
+    /// Runs a matrix-product partial: `c` (m×n f32) = `a` (m×k) · `b` (k×n), row-major.
+    pub fn run_matmul(&self, a: &[u8], b: &[u8], c: &mut [u8]) -> Result<(), CodegenError> {
+        let KernelSpec::MatMul(k) = self.spec else {
+            return Err(CodegenError::Type(
+                "run_matmul on a kernel that is not a matrix product".into(),
+            ));
+        };
+        let (m, kk, n) = (k.m, k.k, k.n);
+        let size = k.input.size();
+        if a.len() < m * kk * size {
+            return Err(size_error("input", 0, a.len(), m * kk * size));
+        }
+        if b.len() < kk * n * size {
+            return Err(size_error("input", 1, b.len(), kk * n * size));
+        }
+        if c.len() < m * n * 4 {
+            return Err(size_error("output", 0, c.len(), m * n * 4));
+        }
+        let to_f32 = |bytes: &[u8], count: usize| -> Vec<f32> {
+            widen(k.input, bytes, count).unwrap_or_else(|| {
+                bytes[..count * 4]
+                    .chunks_exact(4)
+                    .map(|ch| f32::from_le_bytes([ch[0], ch[1], ch[2], ch[3]]))
+                    .collect()
+            })
+        };
+        let (a, b) = (to_f32(a, m * kk), to_f32(b, kk * n));
+        let mut out = vec![0f32; m * n];
+        if m > 0 && n > 0 {
+            // SAFETY: a is m×k, b is k×n and out is m×n, all row-major and exactly that
+            // long; the strides below describe those layouts.
+            unsafe {
+                gemm::gemm(
+                    m,
+                    n,
+                    kk,
+                    out.as_mut_ptr(),
+                    1,
+                    n as isize,
+                    false,
+                    a.as_ptr(),
+                    1,
+                    kk as isize,
+                    b.as_ptr(),
+                    1,
+                    n as isize,
+                    0.0f32,
+                    1.0f32,
+                    false,
+                    false,
+                    false,
+                    gemm::Parallelism::None,
+                );
+            }
+        }
+        for (chunk, v) in c[..m * n * 4].chunks_exact_mut(4).zip(&out) {
+            chunk.copy_from_slice(&v.to_le_bytes());
         }
         Ok(())
     }

@@ -250,6 +250,20 @@ impl ReduceKernel {
     }
 }
 
+/// A dense matrix-product partial, what the IPU's AMP units compute: C (m×n, f32) = A (m×k)
+/// · B (k×n), all row-major. f16 operands are multiplied in f32 (f32 partials).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct MatMulKernel {
+    /// Rows of A and C.
+    pub m: usize,
+    /// Columns of A, rows of B.
+    pub k: usize,
+    /// Columns of B and C.
+    pub n: usize,
+    /// Storage type of A and B (F32 or F16).
+    pub input: DType,
+}
+
 /// Any kernel.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum KernelSpec {
@@ -257,4 +271,6 @@ pub enum KernelSpec {
     Elementwise(ElementwiseKernel),
     /// Reductions over runs.
     Reduce(ReduceKernel),
+    /// Matrix-product partials.
+    MatMul(MatMulKernel),
 }

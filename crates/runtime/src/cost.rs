@@ -60,9 +60,20 @@ fn width(kernel: &ElementwiseKernel) -> u64 {
     if all_float { 2 } else { 1 }
 }
 
-/// Instructions one vertex issues: `n` elements for element-wise kernels, `n` input
-/// elements in `runs` runs for reductions.
-pub fn vertex_instructions(kernel: &KernelSpec, n: usize, runs: usize) -> u64 {
+/// What a vertex costs: instructions on one worker context, or cycles of the whole tile for
+/// supervisor vertices (matrix products drive the AMP units from all workers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VertexCost {
+    /// Instructions issued by one worker.
+    Worker(u64),
+    /// Cycles occupying the tile.
+    Supervisor(u64),
+}
+
+/// The cost of one vertex: `n` elements for element-wise kernels, `n` input elements in
+/// `runs` runs for reductions; matrix products run at the target's AMP rate
+/// (`f32_macs_per_cycle` or `f16_macs_per_cycle` multiply-accumulates per cycle).
+pub fn vertex_cost(kernel: &KernelSpec, n: usize, runs: usize, target: &Target) -> VertexCost {
     match kernel {
         KernelSpec::Elementwise(k) => {
             let per_element: u64 = k
@@ -70,26 +81,45 @@ pub fn vertex_instructions(kernel: &KernelSpec, n: usize, runs: usize) -> u64 {
                 .iter()
                 .map(|(_, e)| expr_instructions(e) + 1)
                 .sum();
-            VERTEX_OVERHEAD + (n as u64).div_ceil(width(k)) * per_element
+            VertexCost::Worker(VERTEX_OVERHEAD + (n as u64).div_ceil(width(k)) * per_element)
         }
         KernelSpec::Reduce(k) => {
             let w = if k.input.is_float() { 2 } else { 1 };
-            VERTEX_OVERHEAD + (n as u64).div_ceil(w) * 2 + runs as u64 * 4
+            VertexCost::Worker(VERTEX_OVERHEAD + (n as u64).div_ceil(w) * 2 + runs as u64 * 4)
+        }
+        KernelSpec::MatMul(k) => {
+            let macs = if k.input == DType::F16 {
+                target.f16_macs_per_cycle
+            } else {
+                target.f32_macs_per_cycle
+            };
+            let products = (k.m * k.n * k.k) as u64;
+            VertexCost::Supervisor(
+                VERTEX_OVERHEAD * target.worker_contexts as u64 + products.div_ceil(macs),
+            )
         }
     }
 }
 
-/// Cycles a tile takes for vertices of these instruction counts: longest first onto the
-/// least-loaded of the worker contexts, each issuing every `workers` cycles.
-pub fn tile_cycles(instructions: &[u64], workers: usize) -> u64 {
-    let mut sorted = instructions.to_vec();
+/// Cycles a tile takes for these vertices: supervisor vertices one after another, then the
+/// worker vertices longest first onto the least-loaded of the worker contexts, each of which
+/// issues every `workers` cycles.
+pub fn tile_cycles(costs: &[VertexCost], workers: usize) -> u64 {
+    let mut supervisor = 0;
+    let mut sorted = Vec::with_capacity(costs.len());
+    for c in costs {
+        match c {
+            VertexCost::Supervisor(cycles) => supervisor += cycles,
+            VertexCost::Worker(i) => sorted.push(*i),
+        }
+    }
     sorted.sort_unstable_by(|a, b| b.cmp(a));
     let mut load = vec![0u64; workers.max(1)];
     for i in sorted {
         let least = load.iter_mut().min().expect("at least one worker");
         *least += i;
     }
-    load.into_iter().max().unwrap_or(0) * workers as u64
+    supervisor + load.into_iter().max().unwrap_or(0) * workers as u64
 }
 
 /// Cycles of an on-tile copy of `bytes` (one 64-bit load and store per cycle).

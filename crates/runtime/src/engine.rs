@@ -90,7 +90,7 @@ impl Engine {
         let mut compute_sets = Vec::with_capacity(exe.compute_sets.len());
         for cs in &exe.compute_sets {
             let mut by_tile: HashMap<usize, Vec<LoadedVertex>> = HashMap::new();
-            let mut instructions: HashMap<usize, Vec<u64>> = HashMap::new();
+            let mut instructions: HashMap<usize, Vec<cost::VertexCost>> = HashMap::new();
             for (i, v) in cs.vertices.iter().enumerate() {
                 let kernel = kernels
                     .compile(&v.kernel)
@@ -106,12 +106,13 @@ impl Engine {
                 let (elements, runs) = match &v.kernel {
                     KernelSpec::Elementwise(_) => (v.outputs[0].len, 0),
                     KernelSpec::Reduce(_) => (v.inputs[0].len, v.outputs[0].len),
+                    KernelSpec::MatMul(_) => (v.outputs[0].len, 0),
                 };
                 let tile = v.ipu * tiles + v.tile;
                 instructions
                     .entry(tile)
                     .or_default()
-                    .push(cost::vertex_instructions(&v.kernel, elements, runs));
+                    .push(cost::vertex_cost(&v.kernel, elements, runs, &exe.target));
                 by_tile.entry(tile).or_default().push(LoadedVertex {
                     kernel,
                     inputs: v.inputs.iter().map(bytes).collect(),
@@ -344,6 +345,7 @@ impl Engine {
                                 KernelSpec::Reduce(_) => {
                                     kernel.run_reduce(ins[0], outs[0], v.run_length, v.runs)
                                 }
+                                KernelSpec::MatMul(_) => kernel.run_matmul(ins[0], ins[1], outs[0]),
                             };
                             done.map_err(|e| {
                                 run_error(format!("compute set {}: {e}", loaded.name))

@@ -143,6 +143,15 @@ fn check_vertex(
             };
             (vec![k.input], vec![k.partial_type()], ok)
         }
+        KernelSpec::MatMul(k) => {
+            let lens = [k.m * k.k, k.k * k.n, k.m * k.n];
+            let ok = v.inputs.len() == 2
+                && v.outputs.len() == 1
+                && v.inputs[0].len == lens[0]
+                && v.inputs[1].len == lens[1]
+                && v.outputs[0].len == lens[2];
+            (vec![k.input, k.input], vec![DType::F32], ok)
+        }
     };
     if v.inputs.len() != in_types.len() || v.outputs.len() != out_types.len() {
         return Err(invalid(format!(
