@@ -25,12 +25,6 @@ use std::collections::HashMap;
 extern "C" fn host_fmod(a: f32, b: f32) -> f32 {
     a % b
 }
-extern "C" fn host_pow(a: f32, b: f32) -> f32 {
-    a.powf(b)
-}
-extern "C" fn host_atan2(a: f32, b: f32) -> f32 {
-    a.atan2(b)
-}
 extern "C" fn host_powi(a: i32, b: i32) -> i32 {
     match reference::binary_value(crate::BinaryOp::Pow, Scalar::S32(a), Scalar::S32(b)) {
         Scalar::S32(v) => v,
@@ -51,8 +45,6 @@ fn jit_type(t: DType) -> DType {
 
 struct HelperIds {
     fmod: FuncId,
-    pow: FuncId,
-    atan2: FuncId,
     powi: FuncId,
     powu: FuncId,
 }
@@ -83,8 +75,6 @@ impl Compiler {
             .map_err(jit_error)?;
         let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
         builder.symbol("ipuxla_fmod", host_fmod as *const u8);
-        builder.symbol("ipuxla_pow", host_pow as *const u8);
-        builder.symbol("ipuxla_atan2", host_atan2 as *const u8);
         builder.symbol("ipuxla_powi", host_powi as *const u8);
         builder.symbol("ipuxla_powu", host_powu as *const u8);
         let mut module = JITModule::new(builder);
@@ -99,8 +89,6 @@ impl Compiler {
         };
         let helpers = HelperIds {
             fmod: declare("ipuxla_fmod", types::F32)?,
-            pow: declare("ipuxla_pow", types::F32)?,
-            atan2: declare("ipuxla_atan2", types::F32)?,
             powi: declare("ipuxla_powi", types::I32)?,
             powu: declare("ipuxla_powu", types::I32)?,
         };
@@ -138,8 +126,6 @@ impl Compiler {
     fn helper_refs(module: &mut JITModule, ids: &HelperIds, func: &mut Function) -> Helpers {
         Helpers {
             fmod: module.declare_func_in_func(ids.fmod, func),
-            pow: module.declare_func_in_func(ids.pow, func),
-            atan2: module.declare_func_in_func(ids.atan2, func),
             powi: module.declare_func_in_func(ids.powi, func),
             powu: module.declare_func_in_func(ids.powu, func),
         }

@@ -6,12 +6,10 @@ use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{Endianness, FuncRef, InstBuilder, MemFlagsData, Type, Value, types};
 use cranelift_frontend::FunctionBuilder;
 
-/// Host functions kernels call for ops without a vectorisable form yet.
+/// Host functions kernels call: the exact float remainder and integer powers (scalar only).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Helpers {
     pub fmod: FuncRef,
-    pub pow: FuncRef,
-    pub atan2: FuncRef,
     pub powi: FuncRef,
     pub powu: FuncRef,
 }
@@ -164,9 +162,7 @@ pub(crate) fn vectorizable(expr: &Expr, inputs: &[DType]) -> bool {
             ) && vectorizable(x, inputs)
         }
         Expr::Binary(op, a, b) => {
-            !matches!(op, BinaryOp::Rem | BinaryOp::Pow | BinaryOp::Atan2)
-                && vectorizable(a, inputs)
-                && vectorizable(b, inputs)
+            !matches!(op, BinaryOp::Rem) && vectorizable(a, inputs) && vectorizable(b, inputs)
         }
         Expr::Select(p, a, b) => {
             matches!(&**p, Expr::Compare(_, x, y) if vectorizable(x, inputs) && vectorizable(y, inputs))
@@ -376,8 +372,22 @@ impl ExprLowering<'_> {
                 BinaryOp::Max => b.ins().fmax(x, y),
                 BinaryOp::Min => b.ins().fmin(x, y),
                 BinaryOp::Rem => call(b, h.fmod, &[x, y]),
-                BinaryOp::Pow => call(b, h.pow, &[x, y]),
-                BinaryOp::Atan2 => call(b, h.atan2, &[x, y]),
+                BinaryOp::Pow => math::pow(
+                    &mut ClifEmitter {
+                        b,
+                        lanes: self.lanes,
+                    },
+                    x,
+                    y,
+                ),
+                BinaryOp::Atan2 => math::atan2(
+                    &mut ClifEmitter {
+                        b,
+                        lanes: self.lanes,
+                    },
+                    x,
+                    y,
+                ),
                 _ => unreachable!("type-checked: {op:?} is not a float op"),
             },
             DType::Pred => match op {

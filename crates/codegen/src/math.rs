@@ -19,6 +19,8 @@
 //! | tan | 4 | \|x\| ≤ 8192, away from poles |
 //! | erf | 4 | all f32 |
 //! | cbrt | 2 | all f32 |
+//! | atan2 | 4 | all f32 pairs |
+//! | pow | 8 | all f32 pairs whose result is normal |
 
 // Polynomial coefficients are quoted as published (Cephes), not rounded to f32 by hand.
 #![allow(clippy::excessive_precision)]
@@ -562,6 +564,291 @@ pub fn cbrt<E: Emitter>(e: &mut E, x: E::F) -> E::F {
     e.select(nan, x, r)
 }
 
+/// True where the sign bit of `a` is set (including -0 and -NaN).
+fn sign_set<E: Emitter>(e: &mut E, a: E::F) -> E::M {
+    let bits = e.float_to_bits(a);
+    let s = e.isra(bits, 31);
+    let minus_one = e.i(-1);
+    e.ieq(s, minus_one)
+}
+
+/// atan t for t ≥ 0 (Cephes `atanf`: reduce to |t| ≤ tan π/8, then a polynomial).
+fn atan_positive<E: Emitter>(e: &mut E, t: E::F) -> E::F {
+    let (t3, t1) = (e.f(2.414_213_5), e.f(0.414_213_57));
+    let big = e.lt(t3, t);
+    let mid = e.lt(t1, t);
+    let one = e.f(1.0);
+    let zero = e.f(0.0);
+    let minus_one = e.f(-1.0);
+    let inv = e.div(minus_one, t);
+    let tm1 = e.sub(t, one);
+    let tp1 = e.add(t, one);
+    let shifted = e.div(tm1, tp1);
+    let r = e.select(mid, shifted, t);
+    let r = e.select(big, inv, r);
+    let (quarter, half) = (
+        e.f(std::f32::consts::FRAC_PI_4),
+        e.f(std::f32::consts::FRAC_PI_2),
+    );
+    let y0 = e.select(mid, quarter, zero);
+    let y0 = e.select(big, half, y0);
+    let z = e.mul(r, r);
+    let p = poly(
+        e,
+        z,
+        &[
+            8.053_744_5e-2,
+            -1.387_768_6e-1,
+            1.997_771_1e-1,
+            -3.333_295e-1,
+        ],
+    );
+    let pz = e.mul(p, z);
+    let pzr = e.mul(pz, r);
+    let a = e.add(pzr, r);
+    e.add(y0, a)
+}
+
+/// atan2(y, x) with IEEE special cases (±0, ±inf, NaN).
+pub fn atan2<E: Emitter>(e: &mut E, y: E::F, x: E::F) -> E::F {
+    let (ay, ax) = (e.abs(y), e.abs(x));
+    let ratio = e.div(ay, ax);
+    let base = atan_positive(e, ratio);
+    // 0/0 and inf/inf have no ratio: the angle is 0 and π/4 there.
+    let zero = e.f(0.0);
+    let inf = e.f(f32::INFINITY);
+    let y_zero = e.eq(ay, zero);
+    let base = e.select(y_zero, zero, base);
+    let y_inf = e.eq(ay, inf);
+    let x_inf = e.eq(ax, inf);
+    let quarter = e.f(std::f32::consts::FRAC_PI_4);
+    let half = e.f(std::f32::consts::FRAC_PI_2);
+    let inf_over_finite = e.select(x_inf, quarter, half);
+    let base = e.select(y_inf, inf_over_finite, base);
+    // Left half-plane (x < 0 or x = -0): π - angle.
+    let pi = e.f(std::f32::consts::PI);
+    let mirrored = e.sub(pi, base);
+    let left = sign_set(e, x);
+    let r = e.select(left, mirrored, base);
+    let r = copysign(e, r, y);
+    let nan_x = is_nan(e, x);
+    let r = e.select(nan_x, x, r);
+    let nan_y = is_nan(e, y);
+    e.select(nan_y, y, r)
+}
+
+/// Veltkamp split: hi holds the top 12 bits of a, lo the rest, so hi·hi products are exact.
+fn split<E: Emitter>(e: &mut E, a: E::F) -> (E::F, E::F) {
+    let k = e.f(4097.0);
+    let c = e.mul(k, a);
+    let d = e.sub(c, a);
+    let hi = e.sub(c, d);
+    let lo = e.sub(a, hi);
+    (hi, lo)
+}
+
+/// a·b as p + err exactly (Dekker, no fused multiply-add needed).
+fn two_prod<E: Emitter>(e: &mut E, a: E::F, b: E::F) -> (E::F, E::F) {
+    let p = e.mul(a, b);
+    let (ah, al) = split(e, a);
+    let (bh, bl) = split(e, b);
+    let hh = e.mul(ah, bh);
+    let t = e.sub(hh, p);
+    let hl = e.mul(ah, bl);
+    let t = e.add(t, hl);
+    let lh = e.mul(al, bh);
+    let t = e.add(t, lh);
+    let ll = e.mul(al, bl);
+    let err = e.add(t, ll);
+    (p, err)
+}
+
+/// a + b as s + err exactly (Knuth).
+fn two_sum<E: Emitter>(e: &mut E, a: E::F, b: E::F) -> (E::F, E::F) {
+    let s = e.add(a, b);
+    let bb = e.sub(s, a);
+    let sbb = e.sub(s, bb);
+    let ea = e.sub(a, sbb);
+    let eb = e.sub(b, bb);
+    let err = e.add(ea, eb);
+    (s, err)
+}
+
+/// log2 |x| in float-float (hi + lo) for finite positive x, with the exponent separated.
+fn log2_extended<E: Emitter>(e: &mut E, x: E::F) -> (E::F, E::F) {
+    let min_normal = e.f(f32::MIN_POSITIVE);
+    let sub = e.lt(x, min_normal);
+    let scale = e.f(8_388_608.0);
+    let scaled = e.mul(x, scale);
+    let xs = e.select(sub, scaled, x);
+    let adj_sub = e.f(-23.0);
+    let zero = e.f(0.0);
+    let adj = e.select(sub, adj_sub, zero);
+    let bits = e.float_to_bits(xs);
+    let shifted = e.isra(bits, 23);
+    let mask = e.i(0xff);
+    let biased = e.iand(shifted, mask);
+    let k127 = e.i(127);
+    let ei = e.isub(biased, k127);
+    let ef = e.to_float(ei);
+    let ef = e.add(ef, adj);
+    let mant_mask = e.i(0x007f_ffff);
+    let mant = e.iand(bits, mant_mask);
+    let one_bits = e.i(0x3f80_0000);
+    let mbits = e.ior(mant, one_bits);
+    let m = e.bits_to_float(mbits);
+    // m in [1, 2): use m/2 and exponent + 1 above √2 so f = m - 1 lies in [√½ - 1, √2 - 1).
+    let sqrt2 = e.f(std::f32::consts::SQRT_2);
+    let high = e.lt(sqrt2, m);
+    let halfv = e.f(0.5);
+    let m_half = e.mul(m, halfv);
+    let m = e.select(high, m_half, m);
+    let one = e.f(1.0);
+    let ef1 = e.add(ef, one);
+    let ef = e.select(high, ef1, ef);
+    let f = e.sub(m, one);
+    // ln(1 + f) = f - f²/2 + s(f²/2 + R(s²)), s = f / (2 + f)  (fdlibm logf), in float-float.
+    let two = e.f(2.0);
+    let d = e.add(two, f);
+    let sv = e.div(f, d);
+    let z = e.mul(sv, sv);
+    let r = poly(
+        e,
+        z,
+        &[0.242_790_79, 0.284_987_87, 0.400_009_72, 0.666_666_63],
+    );
+    let r = e.mul(r, z);
+    let (ff, ff_err) = two_prod(e, f, f);
+    let hfsq = e.mul(ff, halfv);
+    let hfsq_err = e.mul(ff_err, halfv);
+    let neg_hfsq = e.sub(zero, hfsq);
+    let (ln_hi, sum_err) = two_sum(e, f, neg_hfsq);
+    let hr = e.add(hfsq, r);
+    let shr = e.mul(sv, hr);
+    let lo = e.sub(sum_err, hfsq_err);
+    let ln_lo = e.add(lo, shr);
+    // × 1/ln 2 = il_hi + il_lo.
+    let (il_hi, il_lo) = (e.f(1.442_695_04), e.f(1.925_963e-8));
+    let (p, p_err) = two_prod(e, ln_hi, il_hi);
+    let a = e.mul(ln_hi, il_lo);
+    let b = e.mul(ln_lo, il_hi);
+    let lo = e.add(p_err, a);
+    let lo = e.add(lo, b);
+    // Add the exponent (an exact small integer).
+    let (hi, err) = two_sum(e, ef, p);
+    let lo = e.add(err, lo);
+    (hi, lo)
+}
+
+/// x^y with IEEE special cases; y·log2|x| is carried in float-float so large exponents
+/// keep their accuracy.
+pub fn pow<E: Emitter>(e: &mut E, x: E::F, y: E::F) -> E::F {
+    let ax = e.abs(x);
+    let (l_hi, l_lo) = log2_extended(e, ax);
+    // |y| beyond 2^64 over- or underflows for every |x| ≠ 1; clamp so products stay finite.
+    let (big, neg_big) = (e.f(1.844_674_4e19), e.f(-1.844_674_4e19));
+    let over = e.lt(big, y);
+    let yc = e.select(over, big, y);
+    let under = e.lt(y, neg_big);
+    let yc = e.select(under, neg_big, yc);
+    let (t_hi, t_err) = two_prod(e, yc, l_hi);
+    let yl = e.mul(yc, l_lo);
+    let t_lo = e.add(t_err, yl);
+    // Renormalise so t_lo is below half an ulp of t_hi and the reduced argument stays small.
+    let (t_hi, t_lo) = two_sum(e, t_hi, t_lo);
+    let (lim, neg_lim) = (e.f(300.0), e.f(-300.0));
+    let hi_over = e.lt(lim, t_hi);
+    let t_hi = e.select(hi_over, lim, t_hi);
+    let hi_under = e.lt(t_hi, neg_lim);
+    let t_hi = e.select(hi_under, neg_lim, t_hi);
+    // A clamped exponent has no meaningful low part.
+    let zero_lo = e.f(0.0);
+    let t_lo = e.select(hi_over, zero_lo, t_lo);
+    let t_lo = e.select(hi_under, zero_lo, t_lo);
+    let n = e.nearest(t_hi);
+    let frac = e.sub(t_hi, n);
+    let r = e.add(frac, t_lo);
+    let ln2 = e.f(std::f32::consts::LN_2);
+    let u = e.mul(r, ln2);
+    let p = poly(
+        e,
+        u,
+        &[
+            1.987_569_1e-4,
+            1.398_199_9e-3,
+            8.333_452e-3,
+            4.166_579_6e-2,
+            1.666_666_5e-1,
+            5.000_000_1e-1,
+        ],
+    );
+    let uu = e.mul(u, u);
+    let p = e.mul(p, uu);
+    let p = e.add(p, u);
+    let one = e.f(1.0);
+    let core = e.add(p, one);
+    // Scale by 2^n in three near-equal steps (|n| ≤ 300, so each is within ±100): the
+    // exponent fields stay valid and subnormal results round once.
+    let third = e.f(1.0 / 3.0);
+    let nt = e.mul(n, third);
+    let n1 = e.nearest(nt);
+    let rest = e.sub(n, n1);
+    let half_step = e.f(0.5);
+    let rh = e.mul(rest, half_step);
+    let n2 = e.nearest(rh);
+    let n3 = e.sub(rest, n2);
+    let (i1, i2, i3) = (e.to_int(n1), e.to_int(n2), e.to_int(n3));
+    let s1 = pow2(e, i1);
+    let s2 = pow2(e, i2);
+    let s3 = pow2(e, i3);
+    let mut mag = e.mul(core, s1);
+    mag = e.mul(mag, s2);
+    mag = e.mul(mag, s3);
+    // Zeros, infinities and infinite exponents.
+    let zero = e.f(0.0);
+    let inf = e.f(f32::INFINITY);
+    let y_neg = e.lt(y, zero);
+    let zero_or_inf = e.select(y_neg, inf, zero);
+    let inf_or_zero = e.select(y_neg, zero, inf);
+    let x_zero = e.eq(ax, zero);
+    mag = e.select(x_zero, zero_or_inf, mag);
+    let x_inf = e.eq(ax, inf);
+    mag = e.select(x_inf, inf_or_zero, mag);
+    let ay = e.abs(y);
+    let y_inf = e.eq(ay, inf);
+    let x_small = e.lt(ax, one);
+    let x_large = e.lt(one, ax);
+    let on_large = e.select(x_large, inf_or_zero, one);
+    let by_y = e.select(x_small, zero_or_inf, on_large);
+    mag = e.select(y_inf, by_y, mag);
+    // Negative x: odd integer exponents keep the sign, other non-integers are NaN.
+    let yr = e.nearest(y);
+    let y_int = e.eq(yr, y);
+    let halfv = e.f(0.5);
+    let yh = e.mul(y, halfv);
+    let yhr = e.nearest(yh);
+    let y_even = e.eq(yhr, yh);
+    let negated = e.sub(zero, mag);
+    let odd_sign = e.select(y_even, mag, negated);
+    let signed = e.select(y_int, odd_sign, mag);
+    let x_sign = sign_set(e, x);
+    let mut result = e.select(x_sign, signed, mag);
+    let x_neg = e.lt(x, zero);
+    let nan = e.f(f32::NAN);
+    let not_int = e.select(y_int, result, nan);
+    let finite_neg = e.select(x_inf, result, not_int);
+    result = e.select(x_neg, finite_neg, result);
+    let nan_x = is_nan(e, x);
+    result = e.select(nan_x, x, result);
+    let nan_y = is_nan(e, y);
+    result = e.select(nan_y, y, result);
+    // pow(x, ±0) = 1 and pow(1, y) = 1, even for NaN.
+    let y_zero = e.eq(y, zero);
+    result = e.select(y_zero, one, result);
+    let x_one = e.eq(x, one);
+    e.select(x_one, one, result)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -693,6 +980,102 @@ mod tests {
         check("sin", sin, f64::sin, 3, 8192.0);
         check("cos", cos, f64::cos, 3, 8192.0);
         check("tan", tan, f64::tan, 4, 8192.0);
+    }
+
+    #[test]
+    fn atan2_is_within_4_ulps() {
+        let xs = inputs(f32::MAX);
+        let specials = [
+            0.0f32,
+            -0.0,
+            1.0,
+            -1.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            1e-40,
+            -3.0,
+        ];
+        let mut worst = (0u64, 0.0f32, 0.0f32);
+        let mut pairs: Vec<(f32, f32)> = xs.chunks_exact(2).map(|p| (p[0], p[1])).collect();
+        for &a in &specials {
+            for &b in &specials {
+                pairs.push((a, b));
+            }
+        }
+        for (y, x) in pairs {
+            let got = atan2(&mut HostEmitter, y, x);
+            let want = (y as f64).atan2(x as f64) as f32;
+            let u = ulps(got, want);
+            if u > worst.0 {
+                worst = (u, y, x);
+            }
+        }
+        assert!(
+            worst.0 <= 4,
+            "atan2: {} ulps at ({:e}, {:e})",
+            worst.0,
+            worst.1,
+            worst.2
+        );
+    }
+
+    #[test]
+    fn pow_is_within_8_ulps() {
+        let xs = inputs(f32::MAX);
+        let specials = [
+            0.0f32,
+            -0.0,
+            1.0,
+            -1.0,
+            2.0,
+            -2.0,
+            0.5,
+            3.0,
+            -3.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            1e-40,
+            1.000_000_1,
+            100.0,
+        ];
+        let mut pairs: Vec<(f32, f32)> = xs
+            .chunks_exact(2)
+            .map(|p| {
+                (
+                    p[0].abs().min(1e6) * if p[1] < 0.0 { -1.0 } else { 1.0 },
+                    p[1] / 1e3,
+                )
+            })
+            .collect();
+        pairs.extend(
+            xs.chunks_exact(2)
+                .map(|p| (p[0].abs(), (p[1] % 64.0).round())),
+        );
+        for &a in &specials {
+            for &b in &specials {
+                pairs.push((a, b));
+            }
+        }
+        let mut worst = (0u64, 0.0f32, 0.0f32);
+        for (x, y) in pairs {
+            let got = pow(&mut HostEmitter, x, y);
+            let want = (x as f64).powf(y as f64) as f32;
+            let u = ulps(got, want);
+            if u > worst.0 {
+                worst = (u, x, y);
+            }
+        }
+        assert!(
+            worst.0 <= 8,
+            "pow: {} ulps at ({:e}, {:e}): got {:e}, want {:e}",
+            worst.0,
+            worst.1,
+            worst.2,
+            pow(&mut HostEmitter, worst.1, worst.2),
+            (worst.1 as f64).powf(worst.2 as f64)
+        );
     }
 
     #[test]

@@ -110,8 +110,8 @@ pub fn float_binary(op: BinaryOp, a: f32, b: f32) -> f32 {
         BinaryOp::Mul => a * b,
         BinaryOp::Div => a / b,
         BinaryOp::Rem => a % b,
-        BinaryOp::Pow => a.powf(b),
-        BinaryOp::Atan2 => a.atan2(b),
+        BinaryOp::Pow => math::pow(&mut HostEmitter, a, b),
+        BinaryOp::Atan2 => math::atan2(&mut HostEmitter, a, b),
         BinaryOp::Max => {
             if a.is_nan() || b.is_nan() {
                 f32::NAN
