@@ -728,7 +728,7 @@ fn log2_extended<E: Emitter>(e: &mut E, x: E::F) -> (E::F, E::F) {
     let lo = e.sub(sum_err, hfsq_err);
     let ln_lo = e.add(lo, shr);
     // × 1/ln 2 = il_hi + il_lo.
-    let (il_hi, il_lo) = (e.f(1.442_695_04), e.f(1.925_963e-8));
+    let (il_hi, il_lo) = (e.f(std::f32::consts::LOG2_E), e.f(1.925_963e-8));
     let (p, p_err) = two_prod(e, ln_hi, il_hi);
     let a = e.mul(ln_hi, il_lo);
     let b = e.mul(ln_lo, il_hi);
