@@ -114,3 +114,26 @@ fn matmul_partials_f32(bencher: Bencher, size: usize) {
             table.get(id).run_matmul(&a, &b, &mut c).unwrap();
         });
 }
+
+/// The JIT's register-blocked kernel, for comparison with the gemm codelet above.
+#[divan::bench(args = [32, 64, 128, 256])]
+fn matmul_partials_f32_jit(bencher: Bencher, size: usize) {
+    let mut cache = KernelCache::new().unwrap();
+    let id = cache
+        .compile_jit_matmul(&MatMulKernel {
+            m: size,
+            k: size,
+            n: size,
+            input: DType::F32,
+        })
+        .unwrap();
+    let a = vec![0u8; size * size * 4];
+    let b = a.clone();
+    let mut c = a.clone();
+    let table = cache.table();
+    bencher
+        .counter(ItemsCount::new(2 * size * size * size))
+        .bench_local(|| {
+            table.get(id).run_matmul(&a, &b, &mut c).unwrap();
+        });
+}

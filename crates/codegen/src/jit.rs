@@ -377,6 +377,145 @@ impl Compiler {
     }
 }
 
+impl Compiler {
+    /// C (m×n) = A (m×k) · B (k×n), f32, row-major: 4 rows × 8 columns at a time in eight
+    /// f32x4 accumulators (register blocking), scalar loops for the edges.
+    fn matmul(&mut self, k: &crate::kernel::MatMulKernel) -> Result<*const u8, CodegenError> {
+        use cranelift_codegen::ir::condcodes::IntCC;
+        let (m, kk, n) = (k.m as i64, k.k as i64, k.n as i64);
+        let (m4, n8) = (m / 4 * 4, n / 8 * 8);
+        self.ctx.func.signature = self.signature(3);
+        let frontend = self.module().target_config();
+        let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let (pa, pb, pc) = {
+            let p = b.block_params(entry);
+            (p[0], p[1], p[2])
+        };
+        let flags = MemFlagsData::new().with_notrap();
+        // A counted loop `for v in start..end step` around `body`.
+        fn counted(
+            b: &mut FunctionBuilder<'_>,
+            v: Variable,
+            start: i64,
+            end: i64,
+            step: i64,
+            body: &mut dyn FnMut(&mut FunctionBuilder<'_>),
+        ) {
+            let header = b.create_block();
+            let block = b.create_block();
+            let done = b.create_block();
+            let s = b.ins().iconst(types::I64, start);
+            b.def_var(v, s);
+            b.ins().jump(header, &[]);
+            b.switch_to_block(header);
+            let cur = b.use_var(v);
+            let more = b.ins().icmp_imm_s(IntCC::SignedLessThan, cur, end);
+            b.ins().brif(more, block, &[], done, &[]);
+            b.switch_to_block(block);
+            body(b);
+            let cur = b.use_var(v);
+            let next = b.ins().iadd_imm_s(cur, step);
+            b.def_var(v, next);
+            b.ins().jump(header, &[]);
+            b.switch_to_block(done);
+        }
+        let addr = |b: &mut FunctionBuilder<'_>, base: Value, index: Value| {
+            let bytes = b.ins().imul_imm_s(index, 4);
+            b.ins().iadd(base, bytes)
+        };
+        let (vi, vj, vp) = (
+            b.declare_var(types::I64),
+            b.declare_var(types::I64),
+            b.declare_var(types::I64),
+        );
+        let accs: Vec<Variable> = (0..8).map(|_| b.declare_var(types::F32X4)).collect();
+        let sacc = b.declare_var(types::F32);
+        // Blocked region: rows 0..m4, columns 0..n8.
+        counted(&mut b, vi, 0, m4, 4, &mut |b| {
+            counted(b, vj, 0, n8, 8, &mut |b| {
+                let zero = b.ins().f32const(0.0);
+                let zv = b.ins().splat(types::F32X4, zero);
+                for a in &accs {
+                    b.def_var(*a, zv);
+                }
+                counted(b, vp, 0, kk, 1, &mut |b| {
+                    let (i, j, p) = (b.use_var(vi), b.use_var(vj), b.use_var(vp));
+                    let row = b.ins().imul_imm_s(p, n);
+                    let bj = b.ins().iadd(row, j);
+                    let bptr = addr(b, pb, bj);
+                    let b0 = b.ins().load(types::F32X4, flags, bptr, 0);
+                    let b1 = b.ins().load(types::F32X4, flags, bptr, 16);
+                    for r in 0..4 {
+                        let ir = b.ins().iadd_imm_s(i, r);
+                        let arow = b.ins().imul_imm_s(ir, kk);
+                        let ai = b.ins().iadd(arow, p);
+                        let aptr = addr(b, pa, ai);
+                        let av = b.ins().load(types::F32, flags, aptr, 0);
+                        let avv = b.ins().splat(types::F32X4, av);
+                        for (h, bv) in [b0, b1].into_iter().enumerate() {
+                            let acc = accs[(r * 2) as usize + h];
+                            let cur = b.use_var(acc);
+                            let prod = b.ins().fmul(avv, bv);
+                            let next = b.ins().fadd(cur, prod);
+                            b.def_var(acc, next);
+                        }
+                    }
+                });
+                let (i, j) = (b.use_var(vi), b.use_var(vj));
+                for r in 0..4 {
+                    let ir = b.ins().iadd_imm_s(i, r);
+                    let crow = b.ins().imul_imm_s(ir, n);
+                    let ci = b.ins().iadd(crow, j);
+                    let cptr = addr(b, pc, ci);
+                    for h in 0..2 {
+                        let v = b.use_var(accs[(r * 2) as usize + h]);
+                        b.ins().store(flags, v, cptr, (h * 16) as i32);
+                    }
+                }
+            });
+        });
+        // Scalar edges: columns n8..n of the blocked rows, then every column of rows m4..m.
+        let scalar_dot = |b: &mut FunctionBuilder<'_>, rows: (i64, i64), cols: (i64, i64)| {
+            counted(b, vi, rows.0, rows.1, 1, &mut |b| {
+                counted(b, vj, cols.0, cols.1, 1, &mut |b| {
+                    let zero = b.ins().f32const(0.0);
+                    b.def_var(sacc, zero);
+                    counted(b, vp, 0, kk, 1, &mut |b| {
+                        let (i, j, p) = (b.use_var(vi), b.use_var(vj), b.use_var(vp));
+                        let arow = b.ins().imul_imm_s(i, kk);
+                        let ai = b.ins().iadd(arow, p);
+                        let aptr = addr(b, pa, ai);
+                        let av = b.ins().load(types::F32, flags, aptr, 0);
+                        let brow = b.ins().imul_imm_s(p, n);
+                        let bi = b.ins().iadd(brow, j);
+                        let bptr = addr(b, pb, bi);
+                        let bv = b.ins().load(types::F32, flags, bptr, 0);
+                        let cur = b.use_var(sacc);
+                        let prod = b.ins().fmul(av, bv);
+                        let next = b.ins().fadd(cur, prod);
+                        b.def_var(sacc, next);
+                    });
+                    let (i, j) = (b.use_var(vi), b.use_var(vj));
+                    let crow = b.ins().imul_imm_s(i, n);
+                    let ci = b.ins().iadd(crow, j);
+                    let cptr = addr(b, pc, ci);
+                    let v = b.use_var(sacc);
+                    b.ins().store(flags, v, cptr, 0);
+                });
+            });
+        };
+        scalar_dot(&mut b, (0, m4), (n8, n));
+        scalar_dot(&mut b, (m4, m), (0, n));
+        b.ins().return_(&[]);
+        b.seal_all_blocks();
+        b.finalize(frontend);
+        self.finish()
+    }
+}
+
 impl Drop for Compiler {
     fn drop(&mut self) {
         if let Some(module) = self.module.take() {
@@ -477,6 +616,7 @@ pub struct KernelId(pub u32);
 /// How a kernel runs: JIT-compiled code, or the native matrix-product codelet.
 enum Code {
     Jit(CodePtr),
+    JitMatMul(CodePtr),
     NativeMatMul,
 }
 
@@ -564,6 +704,28 @@ impl KernelCache {
         let id = KernelId(self.table.entries.len() as u32);
         self.table.entries.push((spec.clone(), code));
         self.index.insert(spec.clone(), id);
+        Ok(id)
+    }
+
+    /// Compiles the JIT's register-blocked matrix product for `k`. [`KernelCache::compile`]
+    /// uses the `gemm` codelet instead, which measured faster on this machine; this one is
+    /// kept to measure against it and as the fallback the tests cross-check.
+    pub fn compile_jit_matmul(
+        &mut self,
+        k: &crate::kernel::MatMulKernel,
+    ) -> Result<KernelId, CodegenError> {
+        if !k.input.is_float() {
+            return Err(CodegenError::Type(format!(
+                "matrix products take f32 or f16 operands, not {:?}",
+                k.input
+            )));
+        }
+        let code = self.compiler.matmul(k)?;
+        let id = KernelId(self.table.entries.len() as u32);
+        self.table.entries.push((
+            KernelSpec::MatMul(k.clone()),
+            Code::JitMatMul(CodePtr(code)),
+        ));
         Ok(id)
     }
 
@@ -793,32 +955,44 @@ impl CompiledKernel<'_> {
         };
         let (a, b) = (to_f32(a, m * kk), to_f32(b, kk * n));
         let mut out = vec![0f32; m * n];
-        if m > 0 && n > 0 {
-            // SAFETY: a is m×k, b is k×n and out is m×n, all row-major and exactly that
-            // long; the strides below describe those layouts.
-            unsafe {
-                gemm::gemm(
-                    m,
-                    n,
-                    kk,
-                    out.as_mut_ptr(),
-                    1,
-                    n as isize,
-                    false,
-                    a.as_ptr(),
-                    1,
-                    kk as isize,
-                    b.as_ptr(),
-                    1,
-                    n as isize,
-                    0.0f32,
-                    1.0f32,
-                    false,
-                    false,
-                    false,
-                    gemm::Parallelism::None,
-                );
+        match self.code {
+            Code::JitMatMul(code) => {
+                // SAFETY: the code was generated for exactly these m, k, n and reads a (m×k),
+                // b (k×n) and writes out (m×n), all f32 and of those lengths.
+                unsafe {
+                    let f: extern "C" fn(*const f32, *const f32, *mut f32) =
+                        std::mem::transmute(code.0);
+                    f(a.as_ptr(), b.as_ptr(), out.as_mut_ptr());
+                }
             }
+            _ if m > 0 && n > 0 => {
+                // SAFETY: a is m×k, b is k×n and out is m×n, all row-major and exactly that
+                // long; the strides below describe those layouts.
+                unsafe {
+                    gemm::gemm(
+                        m,
+                        n,
+                        kk,
+                        out.as_mut_ptr(),
+                        1,
+                        n as isize,
+                        false,
+                        a.as_ptr(),
+                        1,
+                        kk as isize,
+                        b.as_ptr(),
+                        1,
+                        n as isize,
+                        0.0f32,
+                        1.0f32,
+                        false,
+                        false,
+                        false,
+                        gemm::Parallelism::None,
+                    );
+                }
+            }
+            _ => {}
         }
         for (chunk, v) in c[..m * n * 4].chunks_exact_mut(4).zip(&out) {
             chunk.copy_from_slice(&v.to_le_bytes());

@@ -452,42 +452,45 @@ fn matrix_product_partials_match_an_f64_reference() {
         (4, 0, 3),
     ] {
         for input in [DType::F32, DType::F16] {
-            let spec = KernelSpec::MatMul(codegen::MatMulKernel { m, k, n, input });
-            let id = cache.compile(&spec).unwrap();
-            let a_vals: Vec<f32> = (0..m * k)
-                .map(|i| ((i * 37 % 19) as f32 - 9.0) * 0.125)
-                .collect();
-            let b_vals: Vec<f32> = (0..k * n)
-                .map(|i| ((i * 11 % 23) as f32 - 11.0) * 0.25)
-                .collect();
-            let bytes = |v: &[f32]| -> Vec<u8> {
-                let mut out = vec![0u8; v.len() * input.size()];
-                for (i, x) in v.iter().enumerate() {
-                    store(input, &mut out, i, Scalar::F32(*x));
-                }
-                out
-            };
-            let mut c = vec![0u8; m * n * 4];
-            cache
-                .table()
-                .get(id)
-                .run_matmul(&bytes(&a_vals), &bytes(&b_vals), &mut c)
-                .unwrap();
-            for i in 0..m {
-                for j in 0..n {
-                    let exact: f64 = (0..k)
-                        .map(|p| a_vals[i * k + p] as f64 * b_vals[p * n + j] as f64)
-                        .sum();
-                    let scale: f64 = (0..k)
-                        .map(|p| (a_vals[i * k + p] as f64 * b_vals[p * n + j] as f64).abs())
-                        .sum();
-                    let Scalar::F32(got) = load(DType::F32, &c, i * n + j) else {
-                        unreachable!()
-                    };
-                    assert!(
-                        (got as f64 - exact).abs() <= 1e-6 * scale + 1e-30,
-                        "{m}x{k}x{n} {input:?} C[{i},{j}] = {got}, expected {exact}"
-                    );
+            let mm = codegen::MatMulKernel { m, k, n, input };
+            let native = cache.compile(&KernelSpec::MatMul(mm.clone())).unwrap();
+            let jit = cache.compile_jit_matmul(&mm).unwrap();
+            for id in [native, jit] {
+                let a_vals: Vec<f32> = (0..m * k)
+                    .map(|i| ((i * 37 % 19) as f32 - 9.0) * 0.125)
+                    .collect();
+                let b_vals: Vec<f32> = (0..k * n)
+                    .map(|i| ((i * 11 % 23) as f32 - 11.0) * 0.25)
+                    .collect();
+                let bytes = |v: &[f32]| -> Vec<u8> {
+                    let mut out = vec![0u8; v.len() * input.size()];
+                    for (i, x) in v.iter().enumerate() {
+                        store(input, &mut out, i, Scalar::F32(*x));
+                    }
+                    out
+                };
+                let mut c = vec![0u8; m * n * 4];
+                cache
+                    .table()
+                    .get(id)
+                    .run_matmul(&bytes(&a_vals), &bytes(&b_vals), &mut c)
+                    .unwrap();
+                for i in 0..m {
+                    for j in 0..n {
+                        let exact: f64 = (0..k)
+                            .map(|p| a_vals[i * k + p] as f64 * b_vals[p * n + j] as f64)
+                            .sum();
+                        let scale: f64 = (0..k)
+                            .map(|p| (a_vals[i * k + p] as f64 * b_vals[p * n + j] as f64).abs())
+                            .sum();
+                        let Scalar::F32(got) = load(DType::F32, &c, i * n + j) else {
+                            unreachable!()
+                        };
+                        assert!(
+                            (got as f64 - exact).abs() <= 1e-6 * scale + 1e-30,
+                            "{m}x{k}x{n} {input:?} C[{i},{j}] = {got}, expected {exact}"
+                        );
+                    }
                 }
             }
         }

@@ -61,6 +61,7 @@ impl ExecutableBuilder {
         self.exe.tensors.push(Tensor {
             name: name.to_string(),
             dtype,
+            shape: vec![start],
             elements: start,
             mapping,
         });
@@ -143,6 +144,11 @@ impl ExecutableBuilder {
     pub fn function(&mut self, program: Program) -> FunctionId {
         self.exe.functions.push(program);
         FunctionId(self.exe.functions.len() as u32 - 1)
+    }
+
+    /// Gives a tensor its dimensions (their product must be its element count).
+    pub fn set_shape(&mut self, id: TensorId, shape: &[usize]) {
+        self.exe.tensors[id.0 as usize].shape = shape.to_vec();
     }
 
     /// The tensor with this id (to inspect mappings).

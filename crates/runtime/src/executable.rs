@@ -43,6 +43,8 @@ pub struct Tensor {
     pub name: String,
     /// Element type.
     pub dtype: DType,
+    /// Dimensions (row-major); their product is `elements`.
+    pub shape: Vec<usize>,
     /// Number of elements.
     pub elements: usize,
     /// Where each element lives; every element exactly once.

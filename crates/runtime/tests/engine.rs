@@ -572,3 +572,34 @@ fn a_matrix_product_vertex_runs_at_the_amp_rate() {
         .unwrap();
     assert_eq!(execute.compute_cycles, 72 + 16 * 32 * 8 / 16);
 }
+
+#[test]
+fn executables_round_trip_through_json() {
+    let mut b = ExecutableBuilder::new(Target::ipu2().with_tiles_per_ipu(4), 2);
+    let x = b.tensor_spread("x", DType::F32, 12, 0, 4);
+    b.set_shape(x, &[3, 4]);
+    let y = b.tensor("y", DType::F32, &[(1, 2, 12)]);
+    let s = b.stream("in", Direction::HostToDevice, DType::F32, 12);
+    let f = b.function(Program::Copy { src: x, dst: y });
+    let exe = b.finish(Program::Sequence(vec![
+        Program::StreamCopy {
+            stream: s,
+            tensor: x,
+        },
+        Program::Call(f),
+        Program::Switch {
+            index: x,
+            cases: vec![],
+            default: Box::new(Program::Sync),
+        },
+    ]));
+    let json = serde_json::to_string(&exe).unwrap();
+    let back: runtime::Executable = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, exe);
+    // The Switch index is not a one-element s32 tensor: refused at load.
+    let err = Engine::load(back).err().unwrap().to_string();
+    assert!(
+        err.contains("a Switch index must be a one-element S32 tensor, x is 12 x F32"),
+        "{err}"
+    );
+}
