@@ -1,8 +1,8 @@
 //! Vertex kernels for the IPU Model: a small typed kernel IR ([`kernel`]), its meaning in
 //! plain Rust ([`reference`]), and a Cranelift JIT that compiles kernels to host code.
 //! Matrix-product partials run on the `gemm` crate: measured in one run on this machine
-//! (`cargo bench -p ipuxla-codegen`), gemm reached 72 GFLOP/s at 256³ against 34 GFLOP/s
-//! for the JIT's 4×8 f32x4 register-blocked kernel (kept as
+//! (`cargo bench -p ipuxla-codegen`), gemm reached 72–107 GFLOP/s at 256³ against 34–41
+//! GFLOP/s for the JIT's 4×8 f32x4 register-blocked kernel (kept as
 //! [`KernelCache::compile_jit_matmul`] for comparison and cross-checking).
 //!
 //! The runtime knows kernels only as [`KernelSpec`] values; it JIT-compiles them when an
