@@ -244,8 +244,17 @@ pub fn exp<E: Emitter>(e: &mut E, x: E::F) -> E::F {
     e.select(nan, x, y)
 }
 
-/// ln x.
-pub fn log<E: Emitter>(e: &mut E, x: E::F) -> E::F {
+/// Where [`exponent_and_mantissa`] puts the mantissa.
+#[derive(Clone, Copy, PartialEq)]
+enum MantissaRange {
+    /// m in [0.5, 1).
+    Half,
+    /// m in [1, 2).
+    One,
+}
+
+/// x = m · 2^e for finite positive x (subnormals included), with e as a float.
+fn exponent_and_mantissa<E: Emitter>(e: &mut E, x: E::F, range: MantissaRange) -> (E::F, E::F) {
     // Subnormals: scale into the normal range first.
     let min_normal = e.f(f32::MIN_POSITIVE);
     let sub = e.lt(x, min_normal);
@@ -259,15 +268,25 @@ pub fn log<E: Emitter>(e: &mut E, x: E::F) -> E::F {
     let shifted = e.isra(bits, 23);
     let mask = e.i(0xff);
     let biased = e.iand(shifted, mask);
-    let k126 = e.i(126);
-    let ei = e.isub(biased, k126);
+    let (bias, exponent_bits) = match range {
+        MantissaRange::Half => (126, 0x3f00_0000),
+        MantissaRange::One => (127, 0x3f80_0000),
+    };
+    let k = e.i(bias);
+    let ei = e.isub(biased, k);
     let ef = e.to_float(ei);
     let ef = e.add(ef, adj);
     let mant_mask = e.i(0x007f_ffff);
     let mant = e.iand(bits, mant_mask);
-    let half_bits = e.i(0x3f00_0000);
-    let mbits = e.ior(mant, half_bits);
-    let m = e.bits_to_float(mbits);
+    let field = e.i(exponent_bits);
+    let mbits = e.ior(mant, field);
+    (ef, e.bits_to_float(mbits))
+}
+
+/// ln x.
+pub fn log<E: Emitter>(e: &mut E, x: E::F) -> E::F {
+    let (ef, m) = exponent_and_mantissa(e, x, MantissaRange::Half);
+    let zero = e.f(0.0);
     let sqrt_half = e.f(std::f32::consts::FRAC_1_SQRT_2);
     let small = e.lt(m, sqrt_half);
     let one = e.f(1.0);
@@ -676,27 +695,8 @@ fn two_sum<E: Emitter>(e: &mut E, a: E::F, b: E::F) -> (E::F, E::F) {
 
 /// log2 |x| in float-float (hi + lo) for finite positive x, with the exponent separated.
 fn log2_extended<E: Emitter>(e: &mut E, x: E::F) -> (E::F, E::F) {
-    let min_normal = e.f(f32::MIN_POSITIVE);
-    let sub = e.lt(x, min_normal);
-    let scale = e.f(8_388_608.0);
-    let scaled = e.mul(x, scale);
-    let xs = e.select(sub, scaled, x);
-    let adj_sub = e.f(-23.0);
+    let (ef, m) = exponent_and_mantissa(e, x, MantissaRange::One);
     let zero = e.f(0.0);
-    let adj = e.select(sub, adj_sub, zero);
-    let bits = e.float_to_bits(xs);
-    let shifted = e.isra(bits, 23);
-    let mask = e.i(0xff);
-    let biased = e.iand(shifted, mask);
-    let k127 = e.i(127);
-    let ei = e.isub(biased, k127);
-    let ef = e.to_float(ei);
-    let ef = e.add(ef, adj);
-    let mant_mask = e.i(0x007f_ffff);
-    let mant = e.iand(bits, mant_mask);
-    let one_bits = e.i(0x3f80_0000);
-    let mbits = e.ior(mant, one_bits);
-    let m = e.bits_to_float(mbits);
     // m in [1, 2): use m/2 and exponent + 1 above √2 so f = m - 1 lies in [√½ - 1, √2 - 1).
     let sqrt2 = e.f(std::f32::consts::SQRT_2);
     let high = e.lt(sqrt2, m);

@@ -213,10 +213,11 @@ impl Engine {
         }
     }
 
-    fn branch_step(&self, name: &str) -> StepProfile {
+    /// A sync step: a Sync program, or the sync a branch decision costs.
+    fn sync_step(&self, name: String) -> StepProfile {
         let sync = self.sync_cycles();
         StepProfile {
-            name: format!("branch on {name}"),
+            name,
             kind: StepKind::Sync,
             cycles: sync,
             compute_cycles: 0,
@@ -252,7 +253,10 @@ impl Engine {
                 body,
             } => loop {
                 self.step(condition, io, steps)?;
-                steps.push(self.branch_step(&self.exe.tensors[predicate.0 as usize].name));
+                steps.push(self.sync_step(format!(
+                    "branch on {}",
+                    self.exe.tensors[predicate.0 as usize].name
+                )));
                 if self.scalar(*predicate) == 0 {
                     break;
                 }
@@ -263,7 +267,10 @@ impl Engine {
                 then,
                 otherwise,
             } => {
-                steps.push(self.branch_step(&self.exe.tensors[predicate.0 as usize].name));
+                steps.push(self.sync_step(format!(
+                    "branch on {}",
+                    self.exe.tensors[predicate.0 as usize].name
+                )));
                 let branch = if self.scalar(*predicate) != 0 {
                     then
                 } else {
@@ -276,7 +283,10 @@ impl Engine {
                 cases,
                 default,
             } => {
-                steps.push(self.branch_step(&self.exe.tensors[index.0 as usize].name));
+                steps.push(self.sync_step(format!(
+                    "branch on {}",
+                    self.exe.tensors[index.0 as usize].name
+                )));
                 let i = self.scalar(*index);
                 let branch = usize::try_from(i)
                     .ok()
@@ -291,19 +301,7 @@ impl Engine {
             Program::StreamCopy { stream, tensor } => {
                 steps.push(self.stream_copy(stream.0 as usize, *tensor, io)?)
             }
-            Program::Sync => {
-                let sync = self.sync_cycles();
-                steps.push(StepProfile {
-                    name: "sync".into(),
-                    kind: StepKind::Sync,
-                    cycles: sync,
-                    compute_cycles: 0,
-                    sync_cycles: sync,
-                    exchange_cycles: 0,
-                    bytes_moved: 0,
-                    bytes_over_links: 0,
-                });
-            }
+            Program::Sync => steps.push(self.sync_step("sync".into())),
         }
         Ok(())
     }
