@@ -199,22 +199,8 @@ fn pow2<E: Emitter>(e: &mut E, n: E::I) -> E::F {
     e.bits_to_float(bits)
 }
 
-/// e^x.
-pub fn exp<E: Emitter>(e: &mut E, x: E::F) -> E::F {
-    let (lo, hi) = (e.f(-104.0), e.f(89.0));
-    // Clamp so the scale factors below stay in range; overflow and underflow still happen.
-    let below = e.lt(x, lo);
-    let xc = e.select(below, lo, x);
-    let above = e.lt(hi, xc);
-    let xc = e.select(above, hi, xc);
-    let log2e = e.f(std::f32::consts::LOG2_E);
-    let t = e.mul(xc, log2e);
-    let n = e.nearest(t);
-    let (c1, c2) = (e.f(0.693_359_4), e.f(-2.121_944_4e-4));
-    let nc1 = e.mul(n, c1);
-    let r = e.sub(xc, nc1);
-    let nc2 = e.mul(n, c2);
-    let r = e.sub(r, nc2);
+/// e^r for |r| ≤ ln 2 / 2 (Cephes `expf`'s polynomial).
+fn exp_reduced<E: Emitter>(e: &mut E, r: E::F) -> E::F {
     let p = poly(
         e,
         r,
@@ -231,7 +217,26 @@ pub fn exp<E: Emitter>(e: &mut E, x: E::F) -> E::F {
     let p = e.mul(p, rr);
     let p = e.add(p, r);
     let one = e.f(1.0);
-    let y = e.add(p, one);
+    e.add(p, one)
+}
+
+/// e^x.
+pub fn exp<E: Emitter>(e: &mut E, x: E::F) -> E::F {
+    let (lo, hi) = (e.f(-104.0), e.f(89.0));
+    // Clamp so the scale factors below stay in range; overflow and underflow still happen.
+    let below = e.lt(x, lo);
+    let xc = e.select(below, lo, x);
+    let above = e.lt(hi, xc);
+    let xc = e.select(above, hi, xc);
+    let log2e = e.f(std::f32::consts::LOG2_E);
+    let t = e.mul(xc, log2e);
+    let n = e.nearest(t);
+    let (c1, c2) = (e.f(0.693_359_4), e.f(-2.121_944_4e-4));
+    let nc1 = e.mul(n, c1);
+    let r = e.sub(xc, nc1);
+    let nc2 = e.mul(n, c2);
+    let r = e.sub(r, nc2);
+    let y = exp_reduced(e, r);
     // Scale by 2^n in two steps so subnormal results round once.
     let ni = e.to_int(n);
     let n1 = e.isra(ni, 1);
@@ -770,23 +775,8 @@ pub fn pow<E: Emitter>(e: &mut E, x: E::F, y: E::F) -> E::F {
     let r = e.add(frac, t_lo);
     let ln2 = e.f(std::f32::consts::LN_2);
     let u = e.mul(r, ln2);
-    let p = poly(
-        e,
-        u,
-        &[
-            1.987_569_1e-4,
-            1.398_199_9e-3,
-            8.333_452e-3,
-            4.166_579_6e-2,
-            1.666_666_5e-1,
-            5.000_000_1e-1,
-        ],
-    );
-    let uu = e.mul(u, u);
-    let p = e.mul(p, uu);
-    let p = e.add(p, u);
+    let core = exp_reduced(e, u);
     let one = e.f(1.0);
-    let core = e.add(p, one);
     // Scale by 2^n in three near-equal steps (|n| ≤ 300, so each is within ±100): the
     // exponent fields stay valid and subnormal results round once.
     let third = e.f(1.0 / 3.0);
