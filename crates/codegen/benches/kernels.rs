@@ -94,16 +94,22 @@ fn reduce_sum(bencher: Bencher, input: DType) {
         });
 }
 
-#[divan::bench(args = [32, 64, 128, 256])]
-fn matmul_partials_f32(bencher: Bencher, size: usize) {
+/// Times C = A·B of `size`³ f32 with the kernel `compile` makes, counting FLOPs as items.
+fn bench_matmul(
+    bencher: Bencher,
+    size: usize,
+    compile: fn(&mut KernelCache, &MatMulKernel) -> codegen::KernelId,
+) {
     let mut cache = KernelCache::new().unwrap();
-    let spec = KernelSpec::MatMul(MatMulKernel {
-        m: size,
-        k: size,
-        n: size,
-        input: DType::F32,
-    });
-    let id = cache.compile(&spec).unwrap();
+    let id = compile(
+        &mut cache,
+        &MatMulKernel {
+            m: size,
+            k: size,
+            n: size,
+            input: DType::F32,
+        },
+    );
     let a = vec![0u8; size * size * 4];
     let b = a.clone();
     let mut c = a.clone();
@@ -115,25 +121,18 @@ fn matmul_partials_f32(bencher: Bencher, size: usize) {
         });
 }
 
+/// The `gemm` codelet, which `KernelCache::compile` uses.
+#[divan::bench(args = [32, 64, 128, 256])]
+fn matmul_partials_f32(bencher: Bencher, size: usize) {
+    bench_matmul(bencher, size, |cache, k| {
+        cache.compile(&KernelSpec::MatMul(k.clone())).unwrap()
+    });
+}
+
 /// The JIT's register-blocked kernel, for comparison with the gemm codelet above.
 #[divan::bench(args = [32, 64, 128, 256])]
 fn matmul_partials_f32_jit(bencher: Bencher, size: usize) {
-    let mut cache = KernelCache::new().unwrap();
-    let id = cache
-        .compile_jit_matmul(&MatMulKernel {
-            m: size,
-            k: size,
-            n: size,
-            input: DType::F32,
-        })
-        .unwrap();
-    let a = vec![0u8; size * size * 4];
-    let b = a.clone();
-    let mut c = a.clone();
-    let table = cache.table();
-    bencher
-        .counter(ItemsCount::new(2 * size * size * size))
-        .bench_local(|| {
-            table.get(id).run_matmul(&a, &b, &mut c).unwrap();
-        });
+    bench_matmul(bencher, size, |cache, k| {
+        cache.compile_jit_matmul(k).unwrap()
+    });
 }

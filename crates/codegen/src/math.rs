@@ -972,9 +972,43 @@ mod tests {
         check("tan", tan, f64::tan, 4, 8192.0);
     }
 
+    /// Every pair plus every pair of `specials`, within `max_ulps` of the f64 reference.
+    fn check_pairs(
+        name: &str,
+        f: fn(&mut HostEmitter, f32, f32) -> f32,
+        reference: fn(f64, f64) -> f64,
+        max_ulps: u64,
+        mut pairs: Vec<(f32, f32)>,
+        specials: &[f32],
+    ) {
+        for &a in specials {
+            for &b in specials {
+                pairs.push((a, b));
+            }
+        }
+        let mut worst = (0u64, 0.0f32, 0.0f32);
+        for (a, b) in pairs {
+            let u = ulps(
+                f(&mut HostEmitter, a, b),
+                reference(a as f64, b as f64) as f32,
+            );
+            if u > worst.0 {
+                worst = (u, a, b);
+            }
+        }
+        let (u, a, b) = worst;
+        assert!(
+            u <= max_ulps,
+            "{name}: {u} ulps at ({a:e}, {b:e}): got {:e}, want {:e}",
+            f(&mut HostEmitter, a, b),
+            reference(a as f64, b as f64)
+        );
+    }
+
     #[test]
     fn atan2_is_within_4_ulps() {
         let xs = inputs(f32::MAX);
+        let pairs = xs.chunks_exact(2).map(|p| (p[0], p[1])).collect();
         let specials = [
             0.0f32,
             -0.0,
@@ -986,33 +1020,26 @@ mod tests {
             1e-40,
             -3.0,
         ];
-        let mut worst = (0u64, 0.0f32, 0.0f32);
-        let mut pairs: Vec<(f32, f32)> = xs.chunks_exact(2).map(|p| (p[0], p[1])).collect();
-        for &a in &specials {
-            for &b in &specials {
-                pairs.push((a, b));
-            }
-        }
-        for (y, x) in pairs {
-            let got = atan2(&mut HostEmitter, y, x);
-            let want = (y as f64).atan2(x as f64) as f32;
-            let u = ulps(got, want);
-            if u > worst.0 {
-                worst = (u, y, x);
-            }
-        }
-        assert!(
-            worst.0 <= 4,
-            "atan2: {} ulps at ({:e}, {:e})",
-            worst.0,
-            worst.1,
-            worst.2
-        );
+        check_pairs("atan2", atan2, f64::atan2, 4, pairs, &specials);
     }
 
     #[test]
     fn pow_is_within_8_ulps() {
         let xs = inputs(f32::MAX);
+        // Bases of either sign with exponents of moderate size, then integer exponents.
+        let mut pairs: Vec<(f32, f32)> = xs
+            .chunks_exact(2)
+            .map(|p| {
+                (
+                    p[0].abs().min(1e6) * if p[1] < 0.0 { -1.0 } else { 1.0 },
+                    p[1] / 1e3,
+                )
+            })
+            .collect();
+        pairs.extend(
+            xs.chunks_exact(2)
+                .map(|p| (p[0].abs(), (p[1] % 64.0).round())),
+        );
         let specials = [
             0.0f32,
             -0.0,
@@ -1030,42 +1057,7 @@ mod tests {
             1.000_000_1,
             100.0,
         ];
-        let mut pairs: Vec<(f32, f32)> = xs
-            .chunks_exact(2)
-            .map(|p| {
-                (
-                    p[0].abs().min(1e6) * if p[1] < 0.0 { -1.0 } else { 1.0 },
-                    p[1] / 1e3,
-                )
-            })
-            .collect();
-        pairs.extend(
-            xs.chunks_exact(2)
-                .map(|p| (p[0].abs(), (p[1] % 64.0).round())),
-        );
-        for &a in &specials {
-            for &b in &specials {
-                pairs.push((a, b));
-            }
-        }
-        let mut worst = (0u64, 0.0f32, 0.0f32);
-        for (x, y) in pairs {
-            let got = pow(&mut HostEmitter, x, y);
-            let want = (x as f64).powf(y as f64) as f32;
-            let u = ulps(got, want);
-            if u > worst.0 {
-                worst = (u, x, y);
-            }
-        }
-        assert!(
-            worst.0 <= 8,
-            "pow: {} ulps at ({:e}, {:e}): got {:e}, want {:e}",
-            worst.0,
-            worst.1,
-            worst.2,
-            pow(&mut HostEmitter, worst.1, worst.2),
-            (worst.1 as f64).powf(worst.2 as f64)
-        );
+        check_pairs("pow", pow, f64::powf, 8, pairs, &specials);
     }
 
     #[test]

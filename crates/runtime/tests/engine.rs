@@ -106,84 +106,76 @@ fn vector_add_over_every_tile_of_an_ipu2_and_over_4_tiles() {
     }
 }
 
-#[test]
-fn reversing_a_tensor_across_tiles_costs_what_the_model_says() {
-    // 4 tiles × 100 f32; block k moves from tile k to tile 3 - k.
-    let mut b = ExecutableBuilder::new(Target::ipu2().with_tiles_per_ipu(4), 1);
-    let src = b.tensor(
-        "src",
-        DType::F32,
-        &[(0, 0, 100), (0, 1, 100), (0, 2, 100), (0, 3, 100)],
+/// Streams values into `src`, copies it to `dst`, streams `dst` back; checks the values
+/// arrive unchanged and returns the run's profile.
+fn copy_through(
+    target: Target,
+    num_ipus: usize,
+    src: &[(usize, usize, usize)],
+    dst: &[(usize, usize, usize)],
+) -> runtime::Profile {
+    let mut b = ExecutableBuilder::new(target, num_ipus);
+    let (s, d) = (
+        b.tensor("src", DType::F32, src),
+        b.tensor("dst", DType::F32, dst),
     );
-    let dst = b.tensor(
-        "dst",
-        DType::F32,
-        &[(0, 3, 100), (0, 2, 100), (0, 1, 100), (0, 0, 100)],
-    );
-    let input = b.stream("in", Direction::HostToDevice, DType::F32, 400);
-    let output = b.stream("out", Direction::DeviceToHost, DType::F32, 400);
+    let n = b.tensor_info(s).elements;
+    let input = b.stream("in", Direction::HostToDevice, DType::F32, n);
+    let output = b.stream("out", Direction::DeviceToHost, DType::F32, n);
     let exe = b.finish(Program::Sequence(vec![
         Program::StreamCopy {
             stream: input,
-            tensor: src,
+            tensor: s,
         },
-        Program::Copy { src, dst },
+        Program::Copy { src: s, dst: d },
         Program::StreamCopy {
             stream: output,
-            tensor: dst,
+            tensor: d,
         },
     ]));
     let mut engine = Engine::load(exe).unwrap();
     let mut io = HostIo::new();
-    let values: Vec<f32> = (0..400).map(|i| i as f32).collect();
+    let values: Vec<f32> = (0..n).map(|i| i as f32 * 0.25).collect();
     io.feed("in", f32_bytes(&values));
     let profile = engine.run(&mut io).unwrap();
-    // The copy is element-wise; dst's layout puts block k on tile 3 - k.
     assert_eq!(f32_values(&io.take("out")[0]), values);
-    let copy = profile
+    profile
+}
+
+fn copy_step(profile: runtime::Profile) -> runtime::StepProfile {
+    profile
         .steps
-        .iter()
+        .into_iter()
         .find(|s| s.kind == StepKind::Copy)
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn reversing_a_tensor_across_tiles_costs_what_the_model_says() {
+    // 4 tiles × 100 f32; block k moves from tile k to tile 3 - k.
+    let profile = copy_through(
+        Target::ipu2().with_tiles_per_ipu(4),
+        1,
+        &[(0, 0, 100), (0, 1, 100), (0, 2, 100), (0, 3, 100)],
+        &[(0, 3, 100), (0, 2, 100), (0, 1, 100), (0, 0, 100)],
+    );
+    assert_eq!(profile.tiles.len(), 4);
+    let copy = copy_step(profile);
     // By hand: every tile sends 400 B and receives 400 B; 4 B/cycle → 100 cycles, plus the
     // 90-cycle internal sync; 1,600 bytes cross tiles.
     assert_eq!(copy.bytes_moved, 1600);
     assert_eq!(copy.exchange_cycles, 100);
     assert_eq!(copy.sync_cycles, 90);
     assert_eq!(copy.cycles, 190);
-    // And the tensor really moved between tiles: tile 3 holds dst's first block.
-    assert_eq!(profile.tiles.len(), 4);
 }
 
 fn inter_ipu_copy(from: usize, to: usize) -> runtime::StepProfile {
-    let target = Target::ipu2().with_tiles_per_ipu(4);
-    let mut b = ExecutableBuilder::new(target, 16);
-    let src = b.tensor("src", DType::F32, &[(from, 0, 1024)]);
-    let dst = b.tensor("dst", DType::F32, &[(to, 1, 1024)]);
-    let input = b.stream("in", Direction::HostToDevice, DType::F32, 1024);
-    let output = b.stream("out", Direction::DeviceToHost, DType::F32, 1024);
-    let exe = b.finish(Program::Sequence(vec![
-        Program::StreamCopy {
-            stream: input,
-            tensor: src,
-        },
-        Program::Copy { src, dst },
-        Program::StreamCopy {
-            stream: output,
-            tensor: dst,
-        },
-    ]));
-    let mut engine = Engine::load(exe).unwrap();
-    let mut io = HostIo::new();
-    let values: Vec<f32> = (0..1024).map(|i| i as f32 * 0.25).collect();
-    io.feed("in", f32_bytes(&values));
-    let profile = engine.run(&mut io).unwrap();
-    assert_eq!(f32_values(&io.take("out")[0]), values);
-    profile
-        .steps
-        .into_iter()
-        .find(|s| s.kind == StepKind::Copy)
-        .unwrap()
+    copy_step(copy_through(
+        Target::ipu2().with_tiles_per_ipu(4),
+        16,
+        &[(from, 0, 1024)],
+        &[(to, 1, 1024)],
+    ))
 }
 
 #[test]
