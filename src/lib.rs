@@ -4,7 +4,9 @@
 //! lives in [`cli`].
 
 pub mod cli;
+pub mod device;
 
+pub use compiler;
 pub use runtime;
 pub use xla_ir;
 pub mod npy;

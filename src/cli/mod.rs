@@ -4,6 +4,7 @@ mod devices;
 mod dump;
 mod load;
 mod run;
+mod summary;
 
 use clap::{Parser, Subcommand};
 

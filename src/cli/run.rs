@@ -12,8 +12,28 @@ use xla_ir::{Literal, Module, Shape};
 /// Which engine computes the results.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Engine {
+    /// Compile for an IPU and run on the IPU Model (cycles, memory per tile).
+    IpuModel,
     /// The reference evaluator: plain host code with XLA's semantics (the oracle).
     Reference,
+}
+
+/// A partials type for matrix products and convolutions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PartialType {
+    /// f32 partial sums.
+    Float,
+    /// f16 partial sums.
+    Half,
+}
+
+/// An IPU generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum IpuVersionArg {
+    /// Mk1 (GC2): 1216 tiles, 256 KiB each.
+    Ipu1,
+    /// Mk2 (GC200): 1472 tiles, 624 KiB each.
+    Ipu2,
 }
 
 /// Arguments of `ipuxla run`.
@@ -34,22 +54,118 @@ pub struct RunArgs {
     #[arg(long)]
     pub overwrite: bool,
     /// The engine that computes the results.
-    #[arg(long, value_enum, default_value_t = Engine::Reference)]
+    #[arg(long, value_enum, default_value_t = Engine::IpuModel)]
     pub engine: Engine,
+    /// An IpuConfig as JSON (`{"ipu_model": {"tiles_per_ipu": 4}, ...}`); the flags below
+    /// override it.
+    #[arg(long, value_name = "FILE.json")]
+    pub config: Option<PathBuf>,
+    /// IPUs to use (`auto_select_ipus`; default 1).
+    #[arg(long)]
+    pub num_ipus: Option<usize>,
+    /// availableMemoryProportion for matrix products, 0.0 to 1.0 (default 0.6).
+    #[arg(long, value_name = "F")]
+    pub matmul_amp: Option<f64>,
+    /// availableMemoryProportion for convolutions, 0.0 to 1.0 (default 0.6).
+    #[arg(long, value_name = "F")]
+    pub conv_amp: Option<f64>,
+    /// Partials type for matrix products (default float).
+    #[arg(long, value_enum)]
+    pub matmul_partial_type: Option<PartialType>,
+    /// Partials type for convolutions (default float).
+    #[arg(long, value_enum)]
+    pub conv_partial_type: Option<PartialType>,
+    /// The simulated IPU (`ipu_model.version`; default ipu2).
+    #[arg(long, value_enum)]
+    pub ipu_version: Option<IpuVersionArg>,
+    /// Tiles per simulated IPU (`ipu_model.tiles_per_ipu`; default: the version's count).
+    #[arg(long)]
+    pub tiles_per_ipu: Option<usize>,
+    /// Write the run's profile (cycles and bytes per step, memory per tile) as JSON.
+    #[arg(long, value_name = "FILE.json")]
+    pub profile: Option<PathBuf>,
+}
+
+/// The IpuConfig the flags describe.
+fn config_of(args: &RunArgs) -> anyhow::Result<compiler::IpuConfig> {
+    let mut c = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("{}: cannot read the config", path.display()))?;
+            compiler::IpuConfig::from_json(&text).map_err(|e| anyhow!("{}: {e}", path.display()))?
+        }
+        None => compiler::IpuConfig::default(),
+    };
+    if let Some(n) = args.num_ipus {
+        c.auto_select_ipus = compiler::config::AutoSelectIpus::Count(n);
+    }
+    for (flag, amp, planner) in [
+        ("--matmul-amp", args.matmul_amp, &mut c.matmuls),
+        ("--conv-amp", args.conv_amp, &mut c.convolutions),
+    ] {
+        if let Some(a) = amp {
+            if !(0.0..=1.0).contains(&a) {
+                bail!("{flag} is {a}; availableMemoryProportion must be between 0.0 and 1.0");
+            }
+            planner
+                .poplar_options
+                .insert("availableMemoryProportion".into(), a.to_string());
+        }
+    }
+    for (pt, planner) in [
+        (args.matmul_partial_type, &mut c.matmuls),
+        (args.conv_partial_type, &mut c.convolutions),
+    ] {
+        if let Some(pt) = pt {
+            let v = match pt {
+                PartialType::Float => "float",
+                PartialType::Half => "half",
+            };
+            planner.poplar_options.insert("partialsType".into(), v.into());
+        }
+    }
+    if let Some(v) = args.ipu_version {
+        c.ipu_model.version = match v {
+            IpuVersionArg::Ipu1 => "ipu1",
+            IpuVersionArg::Ipu2 => "ipu2",
+        }
+        .into();
+    }
+    if let Some(t) = args.tiles_per_ipu {
+        if t == 0 {
+            bail!("--tiles-per-ipu must be at least 1");
+        }
+        c.ipu_model.tiles_per_ipu = t;
+    }
+    c.check()?;
+    Ok(c)
 }
 
 /// Runs `ipuxla run`.
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let module = super::load_module(&args.file)?;
     check_outdir(&args.outdir, args.overwrite)?;
+    let config = config_of(&args)?;
     let inputs = read_inputs(&module, &args.inputs)?;
     let start = Instant::now();
-    let result = match args.engine {
-        Engine::Reference => xla_ir::eval::evaluate(&module, &inputs)
-            .map_err(|e| anyhow!("{}: {e}", args.file.display()))?,
+    let (outputs, device) = match args.engine {
+        Engine::Reference => (
+            flatten(
+                xla_ir::eval::evaluate(&module, &inputs)
+                    .map_err(|e| anyhow!("{}: {e}", args.file.display()))?,
+            ),
+            None,
+        ),
+        Engine::IpuModel => {
+            let mut run = crate::device::run_on_ipu_model(&module, &config, &inputs)
+                .map_err(|e| anyhow!("{}: {e:#}", args.file.display()))?;
+            for w in &run.warnings {
+                eprintln!("warning: {w}");
+            }
+            (std::mem::take(&mut run.outputs), Some(run))
+        }
     };
     let elapsed = start.elapsed();
-    let outputs = flatten(result);
     std::fs::create_dir_all(&args.outdir).with_context(|| {
         format!(
             "{}: cannot create the output directory",
@@ -72,9 +188,19 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         args.file.display(),
         match args.engine {
             Engine::Reference => "reference",
+            Engine::IpuModel => "ipu-model",
         },
         elapsed.as_secs_f64() * 1e3
     );
+    if let Some(run) = device {
+        print!("{}", super::summary::summary(&run));
+        if let Some(path) = &args.profile {
+            let json = serde_json::to_string_pretty(&run.profile)?;
+            std::fs::write(path, json)
+                .with_context(|| format!("{}: cannot write the profile", path.display()))?;
+            println!("profile written to {}", path.display());
+        }
+    }
     Ok(())
 }
 

@@ -1,9 +1,10 @@
 //! Building executables by hand (tests) or from a compiler: tensors get tile-memory offsets
 //! from a bump allocator per tile; vertices can be generated per tile interval.
 
+use crate::codelet::CodeletRef;
 use crate::executable::{
-    ComputeSet, ComputeSetId, Direction, Executable, FunctionId, Interval, Program, Region, Stream,
-    StreamId, Tensor, TensorId, Vertex,
+    CodeletId, CodeletVertex, ComputeSet, ComputeSetId, Direction, Executable, FunctionId,
+    Interval, Program, Rearrange, RearrangeId, Region, Stream, StreamId, Tensor, TensorId, Vertex,
 };
 use crate::target::Target;
 use codegen::{DType, KernelSpec};
@@ -30,6 +31,8 @@ impl ExecutableBuilder {
                 streams: Vec::new(),
                 compute_sets: Vec::new(),
                 functions: Vec::new(),
+                rearranges: Vec::new(),
+                codelets: Vec::new(),
                 program: Program::Sequence(vec![]),
             },
             next_offset: HashMap::new(),
@@ -64,6 +67,7 @@ impl ExecutableBuilder {
             shape: vec![start],
             elements: start,
             mapping,
+            init: None,
         });
         TensorId(self.exe.tensors.len() as u32 - 1)
     }
@@ -104,11 +108,65 @@ impl ExecutableBuilder {
 
     /// A compute set.
     pub fn compute_set(&mut self, name: &str, vertices: Vec<Vertex>) -> ComputeSetId {
+        self.compute_set_with_codelets(name, vertices, Vec::new())
+    }
+
+    /// A compute set with codelet vertices as well.
+    pub fn compute_set_with_codelets(
+        &mut self,
+        name: &str,
+        vertices: Vec<Vertex>,
+        codelet_vertices: Vec<CodeletVertex>,
+    ) -> ComputeSetId {
         self.exe.compute_sets.push(ComputeSet {
             name: name.to_string(),
             vertices,
+            codelet_vertices,
         });
         ComputeSetId(self.exe.compute_sets.len() as u32 - 1)
+    }
+
+    /// A tensor with an explicit mapping (offsets are kept as given: a compiler that plans
+    /// tile memory itself sets them, see [`ExecutableBuilder::tensor_mut`]).
+    pub fn tensor_mapped(
+        &mut self,
+        name: &str,
+        dtype: DType,
+        shape: &[usize],
+        mapping: Vec<Interval>,
+    ) -> TensorId {
+        let elements = shape.iter().product();
+        self.exe.tensors.push(Tensor {
+            name: name.to_string(),
+            dtype,
+            shape: shape.to_vec(),
+            elements,
+            mapping,
+            init: None,
+        });
+        TensorId(self.exe.tensors.len() as u32 - 1)
+    }
+
+    /// A tensor to change (its offsets, its initial contents).
+    pub fn tensor_mut(&mut self, id: TensorId) -> &mut Tensor {
+        &mut self.exe.tensors[id.0 as usize]
+    }
+
+    /// Number of tensors so far.
+    pub fn tensor_count(&self) -> usize {
+        self.exe.tensors.len()
+    }
+
+    /// A rearrangement programs can run with `Program::Rearrange`.
+    pub fn rearrange(&mut self, r: Rearrange) -> RearrangeId {
+        self.exe.rearranges.push(r);
+        RearrangeId(self.exe.rearranges.len() as u32 - 1)
+    }
+
+    /// A codelet vertices can run.
+    pub fn codelet(&mut self, c: CodeletRef) -> CodeletId {
+        self.exe.codelets.push(c);
+        CodeletId(self.exe.codelets.len() as u32 - 1)
     }
 
     /// One element-wise vertex per interval of `outputs[0]`, connected to the same element

@@ -39,9 +39,18 @@ impl HostIo {
     }
 }
 
+/// What a loaded vertex runs.
+#[derive(Clone, Copy)]
+enum Work {
+    /// A JIT-compiled kernel.
+    Kernel(KernelId),
+    /// A native codelet, by index in the executable.
+    Codelet(usize),
+}
+
 /// A vertex ready to run: its kernel and the byte ranges of its regions in tile memory.
 struct LoadedVertex {
-    kernel: KernelId,
+    work: Work,
     inputs: Vec<(u64, u64)>,
     outputs: Vec<(u64, u64)>,
     elements: usize,
@@ -56,6 +65,15 @@ struct LoadedComputeSet {
     compute_cycles: u64,
 }
 
+/// A rearrangement planned into moves, with its (static) cost.
+struct LoadedRearrange {
+    name: String,
+    moves: Vec<exchange::Move>,
+    fills: Vec<exchange::FillRun>,
+    fill: Vec<u8>,
+    cost: exchange::CopyCost,
+}
+
 /// A loaded executable with its device memory.
 pub struct Engine {
     exe: Executable,
@@ -63,6 +81,7 @@ pub struct Engine {
     memory: Vec<Vec<u8>>,
     kernels: KernelCache,
     compute_sets: Vec<LoadedComputeSet>,
+    rearranges: Vec<LoadedRearrange>,
     pool: rayon::ThreadPool,
 }
 
@@ -114,12 +133,32 @@ impl Engine {
                     .or_default()
                     .push(cost::vertex_cost(&v.kernel, elements, runs, &exe.target));
                 by_tile.entry(tile).or_default().push(LoadedVertex {
-                    kernel,
+                    work: Work::Kernel(kernel),
                     inputs: v.inputs.iter().map(bytes).collect(),
                     outputs: v.outputs.iter().map(bytes).collect(),
                     elements,
                     runs,
                     run_length: v.run_length,
+                });
+            }
+            for v in &cs.codelet_vertices {
+                let bytes = |r: &crate::executable::Region| {
+                    region_bytes(&exe.tensors[r.tensor.0 as usize], r, v.ipu, v.tile)
+                        .expect("validated: regions lie on the vertex's tile")
+                };
+                let tile = v.ipu * tiles + v.tile;
+                let codelet = &exe.codelets[v.codelet.0 as usize];
+                instructions
+                    .entry(tile)
+                    .or_default()
+                    .push(codelet.0.cost(&exe.target));
+                by_tile.entry(tile).or_default().push(LoadedVertex {
+                    work: Work::Codelet(v.codelet.0 as usize),
+                    inputs: v.inputs.iter().map(bytes).collect(),
+                    outputs: v.outputs.iter().map(bytes).collect(),
+                    elements: 0,
+                    runs: 0,
+                    run_length: 0,
                 });
             }
             let compute_cycles = instructions
@@ -133,6 +172,40 @@ impl Engine {
                 compute_cycles,
             });
         }
+        let mut rearranges = Vec::with_capacity(exe.rearranges.len());
+        for r in &exe.rearranges {
+            let (moves, fills) = exchange::plan_rearrange(&exe.tensors, r);
+            let mut cost = exchange::cost(&system, &moves)?;
+            let size = exe.tensors[r.dst.0 as usize].dtype.size() as u64;
+            let mut filled: HashMap<(usize, usize), u64> = HashMap::new();
+            for &(ipu, tile, _, n) in &fills {
+                *filled.entry((ipu, tile)).or_default() += n as u64 * size;
+            }
+            let fill_cycles = filled
+                .values()
+                .map(|b| cost::on_tile_copy_cycles(*b))
+                .max()
+                .unwrap_or(0);
+            cost.on_tile_cycles = cost.on_tile_cycles.max(fill_cycles);
+            rearranges.push(LoadedRearrange {
+                name: r.name.clone(),
+                moves,
+                fills,
+                fill: r.fill.clone(),
+                cost,
+            });
+        }
+        for t in &exe.tensors {
+            if let Some(init) = &t.init {
+                let size = t.dtype.size();
+                for iv in &t.mapping {
+                    let mem = &mut memory[iv.ipu * tiles + iv.tile];
+                    let at = iv.offset as usize;
+                    mem[at..at + iv.len * size]
+                        .copy_from_slice(&init[iv.start * size..(iv.start + iv.len) * size]);
+                }
+            }
+        }
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .build()
@@ -143,6 +216,7 @@ impl Engine {
             memory,
             kernels,
             compute_sets,
+            rearranges,
             pool,
         })
     }
@@ -242,6 +316,7 @@ impl Engine {
             }
             Program::Execute(id) => steps.push(self.execute(id.0 as usize)?),
             Program::Copy { src, dst } => steps.push(self.copy(*src, *dst)?),
+            Program::Rearrange(id) => steps.push(self.rearrange(id.0 as usize)),
             Program::Repeat { count, body } => {
                 for _ in 0..*count {
                     self.step(body, io, steps)?;
@@ -310,6 +385,7 @@ impl Engine {
     fn execute(&mut self, cs: usize) -> Result<StepProfile, RuntimeError> {
         let loaded = &self.compute_sets[cs];
         let table = self.kernels.table();
+        let codelets = &self.exe.codelets;
         let memory = &mut self.memory;
         let result: Result<(), RuntimeError> = self.pool.install(|| {
             memory
@@ -335,15 +411,26 @@ impl Engine {
                         {
                             let mut outs: Vec<&mut [u8]> =
                                 outputs.iter_mut().map(Vec::as_mut_slice).collect();
-                            let kernel = table.get(v.kernel);
-                            let done = match kernel.spec() {
-                                KernelSpec::Elementwise(_) => {
-                                    kernel.run_elementwise(&ins, &mut outs, v.elements)
+                            let done = match v.work {
+                                Work::Codelet(c) => codelets[c].0.run(&ins, &mut outs),
+                                Work::Kernel(k) => {
+                                    let kernel = table.get(k);
+                                    match kernel.spec() {
+                                        KernelSpec::Elementwise(_) => {
+                                            kernel.run_elementwise(&ins, &mut outs, v.elements)
+                                        }
+                                        KernelSpec::Reduce(_) => kernel.run_reduce(
+                                            ins[0],
+                                            outs[0],
+                                            v.run_length,
+                                            v.runs,
+                                        ),
+                                        KernelSpec::MatMul(_) => {
+                                            kernel.run_matmul(ins[0], ins[1], outs[0])
+                                        }
+                                    }
+                                    .map_err(|e| e.to_string())
                                 }
-                                KernelSpec::Reduce(_) => {
-                                    kernel.run_reduce(ins[0], outs[0], v.run_length, v.runs)
-                                }
-                                KernelSpec::MatMul(_) => kernel.run_matmul(ins[0], ins[1], outs[0]),
                             };
                             done.map_err(|e| {
                                 run_error(format!("compute set {}: {e}", loaded.name))
@@ -369,6 +456,43 @@ impl Engine {
             bytes_moved: 0,
             bytes_over_links: 0,
         })
+    }
+
+    /// Runs a planned rearrangement: every source byte is read before any is written.
+    fn rearrange(&mut self, id: usize) -> StepProfile {
+        let r = &self.rearranges[id];
+        let tiles = self.exe.target.tiles_per_ipu;
+        let data: Vec<Vec<u8>> = r
+            .moves
+            .iter()
+            .map(|m| {
+                let mem = &self.memory[m.src.0 * tiles + m.src.1];
+                mem[m.src.2 as usize..(m.src.2 + m.bytes) as usize].to_vec()
+            })
+            .collect();
+        for (m, bytes) in r.moves.iter().zip(data) {
+            let mem = &mut self.memory[m.dst.0 * tiles + m.dst.1];
+            mem[m.dst.2 as usize..(m.dst.2 + m.bytes) as usize].copy_from_slice(&bytes);
+        }
+        let size = r.fill.len();
+        for &(ipu, tile, offset, n) in &r.fills {
+            let mem = &mut self.memory[ipu * tiles + tile];
+            let at = offset as usize;
+            for chunk in mem[at..at + n * size].chunks_exact_mut(size) {
+                chunk.copy_from_slice(&r.fill);
+            }
+        }
+        let c = r.cost;
+        StepProfile {
+            name: r.name.clone(),
+            kind: StepKind::Copy,
+            cycles: c.on_tile_cycles + c.sync_cycles + c.exchange_cycles,
+            compute_cycles: c.on_tile_cycles,
+            sync_cycles: c.sync_cycles,
+            exchange_cycles: c.exchange_cycles,
+            bytes_moved: c.bytes_exchanged + c.bytes_over_links,
+            bytes_over_links: c.bytes_over_links,
+        }
     }
 
     fn copy(&mut self, src: TensorId, dst: TensorId) -> Result<StepProfile, RuntimeError> {

@@ -103,3 +103,98 @@ pub(crate) fn cost(system: &System, moves: &[Move]) -> Result<CopyCost, RuntimeE
     };
     Ok(c)
 }
+
+/// Finds where elements of a tensor live.
+struct Locator<'t> {
+    sorted: Vec<&'t crate::executable::Interval>,
+    size: u64,
+}
+
+impl<'t> Locator<'t> {
+    fn new(t: &'t Tensor) -> Locator<'t> {
+        let mut sorted: Vec<_> = t.mapping.iter().collect();
+        sorted.sort_by_key(|iv| iv.start);
+        Locator {
+            sorted,
+            size: t.dtype.size() as u64,
+        }
+    }
+
+    /// `(ipu, tile, byte offset, elements)` pieces covering elements `start..start + len`.
+    fn pieces(&self, start: usize, len: usize, out: &mut Vec<(usize, usize, u64, usize)>) {
+        out.clear();
+        let mut i = self.sorted.partition_point(|iv| iv.start + iv.len <= start);
+        let (mut at, end) = (start, start + len);
+        while at < end {
+            let iv = self.sorted[i];
+            let stop = end.min(iv.start + iv.len);
+            out.push((
+                iv.ipu,
+                iv.tile,
+                iv.offset + (at - iv.start) as u64 * self.size,
+                stop - at,
+            ));
+            at = stop;
+            i += 1;
+        }
+    }
+}
+
+/// Bytes a rearrangement writes with its fill value: `(ipu, tile, byte offset, elements)`.
+pub(crate) type FillRun = (usize, usize, u64, usize);
+
+/// The moves and fills that carry out a rearrangement; adjacent moves are merged.
+pub(crate) fn plan_rearrange(
+    tensors: &[Tensor],
+    r: &crate::executable::Rearrange,
+) -> (Vec<Move>, Vec<FillRun>) {
+    use crate::executable::RunSource;
+    let dst = &tensors[r.dst.0 as usize];
+    let size = dst.dtype.size() as u64;
+    let dst_at = Locator::new(dst);
+    let sources: Vec<Locator> = r
+        .sources
+        .iter()
+        .map(|s| Locator::new(&tensors[s.0 as usize]))
+        .collect();
+    let mut moves: Vec<Move> = Vec::new();
+    let mut fills = Vec::new();
+    let (mut dp, mut sp) = (Vec::new(), Vec::new());
+    for run in &r.runs {
+        dst_at.pieces(run.dst_start, run.len, &mut dp);
+        match run.source {
+            RunSource::Fill => fills.extend(dp.iter().copied()),
+            RunSource::Tensor { k, start } => {
+                let mut from = start;
+                for &(ipu, tile, offset, n) in &dp {
+                    sources[k as usize].pieces(from, n, &mut sp);
+                    let mut to = offset;
+                    for &(sipu, stile, soffset, m) in &sp {
+                        let bytes = m as u64 * size;
+                        let next = Move {
+                            src: (sipu, stile, soffset),
+                            dst: (ipu, tile, to),
+                            bytes,
+                        };
+                        match moves.last_mut() {
+                            Some(last)
+                                if last.src.0 == sipu
+                                    && last.src.1 == stile
+                                    && last.src.2 + last.bytes == soffset
+                                    && last.dst.0 == ipu
+                                    && last.dst.1 == tile
+                                    && last.dst.2 + last.bytes == to =>
+                            {
+                                last.bytes += bytes
+                            }
+                            _ => moves.push(next),
+                        }
+                        to += bytes;
+                    }
+                    from += n;
+                }
+            }
+        }
+    }
+    (moves, fills)
+}

@@ -1,6 +1,7 @@
 //! The device program an engine runs: tensors mapped onto tiles, host streams, compute sets
 //! of vertices, functions and the program tree. It knows nothing of HLO.
 
+use crate::codelet::CodeletRef;
 use crate::target::Target;
 use codegen::{DType, KernelSpec};
 use serde::{Deserialize, Serialize};
@@ -49,6 +50,10 @@ pub struct Tensor {
     pub elements: usize,
     /// Where each element lives; every element exactly once.
     pub mapping: Vec<Interval>,
+    /// Contents written when the executable is loaded (constants), in element order. A
+    /// tensor with contents must not share tile memory with any other tensor.
+    #[serde(default)]
+    pub init: Option<Vec<u8>>,
 }
 
 /// Which way a host stream moves data.
@@ -101,13 +106,83 @@ pub struct Vertex {
     pub run_length: usize,
 }
 
+/// Index of a codelet in [`Executable::codelets`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CodeletId(pub u32);
+
+/// A codelet instance on one tile: a native vertex (like Poplar's C++ codelets) for work the
+/// JIT's kernel IR does not express: sorts, gathers, scatters, dynamic slices.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CodeletVertex {
+    /// What it runs.
+    pub codelet: CodeletId,
+    /// The IPU.
+    pub ipu: usize,
+    /// The tile.
+    pub tile: usize,
+    /// Regions read, in the codelet's input order.
+    pub inputs: Vec<Region>,
+    /// Regions written, in the codelet's output order.
+    pub outputs: Vec<Region>,
+}
+
 /// Vertices that run in one compute phase.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ComputeSet {
     /// A name for profiles.
     pub name: String,
-    /// The vertices.
+    /// The JIT-compiled vertices.
     pub vertices: Vec<Vertex>,
+    /// The codelet vertices.
+    #[serde(default)]
+    pub codelet_vertices: Vec<CodeletVertex>,
+}
+
+/// Index of a rearrangement in [`Executable::rearranges`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RearrangeId(pub u32);
+
+/// Where a run of a rearrangement reads from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RunSource {
+    /// Elements of `Rearrange::sources[k]`, from `start`.
+    Tensor {
+        /// Index into the sources.
+        k: u32,
+        /// First element read.
+        start: usize,
+    },
+    /// The fill element, repeated.
+    Fill,
+}
+
+/// `len` consecutive destination elements from `dst_start` copied from a source run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Run {
+    /// Where the elements come from.
+    pub source: RunSource,
+    /// First destination element.
+    pub dst_start: usize,
+    /// Number of elements.
+    pub len: usize,
+}
+
+/// A data-movement step: the destination's elements gathered from runs of source tensors (or
+/// a fill value). Transposes, slices, concatenations, pads and broadcasts compile to these;
+/// the engine turns them into exchange and IPU-Link moves at load time, as Poplar turns
+/// copies between tensor views into exchange code.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rearrange {
+    /// A name for profiles.
+    pub name: String,
+    /// The tensor written (every element covered by exactly one run).
+    pub dst: TensorId,
+    /// The tensors read (all of the destination's type).
+    pub sources: Vec<TensorId>,
+    /// One element's bytes, for `RunSource::Fill` runs.
+    pub fill: Vec<u8>,
+    /// The runs, in any order.
+    pub runs: Vec<Run>,
 }
 
 /// The program tree.
@@ -117,6 +192,8 @@ pub enum Program {
     Sequence(Vec<Program>),
     /// Run a compute set (one BSP superstep: compute, then sync).
     Execute(ComputeSetId),
+    /// Run a rearrangement (an exchange of element runs).
+    Rearrange(RearrangeId),
     /// Copy all of `src` to `dst` (same type and size): on-tile or through an exchange.
     Copy {
         /// Source tensor.
@@ -187,6 +264,13 @@ pub struct Executable {
     pub compute_sets: Vec<ComputeSet>,
     /// Functions programs can call.
     pub functions: Vec<Program>,
+    /// Rearrangements programs run.
+    #[serde(default)]
+    pub rearranges: Vec<Rearrange>,
+    /// Native codelets; they are code, so they do not serialise (an executable read back
+    /// from JSON has none, and one whose compute sets use them fails to load).
+    #[serde(skip)]
+    pub codelets: Vec<CodeletRef>,
     /// The main program.
     pub program: Program,
 }

@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 pub mod builder;
+pub mod codelet;
 pub mod cost;
 pub mod engine;
 pub mod error;
@@ -21,11 +22,13 @@ pub mod target;
 mod validate;
 
 pub use builder::ExecutableBuilder;
+pub use codelet::{Codelet, CodeletRef};
 pub use engine::{Engine, HostIo};
 pub use error::RuntimeError;
 pub use executable::{
-    ComputeSet, ComputeSetId, Direction, Executable, FunctionId, Interval, Program, Region, Stream,
-    StreamId, Tensor, TensorId, Vertex,
+    CodeletId, CodeletVertex, ComputeSet, ComputeSetId, Direction, Executable, FunctionId,
+    Interval, Program, Rearrange, RearrangeId, Region, Run, RunSource, Stream, StreamId, Tensor,
+    TensorId, Vertex,
 };
 pub use profile::{Profile, StepKind, StepProfile};
 pub use selection::{DeviceId, SelectionOrder, device_ids};

@@ -4,7 +4,9 @@
 //! tensors, and no program step reads a tensor nothing has written.
 
 use crate::RuntimeError;
-use crate::executable::{Direction, Executable, Program, Region, Tensor, TensorId, Vertex};
+use crate::executable::{
+    CodeletVertex, Direction, Executable, Program, Region, RunSource, Tensor, TensorId, Vertex,
+};
 use codegen::{DType, KernelSpec};
 use std::collections::{HashMap, HashSet};
 
@@ -53,6 +55,16 @@ fn check_tensors(exe: &Executable) -> Result<(), RuntimeError> {
             return Err(invalid(format!(
                 "tensor {} maps {next} of its {} elements",
                 t.name, t.elements
+            )));
+        }
+        if let Some(init) = &t.init
+            && init.len() != t.elements * t.dtype.size()
+        {
+            return Err(invalid(format!(
+                "tensor {} holds {} bytes but its initial contents are {}",
+                t.name,
+                t.elements * t.dtype.size(),
+                init.len()
             )));
         }
     }
@@ -206,6 +218,114 @@ fn check_vertex(
     Ok(writes)
 }
 
+/// Checks a codelet vertex's regions; returns the byte ranges it writes.
+fn check_codelet_vertex(
+    exe: &Executable,
+    cs: &str,
+    index: usize,
+    v: &CodeletVertex,
+) -> Result<Vec<(u64, u64)>, RuntimeError> {
+    let here = format!(
+        "compute set {cs}, codelet vertex {index} (IPU {} tile {})",
+        v.ipu, v.tile
+    );
+    if v.ipu >= exe.num_ipus || v.tile >= exe.target.tiles_per_ipu {
+        return Err(invalid(format!("{here} is outside the system")));
+    }
+    if v.codelet.0 as usize >= exe.codelets.len() {
+        return Err(invalid(format!(
+            "{here} runs codelet {} but the executable has {} (codelets do not survive serialisation)",
+            v.codelet.0,
+            exe.codelets.len()
+        )));
+    }
+    let mut writes = Vec::new();
+    for (k, r) in v.inputs.iter().chain(&v.outputs).enumerate() {
+        let t = tensor(exe, r.tensor, &here)?;
+        if r.start + r.len > t.elements {
+            return Err(invalid(format!(
+                "{here}: region {k} is outside tensor {}",
+                t.name
+            )));
+        }
+        let bytes = region_bytes(t, r, v.ipu, v.tile).ok_or_else(|| {
+            invalid(format!(
+                "{here}: region {k} (elements {}..{} of tensor {}) is not in this tile's memory",
+                r.start,
+                r.start + r.len,
+                t.name
+            ))
+        })?;
+        if k >= v.inputs.len() {
+            writes.push(bytes);
+        }
+    }
+    Ok(writes)
+}
+
+/// Checks a rearrangement's runs stay inside their tensors and types agree.
+fn check_rearranges(exe: &Executable) -> Result<(), RuntimeError> {
+    for r in &exe.rearranges {
+        let here = format!("rearrangement {}", r.name);
+        let d = tensor(exe, r.dst, &here)?;
+        for s in &r.sources {
+            let t = tensor(exe, *s, &here)?;
+            if t.dtype != d.dtype {
+                return Err(invalid(format!(
+                    "{here}: source {} is {:?}, the destination {} is {:?}",
+                    t.name, t.dtype, d.name, d.dtype
+                )));
+            }
+        }
+        let mut covered = 0usize;
+        for run in &r.runs {
+            if run.dst_start + run.len > d.elements {
+                return Err(invalid(format!(
+                    "{here}: a run writes elements {}..{} of {} which has {}",
+                    run.dst_start,
+                    run.dst_start + run.len,
+                    d.name,
+                    d.elements
+                )));
+            }
+            covered += run.len;
+            match run.source {
+                RunSource::Tensor { k, start } => {
+                    let Some(s) = r.sources.get(k as usize) else {
+                        return Err(invalid(format!("{here}: a run reads source {k} of {}", r.sources.len())));
+                    };
+                    let t = &exe.tensors[s.0 as usize];
+                    if start + run.len > t.elements {
+                        return Err(invalid(format!(
+                            "{here}: a run reads elements {start}..{} of {} which has {}",
+                            start + run.len,
+                            t.name,
+                            t.elements
+                        )));
+                    }
+                }
+                RunSource::Fill => {
+                    if r.fill.len() != d.dtype.size() {
+                        return Err(invalid(format!(
+                            "{here}: the fill value has {} bytes, an element of {} has {}",
+                            r.fill.len(),
+                            d.name,
+                            d.dtype.size()
+                        )));
+                    }
+                }
+            }
+        }
+        if covered != d.elements {
+            return Err(invalid(format!(
+                "{here}: the runs write {covered} elements of {} which has {}",
+                d.name, d.elements
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Bytes `begin..end` of a tile's memory written by vertex `index`.
 type WriteRange = (u64, u64, usize);
 
@@ -215,6 +335,15 @@ fn check_compute_sets(exe: &Executable) -> Result<(), RuntimeError> {
         for (i, v) in cs.vertices.iter().enumerate() {
             for (b, e) in check_vertex(exe, &cs.name, i, v)? {
                 writes.entry((v.ipu, v.tile)).or_default().push((b, e, i));
+            }
+        }
+        let first = cs.vertices.len();
+        for (i, v) in cs.codelet_vertices.iter().enumerate() {
+            for (b, e) in check_codelet_vertex(exe, &cs.name, i, v)? {
+                writes
+                    .entry((v.ipu, v.tile))
+                    .or_default()
+                    .push((b, e, first + i));
             }
         }
         for ((ipu, tile), mut ranges) in writes {
@@ -281,8 +410,13 @@ impl Dataflow<'_> {
                         id.0
                     ))
                 })?;
-                for (i, v) in cs.vertices.iter().enumerate() {
-                    for r in &v.inputs {
+                let inputs = cs
+                    .vertices
+                    .iter()
+                    .map(|v| &v.inputs)
+                    .chain(cs.codelet_vertices.iter().map(|v| &v.inputs));
+                for (i, ins) in inputs.enumerate() {
+                    for r in ins {
                         self.read(
                             written,
                             r.tensor,
@@ -293,8 +427,22 @@ impl Dataflow<'_> {
                 written.extend(
                     cs.vertices
                         .iter()
-                        .flat_map(|v| v.outputs.iter().map(|r| r.tensor)),
+                        .flat_map(|v| v.outputs.iter().map(|r| r.tensor))
+                        .chain(
+                            cs.codelet_vertices
+                                .iter()
+                                .flat_map(|v| v.outputs.iter().map(|r| r.tensor)),
+                        ),
                 );
+            }
+            Program::Rearrange(id) => {
+                let r = exe.rearranges.get(id.0 as usize).ok_or_else(|| {
+                    invalid(format!("Rearrange {} which does not exist", id.0))
+                })?;
+                for s in &r.sources {
+                    self.read(written, *s, &format!("rearrangement {}", r.name))?;
+                }
+                written.insert(r.dst);
             }
             Program::Copy { src, dst } => {
                 let (s, d) = (tensor(exe, *src, "a Copy")?, tensor(exe, *dst, "a Copy")?);
@@ -397,6 +545,14 @@ pub fn validate(exe: &Executable) -> Result<(), RuntimeError> {
     crate::System::new(exe.target.clone(), exe.num_ipus)?;
     check_tensors(exe)?;
     check_compute_sets(exe)?;
+    check_rearranges(exe)?;
     let mut flow = Dataflow { exe, calls: 0 };
-    flow.walk(&exe.program, &mut HashSet::new())
+    let mut written: HashSet<TensorId> = exe
+        .tensors
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.init.is_some())
+        .map(|(i, _)| TensorId(i as u32))
+        .collect();
+    flow.walk(&exe.program, &mut written)
 }

@@ -1,0 +1,313 @@
+//! `IpuConfig`: the options of the seed's `IPUConfig` this compiler uses, with the seed's
+//! names and defaults, loadable from JSON (`--config FILE.json`). Unknown keys are errors,
+//! so a misspelt option never silently keeps its default.
+
+use crate::CompileError;
+use runtime::IpuVersion;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The IPU configuration (the seed's `IPUConfig` hierarchy, for the options used so far).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct IpuConfig {
+    /// `ipu_model.*`: the simulated IPU.
+    pub ipu_model: IpuModelConfig,
+    /// `auto_select_ipus`: IPUs to use; `[]` (the default) means one.
+    pub auto_select_ipus: AutoSelectIpus,
+    /// `matmuls.*`: matrix-product planner options.
+    pub matmuls: PlannerConfig,
+    /// `convolutions.*`: convolution planner options.
+    pub convolutions: PlannerConfig,
+    /// `floating_point_behaviour.*`: IEEE exception and rounding modes.
+    pub floating_point_behaviour: FloatingPointBehaviour,
+    /// `scheduling.*`: instruction scheduling.
+    pub scheduling: SchedulingConfig,
+}
+
+/// `auto_select_ipus`: an int, or a list with one entry per device (the IPUs it controls).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum AutoSelectIpus {
+    /// One device of this many IPUs.
+    Count(usize),
+    /// One entry per device; this compiler targets the first.
+    PerDevice(Vec<usize>),
+}
+
+impl Default for AutoSelectIpus {
+    fn default() -> AutoSelectIpus {
+        AutoSelectIpus::PerDevice(Vec::new())
+    }
+}
+
+impl AutoSelectIpus {
+    /// IPUs the compiled program uses.
+    pub fn num_ipus(&self) -> usize {
+        match self {
+            AutoSelectIpus::Count(n) => *n,
+            AutoSelectIpus::PerDevice(v) => v.first().copied().unwrap_or(1),
+        }
+    }
+}
+
+/// `ipu_model.*`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IpuModelConfig {
+    /// `ipu_model.version`: "ipu1" or "ipu2" (default "ipu2").
+    pub version: String,
+    /// `ipu_model.tiles_per_ipu`: tiles per simulated IPU; 0 (the default) is the version's
+    /// standard count.
+    pub tiles_per_ipu: usize,
+    /// `ipu_model.compile_ipu_code`: accepted for compatibility; the model never holds code.
+    pub compile_ipu_code: bool,
+}
+
+impl Default for IpuModelConfig {
+    fn default() -> IpuModelConfig {
+        IpuModelConfig {
+            version: "ipu2".into(),
+            tiles_per_ipu: 0,
+            compile_ipu_code: true,
+        }
+    }
+}
+
+/// `matmuls.*` or `convolutions.*`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct PlannerConfig {
+    /// `poplar_options`: `availableMemoryProportion` (default "0.6") and `partialsType`
+    /// ("float", the default, or "half").
+    pub poplar_options: BTreeMap<String, String>,
+}
+
+/// The type matrix-product and convolution partial sums are kept in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PartialsType {
+    /// f32 partials.
+    Float,
+    /// f16 partials (twice the AMP rate for f16 inputs, less precision).
+    Half,
+}
+
+/// The planner options a lowering uses, checked.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PlannerOptions {
+    /// Proportion of tile memory a plan may use for its temporaries.
+    pub available_memory_proportion: f64,
+    /// Partial sums' type.
+    pub partials: PartialsType,
+}
+
+impl PlannerConfig {
+    /// The checked options (`what` names the planner in errors).
+    pub fn options(&self, what: &str) -> Result<PlannerOptions, CompileError> {
+        let mut out = PlannerOptions {
+            available_memory_proportion: 0.6,
+            partials: PartialsType::Float,
+        };
+        for (key, value) in &self.poplar_options {
+            match key.as_str() {
+                "availableMemoryProportion" => {
+                    let v: f64 = value.trim().parse().map_err(|_| {
+                        CompileError::Config(format!(
+                            "{what}.poplar_options.availableMemoryProportion is '{value}', not a number"
+                        ))
+                    })?;
+                    if !(0.0..=1.0).contains(&v) {
+                        return Err(CompileError::Config(format!(
+                            "{what}.poplar_options.availableMemoryProportion is {v}; it must be between 0.0 and 1.0"
+                        )));
+                    }
+                    out.available_memory_proportion = v;
+                }
+                "partialsType" => {
+                    out.partials = match value.trim().to_ascii_lowercase().as_str() {
+                        "float" => PartialsType::Float,
+                        "half" => PartialsType::Half,
+                        _ => {
+                            return Err(CompileError::Config(format!(
+                                "{what}.poplar_options.partialsType is '{value}'; it must be 'float' or 'half'"
+                            )));
+                        }
+                    }
+                }
+                _ => {
+                    return Err(CompileError::Config(format!(
+                        "{what}.poplar_options has unknown option '{key}' (known: availableMemoryProportion, partialsType)"
+                    )));
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// `floating_point_behaviour.*` (all default false, as `IPUConfig` has them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct FloatingPointBehaviour {
+    /// Invalid operations raise an exception.
+    pub inv: bool,
+    /// Division by zero raises an exception.
+    pub div0: bool,
+    /// Overflow raises an exception.
+    pub oflo: bool,
+    /// Stochastic rounding on f16 conversions.
+    pub esr: bool,
+    /// NaN on overflow.
+    pub nanoo: bool,
+    /// Enables all five.
+    pub set_all: bool,
+}
+
+/// `scheduling.*`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SchedulingConfig {
+    /// `scheduling.algorithm`: CHOOSE_BEST (default), CLUSTERING, POST_ORDER, LOOK_AHEAD,
+    /// SHORTEST_PATH.
+    pub algorithm: String,
+    /// `maximum_scheduler_lookahead_depth` (default 5).
+    pub maximum_scheduler_lookahead_depth: usize,
+    /// `maximum_scheduler_search_space_size` (default 64).
+    pub maximum_scheduler_search_space_size: usize,
+}
+
+impl Default for SchedulingConfig {
+    fn default() -> SchedulingConfig {
+        SchedulingConfig {
+            algorithm: "CHOOSE_BEST".into(),
+            maximum_scheduler_lookahead_depth: 5,
+            maximum_scheduler_search_space_size: 64,
+        }
+    }
+}
+
+/// IPUs in the modelled system (an IPU-POD64).
+pub const MAX_IPUS: usize = 64;
+
+/// Scheduling algorithms the seed names.
+pub const SCHEDULING_ALGORITHMS: [&str; 5] = [
+    "CHOOSE_BEST",
+    "CLUSTERING",
+    "POST_ORDER",
+    "LOOK_AHEAD",
+    "SHORTEST_PATH",
+];
+
+impl IpuConfig {
+    /// Reads a JSON config file.
+    pub fn from_json(text: &str) -> Result<IpuConfig, CompileError> {
+        serde_json::from_str(text).map_err(|e| CompileError::Config(format!("{e}")))
+    }
+
+    /// The IPU version.
+    pub fn version(&self) -> Result<IpuVersion, CompileError> {
+        match self.ipu_model.version.as_str() {
+            "ipu1" => Ok(IpuVersion::Ipu1),
+            "ipu2" => Ok(IpuVersion::Ipu2),
+            other => Err(CompileError::Config(format!(
+                "ipu_model.version is '{other}'; it must be 'ipu1' or 'ipu2'"
+            ))),
+        }
+    }
+
+    /// The simulated target (version and tile count applied).
+    pub fn target(&self) -> Result<runtime::Target, CompileError> {
+        let t = runtime::Target::of(self.version()?);
+        Ok(if self.ipu_model.tiles_per_ipu > 0 {
+            t.with_tiles_per_ipu(self.ipu_model.tiles_per_ipu)
+        } else {
+            t
+        })
+    }
+
+    /// Checks every option (called by `compile`).
+    pub fn check(&self) -> Result<(), CompileError> {
+        let standard = runtime::Target::of(self.version()?).tiles_per_ipu;
+        if self.ipu_model.tiles_per_ipu > standard {
+            return Err(CompileError::Config(format!(
+                "ipu_model.tiles_per_ipu is {}; an {} has {standard} tiles",
+                self.ipu_model.tiles_per_ipu, self.ipu_model.version
+            )));
+        }
+        let target = self.target()?;
+        let n = self.auto_select_ipus.num_ipus();
+        if n > MAX_IPUS {
+            return Err(CompileError::Config(format!(
+                "auto_select_ipus asks for {n} IPUs; the modelled system (an IPU-POD64) has {MAX_IPUS}"
+            )));
+        }
+        runtime::System::new(target, n).map_err(|e| {
+            CompileError::Config(format!("auto_select_ipus asks for {n} IPUs: {e}"))
+        })?;
+        self.matmuls.options("matmuls")?;
+        self.convolutions.options("convolutions")?;
+        if !SCHEDULING_ALGORITHMS.contains(&self.scheduling.algorithm.as_str()) {
+            return Err(CompileError::Config(format!(
+                "scheduling.algorithm is '{}'; it must be one of {}",
+                self.scheduling.algorithm,
+                SCHEDULING_ALGORITHMS.join(", ")
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_seeds() {
+        let c = IpuConfig::default();
+        assert_eq!(c.ipu_model.version, "ipu2");
+        assert_eq!(c.ipu_model.tiles_per_ipu, 0);
+        assert_eq!(c.auto_select_ipus.num_ipus(), 1);
+        let m = c.matmuls.options("matmuls").unwrap();
+        assert_eq!(m.available_memory_proportion, 0.6);
+        assert_eq!(m.partials, PartialsType::Float);
+        assert_eq!(c.scheduling.algorithm, "CHOOSE_BEST");
+        assert!(!c.floating_point_behaviour.esr);
+        c.check().unwrap();
+    }
+
+    #[test]
+    fn json_loads_nested_options_and_rejects_unknown_keys() {
+        let c = IpuConfig::from_json(
+            r#"{"ipu_model": {"tiles_per_ipu": 4}, "auto_select_ipus": 2,
+                "matmuls": {"poplar_options": {"availableMemoryProportion": "0.3", "partialsType": "half"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.ipu_model.tiles_per_ipu, 4);
+        assert_eq!(c.auto_select_ipus.num_ipus(), 2);
+        assert_eq!(
+            c.matmuls.options("matmuls").unwrap().partials,
+            PartialsType::Half
+        );
+        let e = IpuConfig::from_json(r#"{"ipu_modle": {}}"#).unwrap_err();
+        assert!(e.to_string().contains("ipu_modle"), "{e}");
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let mut c = IpuConfig::default();
+        c.matmuls
+            .poplar_options
+            .insert("availableMemoryProportion".into(), "1.5".into());
+        assert!(c.check().unwrap_err().to_string().contains("between 0.0 and 1.0"));
+        let mut c = IpuConfig::default();
+        c.convolutions
+            .poplar_options
+            .insert("partialsType".into(), "double".into());
+        assert!(c.check().unwrap_err().to_string().contains("'float' or 'half'"));
+        let c = IpuConfig {
+            auto_select_ipus: AutoSelectIpus::Count(1000),
+            ..IpuConfig::default()
+        };
+        assert!(c.check().unwrap_err().to_string().contains("1000"));
+    }
+}

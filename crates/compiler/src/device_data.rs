@@ -1,0 +1,84 @@
+//! Host values to device bytes and back: every element in its device storage type
+//! (see [`crate::types::device_type`]), little-endian, row-major.
+
+use half::f16;
+use xla_ir::literal::{ArrayData, ArrayLiteral};
+use xla_ir::{ArrayShape, ElementType};
+
+/// The device bytes of a literal (s64/u64 values wrap to 32 bits, as the int64 conversion
+/// does; f64 and bf16 have no device form and panic: callers check types first).
+pub fn to_device(data: &ArrayData) -> Vec<u8> {
+    fn words<T: Copy>(v: &[T], f: impl Fn(T) -> [u8; 4]) -> Vec<u8> {
+        v.iter().flat_map(|&x| f(x)).collect()
+    }
+    match data {
+        ArrayData::Pred(v) => v.iter().map(|&b| b as u8).collect(),
+        ArrayData::S8(v) => words(v, |x| (x as i32).to_le_bytes()),
+        ArrayData::S16(v) => words(v, |x| (x as i32).to_le_bytes()),
+        ArrayData::S32(v) => words(v, |x| x.to_le_bytes()),
+        ArrayData::S64(v) => words(v, |x| (x as i32).to_le_bytes()),
+        ArrayData::U8(v) => words(v, |x| (x as u32).to_le_bytes()),
+        ArrayData::U16(v) => words(v, |x| (x as u32).to_le_bytes()),
+        ArrayData::U32(v) => words(v, |x| x.to_le_bytes()),
+        ArrayData::U64(v) => words(v, |x| (x as u32).to_le_bytes()),
+        ArrayData::F16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        ArrayData::F32(v) => words(v, |x| x.to_le_bytes()),
+        ArrayData::F64(_) | ArrayData::Bf16(_) => {
+            unreachable!("f64 and bf16 are rejected before lowering")
+        }
+    }
+}
+
+/// A literal of `shape` from device bytes (`bytes.len()` must be the device size).
+pub fn from_device(shape: &ArrayShape, bytes: &[u8]) -> ArrayLiteral {
+    let w = |c: &[u8]| [c[0], c[1], c[2], c[3]];
+    let i32s = || bytes.chunks_exact(4).map(|c| i32::from_le_bytes(w(c)));
+    let u32s = || bytes.chunks_exact(4).map(|c| u32::from_le_bytes(w(c)));
+    let data = match shape.element_type {
+        ElementType::Pred => ArrayData::Pred(bytes.iter().map(|&b| b != 0).collect()),
+        ElementType::S8 => ArrayData::S8(i32s().map(|x| x as i8).collect()),
+        ElementType::S16 => ArrayData::S16(i32s().map(|x| x as i16).collect()),
+        ElementType::S32 => ArrayData::S32(i32s().collect()),
+        ElementType::S64 => ArrayData::S64(i32s().map(i64::from).collect()),
+        ElementType::U8 => ArrayData::U8(u32s().map(|x| x as u8).collect()),
+        ElementType::U16 => ArrayData::U16(u32s().map(|x| x as u16).collect()),
+        ElementType::U32 => ArrayData::U32(u32s().collect()),
+        ElementType::U64 => ArrayData::U64(u32s().map(u64::from).collect()),
+        ElementType::F16 => ArrayData::F16(
+            bytes
+                .chunks_exact(2)
+                .map(|c| f16::from_le_bytes([c[0], c[1]]))
+                .collect(),
+        ),
+        ElementType::F32 => ArrayData::F32(
+            bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes(w(c)))
+                .collect(),
+        ),
+        ElementType::F64 | ElementType::Bf16 => {
+            unreachable!("f64 and bf16 are rejected before lowering")
+        }
+    };
+    ArrayLiteral {
+        shape: shape.clone(),
+        data,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn narrow_integers_round_trip_through_widened_storage() {
+        let shape = ArrayShape::new(ElementType::S8, &[3]);
+        let data = ArrayData::S8(vec![-128, 0, 127]);
+        let bytes = to_device(&data);
+        assert_eq!(bytes.len(), 12);
+        assert_eq!(from_device(&shape, &bytes).data, data);
+        let shape = ArrayShape::new(ElementType::U16, &[2]);
+        let data = ArrayData::U16(vec![65535, 1]);
+        assert_eq!(from_device(&shape, &to_device(&data)).data, data);
+    }
+}

@@ -1,0 +1,451 @@
+//! Ops the kernel IR does not express (convolutions, sorts, gathers, scatters, dynamic
+//! slices, windowed reductions with general reducers, narrow-integer arithmetic) run as
+//! native codelets on tiles: each vertex evaluates the op with the reference semantics on
+//! the slices its tile holds. Where the op splits along a dimension (batch of a
+//! convolution, rows of a sort, indices of a gather, untouched dimensions of a window) the
+//! work is spread over tiles, each receiving its operand slices by exchange; element-wise
+//! ops split like any element-wise kernel. Ops that do not split run on one tile.
+
+use super::mapping::{self, Piece};
+use super::movement::{Src, flat, runs_of};
+use super::{Arr, Here, Lowerer, Scope, Value};
+use crate::device_data::{from_device, to_device};
+use crate::CompileError;
+use runtime::cost::VertexCost;
+use runtime::{Codelet, CodeletRef, CodeletVertex, Program, Region, Target};
+use std::collections::HashMap;
+use xla_ir::ids::CompId;
+use xla_ir::literal::Literal;
+use xla_ir::{ArrayShape, Computation, Instruction, Module, Op, Shape};
+
+/// A vertex that evaluates one HLO op on the slices its tile holds.
+struct EvalCodelet {
+    name: String,
+    module: Module,
+    inputs: Vec<ArrayShape>,
+    cost: VertexCost,
+}
+
+fn leaves(l: Literal, out: &mut Vec<xla_ir::literal::ArrayLiteral>) {
+    match l {
+        Literal::Array(a) => out.push(a),
+        Literal::Tuple(items) => items.into_iter().for_each(|x| leaves(x, out)),
+        Literal::Token => {}
+    }
+}
+
+impl Codelet for EvalCodelet {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn run(&self, inputs: &[&[u8]], outputs: &mut [&mut [u8]]) -> Result<(), String> {
+        let args: Vec<Literal> = self
+            .inputs
+            .iter()
+            .zip(inputs)
+            .map(|(s, b)| Literal::Array(from_device(s, b)))
+            .collect();
+        let result = xla_ir::eval::evaluate(&self.module, &args).map_err(|e| format!("{}: {e}", self.name))?;
+        let mut outs = Vec::new();
+        leaves(result, &mut outs);
+        for (o, a) in outputs.iter_mut().zip(&outs) {
+            let bytes = to_device(&a.data);
+            if bytes.len() != o.len() {
+                return Err(format!("{}: result of {} bytes for a region of {}", self.name, bytes.len(), o.len()));
+            }
+            o.copy_from_slice(&bytes);
+        }
+        Ok(())
+    }
+
+    fn cost(&self, _target: &Target) -> VertexCost {
+        self.cost
+    }
+}
+
+/// Copies computation `id` and everything it calls from `src` into `dst`.
+fn copy_computation(src: &Module, id: CompId, dst: &mut Module, done: &mut HashMap<CompId, CompId>) -> CompId {
+    if let Some(&c) = done.get(&id) {
+        return c;
+    }
+    let mut comp = src.computation(id).clone();
+    let ids: Vec<_> = comp.instructions().map(|(i, _)| i).collect();
+    for i in ids {
+        let called = comp.instr(i).op.called_computations();
+        let mapped: Vec<(CompId, CompId)> = called
+            .into_iter()
+            .map(|c| (c, copy_computation(src, c, dst, done)))
+            .collect();
+        comp.instr_mut(i).op.map_called_computations(|c| {
+            mapped.iter().find(|(from, _)| *from == c).map_or(c, |(_, to)| *to)
+        });
+    }
+    let new = dst.add_computation(comp);
+    done.insert(id, new);
+    new
+}
+
+/// A module whose entry applies `instr`'s op (or `op` instead) to parameters of
+/// `operand_shapes`, producing `shape` (or the instruction's own).
+pub(crate) fn single_op_module(
+    module: &Module,
+    instr: &Instruction,
+    operand_shapes: &[Shape],
+    replace: Option<(Shape, Op)>,
+) -> Module {
+    let mut m = Module::new(format!("{}.codelet", instr.name));
+    let (shape, mut op) = replace.unwrap_or_else(|| (instr.shape.clone(), instr.op.clone()));
+    let mut done = HashMap::new();
+    let called = op.called_computations();
+    let mapped: Vec<(CompId, CompId)> = called
+        .into_iter()
+        .map(|c| (c, copy_computation(module, c, &mut m, &mut done)))
+        .collect();
+    op.map_called_computations(|c| mapped.iter().find(|(f, _)| *f == c).map_or(c, |(_, t)| *t));
+    let mut entry = Computation::new("entry");
+    let params: Vec<_> = operand_shapes
+        .iter()
+        .enumerate()
+        .map(|(i, s)| entry.push(Instruction::new(format!("p{i}"), Op::Parameter { number: i as u64 }, &[], s.clone())))
+        .collect();
+    let mut root = Instruction::new(instr.name.clone(), op, &params, shape);
+    root.backend_config = instr.backend_config.clone();
+    entry.root = entry.push(root);
+    m.entry = m.add_computation(entry);
+    m
+}
+
+/// How an op splits: the result dimension split, and per operand the dimension split
+/// alongside it (or none: the whole operand goes to every part).
+struct Split {
+    out_dim: usize,
+    operand_dims: Vec<Option<usize>>,
+    parts: usize,
+    /// Applied to each part's op (a grouped convolution's groups become parts).
+    ungroup: bool,
+}
+
+fn window_free_dims(w: &xla_ir::attributes::Window) -> Vec<usize> {
+    w.dims
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| d.size == 1 && d.stride == 1 && d.pad_low == 0 && d.pad_high == 0 && d.window_dilation == 1 && d.base_dilation == 1)
+        .map(|(i, _)| i)
+        .collect()
+}
+
+fn largest(dims: &[usize], sizes: &[usize]) -> Option<usize> {
+    dims.iter().copied().filter(|&d| sizes[d] > 1).max_by_key(|&d| (sizes[d], usize::MAX - d))
+}
+
+/// How `here`'s op splits over tiles, if it does.
+fn split_of(here: &Here, operands: &[Arr], tiles: usize) -> Option<Split> {
+    let instr = here.instr;
+    let out_dims: Vec<usize> = instr.shape.leaf_arrays().first()?.dims.iter().map(|&d| d as usize).collect();
+    let n_ops = operands.len();
+    let simple = |out_dim: usize, operand_dims: Vec<Option<usize>>| {
+        Some(Split { out_dim, operand_dims, parts: out_dims[out_dim].min(tiles), ungroup: false })
+    };
+    match &instr.op {
+        Op::Convolution { dims, batch_group_count, feature_group_count, .. } => {
+            let (ib, of, ob, kof) = (dims.input_batch as usize, dims.output_feature as usize, dims.output_batch as usize, dims.kernel_output_feature as usize);
+            if *batch_group_count > 1 {
+                return Some(Split { out_dim: of, operand_dims: vec![Some(ib), Some(kof)], parts: *batch_group_count as usize, ungroup: true });
+            }
+            if out_dims[ob] >= out_dims[of] || *feature_group_count > 1 {
+                simple(ob, vec![Some(ib), None])
+            } else {
+                simple(of, vec![None, Some(kof)])
+            }
+        }
+        Op::Sort { dimension, .. } => {
+            let d = largest(&(0..out_dims.len()).filter(|&d| d != *dimension as usize).collect::<Vec<_>>(), &out_dims)?;
+            simple(d, vec![Some(d); n_ops])
+        }
+        Op::Gather { dims, .. } if dims.operand_batching_dims.is_empty() => {
+            let batch: Vec<usize> = (0..out_dims.len()).filter(|d| !dims.offset_dims.contains(&(*d as i64))).collect();
+            let d = *batch.first()?;
+            let idx_rank = operands[1].shape.dims.len();
+            let idx_dims: Vec<usize> = (0..idx_rank).filter(|&i| i as i64 != dims.index_vector_dim).collect();
+            simple(d, vec![None, Some(*idx_dims.first()?)])
+        }
+        Op::ReduceWindow { window, .. } => {
+            let d = largest(&window_free_dims(window), &out_dims)?;
+            let half = n_ops / 2;
+            simple(d, (0..n_ops).map(|i| (i < half).then_some(d)).collect())
+        }
+        Op::SelectAndScatter { window, .. } => {
+            let d = largest(&window_free_dims(window), &out_dims)?;
+            simple(d, vec![Some(d), Some(d), None])
+        }
+        Op::Reduce { dimensions, .. } => {
+            let in_dims = operands[0].dims();
+            let kept: Vec<usize> = (0..in_dims.len()).filter(|d| !dimensions.contains(&(*d as i64))).collect();
+            let d = largest(&kept, &in_dims)?;
+            let pos = kept.iter().position(|&k| k == d)?;
+            let half = n_ops / 2;
+            simple(pos, (0..n_ops).map(|i| (i < half).then_some(d)).collect())
+        }
+        Op::Dot { dims, .. } => {
+            let ld = operands[0].dims();
+            let batch = dims.lhs_batch.len();
+            let free: Vec<usize> = (0..ld.len()).filter(|d| !dims.lhs_batch.contains(&(*d as i64)) && !dims.lhs_contracting.contains(&(*d as i64))).collect();
+            let d = *free.first()?;
+            simple(batch, vec![Some(d), None])
+        }
+        _ => None,
+    }
+}
+
+/// True for ops whose result and operands are all one shape (so any 1-D slice of them is
+/// the same op on slices).
+fn is_elementwise(here: &Here, operands: &[Arr]) -> bool {
+    let Some(out) = here.instr.shape.as_array() else { return false };
+    let same = operands.iter().all(|a| a.shape.dims == out.dims);
+    let widths = operands.iter().all(|a| a.shape.element_type.bit_width() == out.element_type.bit_width());
+    same && match &here.instr.op {
+        Op::Unary(_) | Op::Binary(_) | Op::Compare { .. } | Op::Select | Op::Clamp | Op::Convert | Op::ReducePrecision { .. } | Op::Map { .. } => true,
+        Op::BitcastConvert => widths,
+        _ => false,
+    }
+}
+
+/// An estimate of one part's cost.
+fn estimate(instr: &Instruction, op: &Op, in_shapes: &[Shape], out: &Shape, target: &Target) -> VertexCost {
+    let out_elems: u64 = out.leaf_arrays().iter().map(|a| a.element_count()).sum();
+    let in_elems: u64 = in_shapes.iter().flat_map(|s| s.leaf_arrays()).map(|a| a.element_count()).sum();
+    match op {
+        Op::Convolution { dims, .. } => {
+            // Each output element is a dot of the kernel's per-output-feature slice.
+            let k = in_shapes[1].as_array().map_or(1, |a| a.element_count());
+            let kof = in_shapes[1].as_array().map_or(1, |a| a.dims[dims.kernel_output_feature as usize] as u64).max(1);
+            let macs = out_elems * (k / kof);
+            VertexCost::Supervisor(macs.div_ceil(target.f32_macs_per_cycle) + 72)
+        }
+        Op::Sort { .. } => {
+            let n = out_elems.max(2);
+            VertexCost::Worker(12 + n * (64 - n.leading_zeros() as u64) * 6)
+        }
+        _ => {
+            let _ = instr;
+            VertexCost::Worker(12 + (out_elems + in_elems) * 4)
+        }
+    }
+}
+
+fn sliced(shape: &ArrayShape, dim: usize, len: usize) -> ArrayShape {
+    let mut s = shape.clone();
+    s.dims[dim] = len as i64;
+    s.layout = None;
+    s
+}
+
+impl Lowerer<'_> {
+    fn add_codelet(&mut self, here: &Here, module: Module, inputs: Vec<ArrayShape>, cost: VertexCost) -> runtime::CodeletId {
+        let c = EvalCodelet { name: format!("{} ({})", here.instr.name, here.instr.op.name()), module, inputs, cost };
+        self.b.codelet(CodeletRef::new(c))
+    }
+
+    /// A copy of `a` (or the part `range` of dimension `dim`) on one tile, unless `a` is
+    /// already all there.
+    fn on_tile(&mut self, a: &Arr, slice: Option<(usize, usize, usize)>, tile: usize, name: &str) -> Arr {
+        let pieces = self.mapping(a.tensor);
+        if slice.is_none() && pieces.len() <= 1 && pieces.first().is_none_or(|p| p.tile == tile) {
+            return a.clone();
+        }
+        let dims = a.dims();
+        let (shape, part_dims) = match slice {
+            Some((d, _, len)) => {
+                let mut pd = dims.clone();
+                pd[d] = len;
+                (sliced(&a.shape, d, len), pd)
+            }
+            None => (a.shape.clone(), dims.clone()),
+        };
+        let n: usize = part_dims.iter().product();
+        let t = self.arr_mapped(name, &shape, mapping::single(n, tile));
+        let mut src = vec![0; dims.len()];
+        let runs = runs_of(&part_dims, |o| {
+            src.copy_from_slice(o);
+            if let Some((d, start, _)) = slice {
+                src[d] += start;
+            }
+            Src::At(0, flat(&dims, &src))
+        });
+        self.rearrange_into(t.tensor, vec![a.tensor], runs, Vec::new(), name);
+        t
+    }
+
+    /// Lowers an op as codelets: split over tiles where it splits, else on one tile.
+    pub(crate) fn codelet_op(&mut self, scope: &mut Scope, here: Here) -> Result<Value, CompileError> {
+        if let Op::CustomCall { target, .. } = &here.instr.op
+            && target != "TopK"
+        {
+            return Err(here.unsupported(format!("custom-call target '{target}' is unknown to the IPU lowering")));
+        }
+        if matches!(here.instr.op, Op::Parameter { .. } | Op::OptimizationBarrier) && here.instr.operands.is_empty() {
+            return Err(here.unsupported("no lowering"));
+        }
+        let ids: Vec<_> = here.instr.operands.to_vec();
+        let mut operands = Vec::new();
+        for i in &ids {
+            match self.value(scope, *i)? {
+                Value::Array(a) => operands.push(a),
+                _ => return Err(here.unsupported("tuple operands are not supported on the IPU yet")),
+            }
+        }
+        if let Op::OptimizationBarrier = here.instr.op {
+            return Ok(self.value(scope, ids[0])?);
+        }
+        if is_elementwise(&here, &operands) {
+            return self.elementwise_codelet(&here, &operands);
+        }
+        let out_leaves: Vec<ArrayShape> = here.instr.shape.leaf_arrays().into_iter().cloned().collect();
+        if out_leaves.is_empty() {
+            return Err(here.unsupported("an op with no array result"));
+        }
+        let split = split_of(&here, &operands, self.tiles).filter(|s| s.parts > 1);
+        let (parts, split) = match split {
+            Some(mut s) => {
+                let whole: u64 = operands
+                    .iter()
+                    .zip(&s.operand_dims)
+                    .filter(|(_, d)| d.is_none())
+                    .map(|(a, _)| a.shape.byte_size())
+                    .sum();
+                if whole > 64 * 1024 && !s.ungroup {
+                    s.parts = s.parts.min(16);
+                }
+                (s.parts, Some(s))
+            }
+            None => (1, None),
+        };
+        let start = self.next_tile();
+        let name = here.instr.name.clone();
+        if let Op::Convolution { .. } = here.instr.op {
+            let per_part: u64 = operands.iter().map(|a| a.shape.byte_size()).sum::<u64>() / parts as u64
+                + out_leaves.iter().map(|s| s.byte_size()).sum::<u64>() / parts as u64;
+            let budget = (self.conv.available_memory_proportion * self.target.bytes_per_tile as f64) as u64;
+            tracing::debug!(
+                target: "ipuxla::plan",
+                "convolution {name}: direct kernel split {parts} ways, ~{per_part} B per tile (budget {budget})"
+            );
+        }
+        let mut part_outputs: Vec<Vec<Arr>> = Vec::new();
+        let mut vertices = Vec::new();
+        let mut reads = Vec::new();
+        let tpi = self.target.tiles_per_ipu;
+        for p in 0..parts {
+            let tile = (start + p) % self.tiles;
+            let mut ins = Vec::new();
+            for (k, a) in operands.iter().enumerate() {
+                let slice = split.as_ref().and_then(|s| s.operand_dims[k]).map(|d| {
+                    let (st, len) = super::dot::part(a.dims()[d], parts, p);
+                    (d, st, len)
+                });
+                ins.push(self.on_tile(a, slice, tile, &format!("{name}.in{k}.p{p}")));
+            }
+            let outs: Vec<ArrayShape> = out_leaves
+                .iter()
+                .map(|s| match &split {
+                    Some(sp) => sliced(s, sp.out_dim, super::dot::part(s.dims[sp.out_dim] as usize, parts, p).1),
+                    None => s.clone(),
+                })
+                .collect();
+            let out_shape = if here.instr.shape.is_tuple() {
+                Shape::Tuple(outs.iter().cloned().map(Shape::Array).collect())
+            } else {
+                Shape::Array(outs[0].clone())
+            };
+            let mut op = here.instr.op.clone();
+            if let (Some(sp), Op::Convolution { batch_group_count, .. }) = (&split, &mut op)
+                && sp.ungroup
+            {
+                *batch_group_count = 1;
+            }
+            let in_shapes: Vec<Shape> = ins.iter().map(|a| Shape::Array(a.shape.clone())).collect();
+            let cost = estimate(here.instr, &op, &in_shapes, &out_shape, &self.target);
+            let module = single_op_module(self.module, here.instr, &in_shapes, Some((out_shape, op)));
+            let id = self.add_codelet(&here, module, ins.iter().map(|a| a.shape.clone()).collect(), cost);
+            let out_arrs: Vec<Arr> = outs
+                .iter()
+                .enumerate()
+                .map(|(j, s)| self.arr_mapped(&format!("{name}.out{j}.p{p}"), s, mapping::single(s.element_count() as usize, tile)))
+                .collect();
+            vertices.push(CodeletVertex {
+                codelet: id,
+                ipu: tile / tpi,
+                tile: tile % tpi,
+                inputs: ins.iter().map(|a| Region { tensor: a.tensor, start: 0, len: a.elements() }).collect(),
+                outputs: out_arrs.iter().map(|a| Region { tensor: a.tensor, start: 0, len: a.elements() }).collect(),
+            });
+            reads.extend(ins.iter().map(|a| a.tensor));
+            part_outputs.push(out_arrs);
+        }
+        for t in reads {
+            self.use_tensor(t);
+        }
+        let cs = self.b.compute_set_with_codelets(&name, Vec::new(), vertices);
+        self.emit(Program::Execute(cs));
+        // Assemble each result leaf from its parts.
+        let mut results = Vec::new();
+        for (j, s) in out_leaves.iter().enumerate() {
+            let arr = match &split {
+                None => part_outputs[0][j].clone(),
+                Some(sp) => {
+                    let parts_j: Vec<Arr> = part_outputs.iter().map(|o| o[j].clone()).collect();
+                    let dims: Vec<usize> = s.dims.iter().map(|&d| d as usize).collect();
+                    let d = sp.out_dim;
+                    let offsets: Vec<usize> = (0..parts).map(|p| super::dot::part(dims[d], parts, p).0).collect();
+                    let mut src = vec![0; dims.len()];
+                    let mut pd = dims.clone();
+                    self.rearranged(&format!("{name}.{j}"), s, &parts_j, Vec::new(), |o| {
+                        let p = offsets.partition_point(|&off| off <= o[d]) - 1;
+                        src.copy_from_slice(o);
+                        src[d] -= offsets[p];
+                        pd[d] = super::dot::part(dims[d], parts, p).1;
+                        Src::At(p as u32, flat(&pd, &src))
+                    })
+                }
+            };
+            results.push(Value::Array(Arr { tensor: arr.tensor, shape: s.clone() }));
+        }
+        Ok(if here.instr.shape.is_tuple() { Value::Tuple(results) } else { results.pop().expect("one leaf") })
+    }
+
+    /// An element-wise op the JIT does not compute (narrow integers, total-order
+    /// comparisons, bitcasts): one codelet per tile on that tile's elements.
+    fn elementwise_codelet(&mut self, here: &Here, operands: &[Arr]) -> Result<Value, CompileError> {
+        let shape = here.array()?.clone();
+        let n = shape.element_count() as usize;
+        let pieces: Vec<Piece> = self.follow_mapping(operands, n);
+        let ins: Vec<Arr> = operands.iter().map(|a| self.with_mapping(a, &pieces)).collect();
+        let out = self.arr_mapped(&here.instr.name, &shape, pieces.clone());
+        let tpi = self.target.tiles_per_ipu;
+        let mut vertices = Vec::new();
+        for p in &pieces {
+            let one = |s: &ArrayShape| ArrayShape::new(s.element_type, &[p.len as i64]);
+            let in_shapes: Vec<ArrayShape> = ins.iter().map(|a| one(&a.shape)).collect();
+            let out_shape = Shape::Array(one(&shape));
+            let shapes: Vec<Shape> = in_shapes.iter().cloned().map(Shape::Array).collect();
+            let cost = estimate(here.instr, &here.instr.op, &shapes, &out_shape, &self.target);
+            let module = single_op_module(self.module, here.instr, &shapes, Some((out_shape, here.instr.op.clone())));
+            let id = self.add_codelet(here, module, in_shapes, cost);
+            let region = |t| Region { tensor: t, start: p.start, len: p.len };
+            vertices.push(CodeletVertex {
+                codelet: id,
+                ipu: p.tile / tpi,
+                tile: p.tile % tpi,
+                inputs: ins.iter().map(|a| region(a.tensor)).collect(),
+                outputs: vec![region(out.tensor)],
+            });
+        }
+        for a in &ins {
+            self.use_tensor(a.tensor);
+        }
+        let cs = self.b.compute_set_with_codelets(&here.instr.name, Vec::new(), vertices);
+        self.emit(Program::Execute(cs));
+        Ok(Value::Array(out))
+    }
+}

@@ -1,0 +1,311 @@
+//! Matrix products: a planner splits batch, M, N and K over tiles (bounded by
+//! `availableMemoryProportion` of tile memory for the operand blocks and partials), the
+//! operand blocks are exchanged onto their tiles, each tile runs AMP matrix-product
+//! vertices, and the blocks come back as the result (K splits summed by one kernel).
+
+use super::{Arr, Here, Lowerer, Scope, Value};
+use crate::config::PartialsType;
+use crate::CompileError;
+use codegen::{BinaryOp as KB, DType, Expr, KernelSpec, MatMulKernel};
+use runtime::{Program, Region, Run, RunSource, Vertex};
+use xla_ir::{ArrayShape, ElementType, Op};
+
+/// A plan: how many parts each dimension is split into, and its estimated cost.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct DotPlan {
+    pub pb: usize,
+    pub pm: usize,
+    pub pn: usize,
+    pub pk: usize,
+    pub cycles: u64,
+    pub temp_bytes: u64,
+}
+
+/// The sizes a planner chooses among: 1..=n, geometrically spaced.
+fn candidates(n: usize, cap: usize) -> Vec<usize> {
+    let mut v = Vec::new();
+    let mut p = 1usize;
+    while p <= n.min(cap).max(1) {
+        v.push(p);
+        p = (p + 1).max(p * 5 / 4);
+    }
+    let last = n.min(cap).max(1);
+    if v.last() != Some(&last) {
+        v.push(last);
+    }
+    v
+}
+
+/// `i`-th of `p` near-equal parts of `n`: (start, len).
+pub(crate) fn part(n: usize, p: usize, i: usize) -> (usize, usize) {
+    let s = i * n / p;
+    (s, (i + 1) * n / p - s)
+}
+
+/// Chooses the plan with the fewest estimated cycles whose per-tile temporaries fit in
+/// `budget` bytes (the smallest-footprint plan when none fits).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn plan(
+    b: usize,
+    m: usize,
+    k: usize,
+    n: usize,
+    in_bytes: u64,
+    macs: u64,
+    tiles: usize,
+    budget: u64,
+) -> DotPlan {
+    let mut best: Option<DotPlan> = None;
+    let mut smallest: Option<DotPlan> = None;
+    for &pk in &candidates(k, 16) {
+        for &pb in &candidates(b, tiles) {
+            for &pm in &candidates(m, tiles / pb) {
+                for &pn in &candidates(n, tiles / (pb * pm)) {
+                    if pb * pm * pn * pk > tiles {
+                        continue;
+                    }
+                    let (bb, mb, nb, kb) = (
+                        b.div_ceil(pb) as u64,
+                        m.div_ceil(pm) as u64,
+                        n.div_ceil(pn) as u64,
+                        k.div_ceil(pk) as u64,
+                    );
+                    let operands = (bb * mb * kb + bb * kb * nb) * in_bytes;
+                    let partials = bb * mb * nb * 4;
+                    let temp = operands + partials;
+                    let compute = bb * ((mb * nb * kb).div_ceil(macs) + 72);
+                    let exchange = (operands + partials).div_ceil(4);
+                    let sum = if pk > 1 { (pk as u64) * bb * mb * nb / 2 } else { 0 };
+                    let cycles = compute + exchange + sum;
+                    let p = DotPlan { pb, pm, pn, pk, cycles, temp_bytes: temp };
+                    if temp <= budget && best.is_none_or(|x| cycles < x.cycles) {
+                        best = Some(p);
+                    }
+                    if smallest.is_none_or(|x| temp < x.temp_bytes) {
+                        smallest = Some(p);
+                    }
+                }
+            }
+        }
+    }
+    best.or(smallest).expect("the 1x1x1x1 plan always exists")
+}
+
+/// Offsets of each index of the grouped dimensions `dims` of an operand of `shape`.
+fn offsets(shape: &[usize], dims: &[usize]) -> Vec<usize> {
+    let strides: Vec<usize> = (0..shape.len())
+        .map(|d| shape[d + 1..].iter().product())
+        .collect();
+    let n: usize = dims.iter().map(|&d| shape[d]).product();
+    (0..n)
+        .map(|mut i| {
+            let mut off = 0;
+            for &d in dims.iter().rev() {
+                off += (i % shape[d]) * strides[d];
+                i /= shape[d];
+            }
+            off
+        })
+        .collect()
+}
+
+/// Appends a run, merging it with the previous one when contiguous.
+fn push_run(runs: &mut Vec<Run>, k: u32, src: usize, dst: usize, len: usize) {
+    if let Some(r) = runs.last_mut()
+        && let RunSource::Tensor { k: rk, start } = r.source
+        && rk == k
+        && start + r.len == src
+        && r.dst_start + r.len == dst
+    {
+        r.len += len;
+        return;
+    }
+    runs.push(Run { source: RunSource::Tensor { k, start: src }, dst_start: dst, len });
+}
+
+/// One tile's share of a plan.
+struct Block {
+    tile: usize,
+    b: (usize, usize),
+    m: (usize, usize),
+    n: (usize, usize),
+    k: (usize, usize),
+    ik: usize,
+}
+
+impl Lowerer<'_> {
+    /// Lowers `dot`.
+    pub(crate) fn dot(&mut self, scope: &mut Scope, here: Here) -> Result<Value, CompileError> {
+        let Op::Dot { dims, .. } = &here.instr.op else { unreachable!("dispatched: dot") };
+        let shape = here.array()?.clone();
+        let lhs = self.array(scope, here.instr.operands[0])?;
+        let rhs = self.array(scope, here.instr.operands[1])?;
+        let float = |t: ElementType| matches!(t, ElementType::F32 | ElementType::F16);
+        if lhs.shape.element_type != rhs.shape.element_type
+            || !float(lhs.shape.element_type)
+            || !float(shape.element_type)
+        {
+            return self.codelet_op(scope, here);
+        }
+        let name = here.instr.name.clone();
+        let (ld, rd) = (lhs.dims(), rhs.dims());
+        let u = |v: &[i64]| v.iter().map(|&d| d as usize).collect::<Vec<_>>();
+        let (lb, rb, lc, rc) = (u(&dims.lhs_batch), u(&dims.rhs_batch), u(&dims.lhs_contracting), u(&dims.rhs_contracting));
+        let lf: Vec<usize> = (0..ld.len()).filter(|d| !lb.contains(d) && !lc.contains(d)).collect();
+        let rf: Vec<usize> = (0..rd.len()).filter(|d| !rb.contains(d) && !rc.contains(d)).collect();
+        let size = |s: &[usize], ds: &[usize]| ds.iter().map(|&d| s[d]).product::<usize>();
+        let (b, m, k, n) = (size(&ld, &lb), size(&ld, &lf), size(&ld, &lc), size(&rd, &rf));
+        let in_type = self.dtype(&lhs.shape);
+        let in_bytes = in_type.size() as u64;
+        let half = in_type == DType::F16 && self.matmul.partials == PartialsType::Half;
+        let macs = if in_type == DType::F16 { self.target.f16_macs_per_cycle } else { self.target.f32_macs_per_cycle };
+        let budget = (self.matmul.available_memory_proportion * self.target.bytes_per_tile as f64) as u64;
+        let p = plan(b, m, k, n, in_bytes, macs, self.tiles, budget);
+        tracing::debug!(
+            target: "ipuxla::plan",
+            "dot {name}: B={b} M={m} K={k} N={n} ({in_type:?}{}) -> split batch {} x M {} x N {} x K {} on {} tiles, ~{} cycles, {} B temporaries per tile (budget {budget})",
+            if half { ", half partials" } else { "" },
+            p.pb, p.pm, p.pn, p.pk, p.pb * p.pm * p.pn * p.pk, p.cycles, p.temp_bytes
+        );
+        let out_type = self.dtype(&shape);
+        if b * m * n == 0 || k == 0 {
+            let zero = vec![0u8; out_type.size()];
+            return Ok(Value::Array(self.rearranged(&name, &shape, &[], zero, |_| super::movement::Src::Fill)));
+        }
+        let (l_b, l_m, l_k) = (offsets(&ld, &lb), offsets(&ld, &lf), offsets(&ld, &lc));
+        let (r_b, r_k, r_n) = (offsets(&rd, &rb), offsets(&rd, &rc), offsets(&rd, &rf));
+        let start = self.next_tile();
+        let mut blocks = Vec::new();
+        let mut idx = 0;
+        for ib in 0..p.pb {
+            for im in 0..p.pm {
+                for in_ in 0..p.pn {
+                    for ik in 0..p.pk {
+                        blocks.push(Block {
+                            tile: (start + idx) % self.tiles,
+                            b: part(b, p.pb, ib),
+                            m: part(m, p.pm, im),
+                            n: part(n, p.pn, in_),
+                            k: part(k, p.pk, ik),
+                            ik,
+                        });
+                        idx += 1;
+                    }
+                }
+            }
+        }
+        // Operand blocks, each tile's contiguous on that tile.
+        let (mut a_runs, mut b_runs) = (Vec::new(), Vec::new());
+        let (mut a_pieces, mut b_pieces, mut c_pieces) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut a_at, mut b_at, mut c_at) = (0, 0, 0);
+        let mut starts = Vec::new();
+        for blk in &blocks {
+            starts.push((a_at, b_at, c_at));
+            let (a0, b0, c0) = (a_at, b_at, c_at);
+            for bi in blk.b.0..blk.b.0 + blk.b.1 {
+                for mi in blk.m.0..blk.m.0 + blk.m.1 {
+                    for ki in blk.k.0..blk.k.0 + blk.k.1 {
+                        push_run(&mut a_runs, 0, l_b[bi] + l_m[mi] + l_k[ki], a_at, 1);
+                        a_at += 1;
+                    }
+                }
+                for ki in blk.k.0..blk.k.0 + blk.k.1 {
+                    for ni in blk.n.0..blk.n.0 + blk.n.1 {
+                        push_run(&mut b_runs, 0, r_b[bi] + r_k[ki] + r_n[ni], b_at, 1);
+                        b_at += 1;
+                    }
+                }
+                c_at += blk.m.1 * blk.n.1;
+            }
+            a_pieces.push(super::mapping::Piece { tile: blk.tile, start: a0, len: a_at - a0 });
+            b_pieces.push(super::mapping::Piece { tile: blk.tile, start: b0, len: b_at - b0 });
+            c_pieces.push(super::mapping::Piece { tile: blk.tile, start: c0, len: c_at - c0 });
+        }
+        let et = lhs.shape.element_type;
+        let a_t = self.arr_mapped(&format!("{name}.lhs_blocks"), &ArrayShape::new(et, &[a_at as i64]), a_pieces);
+        self.rearrange_into(a_t.tensor, vec![lhs.tensor], a_runs, Vec::new(), &format!("{name}.lhs_blocks"));
+        let b_t = self.arr_mapped(&format!("{name}.rhs_blocks"), &ArrayShape::new(et, &[b_at as i64]), b_pieces);
+        self.rearrange_into(b_t.tensor, vec![rhs.tensor], b_runs, Vec::new(), &format!("{name}.rhs_blocks"));
+        let c_t = self.arr_mapped(&format!("{name}.partials"), &ArrayShape::new(ElementType::F32, &[c_at as i64]), c_pieces);
+        let tpi = self.target.tiles_per_ipu;
+        let mut vertices = Vec::new();
+        for (blk, &(a0, b0, c0)) in blocks.iter().zip(&starts) {
+            let (mb, nb, kb) = (blk.m.1, blk.n.1, blk.k.1);
+            if mb * nb == 0 {
+                continue;
+            }
+            for j in 0..blk.b.1 {
+                vertices.push(Vertex {
+                    kernel: KernelSpec::MatMul(MatMulKernel { m: mb, k: kb, n: nb, input: in_type }),
+                    ipu: blk.tile / tpi,
+                    tile: blk.tile % tpi,
+                    inputs: vec![
+                        Region { tensor: a_t.tensor, start: a0 + j * mb * kb, len: mb * kb },
+                        Region { tensor: b_t.tensor, start: b0 + j * kb * nb, len: kb * nb },
+                    ],
+                    outputs: vec![Region { tensor: c_t.tensor, start: c0 + j * mb * nb, len: mb * nb }],
+                    run_length: 0,
+                });
+            }
+        }
+        self.use_tensor(a_t.tensor);
+        self.use_tensor(b_t.tensor);
+        let cs = self.b.compute_set(&name, vertices);
+        self.emit(Program::Execute(cs));
+        // Blocks back into [batch, M, N] order, one tensor per K part.
+        let f32_shape = shape.with_element_type(ElementType::F32);
+        let mut sums = Vec::new();
+        for ik in 0..p.pk {
+            let mut runs = Vec::new();
+            for (blk, &(_, _, c0)) in blocks.iter().zip(&starts) {
+                if blk.ik != ik {
+                    continue;
+                }
+                let mut at = c0;
+                for bi in blk.b.0..blk.b.0 + blk.b.1 {
+                    for mi in blk.m.0..blk.m.0 + blk.m.1 {
+                        push_run(&mut runs, 0, at, (bi * m + mi) * n + blk.n.0, blk.n.1);
+                        at += blk.n.1;
+                    }
+                }
+            }
+            let r = self.linear_arr(&format!("{name}.k{ik}"), &f32_shape);
+            self.rearrange_into(r.tensor, vec![c_t.tensor], runs, Vec::new(), &format!("{name}.result"));
+            sums.push(r);
+        }
+        if sums.len() == 1 && out_type == DType::F32 {
+            return Ok(Value::Array(Arr { tensor: sums[0].tensor, shape }));
+        }
+        let mut expr = Expr::Input(0);
+        for i in 1..sums.len() {
+            expr = Expr::binary(KB::Add, expr, Expr::Input(i as u32));
+        }
+        if out_type != DType::F32 {
+            expr = Expr::Convert(out_type, Box::new(expr));
+        }
+        let out = self.map_kernel(&format!("{name}.sum"), &shape, &sums, vec![(out_type, expr)]);
+        Ok(Value::Array(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans_fit_the_budget_and_use_the_tiles() {
+        let p = plan(1, 512, 512, 512, 4, 16, 1472, 370_000);
+        assert!(p.temp_bytes <= 370_000, "{p:?}");
+        assert!(p.pb * p.pm * p.pn * p.pk > 512, "{p:?}");
+        // a tiny budget forces smaller blocks, so more parts
+        let q = plan(1, 512, 512, 512, 4, 16, 4, 100_000);
+        assert!(q.pm * q.pn * q.pk >= 4, "{q:?}");
+    }
+
+    #[test]
+    fn parts_cover_evenly() {
+        let total: usize = (0..7).map(|i| part(100, 7, i).1).sum();
+        assert_eq!(total, 100);
+        assert_eq!(part(100, 7, 0).0, 0);
+    }
+}

@@ -1,0 +1,330 @@
+//! Element-wise chains fused into one expression kernel per tile (the `popops::map` idea):
+//! an element-wise instruction with a single element-wise user is inlined into that user's
+//! expression; scalar constants (and their broadcasts) become literals in the expression.
+
+use super::mapping::{self, Piece};
+use super::{Arr, Here, Lowerer, Scope, Value};
+use crate::types::is_native;
+use crate::CompileError;
+use codegen::{BinaryOp as KB, CmpOp, DType, ElementwiseKernel, Expr, KernelSpec, UnaryOp as KU};
+use runtime::{Program, Region, Vertex};
+use std::collections::{HashMap, HashSet};
+use xla_ir::attributes::{CompareType, ComparisonDirection};
+use xla_ir::ids::InstrId;
+use xla_ir::literal::ArrayData;
+use xla_ir::{BinaryOp, Computation, ElementType, Module, Op, UnaryOp};
+
+/// Fewest elements a worker vertex gets before work is split over more workers.
+const MIN_PER_WORKER: usize = 32;
+
+fn unary(op: UnaryOp) -> Option<KU> {
+    Some(match op {
+        UnaryOp::Abs => KU::Abs,
+        UnaryOp::Negate => KU::Neg,
+        UnaryOp::Sign => KU::Sign,
+        UnaryOp::Exp => KU::Exp,
+        UnaryOp::Expm1 => KU::Expm1,
+        UnaryOp::Log => KU::Log,
+        UnaryOp::Log1p => KU::Log1p,
+        UnaryOp::Sqrt => KU::Sqrt,
+        UnaryOp::Rsqrt => KU::Rsqrt,
+        UnaryOp::Cbrt => KU::Cbrt,
+        UnaryOp::Tanh => KU::Tanh,
+        UnaryOp::Logistic => KU::Logistic,
+        UnaryOp::Sine => KU::Sin,
+        UnaryOp::Cosine => KU::Cos,
+        UnaryOp::Tan => KU::Tan,
+        UnaryOp::Erf => KU::Erf,
+        UnaryOp::Floor => KU::Floor,
+        UnaryOp::Ceil => KU::Ceil,
+        UnaryOp::RoundNearestAfz => KU::RoundAfz,
+        UnaryOp::RoundNearestEven => KU::RoundEven,
+        UnaryOp::Not => KU::Not,
+        UnaryOp::IsFinite => KU::IsFinite,
+        UnaryOp::Popcnt => KU::Popcnt,
+        UnaryOp::Clz => KU::Clz,
+        UnaryOp::Copy => return None,
+    })
+}
+
+fn binary(op: BinaryOp) -> KB {
+    match op {
+        BinaryOp::Add => KB::Add,
+        BinaryOp::Subtract => KB::Sub,
+        BinaryOp::Multiply => KB::Mul,
+        BinaryOp::Divide => KB::Div,
+        BinaryOp::Remainder => KB::Rem,
+        BinaryOp::Power => KB::Pow,
+        BinaryOp::Atan2 => KB::Atan2,
+        BinaryOp::Maximum => KB::Max,
+        BinaryOp::Minimum => KB::Min,
+        BinaryOp::And => KB::And,
+        BinaryOp::Or => KB::Or,
+        BinaryOp::Xor => KB::Xor,
+        BinaryOp::ShiftLeft => KB::Shl,
+        BinaryOp::ShiftRightArithmetic => KB::ShrArithmetic,
+        BinaryOp::ShiftRightLogical => KB::ShrLogical,
+    }
+}
+
+fn compare(d: ComparisonDirection) -> CmpOp {
+    match d {
+        ComparisonDirection::Eq => CmpOp::Eq,
+        ComparisonDirection::Ne => CmpOp::Ne,
+        ComparisonDirection::Lt => CmpOp::Lt,
+        ComparisonDirection::Le => CmpOp::Le,
+        ComparisonDirection::Gt => CmpOp::Gt,
+        ComparisonDirection::Ge => CmpOp::Ge,
+    }
+}
+
+fn element_type(comp: &Computation, id: InstrId) -> Option<ElementType> {
+    comp.instr(id).shape.as_array().map(|a| a.element_type)
+}
+
+/// True for instructions a JIT expression kernel computes: element-wise ops on natively
+/// stored types (others run as codelets).
+pub(crate) fn is_jit_elementwise(_module: &Module, comp: &Computation, id: InstrId) -> bool {
+    let instr = comp.instr(id);
+    let types_ok = element_type(comp, id).is_some_and(is_native)
+        && instr
+            .operands
+            .iter()
+            .all(|&o| element_type(comp, o).is_some_and(is_native));
+    types_ok
+        && match &instr.op {
+            Op::Unary(u) => unary(*u).is_some(),
+            Op::Binary(_) | Op::Select | Op::Clamp | Op::Convert => true,
+            Op::Compare { compare_type, .. } => {
+                !matches!(compare_type, Some(CompareType::TotalOrder))
+            }
+            _ => false,
+        }
+}
+
+/// A scalar constant, directly or broadcast: it becomes a literal in expressions.
+pub(crate) fn scalar_constant(comp: &Computation, id: InstrId) -> Option<&ArrayData> {
+    match &comp.instr(id).op {
+        Op::Constant {
+            literal: xla_ir::Literal::Array(a),
+        } if a.data.len() == 1 => Some(&a.data),
+        Op::Broadcast { .. } => {
+            let o = comp.instr(id).operands[0];
+            match &comp.instr(o).op {
+                Op::Constant {
+                    literal: xla_ir::Literal::Array(a),
+                } if a.data.len() == 1 => Some(&a.data),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Constants and broadcasts of scalar constants are materialised only when something other
+/// than an expression kernel reads them.
+pub(crate) fn is_lazy_constant(comp: &Computation, id: InstrId) -> bool {
+    matches!(comp.instr(id).op, Op::Constant { .. }) || scalar_constant(comp, id).is_some()
+}
+
+/// Element-wise instructions that fold into their single element-wise user. f16 results
+/// are not fused: each f16 op rounds its result, as XLA computes them.
+pub(crate) fn fusion_candidates(module: &Module, comp: &Computation) -> HashSet<InstrId> {
+    let mut uses: HashMap<InstrId, Vec<InstrId>> = HashMap::new();
+    for &i in comp.order() {
+        for &o in &comp.instr(i).operands {
+            uses.entry(o).or_default().push(i);
+        }
+    }
+    let root = Some(comp.root);
+    comp.order()
+        .iter()
+        .copied()
+        .filter(|&i| {
+            Some(i) != root
+                && element_type(comp, i) != Some(ElementType::F16)
+                && is_jit_elementwise(module, comp, i)
+                && matches!(uses.get(&i).map(Vec::as_slice), Some([u]) if is_jit_elementwise(module, comp, *u))
+        })
+        .collect()
+}
+
+pub(crate) fn literal_expr(data: &ArrayData, t: DType) -> Expr {
+    let f = match data {
+        ArrayData::Pred(v) => return Expr::Pred(v[0]),
+        ArrayData::S32(v) => return Expr::S32(v[0]),
+        ArrayData::U32(v) => return Expr::U32(v[0]),
+        ArrayData::F32(v) => v[0],
+        ArrayData::F16(v) => v[0].to_f32(),
+        ArrayData::S8(v) => v[0] as f32,
+        _ => 0.0,
+    };
+    match t {
+        DType::S32 => Expr::S32(f as i32),
+        DType::U32 => Expr::U32(f as u32),
+        DType::Pred => Expr::Pred(f != 0.0),
+        DType::F32 | DType::F16 => Expr::f32(f),
+    }
+}
+
+/// Builds the expression of `id`, inlining fused operands and literal constants, and
+/// collecting the tensors read as inputs.
+struct ExprBuilder<'a> {
+    comp: &'a Computation,
+    fused: &'a HashSet<InstrId>,
+    inputs: Vec<InstrId>,
+}
+
+impl ExprBuilder<'_> {
+    fn input(&mut self, id: InstrId) -> Expr {
+        let k = match self.inputs.iter().position(|&x| x == id) {
+            Some(k) => k,
+            None => {
+                self.inputs.push(id);
+                self.inputs.len() - 1
+            }
+        };
+        Expr::Input(k as u32)
+    }
+
+    fn operand(&mut self, id: InstrId, t: DType) -> Expr {
+        if let Some(data) = scalar_constant(self.comp, id) {
+            return literal_expr(data, t);
+        }
+        if self.fused.contains(&id) {
+            return self.build(id);
+        }
+        self.input(id)
+    }
+
+    fn build(&mut self, id: InstrId) -> Expr {
+        let comp = self.comp;
+        let instr = comp.instr(id);
+        let ty = |i: InstrId| {
+            crate::types::device_type(element_type(comp, i).expect("checked: arrays"))
+                .expect("checked: native")
+        };
+        let ops = &instr.operands;
+        match &instr.op {
+            Op::Unary(u) => {
+                let x = self.operand(ops[0], ty(ops[0]));
+                Expr::unary(unary(*u).expect("checked: jit unary"), x)
+            }
+            Op::Binary(b) => {
+                let t = ty(ops[0]);
+                let (x, y) = (self.operand(ops[0], t), self.operand(ops[1], t));
+                Expr::binary(binary(*b), x, y)
+            }
+            Op::Compare { direction, .. } => {
+                let t = ty(ops[0]);
+                let (x, y) = (self.operand(ops[0], t), self.operand(ops[1], t));
+                Expr::compare(compare(*direction), x, y)
+            }
+            Op::Select => {
+                let p = self.operand(ops[0], DType::Pred);
+                let t = ty(id);
+                let (a, b) = (self.operand(ops[1], t), self.operand(ops[2], t));
+                Expr::Select(Box::new(p), Box::new(a), Box::new(b))
+            }
+            Op::Clamp => {
+                let t = ty(id);
+                let lo = self.operand(ops[0], t);
+                let x = self.operand(ops[1], t);
+                let hi = self.operand(ops[2], t);
+                Expr::Clamp(Box::new(lo), Box::new(x), Box::new(hi))
+            }
+            Op::Convert => {
+                let x = self.operand(ops[0], ty(ops[0]));
+                Expr::Convert(ty(id), Box::new(x))
+            }
+            _ => unreachable!("checked: element-wise"),
+        }
+    }
+}
+
+impl Lowerer<'_> {
+    /// Lowers an element-wise instruction and the chain fused into it.
+    pub(crate) fn elementwise(
+        &mut self,
+        scope: &mut Scope,
+        here: Here,
+        id: InstrId,
+    ) -> Result<Value, CompileError> {
+        let shape = here.array()?.clone();
+        let mut eb = ExprBuilder {
+            comp: here.comp,
+            fused: &scope.fused,
+            inputs: Vec::new(),
+        };
+        let expr = eb.build(id);
+        let input_ids = eb.inputs;
+        let mut inputs = Vec::new();
+        for i in input_ids {
+            inputs.push(self.array(scope, i)?);
+        }
+        let out_type = self.dtype(&shape);
+        let arr = self.map_kernel(&here.instr.name, &shape, &inputs, vec![(out_type, expr)]);
+        Ok(Value::Array(arr))
+    }
+
+    /// The mapping element-wise work follows: the most spread input's, or linear when that
+    /// spreads wider.
+    pub(crate) fn follow_mapping(&self, inputs: &[Arr], elements: usize) -> Vec<Piece> {
+        let linear = mapping::linear(elements, self.tiles);
+        let best = inputs
+            .iter()
+            .map(|a| self.mapping(a.tensor))
+            .max_by_key(|m| mapping::tile_count(m));
+        match best {
+            Some(m) if mapping::tile_count(m) >= mapping::tile_count(&linear) => m.to_vec(),
+            _ => linear,
+        }
+    }
+
+    /// Runs an element-wise kernel of `outputs` expressions over `inputs` (all of
+    /// `shape`'s element count) into a new tensor.
+    pub(crate) fn map_kernel(
+        &mut self,
+        name: &str,
+        shape: &xla_ir::ArrayShape,
+        inputs: &[Arr],
+        outputs: Vec<(DType, Expr)>,
+    ) -> Arr {
+        let n = shape.element_count() as usize;
+        let pieces = self.follow_mapping(inputs, n);
+        let inputs: Vec<Arr> = inputs.iter().map(|a| self.with_mapping(a, &pieces)).collect();
+        let out = self.arr_mapped(name, shape, pieces.clone());
+        if n == 0 {
+            return out;
+        }
+        let kernel = KernelSpec::Elementwise(ElementwiseKernel {
+            inputs: inputs.iter().map(|a| self.dtype(&a.shape)).collect(),
+            outputs,
+        });
+        let tpi = self.target.tiles_per_ipu;
+        let mut vertices = Vec::new();
+        for p in &pieces {
+            for (at, len) in mapping::worker_split(p.len, self.target.worker_contexts, MIN_PER_WORKER) {
+                let region = |t| Region {
+                    tensor: t,
+                    start: p.start + at,
+                    len,
+                };
+                vertices.push(Vertex {
+                    kernel: kernel.clone(),
+                    ipu: p.tile / tpi,
+                    tile: p.tile % tpi,
+                    inputs: inputs.iter().map(|a| region(a.tensor)).collect(),
+                    outputs: vec![region(out.tensor)],
+                    run_length: 0,
+                });
+            }
+        }
+        for a in &inputs {
+            self.use_tensor(a.tensor);
+        }
+        let cs = self.b.compute_set(name, vertices);
+        self.emit(Program::Execute(cs));
+        out
+    }
+}

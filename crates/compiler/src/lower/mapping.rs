@@ -1,0 +1,128 @@
+//! Tile mappings: which tile holds which elements. Linear mapping with a grain, as
+//! `poputil::mapTensorLinearly` does, starting at a tile chosen from the element count so
+//! that equally sized tensors map alike (element-wise operands then need no exchange) while
+//! small tensors of different sizes spread over the tiles.
+
+use serde::Serialize;
+
+/// Elements per grain: mappings split tensors only at multiples of this.
+pub const GRAIN: usize = 16;
+/// A tile gets at least this many elements before a tensor spreads to another.
+pub const MIN_ELEMENTS_PER_TILE: usize = 128;
+
+/// A run of a tensor's elements on one tile (tiles numbered across IPUs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Piece {
+    /// Global tile index (`ipu * tiles_per_ipu + tile`).
+    pub tile: usize,
+    /// First element.
+    pub start: usize,
+    /// Elements.
+    pub len: usize,
+}
+
+/// The first tile of a linear mapping of `elements`.
+fn start_tile(elements: usize, tiles: usize) -> usize {
+    (elements.wrapping_mul(2_654_435_761) >> 7) % tiles
+}
+
+/// Spreads `elements` over `tiles` tiles in grains, at least `min_per_tile` per tile.
+pub fn linear(elements: usize, tiles: usize) -> Vec<Piece> {
+    linear_grain(elements, tiles, GRAIN, MIN_ELEMENTS_PER_TILE)
+}
+
+/// Linear mapping in units of `grain` elements (rows of a reduction, say).
+pub fn linear_grain(elements: usize, tiles: usize, grain: usize, min_per_tile: usize) -> Vec<Piece> {
+    let tiles = tiles.max(1);
+    if elements == 0 {
+        return vec![Piece {
+            tile: start_tile(0, tiles),
+            start: 0,
+            len: 0,
+        }];
+    }
+    let grain = grain.max(1);
+    let grains = elements.div_ceil(grain);
+    let min_grains = min_per_tile.div_ceil(grain).max(1);
+    let per_tile = grains.div_ceil(tiles).max(min_grains);
+    let first = start_tile(elements, tiles);
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    let mut k = 0;
+    while start < elements {
+        let len = (per_tile * grain).min(elements - start);
+        pieces.push(Piece {
+            tile: (first + k) % tiles,
+            start,
+            len,
+        });
+        start += len;
+        k += 1;
+    }
+    pieces
+}
+
+/// All elements on one tile.
+pub fn single(elements: usize, tile: usize) -> Vec<Piece> {
+    vec![Piece {
+        tile,
+        start: 0,
+        len: elements,
+    }]
+}
+
+/// Splits `len` elements into at most `workers` runs of at least `min` elements each, so a
+/// tile's six worker contexts share the work.
+pub fn worker_split(len: usize, workers: usize, min: usize) -> Vec<(usize, usize)> {
+    let n = len.div_ceil(min.max(1)).clamp(1, workers.max(1));
+    let mut out = Vec::with_capacity(n);
+    let mut at = 0;
+    for k in 0..n {
+        let l = len / n + usize::from(k < len % n);
+        if l > 0 {
+            out.push((at, l));
+        }
+        at += l;
+    }
+    out
+}
+
+/// Number of distinct tiles a mapping uses.
+pub fn tile_count(pieces: &[Piece]) -> usize {
+    let mut t: Vec<usize> = pieces.iter().filter(|p| p.len > 0).map(|p| p.tile).collect();
+    t.sort_unstable();
+    t.dedup();
+    t.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linear_covers_every_element_once_in_grains() {
+        for (n, tiles) in [(1, 4), (100, 4), (1000, 4), (1_000_000, 1472), (129, 1)] {
+            let m = linear(n, tiles);
+            let mut at = 0;
+            for p in &m {
+                assert_eq!(p.start, at);
+                assert!(p.tile < tiles);
+                at += p.len;
+            }
+            assert_eq!(at, n);
+            for p in &m[..m.len() - 1] {
+                assert_eq!(p.len % GRAIN, 0);
+            }
+        }
+        assert_eq!(tile_count(&linear(1_000_000, 1472)), 1472);
+        assert_eq!(tile_count(&linear(100, 1472)), 1);
+    }
+
+    #[test]
+    fn worker_split_balances() {
+        assert_eq!(worker_split(10, 6, 32), vec![(0, 10)]);
+        let s = worker_split(600, 6, 32);
+        assert_eq!(s.len(), 6);
+        assert_eq!(s.iter().map(|x| x.1).sum::<usize>(), 600);
+    }
+}

@@ -1,0 +1,488 @@
+//! Lowering a module onto the IPU Model: the walk over computations, the values each
+//! instruction produces (device tensors, tuples of them), and the bookkeeping every lowering
+//! shares (tensor creation, program emission, liveness steps).
+
+mod codelet;
+mod control;
+mod dot;
+mod elementwise;
+mod mapping;
+mod memory;
+mod movement;
+mod reduce;
+
+use crate::config::{IpuConfig, PlannerOptions};
+use crate::types::{device_type, location};
+use crate::CompileError;
+use codegen::DType;
+use mapping::Piece;
+use runtime::{
+    Direction, Executable, ExecutableBuilder, Interval, Program, Rearrange, Target, TensorId,
+};
+use std::collections::{HashMap, HashSet};
+use xla_ir::ids::{CompId, InstrId};
+use xla_ir::{ArrayShape, Computation, Instruction, Module, Op, Shape};
+
+/// A compiled module: the executable and how host values enter and leave it.
+#[derive(Debug, Clone)]
+pub struct Compiled {
+    /// The device program.
+    pub executable: Executable,
+    /// One host-to-device stream per parameter leaf, in parameter order.
+    pub inputs: Vec<HostBuffer>,
+    /// One device-to-host stream per result leaf, in result order.
+    pub outputs: Vec<HostBuffer>,
+    /// Warnings (conversions the device needed).
+    pub warnings: Vec<String>,
+}
+
+/// A host stream and the HLO shape of the values it carries.
+#[derive(Debug, Clone)]
+pub struct HostBuffer {
+    /// The stream's name in the executable.
+    pub stream: String,
+    /// The HLO shape (device bytes use [`crate::types::device_type`]).
+    pub shape: ArrayShape,
+}
+
+/// A device array: a tensor and the HLO shape it holds (row-major, logical order).
+#[derive(Debug, Clone)]
+pub(crate) struct Arr {
+    pub tensor: TensorId,
+    pub shape: ArrayShape,
+}
+
+impl Arr {
+    pub fn elements(&self) -> usize {
+        self.shape.element_count() as usize
+    }
+
+    pub fn dims(&self) -> Vec<usize> {
+        self.shape.dims.iter().map(|&d| d as usize).collect()
+    }
+}
+
+/// What an instruction produces on the device.
+#[derive(Debug, Clone)]
+pub(crate) enum Value {
+    Array(Arr),
+    Tuple(Vec<Value>),
+    Token,
+}
+
+impl Value {
+    /// The leaves, in order.
+    pub fn leaves(&self) -> Vec<Arr> {
+        match self {
+            Value::Array(a) => vec![a.clone()],
+            Value::Tuple(items) => items.iter().flat_map(Value::leaves).collect(),
+            Value::Token => vec![],
+        }
+    }
+}
+
+/// Liveness of one tensor in program steps.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Life {
+    pub first: u64,
+    pub last: u64,
+    /// Constants: never share memory.
+    pub pinned: bool,
+}
+
+/// The instruction being lowered, for error messages.
+#[derive(Clone, Copy)]
+pub(crate) struct Here<'a> {
+    pub comp: &'a Computation,
+    pub instr: &'a Instruction,
+}
+
+impl Here<'_> {
+    pub fn unsupported(&self, reason: impl Into<String>) -> CompileError {
+        CompileError::Unsupported {
+            at: location(self.comp, self.instr),
+            instruction: self.instr.name.clone(),
+            opcode: self.instr.op.name().to_string(),
+            reason: reason.into(),
+        }
+    }
+
+    pub fn array(&self) -> Result<&ArrayShape, CompileError> {
+        self.instr
+            .shape
+            .as_array()
+            .ok_or_else(|| self.unsupported("tuple-shaped results of this op are not supported"))
+    }
+}
+
+/// The state of one computation being lowered.
+pub(crate) struct Scope {
+    pub comp: CompId,
+    pub env: HashMap<InstrId, Value>,
+    /// Element-wise instructions inlined into their single consumer's kernel.
+    pub fused: HashSet<InstrId>,
+}
+
+/// Lowers HLO into an executable.
+pub(crate) struct Lowerer<'m> {
+    pub module: &'m Module,
+    pub b: ExecutableBuilder,
+    pub target: Target,
+    pub tiles: usize,
+    pub matmul: PlannerOptions,
+    pub conv: PlannerOptions,
+    pub step: u64,
+    pub life: Vec<Life>,
+    pub mappings: Vec<Vec<Piece>>,
+    seqs: Vec<Vec<Program>>,
+    next_tile: usize,
+    pub warnings: Vec<String>,
+}
+
+/// Compiles a module (types already checked and narrowed).
+pub(crate) fn lower_module(module: &Module, config: &IpuConfig) -> Result<Compiled, CompileError> {
+    let target = config.target()?;
+    let num_ipus = config.auto_select_ipus.num_ipus();
+    let mut l = Lowerer {
+        module,
+        b: ExecutableBuilder::new(target.clone(), num_ipus),
+        tiles: target.tiles_per_ipu * num_ipus,
+        target,
+        matmul: config.matmuls.options("matmuls")?,
+        conv: config.convolutions.options("convolutions")?,
+        step: 0,
+        life: Vec::new(),
+        mappings: Vec::new(),
+        seqs: vec![Vec::new()],
+        next_tile: 0,
+        warnings: Vec::new(),
+    };
+    let entry = module.entry_computation();
+    let mut args = Vec::new();
+    let mut inputs = Vec::new();
+    for (k, &p) in entry.parameters().iter().enumerate() {
+        let shape = &entry.instr(p).shape;
+        args.push(l.stream_in(&format!("param{k}"), shape, &mut inputs));
+    }
+    let result = l.computation(module.entry, args)?;
+    let mut outputs = Vec::new();
+    for (k, leaf) in result.leaves().into_iter().enumerate() {
+        let name = format!("out{k}");
+        let dtype = l.dtype(&leaf.shape);
+        let s = l.b.stream(&name, Direction::DeviceToHost, dtype, leaf.elements());
+        l.use_tensor(leaf.tensor);
+        l.emit(Program::StreamCopy {
+            stream: s,
+            tensor: leaf.tensor,
+        });
+        outputs.push(HostBuffer {
+            stream: name,
+            shape: leaf.shape.clone(),
+        });
+    }
+    let program = Program::Sequence(l.seqs.pop().expect("the main sequence"));
+    memory::allocate(&mut l)?;
+    let warnings = std::mem::take(&mut l.warnings);
+    let executable = l.b.finish(program);
+    Ok(Compiled {
+        executable,
+        inputs,
+        outputs,
+        warnings,
+    })
+}
+
+impl<'m> Lowerer<'m> {
+    /// The device type of an array shape (types were checked before lowering).
+    pub fn dtype(&self, shape: &ArrayShape) -> DType {
+        device_type(shape.element_type).expect("device types are checked before lowering")
+    }
+
+    /// Appends a program step.
+    pub fn emit(&mut self, p: Program) {
+        self.seqs.last_mut().expect("a sequence").push(p);
+        self.step += 1;
+    }
+
+    /// Starts collecting steps into a nested sequence.
+    pub fn begin(&mut self) {
+        self.seqs.push(Vec::new());
+    }
+
+    /// Ends the nested sequence, returning it.
+    pub fn end(&mut self) -> Program {
+        Program::Sequence(self.seqs.pop().expect("begin before end"))
+    }
+
+    /// A new tensor with this mapping (offsets are planned at the end).
+    pub fn tensor(&mut self, name: &str, dtype: DType, dims: &[usize], pieces: Vec<Piece>) -> TensorId {
+        let tpi = self.target.tiles_per_ipu;
+        let mapping = pieces
+            .iter()
+            .filter(|p| p.len > 0 || dims.iter().product::<usize>() == 0)
+            .filter(|p| p.len > 0)
+            .map(|p| Interval {
+                ipu: p.tile / tpi,
+                tile: p.tile % tpi,
+                start: p.start,
+                len: p.len,
+                offset: 0,
+            })
+            .collect();
+        let id = self.b.tensor_mapped(name, dtype, dims, mapping);
+        self.life.push(Life {
+            first: self.step,
+            last: self.step,
+            pinned: false,
+        });
+        self.mappings
+            .push(pieces.into_iter().filter(|p| p.len > 0).collect());
+        id
+    }
+
+    /// A new array with a linear mapping.
+    pub fn linear_arr(&mut self, name: &str, shape: &ArrayShape) -> Arr {
+        let n = shape.element_count() as usize;
+        let pieces = mapping::linear(n, self.tiles);
+        self.arr_mapped(name, shape, pieces)
+    }
+
+    /// A new array with the given mapping.
+    pub fn arr_mapped(&mut self, name: &str, shape: &ArrayShape, pieces: Vec<Piece>) -> Arr {
+        let dims: Vec<usize> = shape.dims.iter().map(|&d| d as usize).collect();
+        let dtype = self.dtype(shape);
+        Arr {
+            tensor: self.tensor(name, dtype, &dims, pieces),
+            shape: shape.clone(),
+        }
+    }
+
+    /// Records a read of `t` at the current step.
+    pub fn use_tensor(&mut self, t: TensorId) {
+        let life = &mut self.life[t.0 as usize];
+        life.last = life.last.max(self.step);
+    }
+
+    /// The mapping of a tensor.
+    pub fn mapping(&self, t: TensorId) -> &[Piece] {
+        &self.mappings[t.0 as usize]
+    }
+
+    /// A tile for work that runs on one tile, chosen round-robin.
+    pub fn next_tile(&mut self) -> usize {
+        let t = self.next_tile % self.tiles;
+        self.next_tile += 97;
+        t
+    }
+
+    /// Runs a rearrangement into a new tensor.
+    pub fn rearrange_into(&mut self, dst: TensorId, sources: Vec<TensorId>, runs: Vec<runtime::Run>, fill: Vec<u8>, name: &str) {
+        for s in &sources {
+            self.use_tensor(*s);
+        }
+        let id = self.b.rearrange(Rearrange {
+            name: name.to_string(),
+            dst,
+            sources,
+            fill,
+            runs,
+        });
+        self.emit(Program::Rearrange(id));
+    }
+
+    /// `t` itself if it already has this mapping, else a copy of it that has.
+    pub fn with_mapping(&mut self, a: &Arr, pieces: &[Piece]) -> Arr {
+        if self.mapping(a.tensor) == pieces {
+            return a.clone();
+        }
+        let name = format!("{}.relayout", self.b.tensor_info(a.tensor).name);
+        let copy = self.arr_mapped(&name, &a.shape, pieces.to_vec());
+        self.use_tensor(a.tensor);
+        self.emit(Program::Copy {
+            src: a.tensor,
+            dst: copy.tensor,
+        });
+        copy
+    }
+
+    /// A host-to-device stream per leaf of `shape`, each into a linearly mapped tensor.
+    fn stream_in(&mut self, name: &str, shape: &Shape, inputs: &mut Vec<HostBuffer>) -> Value {
+        match shape {
+            Shape::Array(a) => {
+                let stream_name = format!("in{}", inputs.len());
+                let arr = self.linear_arr(name, a);
+                let dtype = self.dtype(a);
+                let s = self
+                    .b
+                    .stream(&stream_name, Direction::HostToDevice, dtype, arr.elements());
+                self.emit(Program::StreamCopy {
+                    stream: s,
+                    tensor: arr.tensor,
+                });
+                inputs.push(HostBuffer {
+                    stream: stream_name,
+                    shape: a.clone(),
+                });
+                Value::Array(arr)
+            }
+            Shape::Tuple(items) => Value::Tuple(
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| self.stream_in(&format!("{name}.{i}"), s, inputs))
+                    .collect(),
+            ),
+            Shape::Token => Value::Token,
+        }
+    }
+
+    /// Lowers computation `id` with `args` bound to its parameters; returns its root value.
+    pub fn computation(&mut self, id: CompId, args: Vec<Value>) -> Result<Value, CompileError> {
+        let comp = self.module.computation(id);
+        let mut scope = Scope {
+            comp: id,
+            env: HashMap::new(),
+            fused: elementwise::fusion_candidates(self.module, comp),
+        };
+        for (&p, arg) in comp.parameters().iter().zip(args) {
+            scope.env.insert(p, arg);
+        }
+        for &i in comp.order() {
+            if scope.env.contains_key(&i)
+                || scope.fused.contains(&i)
+                || elementwise::is_lazy_constant(comp, i)
+            {
+                continue;
+            }
+            let v = self.instruction(&mut scope, i)?;
+            scope.env.insert(i, v);
+        }
+        self.value(&mut scope, comp.root)
+    }
+
+    /// The value of an instruction already lowered, materialising constants on demand.
+    pub fn value(&mut self, scope: &mut Scope, id: InstrId) -> Result<Value, CompileError> {
+        if let Some(v) = scope.env.get(&id) {
+            return Ok(v.clone());
+        }
+        let v = self.instruction(scope, id)?;
+        scope.env.insert(id, v.clone());
+        Ok(v)
+    }
+
+    /// The array value of an operand.
+    pub fn array(&mut self, scope: &mut Scope, id: InstrId) -> Result<Arr, CompileError> {
+        match self.value(scope, id)? {
+            Value::Array(a) => Ok(a),
+            _ => {
+                let comp = self.module.computation(scope.comp);
+                Err(Here {
+                    comp,
+                    instr: comp.instr(id),
+                }
+                .unsupported("a tuple where an array is expected"))
+            }
+        }
+    }
+
+    /// Lowers one instruction.
+    fn instruction(&mut self, scope: &mut Scope, id: InstrId) -> Result<Value, CompileError> {
+        let module = self.module;
+        let comp = module.computation(scope.comp);
+        let instr = comp.instr(id);
+        let here = Here { comp, instr };
+        match &instr.op {
+            Op::Parameter { .. } => Err(here.unsupported("a parameter with no argument")),
+            Op::Constant { literal } => Ok(self.constant(&instr.name, literal)),
+            Op::Tuple => {
+                let ops: Vec<InstrId> = instr.operands.to_vec();
+                let mut items = Vec::with_capacity(ops.len());
+                for o in ops {
+                    items.push(self.value(scope, o)?);
+                }
+                Ok(Value::Tuple(items))
+            }
+            Op::GetTupleElement { index } => match self.value(scope, instr.operands[0])? {
+                Value::Tuple(items) => items
+                    .get(*index as usize)
+                    .cloned()
+                    .ok_or_else(|| here.unsupported("tuple index out of range")),
+                _ => Err(here.unsupported("get-tuple-element of a non-tuple")),
+            },
+            Op::AfterAll => Ok(Value::Token),
+            Op::Fusion { calls, .. } | Op::Call { to_apply: calls } => {
+                let ops: Vec<InstrId> = instr.operands.to_vec();
+                let mut args = Vec::new();
+                for o in ops {
+                    args.push(self.value(scope, o)?);
+                }
+                if matches!(instr.op, Op::Call { .. }) {
+                    self.call(*calls, args)
+                } else {
+                    self.computation(*calls, args)
+                }
+            }
+            Op::While { condition, body } => {
+                let state = self.value(scope, instr.operands[0])?;
+                self.while_loop(here, *condition, *body, state)
+            }
+            Op::Conditional { branches } => self.conditional(scope, here, branches),
+            Op::Reshape | Op::Unary(xla_ir::UnaryOp::Copy) => {
+                let a = self.array(scope, instr.operands[0])?;
+                Ok(Value::Array(Arr {
+                    tensor: a.tensor,
+                    shape: here.array()?.clone(),
+                }))
+            }
+            Op::Bitcast => self.bitcast(scope, here),
+            Op::Broadcast { .. }
+            | Op::Transpose { .. }
+            | Op::Slice { .. }
+            | Op::Concatenate { .. }
+            | Op::Pad { .. }
+            | Op::Reverse { .. } => self.movement(scope, here),
+            Op::Iota { .. } => self.folded_constant(here),
+            Op::Dot { .. } => self.dot(scope, here),
+            Op::Reduce { .. } => self.reduce(scope, here),
+            _ if elementwise::is_jit_elementwise(module, comp, id) => {
+                self.elementwise(scope, here, id)
+            }
+            _ => self.codelet_op(scope, here),
+        }
+    }
+
+    /// A constant: an initialised, pinned tensor.
+    fn constant(&mut self, name: &str, literal: &xla_ir::Literal) -> Value {
+        match literal {
+            xla_ir::Literal::Array(a) => {
+                let n = a.shape.element_count() as usize;
+                let pieces = if n * 4 <= 4096 {
+                    mapping::single(n, self.next_tile())
+                } else {
+                    mapping::linear(n, self.tiles)
+                };
+                let arr = self.arr_mapped(name, &a.shape, pieces);
+                self.b.tensor_mut(arr.tensor).init = Some(crate::device_data::to_device(&a.data));
+                self.life[arr.tensor.0 as usize].pinned = true;
+                Value::Array(arr)
+            }
+            xla_ir::Literal::Tuple(items) => Value::Tuple(
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, l)| self.constant(&format!("{name}.{i}"), l))
+                    .collect(),
+            ),
+            xla_ir::Literal::Token => Value::Token,
+        }
+    }
+
+    /// An instruction with no operands whose value is fixed (iota): evaluated at compile
+    /// time into a constant.
+    fn folded_constant(&mut self, here: Here) -> Result<Value, CompileError> {
+        let m = codelet::single_op_module(self.module, here.instr, &[], None);
+        let lit = xla_ir::eval::evaluate(&m, &[])
+            .map_err(|e| here.unsupported(format!("cannot fold: {e}")))?;
+        Ok(self.constant(&here.instr.name, &lit))
+    }
+}

@@ -1,0 +1,275 @@
+//! Data movement as exchange: broadcast, transpose, slice, concatenate, pad, reverse and
+//! layout-changing bitcasts become one rearrangement each: every destination element names
+//! its source element (or the fill value), consecutive ones merge into runs, and the engine
+//! turns the runs into exchange moves between tiles.
+
+use super::{Arr, Here, Lowerer, Scope, Value};
+use crate::CompileError;
+use runtime::{Run, RunSource};
+use xla_ir::{ArrayShape, Op};
+
+/// Where one destination element comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Src {
+    /// Element `index` of source `k`.
+    At(u32, usize),
+    /// The fill value.
+    Fill,
+}
+
+/// Runs for a destination of `dims`, given each element's source (row-major walk).
+pub(crate) fn runs_of(dims: &[usize], mut f: impl FnMut(&[usize]) -> Src) -> Vec<Run> {
+    let n: usize = dims.iter().product();
+    let mut runs: Vec<Run> = Vec::new();
+    let mut idx = vec![0usize; dims.len()];
+    for flat in 0..n {
+        let s = f(&idx);
+        let extend = match (runs.last(), s) {
+            (Some(r), Src::Fill) => r.source == RunSource::Fill,
+            (Some(r), Src::At(k, i)) => {
+                matches!(r.source, RunSource::Tensor { k: rk, start } if rk == k && start + r.len == i)
+            }
+            (None, _) => false,
+        };
+        if extend {
+            runs.last_mut().expect("checked").len += 1;
+        } else {
+            runs.push(Run {
+                source: match s {
+                    Src::Fill => RunSource::Fill,
+                    Src::At(k, start) => RunSource::Tensor { k, start },
+                },
+                dst_start: flat,
+                len: 1,
+            });
+        }
+        for d in (0..dims.len()).rev() {
+            idx[d] += 1;
+            if idx[d] < dims[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    runs
+}
+
+/// Row-major flat index.
+pub(crate) fn flat(dims: &[usize], idx: &[usize]) -> usize {
+    idx.iter().zip(dims).fold(0, |acc, (&i, &d)| acc * d + i)
+}
+
+/// Minor-to-major order of a shape (row-major when it has no layout).
+fn minor_to_major(s: &ArrayShape) -> Vec<usize> {
+    match &s.layout {
+        Some(l) if l.minor_to_major.len() == s.dims.len() => {
+            l.minor_to_major.iter().map(|&d| d as usize).collect()
+        }
+        _ => (0..s.dims.len()).rev().collect(),
+    }
+}
+
+/// Physical position of a logical index under a layout.
+fn physical(dims: &[usize], m2m: &[usize], idx: &[usize]) -> usize {
+    let mut pos = 0;
+    for &d in m2m.iter().rev() {
+        pos = pos * dims[d] + idx[d];
+    }
+    pos
+}
+
+/// The logical index at a physical position under a layout.
+fn logical(dims: &[usize], m2m: &[usize], mut pos: usize, idx: &mut [usize]) {
+    for &d in m2m {
+        idx[d] = pos % dims[d].max(1);
+        pos /= dims[d].max(1);
+    }
+}
+
+impl Lowerer<'_> {
+    /// A new linearly mapped array filled by a rearrangement of `sources`.
+    pub(crate) fn rearranged(
+        &mut self,
+        name: &str,
+        shape: &ArrayShape,
+        sources: &[Arr],
+        fill: Vec<u8>,
+        f: impl FnMut(&[usize]) -> Src,
+    ) -> Arr {
+        let out = self.linear_arr(name, shape);
+        let dims: Vec<usize> = shape.dims.iter().map(|&d| d as usize).collect();
+        let runs = runs_of(&dims, f);
+        let fill = if runs.iter().any(|r| r.source == RunSource::Fill) {
+            fill
+        } else {
+            Vec::new()
+        };
+        self.rearrange_into(
+            out.tensor,
+            sources.iter().map(|a| a.tensor).collect(),
+            runs,
+            fill,
+            name,
+        );
+        out
+    }
+
+    /// Lowers broadcast, transpose, slice, concatenate, pad and reverse.
+    pub(crate) fn movement(&mut self, scope: &mut Scope, here: Here) -> Result<Value, CompileError> {
+        let shape = here.array()?.clone();
+        let name = &here.instr.name;
+        let operands: Vec<Arr> = {
+            let ids: Vec<_> = here.instr.operands.to_vec();
+            let mut v = Vec::new();
+            for i in ids {
+                v.push(self.array(scope, i)?);
+            }
+            v
+        };
+        let in_dims: Vec<Vec<usize>> = operands.iter().map(Arr::dims).collect();
+        let a = match &here.instr.op {
+            Op::Broadcast { dimensions } => {
+                let d0 = &in_dims[0];
+                let map: Vec<usize> = dimensions.iter().map(|&d| d as usize).collect();
+                let mut src = vec![0; map.len()];
+                self.rearranged(name, &shape, &operands[..1], Vec::new(), |o| {
+                    for (k, &d) in map.iter().enumerate() {
+                        src[k] = o[d];
+                    }
+                    Src::At(0, flat(d0, &src))
+                })
+            }
+            Op::Transpose { dimensions } => {
+                let d0 = &in_dims[0];
+                let perm: Vec<usize> = dimensions.iter().map(|&d| d as usize).collect();
+                let mut src = vec![0; perm.len()];
+                self.rearranged(name, &shape, &operands[..1], Vec::new(), |o| {
+                    for (k, &p) in perm.iter().enumerate() {
+                        src[p] = o[k];
+                    }
+                    Src::At(0, flat(d0, &src))
+                })
+            }
+            Op::Slice { slices } => {
+                let d0 = &in_dims[0];
+                let sl: Vec<(usize, usize)> = slices
+                    .iter()
+                    .map(|s| (s.start as usize, s.stride as usize))
+                    .collect();
+                let mut src = vec![0; sl.len()];
+                self.rearranged(name, &shape, &operands[..1], Vec::new(), |o| {
+                    for (k, &(start, stride)) in sl.iter().enumerate() {
+                        src[k] = start + o[k] * stride;
+                    }
+                    Src::At(0, flat(d0, &src))
+                })
+            }
+            Op::Concatenate { dimension } => {
+                let dim = *dimension as usize;
+                let offsets: Vec<usize> = in_dims
+                    .iter()
+                    .scan(0, |acc, d| {
+                        let o = *acc;
+                        *acc += d[dim];
+                        Some(o)
+                    })
+                    .collect();
+                let mut src = Vec::new();
+                self.rearranged(name, &shape, &operands, Vec::new(), |o| {
+                    let k = offsets.partition_point(|&off| off <= o[dim]) - 1;
+                    src.clear();
+                    src.extend_from_slice(o);
+                    src[dim] -= offsets[k];
+                    Src::At(k as u32, flat(&in_dims[k], &src))
+                })
+            }
+            Op::Pad { padding } => {
+                let d0 = &in_dims[0];
+                let fill = match super::elementwise::scalar_constant(here.comp, here.instr.operands[1]) {
+                    Some(data) => crate::device_data::to_device(data),
+                    None => Vec::new(),
+                };
+                let constant_fill = !fill.is_empty();
+                let pads: Vec<(i64, i64)> =
+                    padding.iter().map(|p| (p.low, p.interior + 1)).collect();
+                let mut src = vec![0; pads.len()];
+                self.rearranged(name, &shape, &operands, fill, |o| {
+                    for (k, &(low, step)) in pads.iter().enumerate() {
+                        let rel = o[k] as i64 - low;
+                        if rel < 0 || rel % step != 0 || (rel / step) as usize >= d0[k] {
+                            return if constant_fill { Src::Fill } else { Src::At(1, 0) };
+                        }
+                        src[k] = (rel / step) as usize;
+                    }
+                    Src::At(0, flat(d0, &src))
+                })
+            }
+            Op::Reverse { dimensions } => {
+                let d0 = &in_dims[0];
+                let rev: Vec<bool> = (0..d0.len())
+                    .map(|d| dimensions.contains(&(d as i64)))
+                    .collect();
+                let mut src = vec![0; d0.len()];
+                self.rearranged(name, &shape, &operands[..1], Vec::new(), |o| {
+                    for k in 0..o.len() {
+                        src[k] = if rev[k] { d0[k] - 1 - o[k] } else { o[k] };
+                    }
+                    Src::At(0, flat(d0, &src))
+                })
+            }
+            _ => unreachable!("dispatched: data movement"),
+        };
+        Ok(Value::Array(a))
+    }
+
+    /// A bitcast: free when both layouts order elements alike, else a rearrangement that
+    /// keeps each element's physical position.
+    pub(crate) fn bitcast(&mut self, scope: &mut Scope, here: Here) -> Result<Value, CompileError> {
+        let shape = here.array()?.clone();
+        let a = self.array(scope, here.instr.operands[0])?;
+        let (out_dims, in_dims) = (
+            shape.dims.iter().map(|&d| d as usize).collect::<Vec<_>>(),
+            a.dims(),
+        );
+        let (out_m2m, in_m2m) = (minor_to_major(&shape), minor_to_major(&a.shape));
+        let n = shape.element_count() as usize;
+        let mut idx = vec![0; in_dims.len()];
+        let mut out_idx = vec![0; out_dims.len()];
+        let identity = (0..n).all(|p| {
+            logical(&out_dims, &out_m2m, p, &mut out_idx);
+            logical(&in_dims, &in_m2m, p, &mut idx);
+            flat(&out_dims, &out_idx) == flat(&in_dims, &idx)
+        });
+        if identity {
+            return Ok(Value::Array(Arr {
+                tensor: a.tensor,
+                shape,
+            }));
+        }
+        let out = self.rearranged(&here.instr.name, &shape, &[a], Vec::new(), |o| {
+            let p = physical(&out_dims, &out_m2m, o);
+            logical(&in_dims, &in_m2m, p, &mut idx);
+            Src::At(0, flat(&in_dims, &idx))
+        });
+        Ok(Value::Array(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_merge_contiguous_sources_and_fills() {
+        // a 2x3 transpose of 3x2: sources 0,2,4 / 1,3,5: no merging
+        let runs = runs_of(&[2, 3], |o| Src::At(0, o[1] * 2 + o[0]));
+        assert_eq!(runs.len(), 6);
+        // a row broadcast merges rows
+        let runs = runs_of(&[4, 8], |o| Src::At(0, o[1]));
+        assert_eq!(runs.len(), 4);
+        assert!(runs.iter().all(|r| r.len == 8));
+        // a pad: fill, data, fill
+        let runs = runs_of(&[6], |o| if (1..5).contains(&o[0]) { Src::At(0, o[0] - 1) } else { Src::Fill });
+        assert_eq!(runs.len(), 3);
+    }
+}

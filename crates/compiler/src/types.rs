@@ -1,0 +1,65 @@
+//! How HLO element types are stored on the device. The IPU computes in f32, f16, s32, u32
+//! and bool; 8- and 16-bit integers are stored widened to 32 bits (sign- or zero-extended)
+//! and computed by codelets that narrow them; f64 does not exist on the device.
+
+use crate::CompileError;
+use codegen::DType;
+use xla_ir::{ElementType, Module, Shape};
+
+/// The storage type of an HLO element type on the device, or `None` where there is none
+/// (f64, bf16; s64/u64 are narrowed before lowering).
+pub fn device_type(t: ElementType) -> Option<DType> {
+    Some(match t {
+        ElementType::F32 => DType::F32,
+        ElementType::F16 => DType::F16,
+        ElementType::S32 | ElementType::S16 | ElementType::S8 => DType::S32,
+        ElementType::U32 | ElementType::U16 | ElementType::U8 => DType::U32,
+        ElementType::Pred => DType::Pred,
+        ElementType::S64 | ElementType::U64 | ElementType::F64 | ElementType::Bf16 => {
+            return None;
+        }
+    })
+}
+
+/// True when the type is stored as itself (JIT kernels handle it directly).
+pub fn is_native(t: ElementType) -> bool {
+    matches!(
+        t,
+        ElementType::F32 | ElementType::F16 | ElementType::S32 | ElementType::U32 | ElementType::Pred
+    )
+}
+
+/// `computation 'c', line L` for errors.
+pub fn location(comp: &xla_ir::Computation, instr: &xla_ir::Instruction) -> String {
+    match instr.location {
+        Some(l) => format!("line {}:{} (computation '{}')", l.line, l.column, comp.name),
+        None => format!("computation '{}'", comp.name),
+    }
+}
+
+fn has_type(shape: &Shape, t: ElementType) -> bool {
+    shape.leaf_arrays().iter().any(|a| a.element_type == t)
+}
+
+/// Rejects types the device does not have: f64 (with the conversion to make) and bf16.
+pub fn check_device_types(module: &Module) -> Result<(), CompileError> {
+    for (_, comp) in module.computations() {
+        for (_, instr) in comp.instructions() {
+            if has_type(&instr.shape, ElementType::F64) {
+                return Err(CompileError::F64 {
+                    at: location(comp, instr),
+                    instruction: instr.name.clone(),
+                });
+            }
+            if has_type(&instr.shape, ElementType::Bf16) {
+                return Err(CompileError::Unsupported {
+                    at: location(comp, instr),
+                    instruction: instr.name.clone(),
+                    opcode: instr.op.name().to_string(),
+                    reason: "bf16 values are not supported yet; convert to f16 or f32".into(),
+                });
+            }
+        }
+    }
+    Ok(())
+}

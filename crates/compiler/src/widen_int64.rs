@@ -1,0 +1,82 @@
+//! The int64 conversion (the seed's `--int64_to_int32_conversion`, always on): the IPU has
+//! no 64-bit integers, so s64 and u64 values become s32 and u32, with a warning, and values
+//! beyond 32 bits wrap.
+
+use xla_ir::literal::{ArrayData, ArrayLiteral, Literal};
+use xla_ir::{ElementType, Module, Op, Shape};
+
+fn narrow_type(t: ElementType) -> ElementType {
+    match t {
+        ElementType::S64 => ElementType::S32,
+        ElementType::U64 => ElementType::U32,
+        other => other,
+    }
+}
+
+/// Rewrites a shape's 64-bit integer leaves; true when anything changed.
+fn narrow_shape(shape: &mut Shape) -> bool {
+    match shape {
+        Shape::Array(a) => {
+            let t = narrow_type(a.element_type);
+            let changed = t != a.element_type;
+            a.element_type = t;
+            changed
+        }
+        Shape::Tuple(items) => items.iter_mut().fold(false, |c, s| narrow_shape(s) | c),
+        Shape::Token => false,
+    }
+}
+
+fn narrow_literal(l: &mut Literal) {
+    match l {
+        Literal::Array(a) => narrow_array(a),
+        Literal::Tuple(items) => items.iter_mut().for_each(narrow_literal),
+        Literal::Token => {}
+    }
+}
+
+fn narrow_array(a: &mut ArrayLiteral) {
+    a.shape.element_type = narrow_type(a.shape.element_type);
+    a.data = match &a.data {
+        ArrayData::S64(v) => ArrayData::S32(v.iter().map(|&x| x as i32).collect()),
+        ArrayData::U64(v) => ArrayData::U32(v.iter().map(|&x| x as u32).collect()),
+        _ => return,
+    };
+}
+
+/// The module with every s64/u64 narrowed, and a warning naming how many instructions
+/// changed (none when nothing did).
+pub fn narrow_int64(module: &Module) -> (Module, Vec<String>) {
+    let mut out = module.clone();
+    let mut changed = Vec::new();
+    let ids: Vec<_> = out.computations().map(|(id, _)| id).collect();
+    for id in ids {
+        let comp = out.computation_mut(id);
+        let instrs: Vec<_> = comp.instructions().map(|(i, _)| i).collect();
+        for i in instrs {
+            let instr = comp.instr_mut(i);
+            if narrow_shape(&mut instr.shape) {
+                changed.push(instr.name.clone());
+                if let Op::Constant { literal } = &mut instr.op {
+                    narrow_literal(literal);
+                }
+            }
+        }
+    }
+    if let Some(layout) = &mut out.entry_computation_layout {
+        layout.parameters.iter_mut().for_each(|s| {
+            narrow_shape(s);
+        });
+        narrow_shape(&mut layout.result);
+    }
+    let warnings = if changed.is_empty() {
+        Vec::new()
+    } else {
+        vec![format!(
+            "the IPU has no 64-bit integers: {} instruction(s) converted from s64/u64 to s32/u32 (first: '{}'); values beyond 32 bits wrap",
+            changed.len(),
+            changed[0]
+        )]
+    };
+    (out, warnings)
+}

@@ -1,0 +1,42 @@
+//! Native codelets: vertices written in Rust rather than JIT-compiled from the kernel IR,
+//! as Poplar's codelets are C++. A compiler supplies them for work whose shape the kernel IR
+//! does not express (sorting, gathering by computed indices, convolution windows).
+
+use crate::cost::VertexCost;
+use crate::target::Target;
+use std::fmt;
+use std::sync::Arc;
+
+/// A vertex implementation. `run` sees only the bytes of its connected regions on one tile,
+/// like any vertex: inputs read-only, outputs to fill.
+pub trait Codelet: Send + Sync {
+    /// A name for errors and profiles.
+    fn name(&self) -> &str;
+    /// Computes the outputs from the inputs.
+    fn run(&self, inputs: &[&[u8]], outputs: &mut [&mut [u8]]) -> Result<(), String>;
+    /// What one instance costs on `target`.
+    fn cost(&self, target: &Target) -> VertexCost;
+}
+
+/// A shared codelet, as an executable holds it.
+#[derive(Clone)]
+pub struct CodeletRef(pub Arc<dyn Codelet>);
+
+impl CodeletRef {
+    /// Wraps a codelet.
+    pub fn new(c: impl Codelet + 'static) -> CodeletRef {
+        CodeletRef(Arc::new(c))
+    }
+}
+
+impl fmt::Debug for CodeletRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Codelet({})", self.0.name())
+    }
+}
+
+impl PartialEq for CodeletRef {
+    fn eq(&self, other: &CodeletRef) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}

@@ -1,0 +1,52 @@
+//! The summary `ipuxla run` prints after a run on the IPU Model.
+
+use crate::device::DeviceRun;
+use std::fmt::Write;
+
+/// Cycles, time, memory, exchange and program size, one fact per line.
+pub fn summary(run: &DeviceRun) -> String {
+    let p = &run.profile;
+    let mut s = String::new();
+    let peak = p.tiles.iter().max_by_key(|t| (t.bytes_used, usize::MAX - t.tile));
+    let total: u64 = p.tiles.iter().map(|t| t.bytes_used).sum();
+    let _ = writeln!(
+        s,
+        "simulated: {} cycles = {:.3} ms on {} x {} at {:.2} GHz",
+        p.total_cycles,
+        p.seconds * 1e3,
+        p.num_ipus,
+        p.target,
+        p.clock_hz / 1e9
+    );
+    let _ = writeln!(
+        s,
+        "  compute {} / exchange {} / sync {} cycles",
+        p.totals.compute_cycles, p.totals.exchange_cycles, p.totals.sync_cycles
+    );
+    if let Some(t) = peak {
+        let _ = writeln!(
+            s,
+            "memory: peak tile {} B (IPU {} tile {}, {:.1}% of {} B); total {} B on {} tiles",
+            t.bytes_used,
+            t.ipu,
+            t.tile,
+            100.0 * t.bytes_used as f64 / (t.bytes_used + t.bytes_free).max(1) as f64,
+            t.bytes_used + t.bytes_free,
+            total,
+            p.tiles.len()
+        );
+    }
+    let _ = writeln!(
+        s,
+        "exchange: {} B between tiles, {} B over IPU-Links, {} B streamed to/from the host",
+        p.totals.bytes_exchanged, p.totals.bytes_over_links, p.totals.bytes_streamed
+    );
+    let _ = writeln!(
+        s,
+        "program: {} compute sets, {} vertices, {} steps run",
+        run.compute_sets,
+        run.vertices,
+        p.steps.len()
+    );
+    s
+}
