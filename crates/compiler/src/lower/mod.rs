@@ -463,7 +463,10 @@ impl<'m> Lowerer<'m> {
                 };
                 let arr = self.arr_mapped(name, &a.shape, pieces);
                 self.b.tensor_mut(arr.tensor).init = Some(crate::device_data::to_device(&a.data));
-                self.life[arr.tensor.0 as usize].pinned = true;
+                // Written at load time, so live from the first step to the last.
+                let life = &mut self.life[arr.tensor.0 as usize];
+                life.pinned = true;
+                life.first = 0;
                 Value::Array(arr)
             }
             xla_ir::Literal::Tuple(items) => Value::Tuple(
