@@ -65,7 +65,7 @@ impl Codelet for EvalCodelet {
 }
 
 /// Copies computation `id` and everything it calls from `src` into `dst`.
-fn copy_computation(src: &Module, id: CompId, dst: &mut Module, done: &mut HashMap<CompId, CompId>) -> CompId {
+pub(crate) fn copy_computation(src: &Module, id: CompId, dst: &mut Module, done: &mut HashMap<CompId, CompId>) -> CompId {
     if let Some(&c) = done.get(&id) {
         return c;
     }
@@ -242,14 +242,14 @@ fn sliced(shape: &ArrayShape, dim: usize, len: usize) -> ArrayShape {
 }
 
 impl Lowerer<'_> {
-    fn add_codelet(&mut self, here: &Here, module: Module, inputs: Vec<ArrayShape>, cost: VertexCost) -> runtime::CodeletId {
+    pub(crate) fn add_eval_codelet(&mut self, here: &Here, module: Module, inputs: Vec<ArrayShape>, cost: VertexCost) -> runtime::CodeletId {
         let c = EvalCodelet { name: format!("{} ({})", here.instr.name, here.instr.op.name()), module, inputs, cost };
         self.b.codelet(CodeletRef::new(c))
     }
 
     /// A copy of `a` (or the part `range` of dimension `dim`) on one tile, unless `a` is
     /// already all there.
-    fn on_tile(&mut self, a: &Arr, slice: Option<(usize, usize, usize)>, tile: usize, name: &str) -> Arr {
+    pub(crate) fn slice_on_tile(&mut self, a: &Arr, slice: Option<(usize, usize, usize)>, tile: usize, name: &str) -> Arr {
         let pieces = self.mapping(a.tensor);
         if slice.is_none() && pieces.len() <= 1 && pieces.first().is_none_or(|p| p.tile == tile) {
             return a.clone();
@@ -301,6 +301,9 @@ impl Lowerer<'_> {
         if is_elementwise(&here, &operands) {
             return self.elementwise_codelet(&here, &operands);
         }
+        if let Some(v) = self.split_scatter(&here, &operands)? {
+            return Ok(v);
+        }
         let out_leaves: Vec<ArrayShape> = here.instr.shape.leaf_arrays().into_iter().cloned().collect();
         if out_leaves.is_empty() {
             return Err(here.unsupported("an op with no array result"));
@@ -344,7 +347,7 @@ impl Lowerer<'_> {
                     let (st, len) = super::dot::part(a.dims()[d], parts, p);
                     (d, st, len)
                 });
-                ins.push(self.on_tile(a, slice, tile, &format!("{name}.in{k}.p{p}")));
+                ins.push(self.slice_on_tile(a, slice, tile, &format!("{name}.in{k}.p{p}")));
             }
             let outs: Vec<ArrayShape> = out_leaves
                 .iter()
@@ -367,7 +370,7 @@ impl Lowerer<'_> {
             let in_shapes: Vec<Shape> = ins.iter().map(|a| Shape::Array(a.shape.clone())).collect();
             let cost = estimate(here.instr, &op, &in_shapes, &out_shape, &self.target);
             let module = single_op_module(self.module, here.instr, &in_shapes, Some((out_shape, op)));
-            let id = self.add_codelet(&here, module, ins.iter().map(|a| a.shape.clone()).collect(), cost);
+            let id = self.add_eval_codelet(&here, module, ins.iter().map(|a| a.shape.clone()).collect(), cost);
             let out_arrs: Vec<Arr> = outs
                 .iter()
                 .enumerate()
@@ -431,7 +434,7 @@ impl Lowerer<'_> {
             let shapes: Vec<Shape> = in_shapes.iter().cloned().map(Shape::Array).collect();
             let cost = estimate(here.instr, &here.instr.op, &shapes, &out_shape, &self.target);
             let module = single_op_module(self.module, here.instr, &shapes, Some((out_shape, here.instr.op.clone())));
-            let id = self.add_codelet(here, module, in_shapes, cost);
+            let id = self.add_eval_codelet(here, module, in_shapes, cost);
             let region = |t| Region { tensor: t, start: p.start, len: p.len };
             vertices.push(CodeletVertex {
                 codelet: id,

@@ -10,6 +10,7 @@ mod mapping;
 mod memory;
 mod movement;
 mod reduce;
+mod scatter;
 
 use crate::config::{IpuConfig, PlannerOptions};
 use crate::types::{device_type, location};
