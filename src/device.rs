@@ -68,9 +68,10 @@ pub fn run_on_ipu_model(
     let declared = entry.root_instr().shape.leaf_arrays();
     let mut outputs = Vec::new();
     for (s, shape) in streams_out.iter().zip(declared) {
-        let bytes = io.take(&s.stream).pop().ok_or_else(|| {
-            anyhow::anyhow!("the device produced nothing on stream {}", s.stream)
-        })?;
+        let bytes = io
+            .take(&s.stream)
+            .pop()
+            .ok_or_else(|| anyhow::anyhow!("the device produced nothing on stream {}", s.stream))?;
         outputs.push(compiler::device_data::from_device(shape, &bytes));
     }
     Ok(DeviceRun {

@@ -55,7 +55,15 @@ fn seed_vector_add_gives_3_8() {
         stdout.contains("output_0.npy  float32 (2,)  [3, 8]"),
         "{stdout}"
     );
-    assert!(stdout.contains("on the reference engine in"), "{stdout}");
+    assert!(stdout.contains("on the ipu-model engine in"), "{stdout}");
+    for line in [
+        "simulated: ",
+        "memory: peak tile ",
+        "exchange: ",
+        "program: ",
+    ] {
+        assert!(stdout.contains(line), "{line} missing from {stdout}");
+    }
     let result = ipuxla::npy::read_npy(&outdir.join("output_0.npy")).unwrap();
     assert_eq!(result.data, xla_ir::literal::ArrayData::F32(vec![3.0, 8.0]));
 }
@@ -194,6 +202,8 @@ fn evaluation_errors_name_the_instruction_inside_a_loop() {
         &format!("0={}", scalar.display()),
         "--outdir",
         dir.join("out").to_str().unwrap(),
+        "--engine",
+        "reference",
     ]);
     let text = stderr(&out);
     assert!(
@@ -203,4 +213,170 @@ fn evaluation_errors_name_the_instruction_inside_a_loop() {
         "{text}"
     );
     assert!(text.contains("(called from main/w)"), "{text}");
+}
+
+#[test]
+fn unknown_custom_calls_are_unsupported_on_the_ipu_naming_the_line() {
+    let dir = scratch("custom");
+    std::fs::create_dir_all(&dir).unwrap();
+    let hlo = dir.join("c.hlo");
+    std::fs::write(
+        &hlo,
+        "HloModule c\n\nENTRY main {\n  x = f32[] parameter(0)\n  ROOT opaque = f32[] custom-call(x), custom_call_target=\"my_kernel\"\n}\n",
+    )
+    .unwrap();
+    let scalar = dir.join("scalar.npy");
+    ipuxla::npy::write_npy(&scalar, &xla_ir::ArrayLiteral::scalar_f32(1.0)).unwrap();
+    let out = ipuxla(&[
+        "run",
+        hlo.to_str().unwrap(),
+        "--inputs",
+        &format!("0={}", scalar.display()),
+        "--outdir",
+        dir.join("out").to_str().unwrap(),
+    ]);
+    let text = stderr(&out);
+    assert!(!out.status.success());
+    assert!(
+        text.contains("line 5:")
+            && text.contains("instruction 'opaque': custom-call is not supported on the IPU yet"),
+        "{text}"
+    );
+    assert!(!dir.join("out").exists(), "nothing is written on failure");
+}
+
+#[test]
+fn f64_on_the_device_is_refused_and_nothing_is_written() {
+    let outdir = scratch("x64");
+    let inputs = (0..3)
+        .map(|i| format!("{i}={}", case(&format!("x64_int64/inputs/{i}.npy"))))
+        .collect::<Vec<_>>()
+        .join(";");
+    let out = ipuxla(&[
+        "run",
+        &case("x64_int64/module.hlo"),
+        "--inputs",
+        &inputs,
+        "--outdir",
+        outdir.to_str().unwrap(),
+    ]);
+    let text = stderr(&out);
+    assert!(!out.status.success());
+    assert!(
+        text.contains("computes f64, but the IPU has no 64-bit floats"),
+        "{text}"
+    );
+    assert!(text.contains("astype(jnp.float32)"), "{text}");
+    assert!(!outdir.exists(), "nothing is written");
+}
+
+#[test]
+fn bad_device_flags_are_named() {
+    let outdir = scratch("flags");
+    for (flags, needle) in [
+        (&["--matmul-amp", "1.5"][..], "--matmul-amp is 1.5"),
+        (&["--conv-amp=-0.1"][..], "--conv-amp is -0.1"),
+        (&["--num-ipus", "1000"][..], "has 64"),
+        (&["--num-ipus", "3"][..], "whole C2 cards"),
+        (
+            &["--matmul-partial-type", "double"][..],
+            "invalid value 'double'",
+        ),
+        (&["--tiles-per-ipu", "5000"][..], "has 1472 tiles"),
+    ] {
+        let mut args = vec![
+            "run".to_string(),
+            case("seed_vector_add/module.hlo"),
+            "--inputs".into(),
+            vector_add_inputs(),
+            "--outdir".into(),
+            outdir.to_string_lossy().into_owned(),
+        ];
+        args.extend(flags.iter().map(|s| s.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = ipuxla(&args);
+        let text = stderr(&out);
+        assert!(!out.status.success(), "{flags:?}");
+        assert!(text.contains(needle), "{flags:?}: {text}");
+    }
+}
+
+#[test]
+fn a_module_too_big_for_four_tiles_is_out_of_memory_naming_the_tile() {
+    let dir = scratch("oom");
+    std::fs::create_dir_all(&dir).unwrap();
+    let hlo = dir.join("big.hlo");
+    std::fs::write(
+        &hlo,
+        "HloModule big\n\nENTRY main {\n  x = f32[1000000] parameter(0)\n  ROOT y = f32[1000000] exponential(x)\n}\n",
+    )
+    .unwrap();
+    let x = dir.join("x.npy");
+    ipuxla::npy::write_npy(
+        &x,
+        &xla_ir::ArrayLiteral::new(
+            xla_ir::ArrayShape::new(xla_ir::ElementType::F32, &[1_000_000]),
+            xla_ir::literal::ArrayData::F32(vec![0.5; 1_000_000]),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let run = |tiles: &str| {
+        ipuxla(&[
+            "run",
+            hlo.to_str().unwrap(),
+            "--inputs",
+            &format!("0={}", x.display()),
+            "--outdir",
+            dir.join(format!("out{tiles}")).to_str().unwrap(),
+            "--tiles-per-ipu",
+            tiles,
+        ])
+    };
+    let out = run("4");
+    let text = stderr(&out);
+    assert!(!out.status.success());
+    assert!(
+        text.contains("IPU 0 tile ")
+            && text.contains("is out of memory")
+            && text.contains("bytes but the tile has 638976"),
+        "{text}"
+    );
+    assert!(!dir.join("out4").exists(), "nothing is written");
+    // The same module fits a full IPU.
+    let out = run("1472");
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn the_profile_is_written_as_json() {
+    let outdir = scratch("profile");
+    let profile = std::env::temp_dir().join(format!("ipuxla-profile-{}.json", std::process::id()));
+    let out = ipuxla(&[
+        "run",
+        &case("seed_vector_add/module.hlo"),
+        "--inputs",
+        &vector_add_inputs(),
+        "--outdir",
+        outdir.to_str().unwrap(),
+        "--profile",
+        profile.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&profile).unwrap()).unwrap();
+    for field in [
+        "target",
+        "num_ipus",
+        "clock_hz",
+        "total_cycles",
+        "seconds",
+        "totals",
+        "steps",
+        "tiles",
+    ] {
+        assert!(json.get(field).is_some(), "{field} missing: {json}");
+    }
+    assert!(json["total_cycles"].as_u64().unwrap() > 0);
+    assert_eq!(json["tiles"][0]["bytes_used"].as_u64().unwrap() > 0, true);
 }

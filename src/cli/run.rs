@@ -121,7 +121,9 @@ fn config_of(args: &RunArgs) -> anyhow::Result<compiler::IpuConfig> {
                 PartialType::Float => "float",
                 PartialType::Half => "half",
             };
-            planner.poplar_options.insert("partialsType".into(), v.into());
+            planner
+                .poplar_options
+                .insert("partialsType".into(), v.into());
         }
     }
     if let Some(v) = args.ipu_version {

@@ -7,7 +7,10 @@ use std::fmt::Write;
 pub fn summary(run: &DeviceRun) -> String {
     let p = &run.profile;
     let mut s = String::new();
-    let peak = p.tiles.iter().max_by_key(|t| (t.bytes_used, usize::MAX - t.tile));
+    let peak = p
+        .tiles
+        .iter()
+        .max_by_key(|t| (t.bytes_used, usize::MAX - t.tile));
     let total: u64 = p.tiles.iter().map(|t| t.bytes_used).sum();
     let _ = writeln!(
         s,

@@ -298,12 +298,22 @@ mod tests {
         c.matmuls
             .poplar_options
             .insert("availableMemoryProportion".into(), "1.5".into());
-        assert!(c.check().unwrap_err().to_string().contains("between 0.0 and 1.0"));
+        assert!(
+            c.check()
+                .unwrap_err()
+                .to_string()
+                .contains("between 0.0 and 1.0")
+        );
         let mut c = IpuConfig::default();
         c.convolutions
             .poplar_options
             .insert("partialsType".into(), "double".into());
-        assert!(c.check().unwrap_err().to_string().contains("'float' or 'half'"));
+        assert!(
+            c.check()
+                .unwrap_err()
+                .to_string()
+                .contains("'float' or 'half'")
+        );
         let c = IpuConfig {
             auto_select_ipus: AutoSelectIpus::Count(1000),
             ..IpuConfig::default()

@@ -19,7 +19,9 @@ pub enum CompileError {
         instruction: String,
     },
     /// An op (or a use of it) the lowering does not support yet.
-    #[error("{at}: instruction '{instruction}': {opcode} is not supported on the IPU yet: {reason}")]
+    #[error(
+        "{at}: instruction '{instruction}': {opcode} is not supported on the IPU yet: {reason}"
+    )]
     Unsupported {
         /// Where (`computation 'c', line L`).
         at: String,

@@ -25,7 +25,11 @@ pub fn device_type(t: ElementType) -> Option<DType> {
 pub fn is_native(t: ElementType) -> bool {
     matches!(
         t,
-        ElementType::F32 | ElementType::F16 | ElementType::S32 | ElementType::U32 | ElementType::Pred
+        ElementType::F32
+            | ElementType::F16
+            | ElementType::S32
+            | ElementType::U32
+            | ElementType::Pred
     )
 }
 

@@ -419,12 +419,9 @@ impl Engine {
                                         KernelSpec::Elementwise(_) => {
                                             kernel.run_elementwise(&ins, &mut outs, v.elements)
                                         }
-                                        KernelSpec::Reduce(_) => kernel.run_reduce(
-                                            ins[0],
-                                            outs[0],
-                                            v.run_length,
-                                            v.runs,
-                                        ),
+                                        KernelSpec::Reduce(_) => {
+                                            kernel.run_reduce(ins[0], outs[0], v.run_length, v.runs)
+                                        }
                                         KernelSpec::MatMul(_) => {
                                             kernel.run_matmul(ins[0], ins[1], outs[0])
                                         }

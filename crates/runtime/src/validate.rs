@@ -292,7 +292,10 @@ fn check_rearranges(exe: &Executable) -> Result<(), RuntimeError> {
             match run.source {
                 RunSource::Tensor { k, start } => {
                     let Some(s) = r.sources.get(k as usize) else {
-                        return Err(invalid(format!("{here}: a run reads source {k} of {}", r.sources.len())));
+                        return Err(invalid(format!(
+                            "{here}: a run reads source {k} of {}",
+                            r.sources.len()
+                        )));
                     };
                     let t = &exe.tensors[s.0 as usize];
                     if start + run.len > t.elements {
@@ -436,9 +439,10 @@ impl Dataflow<'_> {
                 );
             }
             Program::Rearrange(id) => {
-                let r = exe.rearranges.get(id.0 as usize).ok_or_else(|| {
-                    invalid(format!("Rearrange {} which does not exist", id.0))
-                })?;
+                let r = exe
+                    .rearranges
+                    .get(id.0 as usize)
+                    .ok_or_else(|| invalid(format!("Rearrange {} which does not exist", id.0)))?;
                 for s in &r.sources {
                     self.read(written, *s, &format!("rearrangement {}", r.name))?;
                 }

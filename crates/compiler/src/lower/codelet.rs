@@ -9,8 +9,8 @@
 use super::mapping::{self, Piece};
 use super::movement::{Src, flat, runs_of};
 use super::{Arr, Here, Lowerer, Scope, Value};
-use crate::device_data::{from_device, to_device};
 use crate::CompileError;
+use crate::device_data::{from_device, to_device};
 use runtime::cost::VertexCost;
 use runtime::{Codelet, CodeletRef, CodeletVertex, Program, Region, Target};
 use std::collections::HashMap;
@@ -46,13 +46,19 @@ impl Codelet for EvalCodelet {
             .zip(inputs)
             .map(|(s, b)| Literal::Array(from_device(s, b)))
             .collect();
-        let result = xla_ir::eval::evaluate(&self.module, &args).map_err(|e| format!("{}: {e}", self.name))?;
+        let result = xla_ir::eval::evaluate(&self.module, &args)
+            .map_err(|e| format!("{}: {e}", self.name))?;
         let mut outs = Vec::new();
         leaves(result, &mut outs);
         for (o, a) in outputs.iter_mut().zip(&outs) {
             let bytes = to_device(&a.data);
             if bytes.len() != o.len() {
-                return Err(format!("{}: result of {} bytes for a region of {}", self.name, bytes.len(), o.len()));
+                return Err(format!(
+                    "{}: result of {} bytes for a region of {}",
+                    self.name,
+                    bytes.len(),
+                    o.len()
+                ));
             }
             o.copy_from_slice(&bytes);
         }
@@ -65,7 +71,12 @@ impl Codelet for EvalCodelet {
 }
 
 /// Copies computation `id` and everything it calls from `src` into `dst`.
-pub(crate) fn copy_computation(src: &Module, id: CompId, dst: &mut Module, done: &mut HashMap<CompId, CompId>) -> CompId {
+pub(crate) fn copy_computation(
+    src: &Module,
+    id: CompId,
+    dst: &mut Module,
+    done: &mut HashMap<CompId, CompId>,
+) -> CompId {
     if let Some(&c) = done.get(&id) {
         return c;
     }
@@ -78,7 +89,10 @@ pub(crate) fn copy_computation(src: &Module, id: CompId, dst: &mut Module, done:
             .map(|c| (c, copy_computation(src, c, dst, done)))
             .collect();
         comp.instr_mut(i).op.map_called_computations(|c| {
-            mapped.iter().find(|(from, _)| *from == c).map_or(c, |(_, to)| *to)
+            mapped
+                .iter()
+                .find(|(from, _)| *from == c)
+                .map_or(c, |(_, to)| *to)
         });
     }
     let new = dst.add_computation(comp);
@@ -107,7 +121,14 @@ pub(crate) fn single_op_module(
     let params: Vec<_> = operand_shapes
         .iter()
         .enumerate()
-        .map(|(i, s)| entry.push(Instruction::new(format!("p{i}"), Op::Parameter { number: i as u64 }, &[], s.clone())))
+        .map(|(i, s)| {
+            entry.push(Instruction::new(
+                format!("p{i}"),
+                Op::Parameter { number: i as u64 },
+                &[],
+                s.clone(),
+            ))
+        })
         .collect();
     let mut root = Instruction::new(instr.name.clone(), op, &params, shape);
     root.backend_config = instr.backend_config.clone();
@@ -130,28 +151,65 @@ fn window_free_dims(w: &xla_ir::attributes::Window) -> Vec<usize> {
     w.dims
         .iter()
         .enumerate()
-        .filter(|(_, d)| d.size == 1 && d.stride == 1 && d.pad_low == 0 && d.pad_high == 0 && d.window_dilation == 1 && d.base_dilation == 1)
+        .filter(|(_, d)| {
+            d.size == 1
+                && d.stride == 1
+                && d.pad_low == 0
+                && d.pad_high == 0
+                && d.window_dilation == 1
+                && d.base_dilation == 1
+        })
         .map(|(i, _)| i)
         .collect()
 }
 
 fn largest(dims: &[usize], sizes: &[usize]) -> Option<usize> {
-    dims.iter().copied().filter(|&d| sizes[d] > 1).max_by_key(|&d| (sizes[d], usize::MAX - d))
+    dims.iter()
+        .copied()
+        .filter(|&d| sizes[d] > 1)
+        .max_by_key(|&d| (sizes[d], usize::MAX - d))
 }
 
 /// How `here`'s op splits over tiles, if it does.
 fn split_of(here: &Here, operands: &[Arr], tiles: usize) -> Option<Split> {
     let instr = here.instr;
-    let out_dims: Vec<usize> = instr.shape.leaf_arrays().first()?.dims.iter().map(|&d| d as usize).collect();
+    let out_dims: Vec<usize> = instr
+        .shape
+        .leaf_arrays()
+        .first()?
+        .dims
+        .iter()
+        .map(|&d| d as usize)
+        .collect();
     let n_ops = operands.len();
     let simple = |out_dim: usize, operand_dims: Vec<Option<usize>>| {
-        Some(Split { out_dim, operand_dims, parts: out_dims[out_dim].min(tiles), ungroup: false })
+        Some(Split {
+            out_dim,
+            operand_dims,
+            parts: out_dims[out_dim].min(tiles),
+            ungroup: false,
+        })
     };
     match &instr.op {
-        Op::Convolution { dims, batch_group_count, feature_group_count, .. } => {
-            let (ib, of, ob, kof) = (dims.input_batch as usize, dims.output_feature as usize, dims.output_batch as usize, dims.kernel_output_feature as usize);
+        Op::Convolution {
+            dims,
+            batch_group_count,
+            feature_group_count,
+            ..
+        } => {
+            let (ib, of, ob, kof) = (
+                dims.input_batch as usize,
+                dims.output_feature as usize,
+                dims.output_batch as usize,
+                dims.kernel_output_feature as usize,
+            );
             if *batch_group_count > 1 {
-                return Some(Split { out_dim: of, operand_dims: vec![Some(ib), Some(kof)], parts: *batch_group_count as usize, ungroup: true });
+                return Some(Split {
+                    out_dim: of,
+                    operand_dims: vec![Some(ib), Some(kof)],
+                    parts: *batch_group_count as usize,
+                    ungroup: true,
+                });
             }
             if out_dims[ob] >= out_dims[of] || *feature_group_count > 1 {
                 simple(ob, vec![Some(ib), None])
@@ -160,14 +218,23 @@ fn split_of(here: &Here, operands: &[Arr], tiles: usize) -> Option<Split> {
             }
         }
         Op::Sort { dimension, .. } => {
-            let d = largest(&(0..out_dims.len()).filter(|&d| d != *dimension as usize).collect::<Vec<_>>(), &out_dims)?;
+            let d = largest(
+                &(0..out_dims.len())
+                    .filter(|&d| d != *dimension as usize)
+                    .collect::<Vec<_>>(),
+                &out_dims,
+            )?;
             simple(d, vec![Some(d); n_ops])
         }
         Op::Gather { dims, .. } if dims.operand_batching_dims.is_empty() => {
-            let batch: Vec<usize> = (0..out_dims.len()).filter(|d| !dims.offset_dims.contains(&(*d as i64))).collect();
+            let batch: Vec<usize> = (0..out_dims.len())
+                .filter(|d| !dims.offset_dims.contains(&(*d as i64)))
+                .collect();
             let d = *batch.first()?;
             let idx_rank = operands[1].shape.dims.len();
-            let idx_dims: Vec<usize> = (0..idx_rank).filter(|&i| i as i64 != dims.index_vector_dim).collect();
+            let idx_dims: Vec<usize> = (0..idx_rank)
+                .filter(|&i| i as i64 != dims.index_vector_dim)
+                .collect();
             simple(d, vec![None, Some(*idx_dims.first()?)])
         }
         Op::ReduceWindow { window, .. } => {
@@ -181,7 +248,9 @@ fn split_of(here: &Here, operands: &[Arr], tiles: usize) -> Option<Split> {
         }
         Op::Reduce { dimensions, .. } => {
             let in_dims = operands[0].dims();
-            let kept: Vec<usize> = (0..in_dims.len()).filter(|d| !dimensions.contains(&(*d as i64))).collect();
+            let kept: Vec<usize> = (0..in_dims.len())
+                .filter(|d| !dimensions.contains(&(*d as i64)))
+                .collect();
             let d = largest(&kept, &in_dims)?;
             let pos = kept.iter().position(|&k| k == d)?;
             let half = n_ops / 2;
@@ -190,7 +259,12 @@ fn split_of(here: &Here, operands: &[Arr], tiles: usize) -> Option<Split> {
         Op::Dot { dims, .. } => {
             let ld = operands[0].dims();
             let batch = dims.lhs_batch.len();
-            let free: Vec<usize> = (0..ld.len()).filter(|d| !dims.lhs_batch.contains(&(*d as i64)) && !dims.lhs_contracting.contains(&(*d as i64))).collect();
+            let free: Vec<usize> = (0..ld.len())
+                .filter(|d| {
+                    !dims.lhs_batch.contains(&(*d as i64))
+                        && !dims.lhs_contracting.contains(&(*d as i64))
+                })
+                .collect();
             let d = *free.first()?;
             simple(batch, vec![Some(d), None])
         }
@@ -201,25 +275,49 @@ fn split_of(here: &Here, operands: &[Arr], tiles: usize) -> Option<Split> {
 /// True for ops whose result and operands are all one shape (so any 1-D slice of them is
 /// the same op on slices).
 fn is_elementwise(here: &Here, operands: &[Arr]) -> bool {
-    let Some(out) = here.instr.shape.as_array() else { return false };
+    let Some(out) = here.instr.shape.as_array() else {
+        return false;
+    };
     let same = operands.iter().all(|a| a.shape.dims == out.dims);
-    let widths = operands.iter().all(|a| a.shape.element_type.bit_width() == out.element_type.bit_width());
+    let widths = operands
+        .iter()
+        .all(|a| a.shape.element_type.bit_width() == out.element_type.bit_width());
     same && match &here.instr.op {
-        Op::Unary(_) | Op::Binary(_) | Op::Compare { .. } | Op::Select | Op::Clamp | Op::Convert | Op::ReducePrecision { .. } | Op::Map { .. } => true,
+        Op::Unary(_)
+        | Op::Binary(_)
+        | Op::Compare { .. }
+        | Op::Select
+        | Op::Clamp
+        | Op::Convert
+        | Op::ReducePrecision { .. }
+        | Op::Map { .. } => true,
         Op::BitcastConvert => widths,
         _ => false,
     }
 }
 
 /// An estimate of one part's cost.
-fn estimate(instr: &Instruction, op: &Op, in_shapes: &[Shape], out: &Shape, target: &Target) -> VertexCost {
+fn estimate(
+    instr: &Instruction,
+    op: &Op,
+    in_shapes: &[Shape],
+    out: &Shape,
+    target: &Target,
+) -> VertexCost {
     let out_elems: u64 = out.leaf_arrays().iter().map(|a| a.element_count()).sum();
-    let in_elems: u64 = in_shapes.iter().flat_map(|s| s.leaf_arrays()).map(|a| a.element_count()).sum();
+    let in_elems: u64 = in_shapes
+        .iter()
+        .flat_map(|s| s.leaf_arrays())
+        .map(|a| a.element_count())
+        .sum();
     match op {
         Op::Convolution { dims, .. } => {
             // Each output element is a dot of the kernel's per-output-feature slice.
             let k = in_shapes[1].as_array().map_or(1, |a| a.element_count());
-            let kof = in_shapes[1].as_array().map_or(1, |a| a.dims[dims.kernel_output_feature as usize] as u64).max(1);
+            let kof = in_shapes[1]
+                .as_array()
+                .map_or(1, |a| a.dims[dims.kernel_output_feature as usize] as u64)
+                .max(1);
             let macs = out_elems * (k / kof);
             VertexCost::Supervisor(macs.div_ceil(target.f32_macs_per_cycle) + 72)
         }
@@ -242,14 +340,31 @@ fn sliced(shape: &ArrayShape, dim: usize, len: usize) -> ArrayShape {
 }
 
 impl Lowerer<'_> {
-    pub(crate) fn add_eval_codelet(&mut self, here: &Here, module: Module, inputs: Vec<ArrayShape>, cost: VertexCost) -> runtime::CodeletId {
-        let c = EvalCodelet { name: format!("{} ({})", here.instr.name, here.instr.op.name()), module, inputs, cost };
+    pub(crate) fn add_eval_codelet(
+        &mut self,
+        here: &Here,
+        module: Module,
+        inputs: Vec<ArrayShape>,
+        cost: VertexCost,
+    ) -> runtime::CodeletId {
+        let c = EvalCodelet {
+            name: format!("{} ({})", here.instr.name, here.instr.op.name()),
+            module,
+            inputs,
+            cost,
+        };
         self.b.codelet(CodeletRef::new(c))
     }
 
     /// A copy of `a` (or the part `range` of dimension `dim`) on one tile, unless `a` is
     /// already all there.
-    pub(crate) fn slice_on_tile(&mut self, a: &Arr, slice: Option<(usize, usize, usize)>, tile: usize, name: &str) -> Arr {
+    pub(crate) fn slice_on_tile(
+        &mut self,
+        a: &Arr,
+        slice: Option<(usize, usize, usize)>,
+        tile: usize,
+        name: &str,
+    ) -> Arr {
         let pieces = self.mapping(a.tensor);
         if slice.is_none() && pieces.len() <= 1 && pieces.first().is_none_or(|p| p.tile == tile) {
             return a.clone();
@@ -278,13 +393,23 @@ impl Lowerer<'_> {
     }
 
     /// Lowers an op as codelets: split over tiles where it splits, else on one tile.
-    pub(crate) fn codelet_op(&mut self, scope: &mut Scope, here: Here) -> Result<Value, CompileError> {
+    pub(crate) fn codelet_op(
+        &mut self,
+        scope: &mut Scope,
+        here: Here,
+    ) -> Result<Value, CompileError> {
         if let Op::CustomCall { target, .. } = &here.instr.op
             && target != "TopK"
         {
-            return Err(here.unsupported(format!("custom-call target '{target}' is unknown to the IPU lowering")));
+            return Err(here.unsupported(format!(
+                "custom-call target '{target}' is unknown to the IPU lowering"
+            )));
         }
-        if matches!(here.instr.op, Op::Parameter { .. } | Op::OptimizationBarrier) && here.instr.operands.is_empty() {
+        if matches!(
+            here.instr.op,
+            Op::Parameter { .. } | Op::OptimizationBarrier
+        ) && here.instr.operands.is_empty()
+        {
             return Err(here.unsupported("no lowering"));
         }
         let ids: Vec<_> = here.instr.operands.to_vec();
@@ -292,7 +417,9 @@ impl Lowerer<'_> {
         for i in &ids {
             match self.value(scope, *i)? {
                 Value::Array(a) => operands.push(a),
-                _ => return Err(here.unsupported("tuple operands are not supported on the IPU yet")),
+                _ => {
+                    return Err(here.unsupported("tuple operands are not supported on the IPU yet"));
+                }
             }
         }
         if let Op::OptimizationBarrier = here.instr.op {
@@ -304,7 +431,13 @@ impl Lowerer<'_> {
         if let Some(v) = self.split_scatter(&here, &operands)? {
             return Ok(v);
         }
-        let out_leaves: Vec<ArrayShape> = here.instr.shape.leaf_arrays().into_iter().cloned().collect();
+        let out_leaves: Vec<ArrayShape> = here
+            .instr
+            .shape
+            .leaf_arrays()
+            .into_iter()
+            .cloned()
+            .collect();
         if out_leaves.is_empty() {
             return Err(here.unsupported("an op with no array result"));
         }
@@ -327,9 +460,11 @@ impl Lowerer<'_> {
         let start = self.next_tile();
         let name = here.instr.name.clone();
         if let Op::Convolution { .. } = here.instr.op {
-            let per_part: u64 = operands.iter().map(|a| a.shape.byte_size()).sum::<u64>() / parts as u64
+            let per_part: u64 = operands.iter().map(|a| a.shape.byte_size()).sum::<u64>()
+                / parts as u64
                 + out_leaves.iter().map(|s| s.byte_size()).sum::<u64>() / parts as u64;
-            let budget = (self.conv.available_memory_proportion * self.target.bytes_per_tile as f64) as u64;
+            let budget =
+                (self.conv.available_memory_proportion * self.target.bytes_per_tile as f64) as u64;
             tracing::debug!(
                 target: "ipuxla::plan",
                 "convolution {name}: direct kernel split {parts} ways, ~{per_part} B per tile (budget {budget})"
@@ -352,7 +487,11 @@ impl Lowerer<'_> {
             let outs: Vec<ArrayShape> = out_leaves
                 .iter()
                 .map(|s| match &split {
-                    Some(sp) => sliced(s, sp.out_dim, super::dot::part(s.dims[sp.out_dim] as usize, parts, p).1),
+                    Some(sp) => sliced(
+                        s,
+                        sp.out_dim,
+                        super::dot::part(s.dims[sp.out_dim] as usize, parts, p).1,
+                    ),
                     None => s.clone(),
                 })
                 .collect();
@@ -362,26 +501,57 @@ impl Lowerer<'_> {
                 Shape::Array(outs[0].clone())
             };
             let mut op = here.instr.op.clone();
-            if let (Some(sp), Op::Convolution { batch_group_count, .. }) = (&split, &mut op)
+            if let (
+                Some(sp),
+                Op::Convolution {
+                    batch_group_count, ..
+                },
+            ) = (&split, &mut op)
                 && sp.ungroup
             {
                 *batch_group_count = 1;
             }
             let in_shapes: Vec<Shape> = ins.iter().map(|a| Shape::Array(a.shape.clone())).collect();
             let cost = estimate(here.instr, &op, &in_shapes, &out_shape, &self.target);
-            let module = single_op_module(self.module, here.instr, &in_shapes, Some((out_shape, op)));
-            let id = self.add_eval_codelet(&here, module, ins.iter().map(|a| a.shape.clone()).collect(), cost);
+            let module =
+                single_op_module(self.module, here.instr, &in_shapes, Some((out_shape, op)));
+            let id = self.add_eval_codelet(
+                &here,
+                module,
+                ins.iter().map(|a| a.shape.clone()).collect(),
+                cost,
+            );
             let out_arrs: Vec<Arr> = outs
                 .iter()
                 .enumerate()
-                .map(|(j, s)| self.arr_mapped(&format!("{name}.out{j}.p{p}"), s, mapping::single(s.element_count() as usize, tile)))
+                .map(|(j, s)| {
+                    self.arr_mapped(
+                        &format!("{name}.out{j}.p{p}"),
+                        s,
+                        mapping::single(s.element_count() as usize, tile),
+                    )
+                })
                 .collect();
             vertices.push(CodeletVertex {
                 codelet: id,
                 ipu: tile / tpi,
                 tile: tile % tpi,
-                inputs: ins.iter().map(|a| Region { tensor: a.tensor, start: 0, len: a.elements() }).collect(),
-                outputs: out_arrs.iter().map(|a| Region { tensor: a.tensor, start: 0, len: a.elements() }).collect(),
+                inputs: ins
+                    .iter()
+                    .map(|a| Region {
+                        tensor: a.tensor,
+                        start: 0,
+                        len: a.elements(),
+                    })
+                    .collect(),
+                outputs: out_arrs
+                    .iter()
+                    .map(|a| Region {
+                        tensor: a.tensor,
+                        start: 0,
+                        len: a.elements(),
+                    })
+                    .collect(),
             });
             reads.extend(ins.iter().map(|a| a.tensor));
             part_outputs.push(out_arrs);
@@ -389,7 +559,9 @@ impl Lowerer<'_> {
         for t in reads {
             self.use_tensor(t);
         }
-        let cs = self.b.compute_set_with_codelets(&name, Vec::new(), vertices);
+        let cs = self
+            .b
+            .compute_set_with_codelets(&name, Vec::new(), vertices);
         self.emit(Program::Execute(cs));
         // Assemble each result leaf from its parts.
         let mut results = Vec::new();
@@ -400,7 +572,9 @@ impl Lowerer<'_> {
                     let parts_j: Vec<Arr> = part_outputs.iter().map(|o| o[j].clone()).collect();
                     let dims: Vec<usize> = s.dims.iter().map(|&d| d as usize).collect();
                     let d = sp.out_dim;
-                    let offsets: Vec<usize> = (0..parts).map(|p| super::dot::part(dims[d], parts, p).0).collect();
+                    let offsets: Vec<usize> = (0..parts)
+                        .map(|p| super::dot::part(dims[d], parts, p).0)
+                        .collect();
                     let mut src = vec![0; dims.len()];
                     let mut pd = dims.clone();
                     self.rearranged(&format!("{name}.{j}"), s, &parts_j, Vec::new(), |o| {
@@ -412,18 +586,32 @@ impl Lowerer<'_> {
                     })
                 }
             };
-            results.push(Value::Array(Arr { tensor: arr.tensor, shape: s.clone() }));
+            results.push(Value::Array(Arr {
+                tensor: arr.tensor,
+                shape: s.clone(),
+            }));
         }
-        Ok(if here.instr.shape.is_tuple() { Value::Tuple(results) } else { results.pop().expect("one leaf") })
+        Ok(if here.instr.shape.is_tuple() {
+            Value::Tuple(results)
+        } else {
+            results.pop().expect("one leaf")
+        })
     }
 
     /// An element-wise op the JIT does not compute (narrow integers, total-order
     /// comparisons, bitcasts): one codelet per tile on that tile's elements.
-    fn elementwise_codelet(&mut self, here: &Here, operands: &[Arr]) -> Result<Value, CompileError> {
+    fn elementwise_codelet(
+        &mut self,
+        here: &Here,
+        operands: &[Arr],
+    ) -> Result<Value, CompileError> {
         let shape = here.array()?.clone();
         let n = shape.element_count() as usize;
         let pieces: Vec<Piece> = self.follow_mapping(operands, n);
-        let ins: Vec<Arr> = operands.iter().map(|a| self.with_mapping(a, &pieces)).collect();
+        let ins: Vec<Arr> = operands
+            .iter()
+            .map(|a| self.with_mapping(a, &pieces))
+            .collect();
         let out = self.arr_mapped(&here.instr.name, &shape, pieces.clone());
         let tpi = self.target.tiles_per_ipu;
         let mut vertices = Vec::new();
@@ -432,10 +620,25 @@ impl Lowerer<'_> {
             let in_shapes: Vec<ArrayShape> = ins.iter().map(|a| one(&a.shape)).collect();
             let out_shape = Shape::Array(one(&shape));
             let shapes: Vec<Shape> = in_shapes.iter().cloned().map(Shape::Array).collect();
-            let cost = estimate(here.instr, &here.instr.op, &shapes, &out_shape, &self.target);
-            let module = single_op_module(self.module, here.instr, &shapes, Some((out_shape, here.instr.op.clone())));
+            let cost = estimate(
+                here.instr,
+                &here.instr.op,
+                &shapes,
+                &out_shape,
+                &self.target,
+            );
+            let module = single_op_module(
+                self.module,
+                here.instr,
+                &shapes,
+                Some((out_shape, here.instr.op.clone())),
+            );
             let id = self.add_eval_codelet(here, module, in_shapes, cost);
-            let region = |t| Region { tensor: t, start: p.start, len: p.len };
+            let region = |t| Region {
+                tensor: t,
+                start: p.start,
+                len: p.len,
+            };
             vertices.push(CodeletVertex {
                 codelet: id,
                 ipu: p.tile / tpi,
@@ -447,7 +650,9 @@ impl Lowerer<'_> {
         for a in &ins {
             self.use_tensor(a.tensor);
         }
-        let cs = self.b.compute_set_with_codelets(&here.instr.name, Vec::new(), vertices);
+        let cs = self
+            .b
+            .compute_set_with_codelets(&here.instr.name, Vec::new(), vertices);
         self.emit(Program::Execute(cs));
         Ok(Value::Array(out))
     }

@@ -29,7 +29,10 @@ impl Lowerer<'_> {
                 let pieces = self.mapping(a.tensor).to_vec();
                 let c = self.arr_mapped(name, &a.shape, pieces);
                 self.use_tensor(a.tensor);
-                self.emit(Program::Copy { src: a.tensor, dst: c.tensor });
+                self.emit(Program::Copy {
+                    src: a.tensor,
+                    dst: c.tensor,
+                });
                 Value::Array(c)
             }
             Value::Tuple(items) => Value::Tuple(
@@ -54,7 +57,10 @@ impl Lowerer<'_> {
                 let pieces = self.mapping(s.tensor).to_vec();
                 let t = self.arr_mapped("loop.swap", &s.shape, pieces);
                 self.use_tensor(s.tensor);
-                self.emit(Program::Copy { src: s.tensor, dst: t.tensor });
+                self.emit(Program::Copy {
+                    src: s.tensor,
+                    dst: t.tensor,
+                });
                 staged.push(t);
             } else {
                 staged.push(s.clone());
@@ -66,7 +72,10 @@ impl Lowerer<'_> {
             }
             self.use_tensor(s.tensor);
             self.use_tensor(d.tensor);
-            self.emit(Program::Copy { src: s.tensor, dst: d.tensor });
+            self.emit(Program::Copy {
+                src: s.tensor,
+                dst: d.tensor,
+            });
         }
     }
 
@@ -98,7 +107,10 @@ impl Lowerer<'_> {
                 let out = self.computation(body, vec![carry.clone()])?;
                 self.write_back(&out, &carry);
                 let body = self.end();
-                Program::Repeat { count, body: Box::new(body) }
+                Program::Repeat {
+                    count,
+                    body: Box::new(body),
+                }
             }
             None => {
                 self.begin();
@@ -165,12 +177,20 @@ impl Lowerer<'_> {
             let then = it.next().expect("two branches");
             let otherwise = it.next().unwrap_or(Program::Sequence(vec![]));
             // XLA's pred conditional runs branch 0 when true.
-            Program::If { predicate: selector.tensor, then: Box::new(then), otherwise: Box::new(otherwise) }
+            Program::If {
+                predicate: selector.tensor,
+                then: Box::new(then),
+                otherwise: Box::new(otherwise),
+            }
         } else {
             let default = programs.pop().expect("at least one branch");
             let mut cases = programs;
             cases.push(default.clone());
-            Program::Switch { index: selector.tensor, cases, default: Box::new(default) }
+            Program::Switch {
+                index: selector.tensor,
+                cases,
+                default: Box::new(default),
+            }
         };
         self.emit(program);
         self.extend_lives(start);

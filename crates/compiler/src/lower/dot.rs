@@ -4,8 +4,8 @@
 //! vertices, and the blocks come back as the result (K splits summed by one kernel).
 
 use super::{Arr, Here, Lowerer, Scope, Value};
-use crate::config::PartialsType;
 use crate::CompileError;
+use crate::config::PartialsType;
 use codegen::{BinaryOp as KB, DType, Expr, KernelSpec, MatMulKernel};
 use runtime::{Program, Region, Run, RunSource, Vertex};
 use xla_ir::{ArrayShape, ElementType, Op};
@@ -75,9 +75,20 @@ pub(crate) fn plan(
                     let temp = operands + partials;
                     let compute = bb * ((mb * nb * kb).div_ceil(macs) + 72);
                     let exchange = (operands + partials).div_ceil(4);
-                    let sum = if pk > 1 { (pk as u64) * bb * mb * nb / 2 } else { 0 };
+                    let sum = if pk > 1 {
+                        (pk as u64) * bb * mb * nb / 2
+                    } else {
+                        0
+                    };
                     let cycles = compute + exchange + sum;
-                    let p = DotPlan { pb, pm, pn, pk, cycles, temp_bytes: temp };
+                    let p = DotPlan {
+                        pb,
+                        pm,
+                        pn,
+                        pk,
+                        cycles,
+                        temp_bytes: temp,
+                    };
                     if temp <= budget && best.is_none_or(|x| cycles < x.cycles) {
                         best = Some(p);
                     }
@@ -120,7 +131,11 @@ fn push_run(runs: &mut Vec<Run>, k: u32, src: usize, dst: usize, len: usize) {
         r.len += len;
         return;
     }
-    runs.push(Run { source: RunSource::Tensor { k, start: src }, dst_start: dst, len });
+    runs.push(Run {
+        source: RunSource::Tensor { k, start: src },
+        dst_start: dst,
+        len,
+    });
 }
 
 /// One tile's share of a plan.
@@ -136,7 +151,9 @@ struct Block {
 impl Lowerer<'_> {
     /// Lowers `dot`.
     pub(crate) fn dot(&mut self, scope: &mut Scope, here: Here) -> Result<Value, CompileError> {
-        let Op::Dot { dims, .. } = &here.instr.op else { unreachable!("dispatched: dot") };
+        let Op::Dot { dims, .. } = &here.instr.op else {
+            unreachable!("dispatched: dot")
+        };
         let shape = here.array()?.clone();
         let lhs = self.array(scope, here.instr.operands[0])?;
         let rhs = self.array(scope, here.instr.operands[1])?;
@@ -150,16 +167,35 @@ impl Lowerer<'_> {
         let name = here.instr.name.clone();
         let (ld, rd) = (lhs.dims(), rhs.dims());
         let u = |v: &[i64]| v.iter().map(|&d| d as usize).collect::<Vec<_>>();
-        let (lb, rb, lc, rc) = (u(&dims.lhs_batch), u(&dims.rhs_batch), u(&dims.lhs_contracting), u(&dims.rhs_contracting));
-        let lf: Vec<usize> = (0..ld.len()).filter(|d| !lb.contains(d) && !lc.contains(d)).collect();
-        let rf: Vec<usize> = (0..rd.len()).filter(|d| !rb.contains(d) && !rc.contains(d)).collect();
+        let (lb, rb, lc, rc) = (
+            u(&dims.lhs_batch),
+            u(&dims.rhs_batch),
+            u(&dims.lhs_contracting),
+            u(&dims.rhs_contracting),
+        );
+        let lf: Vec<usize> = (0..ld.len())
+            .filter(|d| !lb.contains(d) && !lc.contains(d))
+            .collect();
+        let rf: Vec<usize> = (0..rd.len())
+            .filter(|d| !rb.contains(d) && !rc.contains(d))
+            .collect();
         let size = |s: &[usize], ds: &[usize]| ds.iter().map(|&d| s[d]).product::<usize>();
-        let (b, m, k, n) = (size(&ld, &lb), size(&ld, &lf), size(&ld, &lc), size(&rd, &rf));
+        let (b, m, k, n) = (
+            size(&ld, &lb),
+            size(&ld, &lf),
+            size(&ld, &lc),
+            size(&rd, &rf),
+        );
         let in_type = self.dtype(&lhs.shape);
         let in_bytes = in_type.size() as u64;
         let half = in_type == DType::F16 && self.matmul.partials == PartialsType::Half;
-        let macs = if in_type == DType::F16 { self.target.f16_macs_per_cycle } else { self.target.f32_macs_per_cycle };
-        let budget = (self.matmul.available_memory_proportion * self.target.bytes_per_tile as f64) as u64;
+        let macs = if in_type == DType::F16 {
+            self.target.f16_macs_per_cycle
+        } else {
+            self.target.f32_macs_per_cycle
+        };
+        let budget =
+            (self.matmul.available_memory_proportion * self.target.bytes_per_tile as f64) as u64;
         let p = plan(b, m, k, n, in_bytes, macs, self.tiles, budget);
         tracing::debug!(
             target: "ipuxla::plan",
@@ -170,7 +206,13 @@ impl Lowerer<'_> {
         let out_type = self.dtype(&shape);
         if b * m * n == 0 || k == 0 {
             let zero = vec![0u8; out_type.size()];
-            return Ok(Value::Array(self.rearranged(&name, &shape, &[], zero, |_| super::movement::Src::Fill)));
+            return Ok(Value::Array(self.rearranged(
+                &name,
+                &shape,
+                &[],
+                zero,
+                |_| super::movement::Src::Fill,
+            )));
         }
         let (l_b, l_m, l_k) = (offsets(&ld, &lb), offsets(&ld, &lf), offsets(&ld, &lc));
         let (r_b, r_k, r_n) = (offsets(&rd, &rb), offsets(&rd, &rc), offsets(&rd, &rf));
@@ -217,16 +259,52 @@ impl Lowerer<'_> {
                 }
                 c_at += blk.m.1 * blk.n.1;
             }
-            a_pieces.push(super::mapping::Piece { tile: blk.tile, start: a0, len: a_at - a0 });
-            b_pieces.push(super::mapping::Piece { tile: blk.tile, start: b0, len: b_at - b0 });
-            c_pieces.push(super::mapping::Piece { tile: blk.tile, start: c0, len: c_at - c0 });
+            a_pieces.push(super::mapping::Piece {
+                tile: blk.tile,
+                start: a0,
+                len: a_at - a0,
+            });
+            b_pieces.push(super::mapping::Piece {
+                tile: blk.tile,
+                start: b0,
+                len: b_at - b0,
+            });
+            c_pieces.push(super::mapping::Piece {
+                tile: blk.tile,
+                start: c0,
+                len: c_at - c0,
+            });
         }
         let et = lhs.shape.element_type;
-        let a_t = self.arr_mapped(&format!("{name}.lhs_blocks"), &ArrayShape::new(et, &[a_at as i64]), a_pieces);
-        self.rearrange_into(a_t.tensor, vec![lhs.tensor], a_runs, Vec::new(), &format!("{name}.lhs_blocks"));
-        let b_t = self.arr_mapped(&format!("{name}.rhs_blocks"), &ArrayShape::new(et, &[b_at as i64]), b_pieces);
-        self.rearrange_into(b_t.tensor, vec![rhs.tensor], b_runs, Vec::new(), &format!("{name}.rhs_blocks"));
-        let c_t = self.arr_mapped(&format!("{name}.partials"), &ArrayShape::new(ElementType::F32, &[c_at as i64]), c_pieces);
+        let a_t = self.arr_mapped(
+            &format!("{name}.lhs_blocks"),
+            &ArrayShape::new(et, &[a_at as i64]),
+            a_pieces,
+        );
+        self.rearrange_into(
+            a_t.tensor,
+            vec![lhs.tensor],
+            a_runs,
+            Vec::new(),
+            &format!("{name}.lhs_blocks"),
+        );
+        let b_t = self.arr_mapped(
+            &format!("{name}.rhs_blocks"),
+            &ArrayShape::new(et, &[b_at as i64]),
+            b_pieces,
+        );
+        self.rearrange_into(
+            b_t.tensor,
+            vec![rhs.tensor],
+            b_runs,
+            Vec::new(),
+            &format!("{name}.rhs_blocks"),
+        );
+        let c_t = self.arr_mapped(
+            &format!("{name}.partials"),
+            &ArrayShape::new(ElementType::F32, &[c_at as i64]),
+            c_pieces,
+        );
         let tpi = self.target.tiles_per_ipu;
         let mut vertices = Vec::new();
         for (blk, &(a0, b0, c0)) in blocks.iter().zip(&starts) {
@@ -236,14 +314,31 @@ impl Lowerer<'_> {
             }
             for j in 0..blk.b.1 {
                 vertices.push(Vertex {
-                    kernel: KernelSpec::MatMul(MatMulKernel { m: mb, k: kb, n: nb, input: in_type }),
+                    kernel: KernelSpec::MatMul(MatMulKernel {
+                        m: mb,
+                        k: kb,
+                        n: nb,
+                        input: in_type,
+                    }),
                     ipu: blk.tile / tpi,
                     tile: blk.tile % tpi,
                     inputs: vec![
-                        Region { tensor: a_t.tensor, start: a0 + j * mb * kb, len: mb * kb },
-                        Region { tensor: b_t.tensor, start: b0 + j * kb * nb, len: kb * nb },
+                        Region {
+                            tensor: a_t.tensor,
+                            start: a0 + j * mb * kb,
+                            len: mb * kb,
+                        },
+                        Region {
+                            tensor: b_t.tensor,
+                            start: b0 + j * kb * nb,
+                            len: kb * nb,
+                        },
                     ],
-                    outputs: vec![Region { tensor: c_t.tensor, start: c0 + j * mb * nb, len: mb * nb }],
+                    outputs: vec![Region {
+                        tensor: c_t.tensor,
+                        start: c0 + j * mb * nb,
+                        len: mb * nb,
+                    }],
                     run_length: 0,
                 });
             }
@@ -270,11 +365,20 @@ impl Lowerer<'_> {
                 }
             }
             let r = self.linear_arr(&format!("{name}.k{ik}"), &f32_shape);
-            self.rearrange_into(r.tensor, vec![c_t.tensor], runs, Vec::new(), &format!("{name}.result"));
+            self.rearrange_into(
+                r.tensor,
+                vec![c_t.tensor],
+                runs,
+                Vec::new(),
+                &format!("{name}.result"),
+            );
             sums.push(r);
         }
         if sums.len() == 1 && out_type == DType::F32 {
-            return Ok(Value::Array(Arr { tensor: sums[0].tensor, shape }));
+            return Ok(Value::Array(Arr {
+                tensor: sums[0].tensor,
+                shape,
+            }));
         }
         let mut expr = Expr::Input(0);
         for i in 1..sums.len() {
@@ -283,7 +387,12 @@ impl Lowerer<'_> {
         if out_type != DType::F32 {
             expr = Expr::Convert(out_type, Box::new(expr));
         }
-        let out = self.map_kernel(&format!("{name}.sum"), &shape, &sums, vec![(out_type, expr)]);
+        let out = self.map_kernel(
+            &format!("{name}.sum"),
+            &shape,
+            &sums,
+            vec![(out_type, expr)],
+        );
         Ok(Value::Array(out))
     }
 }

@@ -4,8 +4,8 @@
 
 use super::mapping::{self, Piece};
 use super::{Arr, Here, Lowerer, Scope, Value};
-use crate::types::is_native;
 use crate::CompileError;
+use crate::types::is_native;
 use codegen::{BinaryOp as KB, CmpOp, DType, ElementwiseKernel, Expr, KernelSpec, UnaryOp as KU};
 use runtime::{Program, Region, Vertex};
 use std::collections::{HashMap, HashSet};
@@ -292,7 +292,10 @@ impl Lowerer<'_> {
     ) -> Arr {
         let n = shape.element_count() as usize;
         let pieces = self.follow_mapping(inputs, n);
-        let inputs: Vec<Arr> = inputs.iter().map(|a| self.with_mapping(a, &pieces)).collect();
+        let inputs: Vec<Arr> = inputs
+            .iter()
+            .map(|a| self.with_mapping(a, &pieces))
+            .collect();
         let out = self.arr_mapped(name, shape, pieces.clone());
         if n == 0 {
             return out;
@@ -304,7 +307,9 @@ impl Lowerer<'_> {
         let tpi = self.target.tiles_per_ipu;
         let mut vertices = Vec::new();
         for p in &pieces {
-            for (at, len) in mapping::worker_split(p.len, self.target.worker_contexts, MIN_PER_WORKER) {
+            for (at, len) in
+                mapping::worker_split(p.len, self.target.worker_contexts, MIN_PER_WORKER)
+            {
                 let region = |t| Region {
                     tensor: t,
                     start: p.start + at,

@@ -32,7 +32,12 @@ pub fn linear(elements: usize, tiles: usize) -> Vec<Piece> {
 }
 
 /// Linear mapping in units of `grain` elements (rows of a reduction, say).
-pub fn linear_grain(elements: usize, tiles: usize, grain: usize, min_per_tile: usize) -> Vec<Piece> {
+pub fn linear_grain(
+    elements: usize,
+    tiles: usize,
+    grain: usize,
+    min_per_tile: usize,
+) -> Vec<Piece> {
     let tiles = tiles.max(1);
     if elements == 0 {
         return vec![Piece {
@@ -89,7 +94,11 @@ pub fn worker_split(len: usize, workers: usize, min: usize) -> Vec<(usize, usize
 
 /// Number of distinct tiles a mapping uses.
 pub fn tile_count(pieces: &[Piece]) -> usize {
-    let mut t: Vec<usize> = pieces.iter().filter(|p| p.len > 0).map(|p| p.tile).collect();
+    let mut t: Vec<usize> = pieces
+        .iter()
+        .filter(|p| p.len > 0)
+        .map(|p| p.tile)
+        .collect();
     t.sort_unstable();
     t.dedup();
     t.len()

@@ -42,7 +42,11 @@ pub(crate) fn allocate(l: &mut Lowerer) -> Result<(), CompileError> {
                 at = at.max(b.end);
             }
             iv.offset = at;
-            blocks.push(Block { begin: at, end: at + bytes, last });
+            blocks.push(Block {
+                begin: at,
+                end: at + bytes,
+                last,
+            });
         }
     }
     Ok(())

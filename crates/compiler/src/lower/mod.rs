@@ -12,9 +12,9 @@ mod movement;
 mod reduce;
 mod scatter;
 
+use crate::CompileError;
 use crate::config::{IpuConfig, PlannerOptions};
 use crate::types::{device_type, location};
-use crate::CompileError;
 use codegen::DType;
 use mapping::Piece;
 use runtime::{
@@ -170,7 +170,8 @@ pub(crate) fn lower_module(module: &Module, config: &IpuConfig) -> Result<Compil
     for (k, leaf) in result.leaves().into_iter().enumerate() {
         let name = format!("out{k}");
         let dtype = l.dtype(&leaf.shape);
-        let s = l.b.stream(&name, Direction::DeviceToHost, dtype, leaf.elements());
+        let s =
+            l.b.stream(&name, Direction::DeviceToHost, dtype, leaf.elements());
         l.use_tensor(leaf.tensor);
         l.emit(Program::StreamCopy {
             stream: s,
@@ -216,7 +217,13 @@ impl<'m> Lowerer<'m> {
     }
 
     /// A new tensor with this mapping (offsets are planned at the end).
-    pub fn tensor(&mut self, name: &str, dtype: DType, dims: &[usize], pieces: Vec<Piece>) -> TensorId {
+    pub fn tensor(
+        &mut self,
+        name: &str,
+        dtype: DType,
+        dims: &[usize],
+        pieces: Vec<Piece>,
+    ) -> TensorId {
         let tpi = self.target.tiles_per_ipu;
         let mapping = pieces
             .iter()
@@ -277,7 +284,14 @@ impl<'m> Lowerer<'m> {
     }
 
     /// Runs a rearrangement into a new tensor.
-    pub fn rearrange_into(&mut self, dst: TensorId, sources: Vec<TensorId>, runs: Vec<runtime::Run>, fill: Vec<u8>, name: &str) {
+    pub fn rearrange_into(
+        &mut self,
+        dst: TensorId,
+        sources: Vec<TensorId>,
+        runs: Vec<runtime::Run>,
+        fill: Vec<u8>,
+        name: &str,
+    ) {
         for s in &sources {
             self.use_tensor(*s);
         }

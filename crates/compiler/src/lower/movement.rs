@@ -115,7 +115,11 @@ impl Lowerer<'_> {
     }
 
     /// Lowers broadcast, transpose, slice, concatenate, pad and reverse.
-    pub(crate) fn movement(&mut self, scope: &mut Scope, here: Here) -> Result<Value, CompileError> {
+    pub(crate) fn movement(
+        &mut self,
+        scope: &mut Scope,
+        here: Here,
+    ) -> Result<Value, CompileError> {
         let shape = here.array()?.clone();
         let name = &here.instr.name;
         let operands: Vec<Arr> = {
@@ -185,10 +189,11 @@ impl Lowerer<'_> {
             }
             Op::Pad { padding } => {
                 let d0 = &in_dims[0];
-                let fill = match super::elementwise::scalar_constant(here.comp, here.instr.operands[1]) {
-                    Some(data) => crate::device_data::to_device(data),
-                    None => Vec::new(),
-                };
+                let fill =
+                    match super::elementwise::scalar_constant(here.comp, here.instr.operands[1]) {
+                        Some(data) => crate::device_data::to_device(data),
+                        None => Vec::new(),
+                    };
                 let constant_fill = !fill.is_empty();
                 let pads: Vec<(i64, i64)> =
                     padding.iter().map(|p| (p.low, p.interior + 1)).collect();
@@ -197,7 +202,11 @@ impl Lowerer<'_> {
                     for (k, &(low, step)) in pads.iter().enumerate() {
                         let rel = o[k] as i64 - low;
                         if rel < 0 || rel % step != 0 || (rel / step) as usize >= d0[k] {
-                            return if constant_fill { Src::Fill } else { Src::At(1, 0) };
+                            return if constant_fill {
+                                Src::Fill
+                            } else {
+                                Src::At(1, 0)
+                            };
                         }
                         src[k] = (rel / step) as usize;
                     }
@@ -269,7 +278,13 @@ mod tests {
         assert_eq!(runs.len(), 4);
         assert!(runs.iter().all(|r| r.len == 8));
         // a pad: fill, data, fill
-        let runs = runs_of(&[6], |o| if (1..5).contains(&o[0]) { Src::At(0, o[0] - 1) } else { Src::Fill });
+        let runs = runs_of(&[6], |o| {
+            if (1..5).contains(&o[0]) {
+                Src::At(0, o[0] - 1)
+            } else {
+                Src::Fill
+            }
+        });
         assert_eq!(runs.len(), 3);
     }
 }

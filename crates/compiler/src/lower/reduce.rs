@@ -9,8 +9,8 @@ use super::{Arr, Here, Lowerer, Scope, Value};
 use crate::CompileError;
 use codegen::{BinaryOp as KB, DType, Expr, KernelSpec, ReduceKernel, ReduceOp};
 use runtime::{Program, Region, Vertex};
-use xla_ir::{ArrayShape, BinaryOp, Module, Op};
 use xla_ir::ids::CompId;
+use xla_ir::{ArrayShape, BinaryOp, Module, Op};
 
 /// The reduce op of a reducer computation that is one binary op of its two parameters.
 pub(crate) fn simple_reducer(module: &Module, to_apply: CompId) -> Option<ReduceOp> {
@@ -56,10 +56,17 @@ struct Segment {
 impl Lowerer<'_> {
     /// Lowers `reduce`.
     pub(crate) fn reduce(&mut self, scope: &mut Scope, here: Here) -> Result<Value, CompileError> {
-        let Op::Reduce { dimensions, to_apply } = &here.instr.op else {
+        let Op::Reduce {
+            dimensions,
+            to_apply,
+        } = &here.instr.op
+        else {
             unreachable!("dispatched: reduce")
         };
-        let op = match (here.instr.operands.len(), simple_reducer(self.module, *to_apply)) {
+        let op = match (
+            here.instr.operands.len(),
+            simple_reducer(self.module, *to_apply),
+        ) {
             (2, Some(op)) if here.instr.shape.as_array().is_some() => op,
             _ => return self.codelet_op(scope, here),
         };
@@ -83,11 +90,20 @@ impl Lowerer<'_> {
                 &permuted_dims.iter().map(|&d| d as i64).collect::<Vec<_>>(),
             );
             let mut src = vec![0; dims.len()];
-            let grain = if rows >= self.tiles { run } else { mapping::GRAIN };
+            let grain = if rows >= self.tiles {
+                run
+            } else {
+                mapping::GRAIN
+            };
             let out = self.arr_mapped(
                 &format!("{name}.layout"),
                 &pshape,
-                mapping::linear_grain(rows * run, self.tiles, grain.max(1), mapping::MIN_ELEMENTS_PER_TILE),
+                mapping::linear_grain(
+                    rows * run,
+                    self.tiles,
+                    grain.max(1),
+                    mapping::MIN_ELEMENTS_PER_TILE,
+                ),
             );
             let runs = super::movement::runs_of(&permuted_dims, |o| {
                 for (k, &p) in perm.iter().enumerate() {
@@ -95,10 +111,20 @@ impl Lowerer<'_> {
                 }
                 Src::At(0, flat(&dims, &src))
             });
-            self.rearrange_into(out.tensor, vec![x.tensor], runs, Vec::new(), &format!("{name}.layout"));
+            self.rearrange_into(
+                out.tensor,
+                vec![x.tensor],
+                runs,
+                Vec::new(),
+                &format!("{name}.layout"),
+            );
             out
         };
-        let partial_type = ReduceKernel { op, input: self.dtype(&x.shape) }.partial_type();
+        let partial_type = ReduceKernel {
+            op,
+            input: self.dtype(&x.shape),
+        }
+        .partial_type();
         let out_type = self.dtype(&shape);
         let total = self.reduce_rows(&name, &t, rows, run, op)?;
         // Combine with the init value and convert to the result type.
@@ -107,7 +133,13 @@ impl Lowerer<'_> {
             Some(data) => super::elementwise::literal_expr(data, partial_type),
             None => {
                 let init = self.array(scope, init_id)?;
-                let b = self.rearranged(&format!("{name}.init"), &total.shape.with_element_type(init.shape.element_type), &[init], Vec::new(), |_| Src::At(0, 0));
+                let b = self.rearranged(
+                    &format!("{name}.init"),
+                    &total.shape.with_element_type(init.shape.element_type),
+                    &[init],
+                    Vec::new(),
+                    |_| Src::At(0, 0),
+                );
                 inputs.push(b);
                 Expr::Convert(partial_type, Box::new(Expr::Input(1)))
             }
@@ -130,7 +162,10 @@ impl Lowerer<'_> {
         run: usize,
         op: ReduceOp,
     ) -> Result<Arr, CompileError> {
-        let kernel = ReduceKernel { op, input: self.dtype(&t.shape) };
+        let kernel = ReduceKernel {
+            op,
+            input: self.dtype(&t.shape),
+        };
         let partial_type = kernel.partial_type();
         let pshape = |n: usize| {
             ArrayShape::new(
@@ -158,8 +193,18 @@ impl Lowerer<'_> {
                 (ReduceOp::Max, _) => 0u32.to_le_bytes().to_vec(),
                 (ReduceOp::Min, _) => u32::MAX.to_le_bytes().to_vec(),
             };
-            let identity = if partial_type == DType::Pred { identity[..1].to_vec() } else { identity };
-            return Ok(self.rearranged(&format!("{name}.empty"), &pshape(rows), &[], identity, |_| Src::Fill));
+            let identity = if partial_type == DType::Pred {
+                identity[..1].to_vec()
+            } else {
+                identity
+            };
+            return Ok(self.rearranged(
+                &format!("{name}.empty"),
+                &pshape(rows),
+                &[],
+                identity,
+                |_| Src::Fill,
+            ));
         }
         // Stage 1: every tile reduces its stretch of each row it holds.
         let mut pieces: Vec<Piece> = self.mapping(t.tensor).to_vec();
@@ -170,7 +215,11 @@ impl Lowerer<'_> {
             while at < p.start + p.len {
                 let row = at / run;
                 let end = ((row + 1) * run).min(p.start + p.len);
-                segments.push(Segment { tile: p.tile, row, len: end - at });
+                segments.push(Segment {
+                    tile: p.tile,
+                    row,
+                    len: end - at,
+                });
                 at = end;
             }
         }
@@ -178,28 +227,51 @@ impl Lowerer<'_> {
         for (i, s) in segments.iter().enumerate() {
             match part_pieces.last_mut() {
                 Some(last) if last.tile == s.tile => last.len += 1,
-                _ => part_pieces.push(Piece { tile: s.tile, start: i, len: 1 }),
+                _ => part_pieces.push(Piece {
+                    tile: s.tile,
+                    start: i,
+                    len: 1,
+                }),
             }
         }
-        let partials = self.arr_mapped(&format!("{name}.partials"), &pshape(segments.len()), part_pieces);
+        let partials = self.arr_mapped(
+            &format!("{name}.partials"),
+            &pshape(segments.len()),
+            part_pieces,
+        );
         let tpi = self.target.tiles_per_ipu;
         let mut vertices = Vec::new();
         let (mut i, mut elem) = (0, 0);
         while i < segments.len() {
             // Consecutive segments on one tile with one length form one vertex's runs.
             let mut j = i + 1;
-            while j < segments.len() && segments[j].tile == segments[i].tile && segments[j].len == segments[i].len {
+            while j < segments.len()
+                && segments[j].tile == segments[i].tile
+                && segments[j].len == segments[i].len
+            {
                 j += 1;
             }
             let len = segments[i].len;
             let count = j - i;
-            for (a, c) in mapping::worker_split(count, self.target.worker_contexts, (256 / len.max(1)).max(1)) {
+            for (a, c) in mapping::worker_split(
+                count,
+                self.target.worker_contexts,
+                (256 / len.max(1)).max(1),
+            ) {
                 vertices.push(Vertex {
                     kernel: KernelSpec::Reduce(kernel.clone()),
                     ipu: segments[i].tile / tpi,
                     tile: segments[i].tile % tpi,
-                    inputs: vec![Region { tensor: t.tensor, start: elem + a * len, len: c * len }],
-                    outputs: vec![Region { tensor: partials.tensor, start: i + a, len: c }],
+                    inputs: vec![Region {
+                        tensor: t.tensor,
+                        start: elem + a * len,
+                        len: c * len,
+                    }],
+                    outputs: vec![Region {
+                        tensor: partials.tensor,
+                        start: i + a,
+                        len: c,
+                    }],
                     run_length: len,
                 });
             }
@@ -220,21 +292,50 @@ impl Lowerer<'_> {
             }
             c
         };
-        let first: Vec<usize> = counts.iter().scan(0, |acc, &c| { let f = *acc; *acc += c; Some(f) }).collect();
+        let first: Vec<usize> = counts
+            .iter()
+            .scan(0, |acc, &c| {
+                let f = *acc;
+                *acc += c;
+                Some(f)
+            })
+            .collect();
         let out_pieces = mapping::linear(rows, self.tiles);
         let gathered_pieces: Vec<Piece> = out_pieces
             .iter()
             .map(|p| {
                 let start = first[p.start];
-                let end = if p.start + p.len < rows { first[p.start + p.len] } else { segments.len() };
-                Piece { tile: p.tile, start, len: end - start }
+                let end = if p.start + p.len < rows {
+                    first[p.start + p.len]
+                } else {
+                    segments.len()
+                };
+                Piece {
+                    tile: p.tile,
+                    start,
+                    len: end - start,
+                }
             })
             .collect();
-        let gathered = self.arr_mapped(&format!("{name}.gathered"), &partials.shape, gathered_pieces);
+        let gathered = self.arr_mapped(
+            &format!("{name}.gathered"),
+            &partials.shape,
+            gathered_pieces,
+        );
         self.use_tensor(partials.tensor);
-        self.emit(Program::Copy { src: partials.tensor, dst: gathered.tensor });
-        let result = self.arr_mapped(&format!("{name}.reduced"), &pshape(rows), out_pieces.clone());
-        let stage2 = ReduceKernel { op, input: partial_type };
+        self.emit(Program::Copy {
+            src: partials.tensor,
+            dst: gathered.tensor,
+        });
+        let result = self.arr_mapped(
+            &format!("{name}.reduced"),
+            &pshape(rows),
+            out_pieces.clone(),
+        );
+        let stage2 = ReduceKernel {
+            op,
+            input: partial_type,
+        };
         let mut vertices = Vec::new();
         for p in &out_pieces {
             let mut r = p.start;
@@ -247,8 +348,16 @@ impl Lowerer<'_> {
                     kernel: KernelSpec::Reduce(stage2.clone()),
                     ipu: p.tile / tpi,
                     tile: p.tile % tpi,
-                    inputs: vec![Region { tensor: gathered.tensor, start: first[r], len: (s - r) * counts[r] }],
-                    outputs: vec![Region { tensor: result.tensor, start: r, len: s - r }],
+                    inputs: vec![Region {
+                        tensor: gathered.tensor,
+                        start: first[r],
+                        len: (s - r) * counts[r],
+                    }],
+                    outputs: vec![Region {
+                        tensor: result.tensor,
+                        start: r,
+                        len: s - r,
+                    }],
                     run_length: counts[r],
                 });
                 r = s;

@@ -18,8 +18,14 @@ const CHUNK_BYTES: u64 = 96 * 1024;
 impl Lowerer<'_> {
     /// Lowers a single-operand scatter split over tiles; `None` when it does not split
     /// (the caller then runs it on one tile).
-    pub(crate) fn split_scatter(&mut self, here: &Here, operands: &[Arr]) -> Result<Option<Value>, CompileError> {
-        let Op::Scatter { dims, .. } = &here.instr.op else { return Ok(None) };
+    pub(crate) fn split_scatter(
+        &mut self,
+        here: &Here,
+        operands: &[Arr],
+    ) -> Result<Option<Value>, CompileError> {
+        let Op::Scatter { dims, .. } = &here.instr.op else {
+            return Ok(None);
+        };
         if operands.len() != 3 || !dims.input_batching_dims.is_empty() {
             return Ok(None);
         }
@@ -31,7 +37,9 @@ impl Lowerer<'_> {
             return Ok(None);
         }
         // Window size of each operand dim: 1 where inserted, else the update window's.
-        let window_dims: Vec<usize> = (0..od.len()).filter(|d| !dims.inserted_window_dims.contains(&(*d as i64))).collect();
+        let window_dims: Vec<usize> = (0..od.len())
+            .filter(|d| !dims.inserted_window_dims.contains(&(*d as i64)))
+            .collect();
         let window = |d: usize| match window_dims.iter().position(|&w| w == d) {
             Some(j) => udims[dims.update_window_dims[j] as usize],
             None => 1,
@@ -45,12 +53,19 @@ impl Lowerer<'_> {
         else {
             return Ok(None);
         };
-        let column = dims.scatter_dims_to_operand_dims.iter().position(|&x| x as usize == d).expect("chosen from the list");
+        let column = dims
+            .scatter_dims_to_operand_dims
+            .iter()
+            .position(|&x| x as usize == d)
+            .expect("chosen from the list");
         let parts = od[d].min(self.tiles);
         // Chunks along the first index batch dim and its updates dim.
         let ib = (0..idims.len()).find(|&i| i != ivd).expect("rank >= 2");
-        let ub = (0..udims.len()).find(|u| !dims.update_window_dims.contains(&(*u as i64))).ok_or_else(|| here.unsupported("updates with no scatter dimension"))?;
-        let row_bytes = idx.shape.byte_size() / idims[ib].max(1) as u64 + upd.shape.byte_size() / udims[ub].max(1) as u64;
+        let ub = (0..udims.len())
+            .find(|u| !dims.update_window_dims.contains(&(*u as i64)))
+            .ok_or_else(|| here.unsupported("updates with no scatter dimension"))?;
+        let row_bytes = idx.shape.byte_size() / idims[ib].max(1) as u64
+            + upd.shape.byte_size() / udims[ub].max(1) as u64;
         let chunk_rows = ((CHUNK_BYTES / row_bytes.max(1)) as usize).clamp(1, idims[ib].max(1));
         let chunks = idims[ib].div_ceil(chunk_rows).max(1);
         let name = here.instr.name.clone();
@@ -61,7 +76,12 @@ impl Lowerer<'_> {
         for p in 0..parts {
             let (s, len) = super::dot::part(od[d], parts, p);
             let tile = (start_tile + p) % self.tiles;
-            slices.push(self.slice_on_tile(op, Some((d, s, len)), tile, &format!("{name}.slice{p}")));
+            slices.push(self.slice_on_tile(
+                op,
+                Some((d, s, len)),
+                tile,
+                &format!("{name}.slice{p}"),
+            ));
         }
         for c in 0..chunks {
             let (r0, rn) = (c * chunk_rows, chunk_rows.min(idims[ib] - c * chunk_rows));
@@ -70,16 +90,42 @@ impl Lowerer<'_> {
             let mut reads = Vec::new();
             for (p, slice) in slices.iter().enumerate() {
                 let tile = (start_tile + p) % self.tiles;
-                let ic = self.slice_on_tile(idx, Some((ib, r0, rn)), tile, &format!("{name}.idx{c}.p{p}"));
-                let uc = self.slice_on_tile(upd, Some((ub, r0, rn)), tile, &format!("{name}.upd{c}.p{p}"));
+                let ic = self.slice_on_tile(
+                    idx,
+                    Some((ib, r0, rn)),
+                    tile,
+                    &format!("{name}.idx{c}.p{p}"),
+                );
+                let uc = self.slice_on_tile(
+                    upd,
+                    Some((ub, r0, rn)),
+                    tile,
+                    &format!("{name}.upd{c}.p{p}"),
+                );
                 let (start, _) = super::dot::part(od[d], parts, p);
-                let module = shifted_scatter(self.module, here.instr, &slice.shape, &ic.shape, &uc.shape, column, start as i32);
+                let module = shifted_scatter(
+                    self.module,
+                    here.instr,
+                    &slice.shape,
+                    &ic.shape,
+                    &uc.shape,
+                    column,
+                    start as i32,
+                );
                 let elems = ic.shape.element_count() + uc.shape.element_count();
                 let cost = VertexCost::Worker(12 + elems * 6);
                 let shapes = vec![slice.shape.clone(), ic.shape.clone(), uc.shape.clone()];
                 let id = self.add_eval_codelet(here, module, shapes, cost);
-                let out = self.arr_mapped(&format!("{name}.c{c}.p{p}"), &slice.shape, super::mapping::single(slice.elements(), tile));
-                let region = |a: &Arr| Region { tensor: a.tensor, start: 0, len: a.elements() };
+                let out = self.arr_mapped(
+                    &format!("{name}.c{c}.p{p}"),
+                    &slice.shape,
+                    super::mapping::single(slice.elements(), tile),
+                );
+                let region = |a: &Arr| Region {
+                    tensor: a.tensor,
+                    start: 0,
+                    len: a.elements(),
+                };
                 vertices.push(CodeletVertex {
                     codelet: id,
                     ipu: tile / tpi,
@@ -93,12 +139,16 @@ impl Lowerer<'_> {
             for t in reads {
                 self.use_tensor(t);
             }
-            let cs = self.b.compute_set_with_codelets(&format!("{name}.chunk{c}"), Vec::new(), vertices);
+            let cs =
+                self.b
+                    .compute_set_with_codelets(&format!("{name}.chunk{c}"), Vec::new(), vertices);
             self.emit(Program::Execute(cs));
             slices = next;
         }
         let shape = here.array()?.clone();
-        let offsets: Vec<usize> = (0..parts).map(|p| super::dot::part(od[d], parts, p).0).collect();
+        let offsets: Vec<usize> = (0..parts)
+            .map(|p| super::dot::part(od[d], parts, p).0)
+            .collect();
         let mut src = vec![0; od.len()];
         let mut pd = od.clone();
         let out = self.rearranged(&name, &shape, &slices, Vec::new(), |o| {
@@ -123,26 +173,73 @@ fn shifted_scatter(
     start: i32,
 ) -> Module {
     let mut m = Module::new(format!("{}.codelet", instr.name));
-    let Op::Scatter { dims, to_apply, indices_are_sorted, unique_indices } = &instr.op else {
+    let Op::Scatter {
+        dims,
+        to_apply,
+        indices_are_sorted,
+        unique_indices,
+    } = &instr.op
+    else {
         unreachable!("called for a scatter")
     };
-    let reducer = super::codelet::copy_computation(module, *to_apply, &mut m, &mut Default::default());
-    let op = Op::Scatter { dims: dims.clone(), to_apply: reducer, indices_are_sorted: *indices_are_sorted, unique_indices: *unique_indices };
+    let reducer =
+        super::codelet::copy_computation(module, *to_apply, &mut m, &mut Default::default());
+    let op = Op::Scatter {
+        dims: dims.clone(),
+        to_apply: reducer,
+        indices_are_sorted: *indices_are_sorted,
+        unique_indices: *unique_indices,
+    };
     let ivd = dims.index_vector_dim;
     let cols = indices.dims[ivd as usize] as usize;
     let mut offsets = vec![0i32; cols];
     offsets[column] = start;
     let mut e = Computation::new("entry");
-    let p = |i: usize, s: &ArrayShape| Instruction::new(format!("p{i}"), Op::Parameter { number: i as u64 }, &[], Shape::Array(s.clone()));
+    let p = |i: usize, s: &ArrayShape| {
+        Instruction::new(
+            format!("p{i}"),
+            Op::Parameter { number: i as u64 },
+            &[],
+            Shape::Array(s.clone()),
+        )
+    };
     let p0 = e.push(p(0, slice));
     let p1 = e.push(p(1, indices));
     let p2 = e.push(p(2, updates));
-    let lit = ArrayLiteral::new(ArrayShape::new(ElementType::S32, &[cols as i64]), ArrayData::S32(offsets)).expect("shape matches data");
-    let c = e.push(Instruction::new("offsets", Op::Constant { literal: Literal::Array(lit) }, &[], Shape::array(ElementType::S32, &[cols as i64])));
+    let lit = ArrayLiteral::new(
+        ArrayShape::new(ElementType::S32, &[cols as i64]),
+        ArrayData::S32(offsets),
+    )
+    .expect("shape matches data");
+    let c = e.push(Instruction::new(
+        "offsets",
+        Op::Constant {
+            literal: Literal::Array(lit),
+        },
+        &[],
+        Shape::array(ElementType::S32, &[cols as i64]),
+    ));
     let idx_shape = Shape::Array(ArrayShape::new(ElementType::S32, &indices.dims));
-    let b = e.push(Instruction::new("offsets.b", Op::Broadcast { dimensions: vec![ivd] }, &[c], idx_shape.clone()));
-    let shifted = e.push(Instruction::new("shifted", Op::Binary(BinaryOp::Subtract), &[p1, b], idx_shape));
-    e.root = e.push(Instruction::new(instr.name.clone(), op, &[p0, shifted, p2], Shape::Array(ArrayShape::new(slice.element_type, &slice.dims))));
+    let b = e.push(Instruction::new(
+        "offsets.b",
+        Op::Broadcast {
+            dimensions: vec![ivd],
+        },
+        &[c],
+        idx_shape.clone(),
+    ));
+    let shifted = e.push(Instruction::new(
+        "shifted",
+        Op::Binary(BinaryOp::Subtract),
+        &[p1, b],
+        idx_shape,
+    ));
+    e.root = e.push(Instruction::new(
+        instr.name.clone(),
+        op,
+        &[p0, shifted, p2],
+        Shape::Array(ArrayShape::new(slice.element_type, &slice.dims)),
+    ));
     m.entry = m.add_computation(e);
     m
 }

@@ -1,0 +1,88 @@
+//! Every fixture case compiled for the IPU Model and run there, in both forms, on a full
+//! ipu2 (1472 tiles) and on a 4-tile IPU, matches the reference evaluator (at twice the
+//! case's tolerance: both are within it of XLA). On 4 tiles a case may instead fail with
+//! the IPU Model's out-of-memory report, but only when its inputs and outputs alone are
+//! more than the 4 tiles hold. `x64_int64` must fail with the f64 error.
+
+mod common;
+
+use common::{cases, check_output, leaves, load};
+use compiler::IpuConfig;
+use ipuxla::compiler;
+use std::path::Path;
+
+fn run_case(case: &Path, file: &str, tiles: usize) {
+    let (info, module, inputs) = load(case, file);
+    let what = format!(
+        "{}/{file} on {tiles} tiles",
+        case.file_name().unwrap().to_string_lossy()
+    );
+    let mut config = IpuConfig::default();
+    config.ipu_model.tiles_per_ipu = tiles;
+    let reference = leaves(xla_ir::eval::evaluate(&module, &inputs).unwrap());
+    let run = match ipuxla::device::run_on_ipu_model(&module, &config, &inputs) {
+        Ok(run) => run,
+        Err(e) => {
+            let io_bytes: u64 = inputs
+                .iter()
+                .map(|l| l.shape().byte_size())
+                .chain(reference.iter().map(|a| a.shape.byte_size()))
+                .sum();
+            let capacity = config.target().unwrap().bytes_per_tile * tiles as u64;
+            let message = format!("{e:#}");
+            assert!(
+                message.contains("out of memory") && io_bytes > capacity,
+                "{what}: {message} (inputs and outputs {io_bytes} B, tiles hold {capacity} B)"
+            );
+            return;
+        }
+    };
+    assert_eq!(run.outputs.len(), reference.len(), "{what}: outputs");
+    for (k, ((got, want), spec)) in run
+        .outputs
+        .iter()
+        .zip(&reference)
+        .zip(info["outputs"].as_array().unwrap())
+        .enumerate()
+    {
+        let doubled = serde_json::json!({
+            "rtol": spec["rtol"].as_f64().unwrap_or(0.0) * 2.0,
+            "atol": spec["atol"].as_f64().unwrap_or(0.0) * 2.0,
+        });
+        check_output(&format!("{what} output {k}"), got, want, &doubled);
+    }
+    assert!(run.profile.total_cycles > 0, "{what}: no cycles counted");
+}
+
+fn run_all(file: &str, tiles: usize) {
+    for case in cases() {
+        if case.ends_with("x64_int64") {
+            let (_, module, inputs) = load(&case, file);
+            let e = ipuxla::device::run_on_ipu_model(&module, &IpuConfig::default(), &inputs)
+                .unwrap_err();
+            assert!(format!("{e:#}").contains("no 64-bit floats"), "{e:#}");
+            continue;
+        }
+        run_case(&case, file, tiles);
+    }
+}
+
+#[test]
+fn plain_modules_on_a_full_ipu() {
+    run_all("module.hlo", 0);
+}
+
+#[test]
+fn optimised_modules_on_a_full_ipu() {
+    run_all("module.opt.hlo", 0);
+}
+
+#[test]
+fn plain_modules_on_four_tiles() {
+    run_all("module.hlo", 4);
+}
+
+#[test]
+fn optimised_modules_on_four_tiles() {
+    run_all("module.opt.hlo", 4);
+}
