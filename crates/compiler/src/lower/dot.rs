@@ -245,15 +245,17 @@ impl Lowerer<'_> {
             starts.push((a_at, b_at, c_at));
             let (a0, b0, c0) = (a_at, b_at, c_at);
             for bi in blk.b.0..blk.b.0 + blk.b.1 {
-                for mi in blk.m.0..blk.m.0 + blk.m.1 {
-                    for ki in blk.k.0..blk.k.0 + blk.k.1 {
-                        push_run(&mut a_runs, 0, l_b[bi] + l_m[mi] + l_k[ki], a_at, 1);
+                let rows = |v: &[usize], r: (usize, usize)| v[r.0..r.0 + r.1].to_vec();
+                let (ms, ks, ns) = (rows(&l_m, blk.m), rows(&l_k, blk.k), rows(&r_n, blk.n));
+                for &mo in &ms {
+                    for &ko in &ks {
+                        push_run(&mut a_runs, 0, l_b[bi] + mo + ko, a_at, 1);
                         a_at += 1;
                     }
                 }
-                for ki in blk.k.0..blk.k.0 + blk.k.1 {
-                    for ni in blk.n.0..blk.n.0 + blk.n.1 {
-                        push_run(&mut b_runs, 0, r_b[bi] + r_k[ki] + r_n[ni], b_at, 1);
+                for &ko in &r_k[blk.k.0..blk.k.0 + blk.k.1] {
+                    for &no in &ns {
+                        push_run(&mut b_runs, 0, r_b[bi] + ko + no, b_at, 1);
                         b_at += 1;
                     }
                 }
