@@ -19,6 +19,12 @@ pub struct DeviceRun {
     pub vertices: usize,
     /// Compiler warnings (conversions the device needed).
     pub warnings: Vec<String>,
+    /// Host seconds compiling (HLO to executable).
+    pub compile_seconds: f64,
+    /// Host seconds loading (checks, JIT compilation of kernels, tile memory).
+    pub load_seconds: f64,
+    /// Host seconds simulating the run.
+    pub run_seconds: f64,
 }
 
 fn leaves(l: &Literal, out: &mut Vec<ArrayLiteral>) {
@@ -35,6 +41,7 @@ pub fn run_on_ipu_model(
     config: &IpuConfig,
     inputs: &[Literal],
 ) -> anyhow::Result<DeviceRun> {
+    let t0 = std::time::Instant::now();
     let Compiled {
         executable,
         inputs: streams_in,
@@ -47,7 +54,9 @@ pub fn run_on_ipu_model(
         .iter()
         .map(|c| c.vertices.len() + c.codelet_vertices.len())
         .sum();
+    let t1 = std::time::Instant::now();
     let mut engine = Engine::load(executable)?;
+    let t2 = std::time::Instant::now();
     let mut io = HostIo::new();
     let mut flat = Vec::new();
     for l in inputs {
@@ -63,7 +72,9 @@ pub fn run_on_ipu_model(
     for (s, a) in streams_in.iter().zip(&flat) {
         io.feed(&s.stream, compiler::device_data::to_device(&a.data));
     }
+    let t3 = std::time::Instant::now();
     let profile = engine.run(&mut io)?;
+    let run_seconds = t3.elapsed().as_secs_f64();
     let entry = module.entry_computation();
     let declared = entry.root_instr().shape.leaf_arrays();
     let mut outputs = Vec::new();
@@ -80,5 +91,8 @@ pub fn run_on_ipu_model(
         compute_sets,
         vertices,
         warnings,
+        compile_seconds: (t1 - t0).as_secs_f64(),
+        load_seconds: (t2 - t1).as_secs_f64(),
+        run_seconds,
     })
 }

@@ -14,9 +14,9 @@ pub fn summary(run: &DeviceRun) -> String {
     let total: u64 = p.tiles.iter().map(|t| t.bytes_used).sum();
     let _ = writeln!(
         s,
-        "simulated: {} cycles = {:.3} ms on {} x {} at {:.2} GHz",
+        "simulated: {} cycles = {:.3} us on {} x {} at {:.2} GHz",
         p.total_cycles,
-        p.seconds * 1e3,
+        p.seconds * 1e6,
         p.num_ipus,
         p.target,
         p.clock_hz / 1e9
@@ -50,6 +50,13 @@ pub fn summary(run: &DeviceRun) -> String {
         run.compute_sets,
         run.vertices,
         p.steps.len()
+    );
+    let _ = writeln!(
+        s,
+        "host: compile {:.1} ms, load (checks, JIT) {:.1} ms, simulate {:.1} ms",
+        run.compile_seconds * 1e3,
+        run.load_seconds * 1e3,
+        run.run_seconds * 1e3
     );
     s
 }

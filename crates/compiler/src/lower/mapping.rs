@@ -49,20 +49,20 @@ pub fn linear_grain(
     let grain = grain.max(1);
     let grains = elements.div_ceil(grain);
     let min_grains = min_per_tile.div_ceil(grain).max(1);
-    let per_tile = grains.div_ceil(tiles).max(min_grains);
+    // As many tiles as have at least the minimum, the grains shared evenly among them.
+    let used = (grains / min_grains).clamp(1, tiles);
     let first = start_tile(elements, tiles);
-    let mut pieces = Vec::new();
-    let mut start = 0;
-    let mut k = 0;
-    while start < elements {
-        let len = (per_tile * grain).min(elements - start);
-        pieces.push(Piece {
-            tile: (first + k) % tiles,
-            start,
-            len,
-        });
-        start += len;
-        k += 1;
+    let mut pieces = Vec::with_capacity(used);
+    for k in 0..used {
+        let (g0, g1) = (k * grains / used, (k + 1) * grains / used);
+        let (start, end) = (g0 * grain, (g1 * grain).min(elements));
+        if end > start {
+            pieces.push(Piece {
+                tile: (first + k) % tiles,
+                start,
+                len: end - start,
+            });
+        }
     }
     pieces
 }
