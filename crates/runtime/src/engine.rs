@@ -74,6 +74,20 @@ struct LoadedRearrange {
     cost: exchange::CopyCost,
 }
 
+/// The profile of a copy or rearrangement.
+fn copy_step(name: String, c: exchange::CopyCost) -> StepProfile {
+    StepProfile {
+        name,
+        kind: StepKind::Copy,
+        cycles: c.on_tile_cycles + c.sync_cycles + c.exchange_cycles,
+        compute_cycles: c.on_tile_cycles,
+        sync_cycles: c.sync_cycles,
+        exchange_cycles: c.exchange_cycles,
+        bytes_moved: c.bytes_exchanged + c.bytes_over_links,
+        bytes_over_links: c.bytes_over_links,
+    }
+}
+
 /// A loaded executable with its device memory.
 pub struct Engine {
     exe: Executable,
@@ -457,20 +471,12 @@ impl Engine {
 
     /// Runs a planned rearrangement: every source byte is read before any is written.
     fn rearrange(&mut self, id: usize) -> StepProfile {
-        let r = &self.rearranges[id];
+        // The moves are borrowed out while memory changes, then put back.
+        let moves = std::mem::take(&mut self.rearranges[id].moves);
+        self.apply_moves(&moves);
         let tiles = self.exe.target.tiles_per_ipu;
-        let data: Vec<Vec<u8>> = r
-            .moves
-            .iter()
-            .map(|m| {
-                let mem = &self.memory[m.src.0 * tiles + m.src.1];
-                mem[m.src.2 as usize..(m.src.2 + m.bytes) as usize].to_vec()
-            })
-            .collect();
-        for (m, bytes) in r.moves.iter().zip(data) {
-            let mem = &mut self.memory[m.dst.0 * tiles + m.dst.1];
-            mem[m.dst.2 as usize..(m.dst.2 + m.bytes) as usize].copy_from_slice(&bytes);
-        }
+        let r = &mut self.rearranges[id];
+        r.moves = moves;
         let size = r.fill.len();
         for &(ipu, tile, offset, n) in &r.fills {
             let mem = &mut self.memory[ipu * tiles + tile];
@@ -479,29 +485,13 @@ impl Engine {
                 chunk.copy_from_slice(&r.fill);
             }
         }
-        let c = r.cost;
-        StepProfile {
-            name: r.name.clone(),
-            kind: StepKind::Copy,
-            cycles: c.on_tile_cycles + c.sync_cycles + c.exchange_cycles,
-            compute_cycles: c.on_tile_cycles,
-            sync_cycles: c.sync_cycles,
-            exchange_cycles: c.exchange_cycles,
-            bytes_moved: c.bytes_exchanged + c.bytes_over_links,
-            bytes_over_links: c.bytes_over_links,
-        }
+        copy_step(r.name.clone(), r.cost)
     }
 
-    fn copy(&mut self, src: TensorId, dst: TensorId) -> Result<StepProfile, RuntimeError> {
-        let (s, d) = (
-            &self.exe.tensors[src.0 as usize],
-            &self.exe.tensors[dst.0 as usize],
-        );
-        let name = format!("copy {} -> {}", s.name, d.name);
-        let moves = exchange::plan(s, d);
-        let c = exchange::cost(&self.system, &moves)?;
+    /// Carries out moves: every source byte is read before any is written, so
+    /// overlapping tensors copy correctly.
+    fn apply_moves(&mut self, moves: &[exchange::Move]) {
         let tiles = self.exe.target.tiles_per_ipu;
-        // Read every source byte before writing, so overlapping tensors copy correctly.
         let data: Vec<Vec<u8>> = moves
             .iter()
             .map(|m| {
@@ -513,16 +503,18 @@ impl Engine {
             let mem = &mut self.memory[m.dst.0 * tiles + m.dst.1];
             mem[m.dst.2 as usize..(m.dst.2 + m.bytes) as usize].copy_from_slice(&bytes);
         }
-        Ok(StepProfile {
-            name,
-            kind: StepKind::Copy,
-            cycles: c.on_tile_cycles + c.sync_cycles + c.exchange_cycles,
-            compute_cycles: c.on_tile_cycles,
-            sync_cycles: c.sync_cycles,
-            exchange_cycles: c.exchange_cycles,
-            bytes_moved: c.bytes_exchanged + c.bytes_over_links,
-            bytes_over_links: c.bytes_over_links,
-        })
+    }
+
+    fn copy(&mut self, src: TensorId, dst: TensorId) -> Result<StepProfile, RuntimeError> {
+        let (s, d) = (
+            &self.exe.tensors[src.0 as usize],
+            &self.exe.tensors[dst.0 as usize],
+        );
+        let name = format!("copy {} -> {}", s.name, d.name);
+        let moves = exchange::plan(s, d);
+        let c = exchange::cost(&self.system, &moves)?;
+        self.apply_moves(&moves);
+        Ok(copy_step(name, c))
     }
 
     fn stream_copy(

@@ -536,22 +536,8 @@ impl Lowerer<'_> {
                 codelet: id,
                 ipu: tile / tpi,
                 tile: tile % tpi,
-                inputs: ins
-                    .iter()
-                    .map(|a| Region {
-                        tensor: a.tensor,
-                        start: 0,
-                        len: a.elements(),
-                    })
-                    .collect(),
-                outputs: out_arrs
-                    .iter()
-                    .map(|a| Region {
-                        tensor: a.tensor,
-                        start: 0,
-                        len: a.elements(),
-                    })
-                    .collect(),
+                inputs: ins.iter().map(Arr::whole).collect(),
+                outputs: out_arrs.iter().map(Arr::whole).collect(),
             });
             reads.extend(ins.iter().map(|a| a.tensor));
             part_outputs.push(out_arrs);

@@ -58,6 +58,15 @@ impl Arr {
         self.shape.element_count() as usize
     }
 
+    /// A region covering the whole tensor.
+    pub fn whole(&self) -> runtime::Region {
+        runtime::Region {
+            tensor: self.tensor,
+            start: 0,
+            len: self.elements(),
+        }
+    }
+
     pub fn dims(&self) -> Vec<usize> {
         self.shape.dims.iter().map(|&d| d as usize).collect()
     }

@@ -8,7 +8,7 @@ use super::movement::{Src, flat};
 use super::{Arr, Here, Lowerer, Value};
 use crate::CompileError;
 use runtime::cost::VertexCost;
-use runtime::{CodeletVertex, Program, Region};
+use runtime::{CodeletVertex, Program};
 use xla_ir::literal::{ArrayData, ArrayLiteral, Literal};
 use xla_ir::{ArrayShape, BinaryOp, Computation, ElementType, Instruction, Module, Op, Shape};
 
@@ -121,17 +121,12 @@ impl Lowerer<'_> {
                     &slice.shape,
                     super::mapping::single(slice.elements(), tile),
                 );
-                let region = |a: &Arr| Region {
-                    tensor: a.tensor,
-                    start: 0,
-                    len: a.elements(),
-                };
                 vertices.push(CodeletVertex {
                     codelet: id,
                     ipu: tile / tpi,
                     tile: tile % tpi,
-                    inputs: vec![region(slice), region(&ic), region(&uc)],
-                    outputs: vec![region(&out)],
+                    inputs: vec![slice.whole(), ic.whole(), uc.whole()],
+                    outputs: vec![out.whole()],
                 });
                 reads.extend([slice.tensor, ic.tensor, uc.tensor]);
                 next.push(out);
