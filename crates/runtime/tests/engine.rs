@@ -595,3 +595,151 @@ fn executables_round_trip_through_json() {
         "{err}"
     );
 }
+
+/// Reverses its one f32 input into its output: a native codelet.
+struct ReverseCodelet;
+
+impl runtime::Codelet for ReverseCodelet {
+    fn name(&self) -> &str {
+        "reverse"
+    }
+
+    fn run(&self, inputs: &[&[u8]], outputs: &mut [&mut [u8]]) -> Result<(), String> {
+        let mut v = f32_values(inputs[0]);
+        v.reverse();
+        outputs[0].copy_from_slice(&f32_bytes(&v));
+        Ok(())
+    }
+
+    fn cost(&self, _: &Target) -> runtime::cost::VertexCost {
+        runtime::cost::VertexCost::Worker(100)
+    }
+}
+
+#[test]
+fn rearrangements_gather_runs_across_tiles_and_fill_the_rest() {
+    use runtime::{Rearrange, Run, RunSource};
+    let mut b = ExecutableBuilder::new(Target::ipu2(), 1);
+    // src: 8 elements, 4 on tile 0 and 4 on tile 1; dst: 6 elements on tile 2.
+    let src = b.tensor("src", DType::F32, &[(0, 0, 4), (0, 1, 4)]);
+    let dst = b.tensor("dst", DType::F32, &[(0, 2, 6)]);
+    b.tensor_mut(src).init = Some(f32_bytes(&[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]));
+    let r = b.rearrange(Rearrange {
+        name: "gather".into(),
+        dst,
+        sources: vec![src],
+        fill: f32_bytes(&[-1.0]),
+        runs: vec![
+            // elements 3..6 of src (crossing the tile boundary) to dst 0..3
+            Run {
+                source: RunSource::Tensor { k: 0, start: 3 },
+                dst_start: 0,
+                len: 3,
+            },
+            Run {
+                source: RunSource::Fill,
+                dst_start: 3,
+                len: 2,
+            },
+            Run {
+                source: RunSource::Tensor { k: 0, start: 0 },
+                dst_start: 5,
+                len: 1,
+            },
+        ],
+    });
+    let out = b.stream("out", Direction::DeviceToHost, DType::F32, 6);
+    let exe = b.finish(Program::Sequence(vec![
+        Program::Rearrange(r),
+        Program::StreamCopy {
+            stream: out,
+            tensor: dst,
+        },
+    ]));
+    let mut engine = Engine::load(exe).unwrap();
+    let mut io = HostIo::new();
+    let profile = engine.run(&mut io).unwrap();
+    assert_eq!(
+        f32_values(&io.take("out")[0]),
+        vec![3.0, 4.0, 5.0, -1.0, -1.0, 0.0]
+    );
+    let step = &profile.steps[0];
+    assert_eq!(step.kind, StepKind::Copy);
+    // 16 bytes cross tiles (tile 0 sends 8 of them, tile 2 receives all 16): 16 / 4 cycles.
+    assert_eq!(step.bytes_moved, 16);
+    assert_eq!(step.exchange_cycles, 4);
+}
+
+#[test]
+fn a_rearrangement_reading_past_its_source_is_rejected() {
+    use runtime::{Rearrange, Run, RunSource};
+    let mut b = ExecutableBuilder::new(Target::ipu2(), 1);
+    let src = b.tensor("src", DType::F32, &[(0, 0, 4)]);
+    let dst = b.tensor("dst", DType::F32, &[(0, 0, 4)]);
+    b.tensor_mut(src).init = Some(vec![0; 16]);
+    let r = b.rearrange(Rearrange {
+        name: "bad".into(),
+        dst,
+        sources: vec![src],
+        fill: vec![],
+        runs: vec![Run {
+            source: RunSource::Tensor { k: 0, start: 2 },
+            dst_start: 0,
+            len: 4,
+        }],
+    });
+    let e = Engine::load(b.finish(Program::Rearrange(r))).err().unwrap();
+    assert!(
+        e.to_string()
+            .contains("reads elements 2..6 of src which has 4"),
+        "{e}"
+    );
+}
+
+#[test]
+fn codelet_vertices_run_on_their_tile_and_cost_what_they_say() {
+    let mut b = ExecutableBuilder::new(Target::ipu2(), 1);
+    let x = b.tensor("x", DType::F32, &[(0, 5, 4)]);
+    let y = b.tensor("y", DType::F32, &[(0, 5, 4)]);
+    b.tensor_mut(x).init = Some(f32_bytes(&[1.0, 2.0, 3.0, 4.0]));
+    let c = b.codelet(runtime::CodeletRef::new(ReverseCodelet));
+    let whole = |t| Region {
+        tensor: t,
+        start: 0,
+        len: 4,
+    };
+    let cs = b.compute_set_with_codelets(
+        "reverse",
+        vec![],
+        vec![runtime::CodeletVertex {
+            codelet: c,
+            ipu: 0,
+            tile: 5,
+            inputs: vec![whole(x)],
+            outputs: vec![whole(y)],
+        }],
+    );
+    let out = b.stream("out", Direction::DeviceToHost, DType::F32, 4);
+    let exe = b.finish(Program::Sequence(vec![
+        Program::Execute(cs),
+        Program::StreamCopy {
+            stream: out,
+            tensor: y,
+        },
+    ]));
+    let mut engine = Engine::load(exe.clone()).unwrap();
+    let mut io = HostIo::new();
+    let profile = engine.run(&mut io).unwrap();
+    assert_eq!(f32_values(&io.take("out")[0]), vec![4.0, 3.0, 2.0, 1.0]);
+    // one worker of 100 instructions: 6 x 100 cycles.
+    assert_eq!(profile.steps[0].compute_cycles, 600);
+    // Codelets are code: an executable read back from JSON has none and says so.
+    let json = serde_json::to_string(&exe).unwrap();
+    let back: runtime::Executable = serde_json::from_str(&json).unwrap();
+    let e = Engine::load(back).err().unwrap();
+    assert!(
+        e.to_string()
+            .contains("codelets do not survive serialisation"),
+        "{e}"
+    );
+}
