@@ -339,7 +339,8 @@ fn a_module_too_big_for_four_tiles_is_out_of_memory_naming_the_tile() {
     assert!(
         text.contains("IPU 0 tile ")
             && text.contains("is out of memory")
-            && text.contains("bytes but the tile has 638976"),
+            && text.contains("but the tile has 638976")
+            && text.contains("live on the tile then: "),
         "{text}"
     );
     assert!(!dir.join("out4").exists(), "nothing is written");

@@ -32,6 +32,25 @@ pub enum CompileError {
         /// Why, and what to do instead.
         reason: String,
     },
+    /// A tile's live tensors do not fit its memory.
+    #[error(
+        "IPU {ipu} tile {tile} is out of memory: {needed} bytes are needed when '{when}' is created but the tile has {available}; live on the tile then: {}",
+        live.iter().map(|(n, b)| format!("{n} ({b} B)")).collect::<Vec<_>>().join(", ")
+    )]
+    OutOfMemory {
+        /// The IPU.
+        ipu: usize,
+        /// The tile.
+        tile: usize,
+        /// Bytes the tile needs at its peak.
+        needed: u64,
+        /// Bytes a tile has.
+        available: u64,
+        /// The tensor whose creation reaches the peak.
+        when: String,
+        /// The largest tensors live on the tile at the peak (name, bytes there).
+        live: Vec<(String, u64)>,
+    },
     /// The program does not fit, or the executable is rejected by the IPU Model.
     #[error(transparent)]
     Device(#[from] RuntimeError),

@@ -18,12 +18,15 @@ struct Block {
     last: u64,
 }
 
-/// Assigns every tensor interval an offset in its tile's memory.
+/// Assigns every tensor interval an offset in its tile's memory; fails naming the tile, the
+/// moment and the tensors live there when a tile's memory is exceeded.
 pub(crate) fn allocate(l: &mut Lowerer) -> Result<(), CompileError> {
     let n = l.b.tensor_count();
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by_key(|&i| (l.life[i].first, i));
     let mut live: HashMap<(usize, usize), Vec<Block>> = HashMap::new();
+    // Per tile: the highest end so far and the tensor that reached it.
+    let mut peak: HashMap<(usize, usize), (u64, usize)> = HashMap::new();
     for i in order {
         let life = l.life[i];
         let last = if life.pinned { u64::MAX } else { life.last };
@@ -47,7 +50,45 @@ pub(crate) fn allocate(l: &mut Lowerer) -> Result<(), CompileError> {
                 end: at + bytes,
                 last,
             });
+            let p = peak.entry((iv.ipu, iv.tile)).or_insert((0, i));
+            if at + bytes > p.0 {
+                *p = (at + bytes, i);
+            }
         }
+    }
+    let capacity = l.target.bytes_per_tile;
+    let worst = peak
+        .iter()
+        .filter(|(_, (end, _))| *end > capacity)
+        .max_by_key(|(k, (end, _))| (*end, std::cmp::Reverse(**k)));
+    if let Some((&(ipu, tile), &(needed, t))) = worst {
+        let step = l.life[t].first;
+        let mut live: Vec<(String, u64)> = (0..n)
+            .filter(|&j| {
+                let life = l.life[j];
+                life.first <= step && (life.pinned || life.last >= step)
+            })
+            .filter_map(|j| {
+                let info = l.b.tensor_info(runtime::TensorId(j as u32));
+                let bytes: usize = info
+                    .mapping
+                    .iter()
+                    .filter(|iv| iv.ipu == ipu && iv.tile == tile)
+                    .map(|iv| iv.len * info.dtype.size())
+                    .sum();
+                (bytes > 0).then(|| (info.name.clone(), bytes as u64))
+            })
+            .collect();
+        live.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        live.truncate(4);
+        return Err(CompileError::OutOfMemory {
+            ipu,
+            tile,
+            needed,
+            available: capacity,
+            when: l.b.tensor_info(runtime::TensorId(t as u32)).name.clone(),
+            live,
+        });
     }
     Ok(())
 }
