@@ -114,12 +114,18 @@ fn tensor<'e>(
 /// The byte range of a region in its vertex's tile memory, if the region lies entirely in
 /// one interval on that tile.
 pub(crate) fn region_bytes(t: &Tensor, r: &Region, ipu: usize, tile: usize) -> Option<(u64, u64)> {
-    let iv = t.mapping.iter().find(|iv| {
+    let holds = |iv: &&crate::executable::Interval| {
         iv.ipu == ipu
             && iv.tile == tile
             && iv.start <= r.start
             && r.start + r.len <= iv.start + iv.len
-    })?;
+    };
+    // Mappings are usually in element order: try a binary search before a scan.
+    let guess = t.mapping.partition_point(|iv| iv.start + iv.len <= r.start);
+    let iv = match t.mapping.get(guess).filter(holds) {
+        Some(iv) => iv,
+        None => t.mapping.iter().find(holds)?,
+    };
     let size = t.dtype.size() as u64;
     let begin = iv.offset + (r.start - iv.start) as u64 * size;
     Some((begin, begin + r.len as u64 * size))
