@@ -25,6 +25,15 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// A fresh scratch directory holding `file` with `text`; returns both paths.
+fn hlo_file(name: &str, file: &str, text: &str) -> (PathBuf, PathBuf) {
+    let dir = scratch(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let hlo = dir.join(file);
+    std::fs::write(&hlo, text).unwrap();
+    (dir, hlo)
+}
+
 fn vector_add_inputs() -> String {
     (0..3)
         .map(|i| format!("{i}={}", case(&format!("seed_vector_add/inputs/{i}.npy"))))
@@ -169,14 +178,11 @@ fn bad_inputs_are_named() {
 
 #[test]
 fn evaluation_errors_name_the_instruction_inside_a_loop() {
-    let dir = scratch("loop");
-    std::fs::create_dir_all(&dir).unwrap();
-    let hlo = dir.join("loop.hlo");
-    std::fs::write(
-        &hlo,
+    let (dir, hlo) = hlo_file(
+        "loop",
+        "loop.hlo",
         "HloModule loop\n\ncond {\n  s = f32[] parameter(0)\n  ROOT t = pred[] constant(true)\n}\n\nbody {\n  s = f32[] parameter(0)\n  ROOT opaque = f32[] custom-call(s), custom_call_target=\"my_kernel\"\n}\n\nENTRY main {\n  x = f32[] parameter(0)\n  ROOT w = f32[] while(x), condition=cond, body=body\n}\n",
-    )
-    .unwrap();
+    );
     let out = ipuxla(&[
         "run",
         hlo.to_str().unwrap(),
@@ -217,14 +223,11 @@ fn evaluation_errors_name_the_instruction_inside_a_loop() {
 
 #[test]
 fn unknown_custom_calls_are_unsupported_on_the_ipu_naming_the_line() {
-    let dir = scratch("custom");
-    std::fs::create_dir_all(&dir).unwrap();
-    let hlo = dir.join("c.hlo");
-    std::fs::write(
-        &hlo,
+    let (dir, hlo) = hlo_file(
+        "custom",
+        "c.hlo",
         "HloModule c\n\nENTRY main {\n  x = f32[] parameter(0)\n  ROOT opaque = f32[] custom-call(x), custom_call_target=\"my_kernel\"\n}\n",
-    )
-    .unwrap();
+    );
     let scalar = dir.join("scalar.npy");
     ipuxla::npy::write_npy(&scalar, &xla_ir::ArrayLiteral::scalar_f32(1.0)).unwrap();
     let out = ipuxla(&[
@@ -303,14 +306,11 @@ fn bad_device_flags_are_named() {
 
 #[test]
 fn a_module_too_big_for_four_tiles_is_out_of_memory_naming_the_tile() {
-    let dir = scratch("oom");
-    std::fs::create_dir_all(&dir).unwrap();
-    let hlo = dir.join("big.hlo");
-    std::fs::write(
-        &hlo,
+    let (dir, hlo) = hlo_file(
+        "oom",
+        "big.hlo",
         "HloModule big\n\nENTRY main {\n  x = f32[1000000] parameter(0)\n  ROOT y = f32[1000000] exponential(x)\n}\n",
-    )
-    .unwrap();
+    );
     let x = dir.join("x.npy");
     ipuxla::npy::write_npy(
         &x,
