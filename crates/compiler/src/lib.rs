@@ -10,6 +10,7 @@ pub mod config;
 pub mod device_data;
 pub mod error;
 mod lower;
+pub mod schedule;
 pub mod types;
 mod widen_int64;
 

@@ -1,0 +1,243 @@
+//! A computation as the schedulers see it: nodes in program order, dependencies (operands
+//! and control predecessors), and the buffers each node defines and uses, with aliasing:
+//! `tuple`, `get-tuple-element` and `bitcast` define nothing (they name their operands'
+//! buffers), in-place ops (`dynamic-update-slice`, `scatter`, `while`) reuse operand 0's.
+
+use std::collections::HashMap;
+use xla_ir::ids::{CompId, InstrId};
+use xla_ir::{Computation, Op, Shape};
+
+/// A buffer: bytes, the node that defines it, the nodes that read it.
+#[derive(Debug, Clone)]
+pub struct Buffer {
+    /// Bytes.
+    pub size: u64,
+    /// The defining node.
+    pub definer: usize,
+    /// Nodes reading it (through any alias), without duplicates.
+    pub users: Vec<usize>,
+    /// Part of the computation's result: live to the end.
+    pub root_live: bool,
+}
+
+/// The scheduling view of one computation.
+#[derive(Debug, Clone)]
+pub struct Graph {
+    /// The instruction of each node (program order).
+    pub ids: Vec<InstrId>,
+    /// Nodes that must come first: operands and control predecessors.
+    pub preds: Vec<Vec<usize>>,
+    /// The reverse of `preds`.
+    pub succs: Vec<Vec<usize>>,
+    /// The root node.
+    pub root: usize,
+    /// All buffers.
+    pub buffers: Vec<Buffer>,
+    /// Buffers each node defines.
+    pub defines: Vec<Vec<usize>>,
+    /// Buffers each node reads.
+    pub uses: Vec<Vec<usize>>,
+    /// Peak bytes of the computations a node calls (its transient cost).
+    pub callee: Vec<u64>,
+    /// Parameters (SHORTEST_PATH makes them live as late as possible).
+    pub parameter: Vec<bool>,
+}
+
+fn leaf_sizes(shape: &Shape) -> Vec<u64> {
+    match shape {
+        Shape::Array(a) => vec![a.byte_size()],
+        Shape::Tuple(items) => items.iter().flat_map(leaf_sizes).collect(),
+        Shape::Token => vec![],
+    }
+}
+
+fn leaf_count(shape: &Shape) -> usize {
+    match shape {
+        Shape::Array(_) => 1,
+        Shape::Tuple(items) => items.iter().map(leaf_count).sum(),
+        Shape::Token => 0,
+    }
+}
+
+impl Graph {
+    /// The graph of `comp`; `callee_peaks` holds the peaks of computations already
+    /// scheduled (callees first).
+    pub fn of(comp: &Computation, callee_peaks: &HashMap<CompId, u64>) -> Graph {
+        let ids: Vec<InstrId> = comp.order().to_vec();
+        let index: HashMap<InstrId, usize> =
+            ids.iter().enumerate().map(|(i, &id)| (id, i)).collect();
+        let n = ids.len();
+        let mut preds = vec![Vec::new(); n];
+        let mut buffers: Vec<Buffer> = Vec::new();
+        let mut defines = vec![Vec::new(); n];
+        let mut uses: Vec<Vec<usize>> = vec![Vec::new(); n];
+        let mut callee = vec![0u64; n];
+        // The buffers each node's value consists of, leaf by leaf.
+        let mut value: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (i, &id) in ids.iter().enumerate() {
+            let instr = comp.instr(id);
+            let ops: Vec<usize> = instr.operands.iter().map(|o| index[o]).collect();
+            for &p in ops
+                .iter()
+                .chain(instr.control_predecessors.iter().map(|c| &index[c]))
+            {
+                if !preds[i].contains(&p) {
+                    preds[i].push(p);
+                }
+            }
+            for &o in &ops {
+                for &b in &value[o] {
+                    if !uses[i].contains(&b) {
+                        uses[i].push(b);
+                    }
+                }
+            }
+            callee[i] = instr
+                .op
+                .called_computations()
+                .iter()
+                .filter_map(|c| callee_peaks.get(c))
+                .copied()
+                .max()
+                .unwrap_or(0);
+            value[i] = match &instr.op {
+                Op::Tuple => ops.iter().flat_map(|&o| value[o].clone()).collect(),
+                Op::GetTupleElement { index: k } => {
+                    let operand = &comp.instr(instr.operands[0]).shape;
+                    match operand.as_tuple() {
+                        Some(items) => {
+                            let skip: usize = items[..*k as usize].iter().map(leaf_count).sum();
+                            let take = items.get(*k as usize).map_or(0, leaf_count);
+                            value[ops[0]]
+                                .iter()
+                                .skip(skip)
+                                .take(take)
+                                .copied()
+                                .collect()
+                        }
+                        None => value[ops[0]].clone(),
+                    }
+                }
+                Op::Bitcast => value[ops[0]].clone(),
+                Op::DynamicUpdateSlice | Op::Scatter { .. } | Op::While { .. }
+                    if !ops.is_empty() && value[ops[0]].len() == leaf_count(&instr.shape) =>
+                {
+                    value[ops[0]].clone()
+                }
+                _ => leaf_sizes(&instr.shape)
+                    .into_iter()
+                    .map(|size| {
+                        buffers.push(Buffer {
+                            size,
+                            definer: i,
+                            users: Vec::new(),
+                            root_live: false,
+                        });
+                        defines[i].push(buffers.len() - 1);
+                        buffers.len() - 1
+                    })
+                    .collect(),
+            };
+        }
+        let root = index[&comp.root];
+        for &b in &value[root] {
+            buffers[b].root_live = true;
+        }
+        let mut g = Graph::finish(ids, preds, root, buffers, defines, uses, callee);
+        g.parameter = g
+            .ids
+            .iter()
+            .map(|&id| matches!(comp.instr(id).op, Op::Parameter { .. }))
+            .collect();
+        g
+    }
+
+    /// A graph from raw parts (for tests and synthetic DAGs): node `i` depends on
+    /// `preds[i]` (all earlier nodes) and defines one buffer of `sizes[i]` bytes.
+    pub fn from_parts(preds: Vec<Vec<usize>>, sizes: &[u64], root: usize) -> Graph {
+        let n = preds.len();
+        let buffers: Vec<Buffer> = (0..n)
+            .map(|i| Buffer {
+                size: sizes[i],
+                definer: i,
+                users: Vec::new(),
+                root_live: i == root,
+            })
+            .collect();
+        let defines = (0..n).map(|i| vec![i]).collect();
+        let uses = preds.clone();
+        Graph::finish(
+            (0..n as u32).map(InstrId).collect(),
+            preds,
+            root,
+            buffers,
+            defines,
+            uses,
+            vec![0; n],
+        )
+    }
+
+    fn finish(
+        ids: Vec<InstrId>,
+        preds: Vec<Vec<usize>>,
+        root: usize,
+        mut buffers: Vec<Buffer>,
+        defines: Vec<Vec<usize>>,
+        uses: Vec<Vec<usize>>,
+        callee: Vec<u64>,
+    ) -> Graph {
+        let n = ids.len();
+        let mut succs = vec![Vec::new(); n];
+        for (i, ps) in preds.iter().enumerate() {
+            for &p in ps {
+                succs[p].push(i);
+            }
+        }
+        for (i, us) in uses.iter().enumerate() {
+            for &b in us {
+                if buffers[b].definer != i && !buffers[b].users.contains(&i) {
+                    buffers[b].users.push(i);
+                }
+            }
+        }
+        Graph {
+            ids,
+            preds,
+            succs,
+            root,
+            buffers,
+            defines,
+            uses,
+            callee,
+            parameter: vec![false; n],
+        }
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// True for an empty computation.
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// Bytes a node defines.
+    pub fn defined_bytes(&self, v: usize) -> u64 {
+        self.defines[v].iter().map(|&b| self.buffers[b].size).sum()
+    }
+
+    /// True when `order` lists every node once, each after its predecessors.
+    pub fn is_valid_order(&self, order: &[usize]) -> bool {
+        let mut pos = vec![usize::MAX; self.len()];
+        for (k, &v) in order.iter().enumerate() {
+            if v >= self.len() || pos[v] != usize::MAX {
+                return false;
+            }
+            pos[v] = k;
+        }
+        order.len() == self.len()
+            && (0..self.len()).all(|v| self.preds[v].iter().all(|&p| pos[p] < pos[v]))
+    }
+}
