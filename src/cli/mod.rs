@@ -4,6 +4,7 @@ mod devices;
 mod dump;
 mod load;
 mod run;
+mod schedule;
 mod summary;
 
 use clap::{Parser, Subcommand};
@@ -26,6 +27,8 @@ pub enum Command {
     Dump(dump::DumpArgs),
     /// Run a module on .npy inputs and write its results as .npy files.
     Run(run::RunArgs),
+    /// Schedule a module's instructions for peak memory and print the order and peak.
+    Schedule(schedule::ScheduleArgs),
     /// List the modelled IPU system as `gc-info -l` would, and the shard to IPU orders.
     Devices(devices::DevicesArgs),
 }
@@ -36,5 +39,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Dump(args) => dump::run(args),
         Command::Run(args) => run::run(args),
         Command::Devices(args) => devices::run(args),
+        Command::Schedule(args) => schedule::run(args),
     }
 }

@@ -1,0 +1,99 @@
+//! `ipuxla schedule`: the instruction order each scheduling algorithm gives a module, and
+//! its peak live bytes.
+
+use clap::Args;
+use compiler::schedule::{Algorithm, Limits, schedule_module};
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Arguments of `ipuxla schedule`.
+#[derive(Debug, Args)]
+pub struct ScheduleArgs {
+    /// The HLO text file.
+    pub file: PathBuf,
+    /// choose-best (default), post-order, clustering, shortest-path, look-ahead, xla-list,
+    /// xla-dfs, xla-post-order or optimal (exact, computations of at most 24 instructions).
+    #[arg(long, default_value = "choose-best", value_parser = parse_algorithm)]
+    pub algorithm: Algorithm,
+    /// One row per algorithm: peak live bytes and scheduling time.
+    #[arg(long)]
+    pub compare: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// LOOK_AHEAD's depth (`maximum_scheduler_lookahead_depth`).
+    #[arg(long, default_value_t = 5)]
+    pub lookahead_depth: usize,
+    /// LOOK_AHEAD's node budget (`maximum_scheduler_search_space_size`).
+    #[arg(long, default_value_t = 64)]
+    pub search_space_size: usize,
+}
+
+fn parse_algorithm(s: &str) -> Result<Algorithm, String> {
+    Algorithm::from_name(s).ok_or_else(|| {
+        let names: Vec<&str> = Algorithm::ALL.iter().map(|a| a.name()).collect();
+        format!("unknown algorithm '{s}'; use one of {}", names.join(", "))
+    })
+}
+
+/// Runs `ipuxla schedule`.
+pub fn run(args: ScheduleArgs) -> anyhow::Result<()> {
+    let module = super::load_module(&args.file)?;
+    let limits = Limits {
+        depth: args.lookahead_depth,
+        search_size: args.search_space_size,
+    };
+    if args.compare {
+        let mut rows = Vec::new();
+        for a in Algorithm::ALL {
+            let t = Instant::now();
+            let s = schedule_module(&module, a, limits);
+            rows.push((
+                a.name(),
+                s.peak_liveness_bytes,
+                t.elapsed().as_secs_f64() * 1e3,
+            ));
+        }
+        if args.json {
+            let v: Vec<_> = rows
+                .iter()
+                .map(|(n, p, ms)| serde_json::json!({"algorithm": n, "peak_liveness_bytes": p, "ms": ms}))
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        } else {
+            println!(
+                "{:<16} {:>20} {:>10}",
+                "algorithm", "peak_liveness_bytes", "ms"
+            );
+            for (n, p, ms) in rows {
+                println!("{n:<16} {p:>20} {ms:>10.2}");
+            }
+        }
+        return Ok(());
+    }
+    let s = schedule_module(&module, args.algorithm, limits);
+    if args.json {
+        let comps: Vec<_> = s
+            .computations
+            .iter()
+            .map(|c| {
+                let comp = module.computation(*c);
+                let order: Vec<&str> = s.orders[c].iter().map(|&i| comp.instr(i).name.as_str()).collect();
+                serde_json::json!({"computation": comp.name, "order": order, "peak_liveness_bytes": s.peaks[c]})
+            })
+            .collect();
+        let v = serde_json::json!({"algorithm": args.algorithm.name(), "computations": comps, "peak_liveness_bytes": s.peak_liveness_bytes});
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        for c in &s.computations {
+            let comp = module.computation(*c);
+            let order: Vec<&str> = s.orders[c]
+                .iter()
+                .map(|&i| comp.instr(i).name.as_str())
+                .collect();
+            println!("{} ({} B): {}", comp.name, s.peaks[c], order.join(" "));
+        }
+        println!("peak_liveness_bytes: {}", s.peak_liveness_bytes);
+    }
+    Ok(())
+}
