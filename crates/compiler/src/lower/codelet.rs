@@ -297,13 +297,7 @@ fn is_elementwise(here: &Here, operands: &[Arr]) -> bool {
 }
 
 /// An estimate of one part's cost.
-fn estimate(
-    instr: &Instruction,
-    op: &Op,
-    in_shapes: &[Shape],
-    out: &Shape,
-    target: &Target,
-) -> VertexCost {
+fn estimate(op: &Op, in_shapes: &[Shape], out: &Shape, target: &Target) -> VertexCost {
     let out_elems: u64 = out.leaf_arrays().iter().map(|a| a.element_count()).sum();
     let in_elems: u64 = in_shapes
         .iter()
@@ -325,10 +319,7 @@ fn estimate(
             let n = out_elems.max(2);
             VertexCost::Worker(12 + n * (64 - n.leading_zeros() as u64) * 6)
         }
-        _ => {
-            let _ = instr;
-            VertexCost::Worker(12 + (out_elems + in_elems) * 4)
-        }
+        _ => VertexCost::Worker(12 + (out_elems + in_elems) * 4),
     }
 }
 
@@ -512,7 +503,7 @@ impl Lowerer<'_> {
                 *batch_group_count = 1;
             }
             let in_shapes: Vec<Shape> = ins.iter().map(|a| Shape::Array(a.shape.clone())).collect();
-            let cost = estimate(here.instr, &op, &in_shapes, &out_shape, &self.target);
+            let cost = estimate(&op, &in_shapes, &out_shape, &self.target);
             let module =
                 single_op_module(self.module, here.instr, &in_shapes, Some((out_shape, op)));
             let id = self.add_eval_codelet(
@@ -556,20 +547,7 @@ impl Lowerer<'_> {
                 None => part_outputs[0][j].clone(),
                 Some(sp) => {
                     let parts_j: Vec<Arr> = part_outputs.iter().map(|o| o[j].clone()).collect();
-                    let dims: Vec<usize> = s.dims.iter().map(|&d| d as usize).collect();
-                    let d = sp.out_dim;
-                    let offsets: Vec<usize> = (0..parts)
-                        .map(|p| super::dot::part(dims[d], parts, p).0)
-                        .collect();
-                    let mut src = vec![0; dims.len()];
-                    let mut pd = dims.clone();
-                    self.rearranged(&format!("{name}.{j}"), s, &parts_j, Vec::new(), |o| {
-                        let p = offsets.partition_point(|&off| off <= o[d]) - 1;
-                        src.copy_from_slice(o);
-                        src[d] -= offsets[p];
-                        pd[d] = super::dot::part(dims[d], parts, p).1;
-                        Src::At(p as u32, flat(&pd, &src))
-                    })
+                    self.concatenated(&format!("{name}.{j}"), s, &parts_j, sp.out_dim)
                 }
             };
             results.push(Value::Array(Arr {
@@ -606,13 +584,7 @@ impl Lowerer<'_> {
             let in_shapes: Vec<ArrayShape> = ins.iter().map(|a| one(&a.shape)).collect();
             let out_shape = Shape::Array(one(&shape));
             let shapes: Vec<Shape> = in_shapes.iter().cloned().map(Shape::Array).collect();
-            let cost = estimate(
-                here.instr,
-                &here.instr.op,
-                &shapes,
-                &out_shape,
-                &self.target,
-            );
+            let cost = estimate(&here.instr.op, &shapes, &out_shape, &self.target);
             let module = single_op_module(
                 self.module,
                 here.instr,

@@ -22,30 +22,6 @@ fn known_trip_count(backend_config: Option<&str>) -> Option<u64> {
 }
 
 impl Lowerer<'_> {
-    /// Fresh tensors with the same mappings as `v`'s leaves, written from `v` by copies.
-    fn carry(&mut self, v: &Value, name: &str) -> Value {
-        match v {
-            Value::Array(a) => {
-                let pieces = self.mapping(a.tensor).to_vec();
-                let c = self.arr_mapped(name, &a.shape, pieces);
-                self.use_tensor(a.tensor);
-                self.emit(Program::Copy {
-                    src: a.tensor,
-                    dst: c.tensor,
-                });
-                Value::Array(c)
-            }
-            Value::Tuple(items) => Value::Tuple(
-                items
-                    .iter()
-                    .enumerate()
-                    .map(|(i, x)| self.carry(x, &format!("{name}.{i}")))
-                    .collect(),
-            ),
-            Value::Token => Value::Token,
-        }
-    }
-
     /// Copies `from`'s leaves into `into`'s, safely when some of `from` are `into` tensors
     /// (a body that swaps state): those go through temporaries first.
     fn write_back(&mut self, from: &Value, into: &Value) {
@@ -98,7 +74,8 @@ impl Lowerer<'_> {
         state: Value,
     ) -> Result<Value, CompileError> {
         let name = &here.instr.name;
-        let carry = self.carry(&state, &format!("{name}.state"));
+        let carry = self.fresh_like(&state, &format!("{name}.state"), self.step);
+        self.write_back(&state, &carry);
         let start = self.step;
         let trips = known_trip_count(here.instr.backend_config.as_deref());
         let program = match trips {

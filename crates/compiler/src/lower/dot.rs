@@ -3,11 +3,12 @@
 //! operand blocks are exchanged onto their tiles, each tile runs AMP matrix-product
 //! vertices, and the blocks come back as the result (K splits summed by one kernel).
 
+use super::movement::{Src, push_run};
 use super::{Arr, Here, Lowerer, Scope, Value};
 use crate::CompileError;
 use crate::config::PartialsType;
 use codegen::{BinaryOp as KB, DType, Expr, KernelSpec, MatMulKernel};
-use runtime::{Program, Region, Run, RunSource, Vertex};
+use runtime::{Program, Region, Vertex};
 use xla_ir::{ArrayShape, ElementType, Op};
 
 /// A plan: how many parts each dimension is split into, and its estimated cost.
@@ -118,24 +119,6 @@ fn offsets(shape: &[usize], dims: &[usize]) -> Vec<usize> {
             off
         })
         .collect()
-}
-
-/// Appends a run, merging it with the previous one when contiguous.
-fn push_run(runs: &mut Vec<Run>, k: u32, src: usize, dst: usize, len: usize) {
-    if let Some(r) = runs.last_mut()
-        && let RunSource::Tensor { k: rk, start } = r.source
-        && rk == k
-        && start + r.len == src
-        && r.dst_start + r.len == dst
-    {
-        r.len += len;
-        return;
-    }
-    runs.push(Run {
-        source: RunSource::Tensor { k, start: src },
-        dst_start: dst,
-        len,
-    });
 }
 
 /// One tile's share of a plan.
@@ -249,13 +232,13 @@ impl Lowerer<'_> {
                 let (ms, ks, ns) = (rows(&l_m, blk.m), rows(&l_k, blk.k), rows(&r_n, blk.n));
                 for &mo in &ms {
                     for &ko in &ks {
-                        push_run(&mut a_runs, 0, l_b[bi] + mo + ko, a_at, 1);
+                        push_run(&mut a_runs, Src::At(0, l_b[bi] + mo + ko), a_at, 1);
                         a_at += 1;
                     }
                 }
                 for &ko in &r_k[blk.k.0..blk.k.0 + blk.k.1] {
                     for &no in &ns {
-                        push_run(&mut b_runs, 0, r_b[bi] + ko + no, b_at, 1);
+                        push_run(&mut b_runs, Src::At(0, r_b[bi] + ko + no), b_at, 1);
                         b_at += 1;
                     }
                 }
@@ -361,7 +344,12 @@ impl Lowerer<'_> {
                 let mut at = c0;
                 for bi in blk.b.0..blk.b.0 + blk.b.1 {
                     for mi in blk.m.0..blk.m.0 + blk.m.1 {
-                        push_run(&mut runs, 0, at, (bi * m + mi) * n + blk.n.0, blk.n.1);
+                        push_run(
+                            &mut runs,
+                            Src::At(0, at),
+                            (bi * m + mi) * n + blk.n.0,
+                            blk.n.1,
+                        );
                         at += blk.n.1;
                     }
                 }

@@ -236,7 +236,6 @@ impl<'m> Lowerer<'m> {
         let tpi = self.target.tiles_per_ipu;
         let mapping = pieces
             .iter()
-            .filter(|p| p.len > 0 || dims.iter().product::<usize>() == 0)
             .filter(|p| p.len > 0)
             .map(|p| Interval {
                 ipu: p.tile / tpi,

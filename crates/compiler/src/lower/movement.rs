@@ -23,26 +23,7 @@ pub(crate) fn runs_of(dims: &[usize], mut f: impl FnMut(&[usize]) -> Src) -> Vec
     let mut runs: Vec<Run> = Vec::new();
     let mut idx = vec![0usize; dims.len()];
     for flat in 0..n {
-        let s = f(&idx);
-        let extend = match (runs.last(), s) {
-            (Some(r), Src::Fill) => r.source == RunSource::Fill,
-            (Some(r), Src::At(k, i)) => {
-                matches!(r.source, RunSource::Tensor { k: rk, start } if rk == k && start + r.len == i)
-            }
-            (None, _) => false,
-        };
-        if extend {
-            runs.last_mut().expect("checked").len += 1;
-        } else {
-            runs.push(Run {
-                source: match s {
-                    Src::Fill => RunSource::Fill,
-                    Src::At(k, start) => RunSource::Tensor { k, start },
-                },
-                dst_start: flat,
-                len: 1,
-            });
-        }
+        push_run(&mut runs, f(&idx), flat, 1);
         for d in (0..dims.len()).rev() {
             idx[d] += 1;
             if idx[d] < dims[d] {
@@ -52,6 +33,32 @@ pub(crate) fn runs_of(dims: &[usize], mut f: impl FnMut(&[usize]) -> Src) -> Vec
         }
     }
     runs
+}
+
+/// Appends `len` destination elements from `dst` taken from `src` onwards, extending the
+/// last run when both sides continue it.
+pub(crate) fn push_run(runs: &mut Vec<Run>, src: Src, dst: usize, len: usize) {
+    if let Some(r) = runs.last_mut()
+        && r.dst_start + r.len == dst
+    {
+        let continues = match (r.source, src) {
+            (RunSource::Fill, Src::Fill) => true,
+            (RunSource::Tensor { k: rk, start }, Src::At(k, i)) => rk == k && start + r.len == i,
+            _ => false,
+        };
+        if continues {
+            r.len += len;
+            return;
+        }
+    }
+    runs.push(Run {
+        source: match src {
+            Src::Fill => RunSource::Fill,
+            Src::At(k, start) => RunSource::Tensor { k, start },
+        },
+        dst_start: dst,
+        len,
+    });
 }
 
 /// Row-major flat index.
@@ -114,6 +121,34 @@ impl Lowerer<'_> {
         out
     }
 
+    /// `parts` joined along dimension `dim` into a new array of `shape` (a concatenation;
+    /// also how split work is put back together).
+    pub(crate) fn concatenated(
+        &mut self,
+        name: &str,
+        shape: &ArrayShape,
+        parts: &[Arr],
+        dim: usize,
+    ) -> Arr {
+        let dims: Vec<Vec<usize>> = parts.iter().map(Arr::dims).collect();
+        let offsets: Vec<usize> = dims
+            .iter()
+            .scan(0, |acc, d| {
+                let o = *acc;
+                *acc += d[dim];
+                Some(o)
+            })
+            .collect();
+        let mut src = Vec::new();
+        self.rearranged(name, shape, parts, Vec::new(), |o| {
+            let k = offsets.partition_point(|&off| off <= o[dim]) - 1;
+            src.clear();
+            src.extend_from_slice(o);
+            src[dim] -= offsets[k];
+            Src::At(k as u32, flat(&dims[k], &src))
+        })
+    }
+
     /// Lowers broadcast, transpose, slice, concatenate, pad and reverse.
     pub(crate) fn movement(
         &mut self,
@@ -169,23 +204,7 @@ impl Lowerer<'_> {
                 })
             }
             Op::Concatenate { dimension } => {
-                let dim = *dimension as usize;
-                let offsets: Vec<usize> = in_dims
-                    .iter()
-                    .scan(0, |acc, d| {
-                        let o = *acc;
-                        *acc += d[dim];
-                        Some(o)
-                    })
-                    .collect();
-                let mut src = Vec::new();
-                self.rearranged(name, &shape, &operands, Vec::new(), |o| {
-                    let k = offsets.partition_point(|&off| off <= o[dim]) - 1;
-                    src.clear();
-                    src.extend_from_slice(o);
-                    src[dim] -= offsets[k];
-                    Src::At(k as u32, flat(&in_dims[k], &src))
-                })
+                self.concatenated(name, &shape, &operands, *dimension as usize)
             }
             Op::Pad { padding } => {
                 let d0 = &in_dims[0];

@@ -4,7 +4,6 @@
 //! its slice (indices shifted by the slice's start; XLA skips windows out of bounds, so
 //! updates for other slices fall away). Chunks run one compute set after another.
 
-use super::movement::{Src, flat};
 use super::{Arr, Here, Lowerer, Value};
 use crate::CompileError;
 use runtime::cost::VertexCost;
@@ -141,18 +140,7 @@ impl Lowerer<'_> {
             slices = next;
         }
         let shape = here.array()?.clone();
-        let offsets: Vec<usize> = (0..parts)
-            .map(|p| super::dot::part(od[d], parts, p).0)
-            .collect();
-        let mut src = vec![0; od.len()];
-        let mut pd = od.clone();
-        let out = self.rearranged(&name, &shape, &slices, Vec::new(), |o| {
-            let p = offsets.partition_point(|&off| off <= o[d]) - 1;
-            src.copy_from_slice(o);
-            src[d] -= offsets[p];
-            pd[d] = super::dot::part(od[d], parts, p).1;
-            Src::At(p as u32, flat(&pd, &src))
-        });
+        let out = self.concatenated(&name, &shape, &slices, d);
         Ok(Some(Value::Array(out)))
     }
 }
