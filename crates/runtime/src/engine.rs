@@ -74,6 +74,52 @@ struct LoadedRearrange {
     cost: exchange::CopyCost,
 }
 
+/// Carries out moves in tile memory: every source byte is read before any is written, so
+/// overlapping tensors copy correctly.
+fn apply_moves(memory: &mut [Vec<u8>], tiles: usize, moves: &[exchange::Move]) {
+    let data: Vec<Vec<u8>> = moves
+        .iter()
+        .map(|m| {
+            let mem = &memory[m.src.0 * tiles + m.src.1];
+            mem[m.src.2 as usize..(m.src.2 + m.bytes) as usize].to_vec()
+        })
+        .collect();
+    for (m, bytes) in moves.iter().zip(data) {
+        let mem = &mut memory[m.dst.0 * tiles + m.dst.1];
+        mem[m.dst.2 as usize..(m.dst.2 + m.bytes) as usize].copy_from_slice(&bytes);
+    }
+}
+
+/// The (source, destination) of every `Copy` in a program tree.
+fn copies_in(p: &Program, out: &mut Vec<(TensorId, TensorId)>) {
+    match p {
+        Program::Copy { src, dst } => out.push((*src, *dst)),
+        Program::Sequence(ps) => ps.iter().for_each(|q| copies_in(q, out)),
+        Program::Repeat { body, .. } => copies_in(body, out),
+        Program::RepeatWhileTrue {
+            condition, body, ..
+        } => {
+            copies_in(condition, out);
+            copies_in(body, out);
+        }
+        Program::If {
+            then, otherwise, ..
+        } => {
+            copies_in(then, out);
+            copies_in(otherwise, out);
+        }
+        Program::Switch { cases, default, .. } => {
+            cases.iter().for_each(|q| copies_in(q, out));
+            copies_in(default, out);
+        }
+        Program::Execute(_)
+        | Program::Rearrange(_)
+        | Program::Call(_)
+        | Program::StreamCopy { .. }
+        | Program::Sync => {}
+    }
+}
+
 /// The profile of a copy or rearrangement.
 fn copy_step(name: String, c: exchange::CopyCost) -> StepProfile {
     StepProfile {
@@ -96,6 +142,8 @@ pub struct Engine {
     kernels: KernelCache,
     compute_sets: Vec<LoadedComputeSet>,
     rearranges: Vec<LoadedRearrange>,
+    /// Every `Copy` of the program, planned at load: (name, moves, cost).
+    copies: HashMap<(TensorId, TensorId), (String, Vec<exchange::Move>, exchange::CopyCost)>,
     pool: rayon::ThreadPool,
 }
 
@@ -209,6 +257,20 @@ impl Engine {
                 cost,
             });
         }
+        let mut pairs = Vec::new();
+        for p in std::iter::once(&exe.program).chain(&exe.functions) {
+            copies_in(p, &mut pairs);
+        }
+        let mut copies = HashMap::new();
+        for (src, dst) in pairs {
+            let (s, d) = (&exe.tensors[src.0 as usize], &exe.tensors[dst.0 as usize]);
+            let moves = exchange::plan(s, d);
+            let cost = exchange::cost(&system, &moves)?;
+            copies.insert(
+                (src, dst),
+                (format!("copy {} -> {}", s.name, d.name), moves, cost),
+            );
+        }
         for t in &exe.tensors {
             if let Some(init) = &t.init {
                 let size = t.dtype.size();
@@ -231,6 +293,7 @@ impl Engine {
             kernels,
             compute_sets,
             rearranges,
+            copies,
             pool,
         })
     }
@@ -329,7 +392,7 @@ impl Engine {
                 }
             }
             Program::Execute(id) => steps.push(self.execute(id.0 as usize)?),
-            Program::Copy { src, dst } => steps.push(self.copy(*src, *dst)?),
+            Program::Copy { src, dst } => steps.push(self.copy(*src, *dst)),
             Program::Rearrange(id) => steps.push(self.rearrange(id.0 as usize)),
             Program::Repeat { count, body } => {
                 for _ in 0..*count {
@@ -471,12 +534,9 @@ impl Engine {
 
     /// Runs a planned rearrangement: every source byte is read before any is written.
     fn rearrange(&mut self, id: usize) -> StepProfile {
-        // The moves are borrowed out while memory changes, then put back.
-        let moves = std::mem::take(&mut self.rearranges[id].moves);
-        self.apply_moves(&moves);
         let tiles = self.exe.target.tiles_per_ipu;
-        let r = &mut self.rearranges[id];
-        r.moves = moves;
+        let r = &self.rearranges[id];
+        apply_moves(&mut self.memory, tiles, &r.moves);
         let size = r.fill.len();
         for &(ipu, tile, offset, n) in &r.fills {
             let mem = &mut self.memory[ipu * tiles + tile];
@@ -488,33 +548,10 @@ impl Engine {
         copy_step(r.name.clone(), r.cost)
     }
 
-    /// Carries out moves: every source byte is read before any is written, so
-    /// overlapping tensors copy correctly.
-    fn apply_moves(&mut self, moves: &[exchange::Move]) {
-        let tiles = self.exe.target.tiles_per_ipu;
-        let data: Vec<Vec<u8>> = moves
-            .iter()
-            .map(|m| {
-                let mem = &self.memory[m.src.0 * tiles + m.src.1];
-                mem[m.src.2 as usize..(m.src.2 + m.bytes) as usize].to_vec()
-            })
-            .collect();
-        for (m, bytes) in moves.iter().zip(data) {
-            let mem = &mut self.memory[m.dst.0 * tiles + m.dst.1];
-            mem[m.dst.2 as usize..(m.dst.2 + m.bytes) as usize].copy_from_slice(&bytes);
-        }
-    }
-
-    fn copy(&mut self, src: TensorId, dst: TensorId) -> Result<StepProfile, RuntimeError> {
-        let (s, d) = (
-            &self.exe.tensors[src.0 as usize],
-            &self.exe.tensors[dst.0 as usize],
-        );
-        let name = format!("copy {} -> {}", s.name, d.name);
-        let moves = exchange::plan(s, d);
-        let c = exchange::cost(&self.system, &moves)?;
-        self.apply_moves(&moves);
-        Ok(copy_step(name, c))
+    fn copy(&mut self, src: TensorId, dst: TensorId) -> StepProfile {
+        let (name, moves, cost) = &self.copies[&(src, dst)];
+        apply_moves(&mut self.memory, self.exe.target.tiles_per_ipu, moves);
+        copy_step(name.clone(), *cost)
     }
 
     fn stream_copy(
