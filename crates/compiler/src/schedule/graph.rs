@@ -20,6 +20,18 @@ pub struct Buffer {
     pub root_live: bool,
 }
 
+/// A graph's scheduling-relevant content (see [`Graph::structure`]); buffer users and
+/// definitions follow from `preds`, `uses` and the buffers' definers.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Structure {
+    preds: Vec<Vec<usize>>,
+    buffers: Vec<(u64, usize, bool)>,
+    uses: Vec<Vec<usize>>,
+    callee: Vec<u64>,
+    parameter: Vec<bool>,
+    root: usize,
+}
+
 /// The scheduling view of one computation.
 #[derive(Debug, Clone)]
 pub struct Graph {
@@ -226,6 +238,23 @@ impl Graph {
     /// Bytes a node defines.
     pub fn defined_bytes(&self, v: usize) -> u64 {
         self.defines[v].iter().map(|&b| self.buffers[b].size).sum()
+    }
+
+    /// Everything a scheduler sees, without the instruction ids: computations with equal
+    /// structures get the same schedule (as node indices).
+    pub fn structure(&self) -> Structure {
+        Structure {
+            preds: self.preds.clone(),
+            buffers: self
+                .buffers
+                .iter()
+                .map(|b| (b.size, b.definer, b.root_live))
+                .collect(),
+            uses: self.uses.clone(),
+            callee: self.callee.clone(),
+            parameter: self.parameter.clone(),
+            root: self.root,
+        }
     }
 
     /// True when `order` lists every node once, each after its predecessors.

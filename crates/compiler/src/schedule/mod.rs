@@ -8,7 +8,7 @@
 mod clustering;
 mod graph;
 mod liveness;
-mod look_ahead;
+pub mod look_ahead;
 mod optimal;
 mod post_order;
 mod shortest_path;
@@ -35,7 +35,7 @@ pub enum Algorithm {
     Clustering,
     /// Closest to an output first.
     ShortestPath,
-    /// Bounded search over schedule prefixes.
+    /// Bounded search over schedule prefixes (greedy look-ahead, then a beam).
     LookAhead,
     /// XLA's list scheduler (comparison only).
     XlaList,
@@ -103,7 +103,8 @@ impl Default for Limits {
 }
 
 /// Computations of at most this many instructions get LOOK_AHEAD among CHOOSE_BEST's
-/// candidates (the search costs `nodes x search size` steps).
+/// candidates; on larger ones its work budget ([`look_ahead::BEAM_WORK`]) leaves the beam
+/// too narrow to be worth its time.
 pub const LOOK_AHEAD_IN_CHOOSE_BEST_MAX: usize = 512;
 
 /// An order of `g`'s nodes by `algorithm`.
@@ -158,9 +159,14 @@ pub fn schedule_module(module: &Module, algorithm: Algorithm, limits: Limits) ->
     let computations = module.post_order();
     let mut orders = HashMap::new();
     let mut peaks = HashMap::new();
+    // Layers repeat: computations alike in structure are scheduled once.
+    let mut seen: HashMap<graph::Structure, Vec<usize>> = HashMap::new();
     for &c in &computations {
         let g = Graph::of(module.computation(c), &peaks);
-        let order = schedule_graph(&g, algorithm, limits);
+        let order = seen
+            .entry(g.structure())
+            .or_insert_with(|| schedule_graph(&g, algorithm, limits))
+            .clone();
         debug_assert!(
             g.is_valid_order(&order),
             "{} gave an invalid order",

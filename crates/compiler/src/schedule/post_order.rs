@@ -49,3 +49,67 @@ pub fn dfs_from(
         }
     }
 }
+
+/// What the heaviest-first walk weighs each node by.
+pub struct Weights {
+    /// Bytes needed to compute the node's cone as if it were a tree (Sethi–Ullman):
+    /// operands in heaviest-first order, each result held while the next is computed.
+    pub need: Vec<u64>,
+    /// Paths into the node from the cone's leaves (saturating): how much shared work its
+    /// cone holds.
+    pub cone: Vec<u64>,
+}
+
+impl Weights {
+    /// The weights of `g`'s nodes.
+    pub fn of(g: &Graph) -> Weights {
+        let mut w = Weights {
+            need: vec![0; g.len()],
+            cone: vec![0; g.len()],
+        };
+        for v in 0..g.len() {
+            let (mut held, mut peak) = (0u64, 0u64);
+            for p in w.heaviest_first(g, &g.preds[v]) {
+                peak = peak.max(held.saturating_add(w.need[p]));
+                held = held.saturating_add(g.defined_bytes(p));
+            }
+            w.need[v] = peak.max(
+                held.saturating_add(g.defined_bytes(v))
+                    .saturating_add(g.callee[v]),
+            );
+            w.cone[v] = g.preds[v]
+                .iter()
+                .fold(1u64, |acc, &p| acc.saturating_add(w.cone[p]));
+        }
+        w
+    }
+
+    /// `preds` ordered by what computing each costs beyond its result, largest first (the
+    /// order that minimises a tree's peak), then the larger cone (its shared work is then
+    /// ready for the others), then program order.
+    pub fn heaviest_first(&self, g: &Graph, preds: &[usize]) -> Vec<usize> {
+        let mut p = preds.to_vec();
+        p.sort_by_key(|&x| {
+            (
+                std::cmp::Reverse(self.need[x].saturating_sub(g.defined_bytes(x))),
+                std::cmp::Reverse(self.cone[x]),
+                x,
+            )
+        });
+        p
+    }
+
+    /// `preds` ordered by cone, largest first (the most shared work done first, for the
+    /// others to reuse), then by need as [`Weights::heaviest_first`], then program order.
+    pub fn largest_cone_first(&self, g: &Graph, preds: &[usize]) -> Vec<usize> {
+        let mut p = preds.to_vec();
+        p.sort_by_key(|&x| {
+            (
+                std::cmp::Reverse(self.cone[x]),
+                std::cmp::Reverse(self.need[x].saturating_sub(g.defined_bytes(x))),
+                x,
+            )
+        });
+        p
+    }
+}

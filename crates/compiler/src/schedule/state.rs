@@ -17,26 +17,54 @@ pub struct State<'g> {
     pub done: usize,
     /// Which nodes are scheduled.
     pub scheduled: Vec<bool>,
+    /// Calls to `push` so far: the work a search has done.
+    pub pushes: u64,
+    /// Unscheduled nodes with no unscheduled predecessor, in no order.
+    ready_list: Vec<usize>,
+    /// Each node's index in `ready_list` (`usize::MAX`: not there).
+    ready_at: Vec<usize>,
 }
 
 impl<'g> State<'g> {
     /// Nothing scheduled.
     pub fn new(g: &'g Graph) -> State<'g> {
+        let ready_list: Vec<usize> = (0..g.len()).filter(|&v| g.preds[v].is_empty()).collect();
+        let mut ready_at = vec![usize::MAX; g.len()];
+        for (k, &v) in ready_list.iter().enumerate() {
+            ready_at[v] = k;
+        }
         State {
             g,
+            ready_list,
+            ready_at,
             waiting: g.preds.iter().map(Vec::len).collect(),
             remaining: g.buffers.iter().map(|b| b.users.len()).collect(),
             live: 0,
             done: 0,
             scheduled: vec![false; g.len()],
+            pushes: 0,
         }
     }
 
     /// Nodes whose predecessors are all scheduled, in index order.
     pub fn ready(&self) -> Vec<usize> {
-        (0..self.g.len())
-            .filter(|&v| !self.scheduled[v] && self.waiting[v] == 0)
-            .collect()
+        let mut r = self.ready_list.clone();
+        r.sort_unstable();
+        r
+    }
+
+    fn make_ready(&mut self, v: usize) {
+        self.ready_at[v] = self.ready_list.len();
+        self.ready_list.push(v);
+    }
+
+    fn unmake_ready(&mut self, v: usize) {
+        let k = self.ready_at[v];
+        self.ready_list.swap_remove(k);
+        if let Some(&moved) = self.ready_list.get(k) {
+            self.ready_at[moved] = k;
+        }
+        self.ready_at[v] = usize::MAX;
     }
 
     /// Bytes that die when `v` is scheduled now.
@@ -64,11 +92,16 @@ impl<'g> State<'g> {
         for &b in &g.uses[v] {
             self.remaining[b] -= 1;
         }
+        self.unmake_ready(v);
         for &s in &g.succs[v] {
             self.waiting[s] -= 1;
+            if self.waiting[s] == 0 {
+                self.make_ready(s);
+            }
         }
         self.scheduled[v] = true;
         self.done += 1;
+        self.pushes += 1;
         transient
     }
 
@@ -77,9 +110,14 @@ impl<'g> State<'g> {
         let g = self.g;
         self.scheduled[v] = false;
         self.done -= 1;
-        for &s in &g.succs[v] {
+        // The successors this push made ready are no longer ready.
+        for &s in g.succs[v].iter().rev() {
+            if self.waiting[s] == 0 {
+                self.unmake_ready(s);
+            }
             self.waiting[s] += 1;
         }
+        self.make_ready(v);
         for &b in &g.uses[v] {
             self.remaining[b] += 1;
         }
