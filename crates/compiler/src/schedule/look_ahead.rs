@@ -14,7 +14,7 @@
 //!    the operand that needs the most memory first, Sethi–Ullman, and the operand with the
 //!    largest cone first; and a list scheduler freeing the most bytes first) and scores its
 //!    lowest completion. Every completion is a whole schedule; the lowest seen becomes the
-//!    incumbent, and the beam is run again while that improves.
+//!    incumbent, and the beam is run again (up to four times) while that improves.
 //!
 //! Phase 1 showed why phase 2 exists: a few steps of look-ahead cannot see that building a
 //! small node's whole cone early frees large buffers; on the corpus it lost to XLA's DFS
@@ -34,6 +34,9 @@ use std::collections::HashMap;
 /// found, when it is spent.
 pub const BEAM_WORK: u64 = 1 << 20;
 
+/// The most beam runs (each starts from the previous one's best schedule).
+const BEAM_RUNS: usize = 4;
+
 /// Prefixes judged (completed to the end) per prefix kept in the beam.
 const JUDGED_PER_KEPT: usize = 4;
 
@@ -42,7 +45,7 @@ pub fn look_ahead(g: &Graph, depth: usize, search_size: usize) -> Vec<usize> {
     let greedy = greedy_look_ahead(g, depth, search_size);
     let peak = peak_liveness_bytes(g, &greedy);
     let mut best = (peak, greedy);
-    loop {
+    for _ in 0..BEAM_RUNS {
         let before = best.0;
         best = beam_search(g, search_size, best);
         if best.0 >= before {
