@@ -1,7 +1,7 @@
 //! Running a module on the IPU Model: compile, load (checking memory), feed the inputs,
 //! run, and read the results back as host values of the module's own result types.
 
-use compiler::{Compiled, IpuConfig};
+use compiler::{Compiled, IpuConfig, PassOptions};
 use runtime::{Engine, HostIo, Profile};
 use xla_ir::literal::ArrayLiteral;
 use xla_ir::{Literal, Module};
@@ -41,13 +41,23 @@ pub fn run_on_ipu_model(
     config: &IpuConfig,
     inputs: &[Literal],
 ) -> anyhow::Result<DeviceRun> {
+    run_on_ipu_model_with(module, config, &PassOptions::default(), inputs)
+}
+
+/// [`run_on_ipu_model`] with pass-pipeline options (dumps, stopping early).
+pub fn run_on_ipu_model_with(
+    module: &Module,
+    config: &IpuConfig,
+    options: &PassOptions,
+    inputs: &[Literal],
+) -> anyhow::Result<DeviceRun> {
     let t0 = std::time::Instant::now();
     let Compiled {
         executable,
         inputs: streams_in,
         outputs: streams_out,
         warnings,
-    } = compiler::compile_with_io(module, config)?;
+    } = compiler::compile_with_options(module, config, options)?;
     let compute_sets = executable.compute_sets.len();
     let vertices = executable
         .compute_sets

@@ -1,4 +1,5 @@
-//! `ipuxla dump`: parse, verify and print a module, or summarise it as JSON.
+//! `ipuxla dump`: parse, verify and print a module (after the pass pipeline with
+//! `--passes`), or summarise it as JSON.
 
 use clap::Args;
 use serde_json::{Value, json};
@@ -17,11 +18,41 @@ pub struct DumpArgs {
     /// result shapes.
     #[arg(long)]
     pub json: bool,
+    /// Run the pass pipeline (the passes `run` compiles with) and print the result.
+    #[arg(long)]
+    pub passes: bool,
+    /// An IpuConfig as JSON for `--passes` (`{"scheduling": {"algorithm": "LOOK_AHEAD"}}`).
+    #[arg(long, value_name = "FILE.json", requires = "passes")]
+    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub pass_flags: super::PassFlags,
 }
 
 /// Runs `ipuxla dump`.
 pub fn run(args: DumpArgs) -> anyhow::Result<()> {
-    let module = super::load_module(&args.file)?;
+    let mut module = super::load_module(&args.file)?;
+    let flags = &args.pass_flags;
+    let asks_for_passes =
+        flags.dump_to.is_some() || flags.stop_after.is_some() || flags.scheduler.is_some();
+    if asks_for_passes && !args.passes {
+        anyhow::bail!("--dump-to, --stop-after and --scheduler need --passes");
+    }
+    if args.passes {
+        let mut config = super::load_config(args.config.as_deref())?;
+        flags.apply(&mut config);
+        let (optimised, report) = compiler::optimise(&module, &config, &flags.options())
+            .map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
+        module = optimised;
+        for w in &report.warnings {
+            eprintln!("warning: {w}");
+        }
+        for p in &report.passes {
+            eprintln!("pass {:<24} {:>9.3} ms", p.name, p.seconds * 1e3);
+        }
+        for d in &report.dumps {
+            eprintln!("wrote {}", d.display());
+        }
+    }
     let mut out = std::io::stdout().lock();
     if args.json {
         serde_json::to_writer_pretty(&mut out, &summary(&module))?;

@@ -16,3 +16,16 @@ pub fn load_module(path: &Path) -> anyhow::Result<Module> {
     })?;
     Ok(module)
 }
+
+/// The IpuConfig in `path` (JSON), or the defaults.
+pub fn load_config(path: Option<&Path>) -> anyhow::Result<compiler::IpuConfig> {
+    match path {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("{}: cannot read the config", path.display()))?;
+            compiler::IpuConfig::from_json(&text)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+        }
+        None => Ok(compiler::IpuConfig::default()),
+    }
+}

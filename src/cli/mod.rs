@@ -3,13 +3,15 @@
 mod devices;
 mod dump;
 mod load;
+mod pass_flags;
 mod run;
 mod schedule;
 mod summary;
 
 use clap::{Parser, Subcommand};
 
-pub use load::load_module;
+pub use load::{load_config, load_module};
+pub use pass_flags::PassFlags;
 
 /// ipuxla: compile XLA HLO programs for Graphcore IPUs and run them on an IPU Model.
 #[derive(Debug, Parser)]

@@ -84,18 +84,14 @@ pub struct RunArgs {
     /// Write the run's profile (cycles and bytes per step, memory per tile) as JSON.
     #[arg(long, value_name = "FILE.json")]
     pub profile: Option<PathBuf>,
+    #[command(flatten)]
+    pub passes: super::PassFlags,
 }
 
 /// The IpuConfig the flags describe.
 fn config_of(args: &RunArgs) -> anyhow::Result<compiler::IpuConfig> {
-    let mut c = match &args.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("{}: cannot read the config", path.display()))?;
-            compiler::IpuConfig::from_json(&text).map_err(|e| anyhow!("{}: {e}", path.display()))?
-        }
-        None => compiler::IpuConfig::default(),
-    };
+    let mut c = super::load_config(args.config.as_deref())?;
+    args.passes.apply(&mut c);
     if let Some(n) = args.num_ipus {
         c.auto_select_ipus = compiler::config::AutoSelectIpus::Count(n);
     }
@@ -159,7 +155,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             None,
         ),
         Engine::IpuModel => {
-            let mut run = crate::device::run_on_ipu_model(&module, &config, &inputs)
+            let options = args.passes.options();
+            let mut run = crate::device::run_on_ipu_model_with(&module, &config, &options, &inputs)
                 .map_err(|e| anyhow!("{}: {e:#}", args.file.display()))?;
             for w in &run.warnings {
                 eprintln!("warning: {w}");

@@ -29,7 +29,8 @@ pub struct ScheduleArgs {
     pub search_space_size: usize,
 }
 
-fn parse_algorithm(s: &str) -> Result<Algorithm, String> {
+/// An algorithm from its command-line name, or an error listing the names.
+pub fn parse_algorithm(s: &str) -> Result<Algorithm, String> {
     Algorithm::from_name(s).ok_or_else(|| {
         let names: Vec<&str> = Algorithm::ALL.iter().map(|a| a.name()).collect();
         format!("unknown algorithm '{s}'; use one of {}", names.join(", "))
@@ -85,15 +86,7 @@ pub fn run(args: ScheduleArgs) -> anyhow::Result<()> {
         let v = serde_json::json!({"algorithm": args.algorithm.name(), "computations": comps, "peak_liveness_bytes": s.peak_liveness_bytes});
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        for c in &s.computations {
-            let comp = module.computation(*c);
-            let order: Vec<&str> = s.orders[c]
-                .iter()
-                .map(|&i| comp.instr(i).name.as_str())
-                .collect();
-            println!("{} ({} B): {}", comp.name, s.peaks[c], order.join(" "));
-        }
-        println!("peak_liveness_bytes: {}", s.peak_liveness_bytes);
+        print!("{}", s.to_text(&module));
     }
     Ok(())
 }

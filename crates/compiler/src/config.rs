@@ -246,12 +246,18 @@ impl IpuConfig {
         })?;
         self.matmuls.options("matmuls")?;
         self.convolutions.options("convolutions")?;
-        if !SCHEDULING_ALGORITHMS.contains(&self.scheduling.algorithm.as_str()) {
+        if crate::schedule::Algorithm::from_name(&self.scheduling.algorithm).is_none() {
             return Err(CompileError::Config(format!(
-                "scheduling.algorithm is '{}'; it must be one of {}",
+                "scheduling.algorithm is '{}'; it must be one of {} (or, for comparison, \
+                 xla-list, xla-dfs, xla-post-order, optimal)",
                 self.scheduling.algorithm,
                 SCHEDULING_ALGORITHMS.join(", ")
             )));
+        }
+        if self.scheduling.maximum_scheduler_search_space_size == 0 {
+            return Err(CompileError::Config(
+                "scheduling.maximum_scheduler_search_space_size must be at least 1".into(),
+            ));
         }
         Ok(())
     }

@@ -51,6 +51,30 @@ pub enum CompileError {
         /// The largest tensors live on the tile at the peak (name, bytes there).
         live: Vec<(String, u64)>,
     },
+    /// `--stop-after` names no pass of the pipeline.
+    #[error("--stop-after '{name}': there is no such pass; the passes are {}", known.join(", "))]
+    UnknownPass {
+        /// The name given.
+        name: String,
+        /// The pipeline's passes, in order.
+        known: Vec<String>,
+    },
+    /// A pass failed (a compiler bug: the message says which pass and why).
+    #[error("pass '{pass}' failed: {reason}")]
+    Pass {
+        /// The pass.
+        pass: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// A `--dump-to` file could not be written.
+    #[error("{path}: cannot write the dump: {reason}")]
+    Dump {
+        /// The file.
+        path: String,
+        /// The operating system's reason.
+        reason: String,
+    },
     /// The program does not fit, or the executable is rejected by the IPU Model.
     #[error(transparent)]
     Device(#[from] RuntimeError),

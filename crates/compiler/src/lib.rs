@@ -10,13 +10,14 @@ pub mod config;
 pub mod device_data;
 pub mod error;
 mod lower;
+pub mod passes;
 pub mod schedule;
 pub mod types;
-mod widen_int64;
 
 pub use config::IpuConfig;
 pub use error::CompileError;
 pub use lower::{Compiled, HostBuffer};
+pub use passes::{PassOptions, PipelineReport};
 
 use xla_ir::Module;
 
@@ -28,10 +29,32 @@ pub fn compile(module: &Module, config: &IpuConfig) -> Result<runtime::Executabl
 /// Compiles `module`, returning the executable with the host streams of each parameter and
 /// result and any warnings (such as the int64 conversion).
 pub fn compile_with_io(module: &Module, config: &IpuConfig) -> Result<Compiled, CompileError> {
+    compile_with_options(module, config, &PassOptions::default())
+}
+
+/// Compiles `module`, running the pass pipeline as `options` say (dumps, stopping early),
+/// then lowering the result.
+pub fn compile_with_options(
+    module: &Module,
+    config: &IpuConfig,
+    options: &PassOptions,
+) -> Result<Compiled, CompileError> {
+    let (module, report) = optimise(module, config, options)?;
+    let mut compiled = lower::lower_module(&module, config)?;
+    compiled.warnings.splice(0..0, report.warnings);
+    Ok(compiled)
+}
+
+/// Checks `module` and `config` and runs the pass pipeline on a copy of the module: what
+/// lowering would receive.
+pub fn optimise(
+    module: &Module,
+    config: &IpuConfig,
+    options: &PassOptions,
+) -> Result<(Module, PipelineReport), CompileError> {
     config.check()?;
     types::check_device_types(module)?;
-    let (module, warnings) = widen_int64::narrow_int64(module);
-    let mut compiled = lower::lower_module(&module, config)?;
-    compiled.warnings.splice(0..0, warnings);
-    Ok(compiled)
+    let mut module = module.clone();
+    let report = passes::run_pipeline(&mut module, config, options)?;
+    Ok((module, report))
 }

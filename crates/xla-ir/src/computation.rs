@@ -48,6 +48,56 @@ impl Computation {
         self.order = order;
     }
 
+    /// Replaces the program order with a schedule: `order` must list the instructions of
+    /// the current order once each, every one after its operands and control predecessors.
+    /// On error (naming the first instruction out of place) nothing changes.
+    pub fn set_schedule(&mut self, order: Vec<InstrId>) -> Result<(), String> {
+        let mut placed = vec![false; self.arena.len()];
+        let mut current = vec![false; self.arena.len()];
+        for &id in &self.order {
+            current[id.index()] = true;
+        }
+        for &id in &order {
+            let instr = self.arena.get(id.index()).filter(|_| current[id.index()]);
+            let Some(instr) = instr else {
+                return Err(format!(
+                    "{}: %{} is not in the computation",
+                    self.name, id.0
+                ));
+            };
+            if placed[id.index()] {
+                return Err(format!(
+                    "{}: '{}' is scheduled twice",
+                    self.name, instr.name
+                ));
+            }
+            if let Some(p) = instr
+                .operands
+                .iter()
+                .chain(&instr.control_predecessors)
+                .find(|p| !placed[p.index()])
+            {
+                return Err(format!(
+                    "{}: '{}' is scheduled before its predecessor '{}'",
+                    self.name,
+                    instr.name,
+                    self.instr(*p).name
+                ));
+            }
+            placed[id.index()] = true;
+        }
+        if order.len() != self.order.len() {
+            return Err(format!(
+                "{}: the schedule lists {} of {} instructions",
+                self.name,
+                order.len(),
+                self.order.len()
+            ));
+        }
+        self.order = order;
+        Ok(())
+    }
+
     /// The instruction with this id.
     pub fn instr(&self, id: InstrId) -> &Instruction {
         &self.arena[id.index()]

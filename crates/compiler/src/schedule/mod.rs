@@ -154,6 +154,24 @@ pub struct ModuleSchedule {
     pub peak_liveness_bytes: u64,
 }
 
+impl ModuleSchedule {
+    /// One line per computation, `NAME (PEAK B): INSTR INSTR ...` in schedule order, then
+    /// `peak_liveness_bytes: N` (what `ipuxla schedule` prints).
+    pub fn to_text(&self, module: &Module) -> String {
+        let mut out = String::new();
+        for c in &self.computations {
+            let comp = module.computation(*c);
+            let order: Vec<&str> = self.orders[c]
+                .iter()
+                .map(|&i| comp.instr(i).name.as_str())
+                .collect();
+            out += &format!("{} ({} B): {}\n", comp.name, self.peaks[c], order.join(" "));
+        }
+        out += &format!("peak_liveness_bytes: {}\n", self.peak_liveness_bytes);
+        out
+    }
+}
+
 /// Schedules every computation of `module`, callees first.
 pub fn schedule_module(module: &Module, algorithm: Algorithm, limits: Limits) -> ModuleSchedule {
     let computations = module.post_order();

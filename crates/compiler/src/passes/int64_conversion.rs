@@ -2,8 +2,24 @@
 //! no 64-bit integers, so s64 and u64 values become s32 and u32, with a warning, and values
 //! beyond 32 bits wrap.
 
+use super::{Pass, PassContext};
+use crate::CompileError;
 use xla_ir::literal::{ArrayData, ArrayLiteral, Literal};
 use xla_ir::{ElementType, Module, Op, Shape};
+
+/// The pass (`int64-conversion`).
+pub struct Int64Conversion;
+
+impl Pass for Int64Conversion {
+    fn name(&self) -> &'static str {
+        "int64-conversion"
+    }
+
+    fn run(&self, module: &mut Module, cx: &mut PassContext) -> Result<(), CompileError> {
+        cx.warnings.extend(narrow_int64(module));
+        Ok(())
+    }
+}
 
 fn narrow_type(t: ElementType) -> ElementType {
     match t {
@@ -44,10 +60,9 @@ fn narrow_array(a: &mut ArrayLiteral) {
     };
 }
 
-/// The module with every s64/u64 narrowed, and a warning naming how many instructions
-/// changed (none when nothing did).
-pub fn narrow_int64(module: &Module) -> (Module, Vec<String>) {
-    let mut out = module.clone();
+/// Narrows every s64/u64 of `out`; returns a warning naming how many instructions changed
+/// (none when nothing did).
+pub fn narrow_int64(out: &mut Module) -> Vec<String> {
     let mut changed = Vec::new();
     let ids: Vec<_> = out.computations().map(|(id, _)| id).collect();
     for id in ids {
@@ -69,7 +84,7 @@ pub fn narrow_int64(module: &Module) -> (Module, Vec<String>) {
         });
         narrow_shape(&mut layout.result);
     }
-    let warnings = if changed.is_empty() {
+    if changed.is_empty() {
         Vec::new()
     } else {
         vec![format!(
@@ -77,6 +92,5 @@ pub fn narrow_int64(module: &Module) -> (Module, Vec<String>) {
             changed.len(),
             changed[0]
         )]
-    };
-    (out, warnings)
+    }
 }

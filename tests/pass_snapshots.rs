@@ -1,0 +1,90 @@
+//! The pass pipeline on small modules: the module after each pass, as `--dump-to` writes
+//! it, pinned as insta snapshots; and the dump files' names.
+
+use ipuxla::compiler::{self, IpuConfig, PassOptions};
+use std::path::Path;
+
+fn module(path: &str) -> xla_ir::Module {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+    xla_ir::parse_module(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The module after each pass, by running the pipeline to each `--stop-after`.
+fn after_each_pass(m: &xla_ir::Module, config: &IpuConfig) -> Vec<(String, String)> {
+    compiler::passes::pass_names()
+        .into_iter()
+        .map(|name| {
+            let options = PassOptions {
+                stop_after: Some(name.into()),
+                ..PassOptions::default()
+            };
+            let (out, _) = compiler::optimise(m, config, &options).unwrap();
+            (name.to_string(), out.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn int64_conversion_and_scheduling_of_an_int64_module() {
+    let m = module("fixtures/passes/int64_index.hlo");
+    for (pass, text) in after_each_pass(&m, &IpuConfig::default()) {
+        insta::assert_snapshot!(format!("int64_index__after_{pass}"), text);
+    }
+}
+
+#[test]
+fn the_scheduler_reorders_for_memory() {
+    let m = module("fixtures/schedules/two_branches.hlo");
+    let mut config = IpuConfig::default();
+    for algorithm in ["POST_ORDER", "CHOOSE_BEST"] {
+        config.scheduling.algorithm = algorithm.into();
+        let (out, _) = compiler::optimise(&m, &config, &PassOptions::default()).unwrap();
+        insta::assert_snapshot!(format!("two_branches__{algorithm}"), out.to_string());
+    }
+}
+
+#[test]
+fn dumps_are_named_as_xla_names_them() {
+    let dir = std::env::temp_dir().join(format!("ipuxla-dumps-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let m = module("fixtures/conformance/bench_mlp_train_b256/module.hlo");
+    let options = PassOptions {
+        dump_to: Some(dir.clone()),
+        ..PassOptions::default()
+    };
+    let (_, report) = compiler::optimise(&m, &IpuConfig::default(), &options).unwrap();
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "module_0000.jit_mlp_train_rmsprop.0000.before_optimizations.txt",
+            "module_0000.jit_mlp_train_rmsprop.0001.after_int64-conversion.txt",
+            "module_0000.jit_mlp_train_rmsprop.0002.after_ipu-scheduler.txt",
+        ]
+    );
+    assert_eq!(report.dumps.len(), 3);
+    // Each dump parses back; the last is the scheduled module.
+    let last = std::fs::read_to_string(&report.dumps[2]).unwrap();
+    assert!(xla_ir::parse_module(&last).unwrap().is_scheduled);
+    let before = std::fs::read_to_string(&report.dumps[0]).unwrap();
+    assert!(!xla_ir::parse_module(&before).unwrap().is_scheduled);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn stop_after_an_unknown_pass_names_the_passes() {
+    let m = module("fixtures/schedules/two_branches.hlo");
+    let options = PassOptions {
+        stop_after: Some("algsimp".into()),
+        ..PassOptions::default()
+    };
+    let err = compiler::optimise(&m, &IpuConfig::default(), &options).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "--stop-after 'algsimp': there is no such pass; the passes are int64-conversion, ipu-scheduler"
+    );
+}
