@@ -149,3 +149,69 @@ fn help_documents_every_flag() {
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(help.contains("--json") && help.contains("<FILE>"), "{help}");
 }
+
+#[test]
+fn dump_passes_writes_one_file_per_pass_and_prints_the_scheduled_module() {
+    let dir = std::env::temp_dir().join(format!("ipuxla-cli-dumps-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = ipuxla(&[
+        "dump",
+        &fixture("conformance/bench_transformer_fwd_bwd/module.hlo"),
+        "--passes",
+        "--dump-to",
+        dir.to_str().unwrap(),
+        "--scheduler",
+        "look-ahead",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.starts_with("HloModule jit_transformer_train_grads, is_scheduled=true"));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("pass ipu-scheduler"), "{stderr}");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "module_0000.jit_transformer_train_grads.0000.before_optimizations.txt",
+            "module_0000.jit_transformer_train_grads.0001.after_int64-conversion.txt",
+            "module_0000.jit_transformer_train_grads.0002.after_ipu-scheduler.txt",
+        ]
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn pass_flags_without_passes_and_unknown_passes_are_errors() {
+    let file = fixture("conformance/binary_arith/module.hlo");
+    let out = ipuxla(&["dump", &file, "--stop-after", "ipu-scheduler"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("need --passes"));
+    let out = ipuxla(&["dump", &file, "--passes", "--stop-after", "dce"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--stop-after 'dce': there is no such pass; the passes are int64-conversion, ipu-scheduler"),
+        "{stderr}"
+    );
+    let out = ipuxla(&["dump", &file, "--passes", "--scheduler", "fastest"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown algorithm 'fastest'"));
+    // Stopping after the int64 conversion leaves the module unscheduled.
+    let out = ipuxla(&[
+        "dump",
+        &file,
+        "--passes",
+        "--stop-after",
+        "int64-conversion",
+    ]);
+    assert!(out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("is_scheduled"));
+}
