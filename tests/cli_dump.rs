@@ -3,6 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+mod common;
+
 fn ipuxla(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ipuxla"))
         .args(args)
@@ -172,11 +174,7 @@ fn dump_passes_writes_one_file_per_pass_and_prints_the_scheduled_module() {
     assert!(stdout.starts_with("HloModule jit_transformer_train_grads, is_scheduled=true"));
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(stderr.contains("pass ipu-scheduler"), "{stderr}");
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
+    let names = common::file_names(&dir);
     assert_eq!(
         names,
         [

@@ -4,6 +4,8 @@
 use ipuxla::compiler::{self, IpuConfig, PassOptions};
 use std::path::Path;
 
+mod common;
+
 fn module(path: &str) -> xla_ir::Module {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
     xla_ir::parse_module(&std::fs::read_to_string(path).unwrap()).unwrap()
@@ -53,11 +55,7 @@ fn dumps_are_named_as_xla_names_them() {
         ..PassOptions::default()
     };
     let (_, report) = compiler::optimise(&m, &IpuConfig::default(), &options).unwrap();
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
+    let names = common::file_names(&dir);
     assert_eq!(
         names,
         [

@@ -85,3 +85,13 @@ pub fn load(case: &Path, file: &str) -> (serde_json::Value, xla_ir::Module, Vec<
         .collect();
     (info, module, inputs)
 }
+
+/// The names of the files in `dir`, sorted.
+pub fn file_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
