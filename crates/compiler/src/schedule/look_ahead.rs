@@ -25,8 +25,9 @@
 
 use super::graph::Graph;
 use super::liveness::peak_liveness_bytes;
-use super::post_order::{Weights, dfs_from};
+use super::post_order::{Weights, post_order_by};
 use super::state::State;
+use super::xla::list_order;
 use std::collections::HashMap;
 
 /// The most steps (scheduling one node in a search state) phase 2 may take on one
@@ -130,7 +131,7 @@ fn beam_search(g: &Graph, search_size: usize, incumbent: (u64, Vec<usize>)) -> (
     let mut beam: Vec<usize> = vec![EMPTY];
     let mut best = incumbent;
     let mut st = State::new(g);
-    // Pushes one judged prefix costs (replay, two completions), measured as we go.
+    // Pushes one judged prefix costs (replay, three completions), measured as we go.
     let mut per_judged = 3 * n as u64 + 1;
     for level in 0..n {
         let left = BEAM_WORK.saturating_sub(st.pushes);
@@ -185,9 +186,11 @@ fn beam_search(g: &Graph, search_size: usize, incumbent: (u64, Vec<usize>)) -> (
             replay(&mut st, &prefix);
             let mut lowest = u64::MAX;
             for rest in [
-                complete(&st, |preds| weights.heaviest_first(g, preds)),
-                complete(&st, |preds| weights.largest_cone_first(g, preds)),
-                complete_greedy(&mut st),
+                post_order_by(g, st.scheduled.clone(), |p| weights.heaviest_first(g, p)),
+                post_order_by(g, st.scheduled.clone(), |p| {
+                    weights.largest_cone_first(g, p)
+                }),
+                list_order(&mut st),
             ] {
                 let mut peak = e.peak;
                 for &v in &rest {
@@ -236,40 +239,6 @@ fn unreplay(st: &mut State, prefix: &[usize]) {
     for &v in prefix.iter().rev() {
         st.pop(v);
     }
-}
-
-/// The unscheduled nodes of `st` in a post order visiting operands as `order_preds` says.
-fn complete(st: &State, order_preds: impl Fn(&[usize]) -> Vec<usize>) -> Vec<usize> {
-    let g = st.graph();
-    let mut done = st.scheduled.clone();
-    let mut out = Vec::with_capacity(g.len() - st.done);
-    for s in (0..g.len()).filter(|&v| g.succs[v].is_empty()) {
-        dfs_from(g, s, &mut done, &mut out, |_, preds| order_preds(preds));
-    }
-    out
-}
-
-/// The unscheduled nodes of `st` in the order a list scheduler takes them: the ready node
-/// that frees the most bytes net of what it defines first (XLA's list rule).
-fn complete_greedy(st: &mut State) -> Vec<usize> {
-    let g = st.graph();
-    let mut ready = st.ready();
-    let mut out = Vec::with_capacity(g.len() - st.done);
-    while !ready.is_empty() {
-        let k = (0..ready.len())
-            .max_by_key(|&k| {
-                let v = ready[k];
-                let net = st.freed_by(v) as i64 - g.defined_bytes(v) as i64;
-                (net, std::cmp::Reverse(v))
-            })
-            .expect("ready is not empty");
-        let v = ready.swap_remove(k);
-        st.push(v);
-        out.push(v);
-        ready.extend(g.succs[v].iter().filter(|&&s| st.waiting[s] == 0));
-    }
-    unreplay(st, &out);
-    out
 }
 
 /// A well-mixed 64-bit key per node (SplitMix64), so a set's hash is the XOR of its nodes'.

@@ -6,30 +6,36 @@ use super::graph::Graph;
 
 /// The post order of `g`.
 pub fn post_order(g: &Graph) -> Vec<usize> {
-    let n = g.len();
-    let mut done = vec![false; n];
-    let mut out = Vec::with_capacity(n);
-    let starts: Vec<usize> = (0..n).filter(|&v| g.succs[v].is_empty()).collect();
-    for s in starts {
-        dfs_from(g, s, &mut done, &mut out, |_, preds| preds.to_vec());
+    post_order_by(g, vec![false; g.len()], <[usize]>::to_vec)
+}
+
+/// The nodes not yet `done` in a post order from every node nothing depends on (in
+/// program order); `order_preds` chooses the order each node's predecessors are visited in.
+pub fn post_order_by(
+    g: &Graph,
+    mut done: Vec<bool>,
+    order_preds: impl Fn(&[usize]) -> Vec<usize>,
+) -> Vec<usize> {
+    let mut out = Vec::with_capacity(done.iter().filter(|d| !**d).count());
+    for s in (0..g.len()).filter(|&v| g.succs[v].is_empty()) {
+        dfs_from(g, s, &mut done, &mut out, &order_preds);
     }
     out
 }
 
 /// An iterative depth-first post-order walk from `start`; `order_preds` chooses the order
 /// predecessors are visited in.
-pub fn dfs_from(
+fn dfs_from(
     g: &Graph,
     start: usize,
     done: &mut [bool],
     out: &mut Vec<usize>,
-    order_preds: impl Fn(usize, &[usize]) -> Vec<usize>,
+    order_preds: impl Fn(&[usize]) -> Vec<usize>,
 ) {
     if done[start] {
         return;
     }
-    let mut stack: Vec<(usize, Vec<usize>, usize)> =
-        vec![(start, order_preds(start, &g.preds[start]), 0)];
+    let mut stack: Vec<(usize, Vec<usize>, usize)> = vec![(start, order_preds(&g.preds[start]), 0)];
     let mut on_stack = vec![false; g.len()];
     on_stack[start] = true;
     while let Some((v, preds, k)) = stack.last_mut() {
@@ -38,7 +44,7 @@ pub fn dfs_from(
             *k += 1;
             if !done[p] && !on_stack[p] {
                 on_stack[p] = true;
-                let ps = order_preds(p, &g.preds[p]);
+                let ps = order_preds(&g.preds[p]);
                 stack.push((p, ps, 0));
             }
         } else {

@@ -2,27 +2,40 @@
 //! list scheduler (ready node freeing the most bytes net of what it defines first) and
 //! the DFS scheduler (post order visiting the operand with the largest cumulative
 //! footprint first). XLA's post-order scheduler is `MakeInstructionPostOrder`, the same as
-//! POST_ORDER.
+//! POST_ORDER. LOOK_AHEAD's beam uses the list rule ([`list_order`]) as one way of
+//! completing a prefix.
 
 use super::graph::Graph;
-use super::post_order::dfs_from;
+use super::post_order::post_order_by;
 use super::state::State;
 
 /// XLA's ListMemoryScheduler.
 pub fn xla_list(g: &Graph) -> Vec<usize> {
-    let mut st = State::new(g);
-    let mut out = Vec::with_capacity(g.len());
-    while st.done < g.len() {
-        let v = st
-            .ready()
-            .into_iter()
-            .max_by_key(|&v| {
+    list_order(&mut State::new(g))
+}
+
+/// The unscheduled nodes of `st` in the order XLA's list scheduler takes them: the ready
+/// node that frees the most bytes net of what it defines first (then program order).
+/// `st` is left as it was.
+pub fn list_order(st: &mut State) -> Vec<usize> {
+    let g = st.graph();
+    let mut ready = st.ready();
+    let mut out = Vec::with_capacity(g.len() - st.done);
+    while !ready.is_empty() {
+        let k = (0..ready.len())
+            .max_by_key(|&k| {
+                let v = ready[k];
                 let net = st.freed_by(v) as i64 - g.defined_bytes(v) as i64;
                 (net, std::cmp::Reverse(v))
             })
-            .expect("a DAG always has a ready node");
+            .expect("ready is not empty");
+        let v = ready.swap_remove(k);
         st.push(v);
         out.push(v);
+        ready.extend(g.succs[v].iter().filter(|&&s| st.waiting[s] == 0));
+    }
+    for &v in out.iter().rev() {
+        st.pop(v);
     }
     out
 }
@@ -38,16 +51,9 @@ pub fn xla_dfs(g: &Graph) -> Vec<usize> {
             acc.saturating_add(cumulative[p])
         });
     }
-    let mut done = vec![false; n];
-    let mut out = Vec::with_capacity(n);
-    let order = |_: usize, preds: &[usize]| {
+    post_order_by(g, vec![false; n], |preds| {
         let mut p = preds.to_vec();
         p.sort_by_key(|&x| (std::cmp::Reverse(cumulative[x]), x));
         p
-    };
-    let starts: Vec<usize> = (0..n).filter(|&v| g.succs[v].is_empty()).collect();
-    for s in starts {
-        dfs_from(g, s, &mut done, &mut out, order);
-    }
-    out
+    })
 }
