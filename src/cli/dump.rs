@@ -48,6 +48,9 @@ pub fn run(args: DumpArgs) -> anyhow::Result<()> {
         }
         for p in &report.passes {
             eprintln!("pass {:<24} {:>9.3} ms", p.name, p.seconds * 1e3);
+            for note in &p.notes {
+                eprintln!("  {note}");
+            }
         }
         for d in &report.dumps {
             eprintln!("wrote {}", d.display());

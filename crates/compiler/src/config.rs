@@ -23,6 +23,8 @@ pub struct IpuConfig {
     pub floating_point_behaviour: FloatingPointBehaviour,
     /// `scheduling.*`: instruction scheduling.
     pub scheduling: SchedulingConfig,
+    /// `optimizations.*`: graph optimisations.
+    pub optimizations: OptimizationsConfig,
 }
 
 /// `auto_select_ipus`: an int, or a list with one entry per device (the IPUs it controls).
@@ -186,6 +188,52 @@ impl Default for SchedulingConfig {
     }
 }
 
+/// `optimizations.*`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct OptimizationsConfig {
+    /// `optimizations.combine_matmuls` (default false): combine matrix products that share
+    /// an operand (the same weights or the same input) into one.
+    pub combine_matmuls: bool,
+    /// `optimizations.enable_fast_math` (default false): float rewrites that ignore NaN and
+    /// infinities (`x * 0 = 0`).
+    pub enable_fast_math: bool,
+    /// `optimizations.egraph.*` (ipuxla's own): the e-graph optimiser.
+    pub egraph: EgraphConfig,
+}
+
+/// `optimizations.egraph.*`: the e-graph optimiser's switch and runner limits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EgraphConfig {
+    /// Run the optimiser (default true).
+    pub enabled: bool,
+    /// Most e-nodes per computation (default [`EGRAPH_NODE_LIMIT`]).
+    pub node_limit: usize,
+    /// Most rounds of the rules (default [`EGRAPH_ITERATION_LIMIT`]).
+    pub iteration_limit: usize,
+    /// Seconds per computation, a safety net (default [`EGRAPH_TIME_LIMIT_SECONDS`]).
+    pub time_limit_seconds: f64,
+}
+
+/// Default `optimizations.egraph.node_limit`.
+pub const EGRAPH_NODE_LIMIT: usize = 50_000;
+/// Default `optimizations.egraph.iteration_limit`.
+pub const EGRAPH_ITERATION_LIMIT: usize = 16;
+/// Default `optimizations.egraph.time_limit_seconds`.
+pub const EGRAPH_TIME_LIMIT_SECONDS: f64 = 10.0;
+
+impl Default for EgraphConfig {
+    fn default() -> EgraphConfig {
+        EgraphConfig {
+            enabled: true,
+            node_limit: EGRAPH_NODE_LIMIT,
+            iteration_limit: EGRAPH_ITERATION_LIMIT,
+            time_limit_seconds: EGRAPH_TIME_LIMIT_SECONDS,
+        }
+    }
+}
+
 /// IPUs in the modelled system (an IPU-POD64).
 pub const MAX_IPUS: usize = 64;
 
@@ -252,6 +300,17 @@ impl IpuConfig {
                  xla-list, xla-dfs, xla-post-order, optimal)",
                 self.scheduling.algorithm,
                 SCHEDULING_ALGORITHMS.join(", ")
+            )));
+        }
+        let e = &self.optimizations.egraph;
+        if e.node_limit == 0
+            || e.iteration_limit == 0
+            || e.time_limit_seconds.is_nan()
+            || e.time_limit_seconds <= 0.0
+        {
+            return Err(CompileError::Config(format!(
+                "optimizations.egraph limits must be positive: node_limit {}, iteration_limit {}, time_limit_seconds {}",
+                e.node_limit, e.iteration_limit, e.time_limit_seconds
             )));
         }
         if self.scheduling.maximum_scheduler_search_space_size == 0 {

@@ -8,6 +8,7 @@
 
 pub mod config;
 pub mod device_data;
+pub mod egraph;
 pub mod error;
 mod lower;
 pub mod passes;

@@ -7,6 +7,7 @@
 //! for Rust frontends.
 #![warn(missing_docs)]
 
+pub mod activation;
 pub mod attributes;
 pub mod builder;
 pub mod computation;
@@ -23,6 +24,7 @@ pub mod printer;
 pub mod shape;
 pub mod sharding;
 
+pub use activation::Activation;
 pub use computation::Computation;
 pub use element_type::ElementType;
 pub use ids::{CompId, InstrId};

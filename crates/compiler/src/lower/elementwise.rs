@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 use xla_ir::attributes::{CompareType, ComparisonDirection};
 use xla_ir::ids::InstrId;
 use xla_ir::literal::ArrayData;
-use xla_ir::{BinaryOp, Computation, ElementType, Module, Op, UnaryOp};
+use xla_ir::{Activation, BinaryOp, Computation, ElementType, Module, Op, UnaryOp};
 
 /// Fewest elements a worker vertex gets before work is split over more workers.
 const MIN_PER_WORKER: usize = 32;
@@ -98,8 +98,54 @@ pub(crate) fn is_jit_elementwise(_module: &Module, comp: &Computation, id: Instr
             Op::Compare { compare_type, .. } => {
                 !matches!(compare_type, Some(CompareType::TotalOrder))
             }
+            Op::CustomCall { .. } => activation(instr).is_some_and(|a| a.is_ok()),
             _ => false,
         }
+}
+
+/// The activation an activation custom-call (GELU, swish, hard sigmoid) computes.
+fn activation(instr: &xla_ir::Instruction) -> Option<Result<Activation, String>> {
+    match &instr.op {
+        Op::CustomCall { target, .. } => {
+            Activation::from_custom_call(target, instr.backend_config.as_deref())
+        }
+        _ => None,
+    }
+}
+
+/// An activation's formula over `x` as one expression (f32 arithmetic), the same formula
+/// the evaluator uses ([`Activation::apply_f32`]).
+fn activation_expr(a: Activation, x: Expr) -> Expr {
+    let mul = |p, q| Expr::binary(KB::Mul, p, q);
+    let add = |p, q| Expr::binary(KB::Add, p, q);
+    let half_x_times = |x: Expr, phi| mul(mul(Expr::f32(0.5), x), add(Expr::f32(1.0), phi));
+    match a {
+        Activation::Gelu { approximate: true } => {
+            let cube = mul(mul(x.clone(), x.clone()), x.clone());
+            let cubic = mul(Expr::f32(xla_ir::activation::GELU_TANH_CUBIC as f32), cube);
+            let inner = mul(
+                Expr::f32(xla_ir::activation::GELU_TANH_SCALE as f32),
+                add(x.clone(), cubic),
+            );
+            half_x_times(x, Expr::unary(KU::Tanh, inner))
+        }
+        Activation::Gelu { approximate: false } => {
+            let scaled = mul(
+                x.clone(),
+                Expr::f32(xla_ir::activation::GELU_ERF_SCALE as f32),
+            );
+            half_x_times(x, Expr::unary(KU::Erf, scaled))
+        }
+        Activation::Swish => mul(x.clone(), Expr::unary(KU::Logistic, x)),
+        Activation::HardSigmoid => Expr::Clamp(
+            Box::new(Expr::f32(0.0)),
+            Box::new(add(
+                mul(Expr::f32(xla_ir::activation::HARD_SIGMOID_SLOPE as f32), x),
+                Expr::f32(xla_ir::activation::HARD_SIGMOID_OFFSET as f32),
+            )),
+            Box::new(Expr::f32(1.0)),
+        ),
+    }
 }
 
 /// A scalar constant, directly or broadcast: it becomes a literal in expressions.
@@ -128,7 +174,9 @@ pub(crate) fn is_lazy_constant(comp: &Computation, id: InstrId) -> bool {
 }
 
 /// Element-wise instructions that fold into their single element-wise user. f16 results
-/// are not fused: each f16 op rounds its result, as XLA computes them.
+/// are not fused: each f16 op rounds its result, as XLA computes them. Nor are operands of
+/// activations: an activation's formula reads its operand several times, which would
+/// repeat a fused operand's whole expression.
 pub(crate) fn fusion_candidates(module: &Module, comp: &Computation) -> HashSet<InstrId> {
     let mut uses: HashMap<InstrId, Vec<InstrId>> = HashMap::new();
     for &i in comp.order() {
@@ -144,7 +192,8 @@ pub(crate) fn fusion_candidates(module: &Module, comp: &Computation) -> HashSet<
             Some(i) != root
                 && element_type(comp, i) != Some(ElementType::F16)
                 && is_jit_elementwise(module, comp, i)
-                && matches!(uses.get(&i).map(Vec::as_slice), Some([u]) if is_jit_elementwise(module, comp, *u))
+                && matches!(uses.get(&i).map(Vec::as_slice), Some([u])
+                    if is_jit_elementwise(module, comp, *u) && activation(comp.instr(*u)).is_none())
         })
         .collect()
 }
@@ -236,6 +285,12 @@ impl ExprBuilder<'_> {
             Op::Convert => {
                 let x = self.operand(ops[0], ty(ops[0]));
                 Expr::Convert(ty(id), Box::new(x))
+            }
+            Op::CustomCall { .. } => {
+                let a = activation(instr)
+                    .and_then(Result::ok)
+                    .expect("checked: a valid activation");
+                activation_expr(a, self.operand(ops[0], ty(ops[0])))
             }
             _ => unreachable!("checked: element-wise"),
         }

@@ -5,9 +5,11 @@
 //! `module_0000.NAME.0001.after_int64-conversion.txt`, ...); `--stop-after PASS` ends the
 //! pipeline after that pass. A new pass is one file here and one line in [`pipeline`].
 
+mod egraph_optimiser;
 mod int64_conversion;
 mod ipu_scheduler;
 
+pub use egraph_optimiser::EgraphOptimiser;
 pub use int64_conversion::{Int64Conversion, narrow_int64};
 pub use ipu_scheduler::IpuScheduler;
 
@@ -30,11 +32,17 @@ pub struct PassContext<'a> {
     pub config: &'a IpuConfig,
     /// Warnings for the user (conversions the device needed, ...).
     pub warnings: Vec<String>,
+    /// What the running pass reports about itself (sizes, limits hit), one line each.
+    pub notes: Vec<String>,
 }
 
 /// The pipeline, in order.
 pub fn pipeline() -> Vec<Box<dyn Pass>> {
-    vec![Box::new(Int64Conversion), Box::new(IpuScheduler)]
+    vec![
+        Box::new(Int64Conversion),
+        Box::new(EgraphOptimiser),
+        Box::new(IpuScheduler),
+    ]
 }
 
 /// The names of the pipeline's passes, in order.
@@ -59,6 +67,8 @@ pub struct PassRun {
     pub name: &'static str,
     /// Host seconds it took.
     pub seconds: f64,
+    /// What the pass reported (e-graph sizes, ...), one line each.
+    pub notes: Vec<String>,
 }
 
 /// What the pipeline did.
@@ -91,6 +101,7 @@ pub fn run_pipeline(
     let mut cx = PassContext {
         config,
         warnings: Vec::new(),
+        notes: Vec::new(),
     };
     if let Some(dir) = &options.dump_to {
         report
@@ -104,14 +115,26 @@ pub fn run_pipeline(
         pass.run(module, &mut cx)?;
         let seconds = start.elapsed().as_secs_f64();
         tracing::info!(target: "ipuxla::pass", ms = seconds * 1e3, "done");
-        report.passes.push(PassRun {
-            name: pass.name(),
-            seconds,
-        });
+        let notes = std::mem::take(&mut cx.notes);
         if let Some(dir) = &options.dump_to {
             let stage = format!("after_{}", pass.name());
             report.dumps.push(dump(dir, module, k + 1, &stage)?);
+            if !notes.is_empty() {
+                let stage = format!("after_{}.report", pass.name());
+                report.dumps.push(write_dump(
+                    dir,
+                    module,
+                    k + 1,
+                    &stage,
+                    &(notes.join("\n") + "\n"),
+                )?);
+            }
         }
+        report.passes.push(PassRun {
+            name: pass.name(),
+            seconds,
+            notes,
+        });
         if options.stop_after.as_deref() == Some(pass.name()) {
             break;
         }
@@ -122,12 +145,23 @@ pub fn run_pipeline(
 
 /// Writes `module` as `DIR/module_0000.NAME.STEP.STAGE.txt`.
 fn dump(dir: &Path, module: &Module, step: usize, stage: &str) -> Result<PathBuf, CompileError> {
+    write_dump(dir, module, step, stage, &module.to_string())
+}
+
+/// Writes `text` as `DIR/module_0000.NAME.STEP.STAGE.txt`.
+fn write_dump(
+    dir: &Path,
+    module: &Module,
+    step: usize,
+    stage: &str,
+    text: &str,
+) -> Result<PathBuf, CompileError> {
     let path = dir.join(format!("module_0000.{}.{step:04}.{stage}.txt", module.name));
     let failed = |e: std::io::Error| CompileError::Dump {
         path: path.display().to_string(),
         reason: e.to_string(),
     };
     std::fs::create_dir_all(dir).map_err(failed)?;
-    std::fs::write(&path, module.to_string()).map_err(failed)?;
+    std::fs::write(&path, text).map_err(failed)?;
     Ok(path)
 }

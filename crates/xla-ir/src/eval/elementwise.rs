@@ -250,3 +250,23 @@ pub(super) fn reduce_precision(
     };
     result(&x.shape, data)
 }
+
+/// An activation custom-call (GELU, swish, hard sigmoid) on floats.
+pub(super) fn activation(a: crate::Activation, x: &ArrayLiteral) -> OpResult {
+    let data = match &x.data {
+        ArrayData::F32(v) => ArrayData::F32(v.iter().map(|&e| a.apply_f32(e)).collect()),
+        ArrayData::F64(v) => ArrayData::F64(v.iter().map(|&e| a.apply_f64(e)).collect()),
+        ArrayData::F16(v) => ArrayData::F16(
+            v.iter()
+                .map(|&e| half::f16::from_f32(a.apply_f32(e.to_f32())))
+                .collect(),
+        ),
+        ArrayData::Bf16(v) => ArrayData::Bf16(
+            v.iter()
+                .map(|&e| half::bf16::from_f32(a.apply_f32(e.to_f32())))
+                .collect(),
+        ),
+        other => return Err(not_defined(a.target(), other.element_type())),
+    };
+    result(&x.shape, data)
+}

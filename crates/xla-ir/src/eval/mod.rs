@@ -18,7 +18,7 @@ mod sort;
 
 use crate::ids::{CompId, InstrId};
 use crate::literal::{ArrayData, ArrayLiteral};
-use crate::{Computation, Literal, Module, Op, Shape};
+use crate::{Activation, Computation, Literal, Module, Op, Shape};
 use std::fmt;
 
 /// An evaluation failure, naming the instruction (and the calls that led to it).
@@ -357,6 +357,12 @@ impl<'m> Evaluator<'m> {
             Op::Call { to_apply } => self.call(*to_apply, operands),
             Op::Fusion { calls, .. } => self.call(*calls, operands),
             Op::Map { to_apply, .. } => self.map(&arrays(operands)?, shape, *to_apply),
+            Op::CustomCall { target, .. }
+                if let Some(activation) =
+                    Activation::from_custom_call(target, instr.backend_config.as_deref()) =>
+            {
+                elementwise::activation(activation.map_err(OpError::Message)?, array(operands[0])?)
+            }
             Op::CustomCall { target, .. } => match target.as_str() {
                 "TopK" => {
                     let k = shape
@@ -367,7 +373,7 @@ impl<'m> Evaluator<'m> {
                     sort::top_k(array(operands[0])?, k, true)
                 }
                 other => Err(OpError::Message(format!(
-                    "Unsupported: custom-call target \"{other}\" cannot be evaluated (only TopK is known)"
+                    "Unsupported: custom-call target \"{other}\" cannot be evaluated (TopK, Gelu, Swish and HardSigmoid are known)"
                 ))),
             },
             Op::AfterAll => Ok(Literal::Token),

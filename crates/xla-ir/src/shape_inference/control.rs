@@ -169,6 +169,15 @@ pub(super) fn custom_call(ctx: &Ctx<'_>, target: &str) -> InferResult<Shape> {
             })?;
         return super::reductions::top_k_shape(ctx.array(0)?, k);
     }
+    // An activation is element-wise (its backend_config is checked where it is used).
+    if crate::Activation::from_custom_call(target, None).is_some() {
+        ctx.operand_count(1)?;
+        let x = ctx.array(0)?;
+        if !x.element_type.is_float() {
+            return Err(format!("custom-call {target} takes floats, found {x}"));
+        }
+        return Ok(Shape::Array(x.clone()));
+    }
     // Other targets are opaque: their result is whatever the text says.
     Ok(declared.clone())
 }
