@@ -215,3 +215,32 @@ fn pass_flags_without_passes_and_unknown_passes_are_errors() {
     assert!(out.status.success());
     assert!(!String::from_utf8_lossy(&out.stdout).contains("is_scheduled"));
 }
+
+#[test]
+fn dump_passes_turns_each_gelu_of_the_seed_program_into_one_op() {
+    for form in ["module.hlo", "module.opt.hlo"] {
+        let out = ipuxla(&[
+            "dump",
+            &fixture(&format!("conformance/seed_matmul_ln_gelu/{form}")),
+            "--passes",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        let gelus = text
+            .lines()
+            .filter(|l| l.contains("custom-call(") && l.contains("custom_call_target=\"Gelu\""))
+            .count();
+        assert_eq!(gelus, 2, "{form}:\n{text}");
+        assert!(
+            !text.contains(" tanh(") && !text.contains(" erf("),
+            "{form}:\n{text}"
+        );
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(stderr.contains("pass egraph-optimiser"), "{stderr}");
+        assert!(stderr.contains("e-graph "), "{stderr}");
+    }
+}

@@ -158,3 +158,24 @@ fn the_pass_can_be_switched_off_and_reports_its_egraph() {
         "{notes:?}"
     );
 }
+
+/// The activation custom-calls and combined dots run on the IPU Model (each activation
+/// one fused kernel) and match the reference evaluator on the unoptimised module.
+#[test]
+fn optimised_fixtures_run_on_the_ipu_model() {
+    let mut config = IpuConfig::default();
+    config.ipu_model.tiles_per_ipu = 16;
+    config.optimizations.combine_matmuls = true;
+    for name in ["activations.hlo", "combine_matmuls.hlo", "algebra.hlo"] {
+        let m = module(name);
+        let args = arguments(&m);
+        let want = common::leaves(xla_ir::eval::evaluate(&m, &args).unwrap());
+        let run = ipuxla::device::run_on_ipu_model(&m, &config, &args)
+            .unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        let spec = serde_json::json!({"rtol": 1e-5, "atol": 1e-6});
+        assert_eq!(run.outputs.len(), want.len(), "{name}");
+        for (k, (g, w)) in run.outputs.iter().zip(&want).enumerate() {
+            common::check_output(&format!("{name} output {k}"), g, w, &spec);
+        }
+    }
+}
