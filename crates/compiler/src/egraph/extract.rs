@@ -154,3 +154,45 @@ pub fn dag_cost(egraph: &HloEGraph, choice: &HashMap<Id, HloNode>, model: &IpuCo
         })
         .sum()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::egraph::analysis::{HloAnalysis, add};
+    use crate::egraph::language::Signature;
+    use xla_ir::{BinaryOp, Op, Shape, UnaryOp};
+
+    /// `add(t, t)` and `add(t, e)` are equal; with `t = tanh(x)` dearer than
+    /// `e = exp(x)`, a tree cost prefers `add(t, e)` (it counts `t` twice), the DAG cost
+    /// `add(t, t)`: `t` runs once.
+    #[test]
+    fn a_shared_producer_is_counted_once() {
+        let shape = Shape::array(xla_ir::ElementType::F32, &[1024]);
+        let mut eg = HloEGraph::new(HloAnalysis::default());
+        let x = add(
+            &mut eg,
+            Signature::new(Op::Parameter { number: 0 }, shape.clone()),
+            &[],
+        );
+        let t = add(
+            &mut eg,
+            Signature::new(Op::Unary(UnaryOp::Tanh), shape.clone()),
+            &[x],
+        );
+        let e = add(
+            &mut eg,
+            Signature::new(Op::Unary(UnaryOp::Exp), shape.clone()),
+            &[x],
+        );
+        let sum = Signature::new(Op::Binary(BinaryOp::Add), shape.clone());
+        let tt = add(&mut eg, sum.clone(), &[t, t]);
+        let te = add(&mut eg, sum, &[t, e]);
+        eg.union(tt, te);
+        eg.rebuild();
+        let model = IpuCostModel::new(runtime::Target::ipu2().with_tiles_per_ipu(4));
+        let choice = extract(&eg, &[tt], &model).unwrap();
+        let root = &choice[&eg.find(tt)];
+        assert_eq!(root.children.as_slice(), [eg.find(t), eg.find(t)]);
+        assert!(!choice.contains_key(&eg.find(e)));
+    }
+}

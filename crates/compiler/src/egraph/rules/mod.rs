@@ -169,9 +169,10 @@ pub fn retire(eg: &mut HloEGraph, class: Id, opcode: &str, children: &[Id]) {
         .into_iter()
         .filter(|n| {
             let ch: Vec<Id> = n.children.iter().map(|&c| eg.find(c)).collect();
-            let mut swapped = ch.clone();
-            swapped.reverse();
-            ch == children || (ch.len() == 2 && swapped == children)
+            let commutative = matches!(opcode, "add" | "multiply" | "maximum" | "minimum");
+            let swapped =
+                ch.len() == 2 && commutative && ch[0] == children[1] && ch[1] == children[0];
+            ch == children || swapped
         })
         .cloned()
         .collect();
