@@ -20,7 +20,6 @@ pub mod rules;
 use analysis::{HloAnalysis, HloEGraph};
 use cost::IpuCostModel;
 use egg::{Runner, StopReason};
-use rules::RuleOptions;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 use xla_ir::{CompId, Module};
@@ -93,13 +92,23 @@ fn stop_reason(r: &Option<StopReason>) -> String {
     }
 }
 
-/// Optimises one computation of `module` in place.
+/// Every instruction name of `module` (the names [`optimise_computation`] keeps unique).
+pub fn instruction_names(module: &Module) -> HashSet<String> {
+    module
+        .computations()
+        .flat_map(|(_, c)| c.instructions().map(|(_, i)| i.name.clone()))
+        .collect()
+}
+
+/// Optimises one computation of `module` in place with `rules` (from [`rules::rules`]).
+/// `names` holds every instruction name of the module and is kept up to date.
 pub fn optimise_computation(
     module: &mut Module,
     id: CompId,
-    options: RuleOptions,
+    rules: &[egg::Rewrite<language::HloNode, HloAnalysis>],
     limits: RunnerLimits,
     model: &IpuCostModel,
+    names: &mut HashSet<String>,
 ) -> ComputationReport {
     let start = Instant::now();
     let comp = module.computation(id);
@@ -127,7 +136,7 @@ pub fn optimise_computation(
         .with_node_limit(limits.node_limit)
         .with_iter_limit(limits.iteration_limit)
         .with_time_limit(Duration::from_secs_f64(limits.time_limit_seconds))
-        .run(&rules::rules(options));
+        .run(rules);
     report.iterations = runner.iterations.len();
     report.stop_reason = stop_reason(&runner.stop_reason);
     let egraph = runner.egraph;
@@ -152,18 +161,11 @@ pub fn optimise_computation(
         ));
         report.cost.1 = before;
     } else {
-        let mut taken: HashSet<String> = module
-            .computations()
-            .filter(|(c, _)| *c != id)
-            .flat_map(|(_, c)| c.instructions().map(|(_, i)| i.name.clone()))
-            .collect();
-        let rebuilt = convert::rebuild(
-            &egraph,
-            module.computation(id),
-            &loaded,
-            &choice,
-            &mut taken,
-        );
+        let original = module.computation(id);
+        for (_, i) in original.instructions() {
+            names.remove(&i.name);
+        }
+        let rebuilt = convert::rebuild(&egraph, original, &loaded, &choice, names);
         report.instructions.1 = rebuilt.len();
         *module.computation_mut(id) = rebuilt;
     }

@@ -7,7 +7,7 @@ use super::{Pass, PassContext};
 use crate::CompileError;
 use crate::egraph::cost::IpuCostModel;
 use crate::egraph::rules::RuleOptions;
-use crate::egraph::{RunnerLimits, optimise_computation};
+use crate::egraph::{RunnerLimits, instruction_names, optimise_computation};
 use std::collections::HashSet;
 use xla_ir::{CompId, Module, Op};
 
@@ -79,8 +79,10 @@ impl Pass for EgraphOptimiser {
             .map(|(id, _)| id)
             .filter(|id| !skip.contains(id))
             .collect();
+        let rules = crate::egraph::rules::rules(options);
+        let mut names = instruction_names(module);
         for id in ids {
-            let report = optimise_computation(module, id, options, limits, &model);
+            let report = optimise_computation(module, id, &rules, limits, &model, &mut names);
             cx.notes.push(report.line());
         }
         xla_ir::verify(module).map_err(|e| CompileError::Pass {
