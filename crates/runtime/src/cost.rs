@@ -13,7 +13,8 @@ use codegen::{BinaryOp, DType, ElementwiseKernel, Expr, KernelSpec, UnaryOp};
 /// Fixed instructions to start a vertex (loading its connections, loop setup).
 pub const VERTEX_OVERHEAD: u64 = 12;
 
-fn unary_cost(op: UnaryOp) -> u64 {
+/// Instructions per element of a one-operand op.
+pub fn unary_cost(op: UnaryOp) -> u64 {
     match op {
         UnaryOp::Exp | UnaryOp::Log => 15,
         UnaryOp::Tanh | UnaryOp::Sin | UnaryOp::Cos | UnaryOp::Logistic => 20,
@@ -25,7 +26,8 @@ fn unary_cost(op: UnaryOp) -> u64 {
     }
 }
 
-fn binary_cost(op: BinaryOp) -> u64 {
+/// Instructions per element of a two-operand op.
+pub fn binary_cost(op: BinaryOp) -> u64 {
     match op {
         BinaryOp::Div | BinaryOp::Rem => 6,
         BinaryOp::Pow | BinaryOp::Atan2 => 40,

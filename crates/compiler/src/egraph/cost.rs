@@ -27,24 +27,14 @@ fn elements(shape: &Shape) -> f64 {
     shape.as_array().map_or(0.0, |a| a.element_count() as f64)
 }
 
+/// Instructions per element of a unary op, as the IPU Model counts them.
 fn unary_instructions(op: UnaryOp) -> f64 {
-    match op {
-        UnaryOp::Exp | UnaryOp::Log => 15.0,
-        UnaryOp::Tanh | UnaryOp::Sine | UnaryOp::Cosine | UnaryOp::Logistic => 20.0,
-        UnaryOp::Tan => 25.0,
-        UnaryOp::Expm1 | UnaryOp::Log1p | UnaryOp::Erf => 30.0,
-        UnaryOp::Cbrt => 35.0,
-        UnaryOp::Sqrt | UnaryOp::Rsqrt => 6.0,
-        _ => 1.0,
-    }
+    crate::lower::elementwise::unary(op).map_or(1.0, |k| runtime::cost::unary_cost(k) as f64)
 }
 
+/// Instructions per element of a binary op, as the IPU Model counts them.
 fn binary_instructions(op: BinaryOp) -> f64 {
-    match op {
-        BinaryOp::Divide | BinaryOp::Remainder => 6.0,
-        BinaryOp::Power | BinaryOp::Atan2 => 40.0,
-        _ => 1.0,
-    }
+    runtime::cost::binary_cost(crate::lower::elementwise::binary(op)) as f64
 }
 
 /// Instructions per element of an activation kernel (its formula's ops, one read).

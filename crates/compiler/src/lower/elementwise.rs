@@ -17,7 +17,8 @@ use xla_ir::{Activation, BinaryOp, Computation, ElementType, Module, Op, UnaryOp
 /// Fewest elements a worker vertex gets before work is split over more workers.
 const MIN_PER_WORKER: usize = 32;
 
-fn unary(op: UnaryOp) -> Option<KU> {
+/// The kernel op of an HLO unary op (`copy` has none: it is a view).
+pub(crate) fn unary(op: UnaryOp) -> Option<KU> {
     Some(match op {
         UnaryOp::Abs => KU::Abs,
         UnaryOp::Negate => KU::Neg,
@@ -47,7 +48,8 @@ fn unary(op: UnaryOp) -> Option<KU> {
     })
 }
 
-fn binary(op: BinaryOp) -> KB {
+/// The kernel op of an HLO binary op.
+pub(crate) fn binary(op: BinaryOp) -> KB {
     match op {
         BinaryOp::Add => KB::Add,
         BinaryOp::Subtract => KB::Sub,

@@ -5,7 +5,7 @@
 mod codelet;
 mod control;
 mod dot;
-mod elementwise;
+pub(crate) mod elementwise;
 mod mapping;
 mod memory;
 mod movement;
