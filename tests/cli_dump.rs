@@ -150,6 +150,12 @@ fn help_documents_every_flag() {
     let out = ipuxla(&["dump", "--help"]);
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(help.contains("--json") && help.contains("<FILE>"), "{help}");
+    for pass in ipuxla::compiler::passes::pass_names() {
+        assert!(
+            help.contains(pass),
+            "--help does not name pass {pass}: {help}"
+        );
+    }
 }
 
 #[test]
