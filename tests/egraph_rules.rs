@@ -179,3 +179,24 @@ fn optimised_fixtures_run_on_the_ipu_model() {
         }
     }
 }
+
+#[test]
+fn a_gelu_with_a_malformed_flag_is_a_clear_error() {
+    let text = r#"HloModule bad_gelu
+
+ENTRY main {
+  x = f32[4]{0} parameter(0)
+  ROOT g = f32[4]{0} custom-call(x), custom_call_target="Gelu", backend_config={"approximate":2}
+}
+"#;
+    let m = xla_ir::parse_module(text).unwrap();
+    let err =
+        ipuxla::device::run_on_ipu_model(&m, &IpuConfig::default(), &arguments(&m)).unwrap_err();
+    let message = format!("{err:#}");
+    assert!(
+        message.contains("'g'") && message.contains("approximate"),
+        "{message}"
+    );
+    let err = xla_ir::eval::evaluate(&m, &arguments(&m)).unwrap_err();
+    assert!(err.to_string().contains("approximate"), "{err}");
+}

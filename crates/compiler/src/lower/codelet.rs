@@ -390,6 +390,12 @@ impl Lowerer<'_> {
         here: Here,
     ) -> Result<Value, CompileError> {
         if let Op::CustomCall { target, .. } = &here.instr.op
+            && let Some(Err(reason)) =
+                xla_ir::Activation::from_custom_call(target, here.instr.backend_config.as_deref())
+        {
+            return Err(here.unsupported(reason));
+        }
+        if let Op::CustomCall { target, .. } = &here.instr.op
             && target != "TopK"
         {
             return Err(here.unsupported(format!(
