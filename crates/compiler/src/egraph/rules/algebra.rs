@@ -61,34 +61,36 @@ fn same_shape(eg: &HloEGraph, a: Id, b: Id) -> bool {
     }
 }
 
-fn add_zero(eg: &mut HloEGraph, m: &Match, _: RuleOptions) -> Option<Id> {
+/// The other operand of `a op b` when either operand is a splat of `identity` (`op`
+/// commutative).
+fn either_identity(eg: &HloEGraph, m: &Match, identity: f64) -> Option<Id> {
     let (a, b) = (m.var("?a"), m.var("?b"));
-    if is_splat(eg, b, 0.0) {
+    if is_splat(eg, b, identity) {
         Some(a)
-    } else if is_splat(eg, a, 0.0) {
-        Some(b)
     } else {
-        None
+        is_splat(eg, a, identity).then_some(b)
     }
+}
+
+/// `a` when `b` is a splat of `identity` (`a op identity = a`).
+fn right_identity(eg: &HloEGraph, m: &Match, identity: f64) -> Option<Id> {
+    is_splat(eg, m.var("?b"), identity).then(|| m.var("?a"))
+}
+
+fn add_zero(eg: &mut HloEGraph, m: &Match, _: RuleOptions) -> Option<Id> {
+    either_identity(eg, m, 0.0)
 }
 
 fn subtract_zero(eg: &mut HloEGraph, m: &Match, _: RuleOptions) -> Option<Id> {
-    is_splat(eg, m.var("?b"), 0.0).then(|| m.var("?a"))
+    right_identity(eg, m, 0.0)
 }
 
 fn multiply_one(eg: &mut HloEGraph, m: &Match, _: RuleOptions) -> Option<Id> {
-    let (a, b) = (m.var("?a"), m.var("?b"));
-    if is_splat(eg, b, 1.0) {
-        Some(a)
-    } else if is_splat(eg, a, 1.0) {
-        Some(b)
-    } else {
-        None
-    }
+    either_identity(eg, m, 1.0)
 }
 
 fn divide_one(eg: &mut HloEGraph, m: &Match, _: RuleOptions) -> Option<Id> {
-    is_splat(eg, m.var("?b"), 1.0).then(|| m.var("?a"))
+    right_identity(eg, m, 1.0)
 }
 
 /// `x * 0 = 0` is false for floats when x is NaN or infinite: integers, or fast math only.

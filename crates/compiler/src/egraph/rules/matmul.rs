@@ -44,7 +44,7 @@ fn dot_over(eg: &HloEGraph, class: Id, a: Id, b: Id) -> Option<HloNode> {
         .cloned()
 }
 
-/// The class of the (first) transpose over `x` among `class`'s nodes and its permutation.
+/// Every transpose of `x`: its class and its permutation.
 fn transpose_of(eg: &HloEGraph, x: Id) -> Vec<(Id, Vec<i64>)> {
     let mut out = Vec::new();
     for p in eg[x].parents() {

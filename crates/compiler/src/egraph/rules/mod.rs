@@ -101,10 +101,16 @@ pub fn nodes<'a>(eg: &'a HloEGraph, class: Id, opcode: &str) -> Vec<&'a HloNode>
         .collect()
 }
 
+/// Binary opcodes whose operands may swap (the only ones [`pairs`] and [`retire`] read in
+/// both orders; there is no commutativity rule).
+fn is_commutative(opcode: &str) -> bool {
+    matches!(opcode, "add" | "multiply" | "maximum" | "minimum")
+}
+
 /// The operand pairs of `opcode` nodes in `class`, both orders for `add`, `multiply`,
 /// `maximum` and `minimum` (so patterns need not be written twice).
 pub fn pairs(eg: &HloEGraph, class: Id, opcode: &str) -> Vec<(Id, Id)> {
-    let commutative = matches!(opcode, "add" | "multiply" | "maximum" | "minimum");
+    let commutative = is_commutative(opcode);
     let mut out = Vec::new();
     for n in nodes(eg, class, opcode) {
         let (a, b) = (eg.find(n.children[0]), eg.find(n.children[1]));
@@ -169,7 +175,7 @@ pub fn retire(eg: &mut HloEGraph, class: Id, opcode: &str, children: &[Id]) {
         .into_iter()
         .filter(|n| {
             let ch: Vec<Id> = n.children.iter().map(|&c| eg.find(c)).collect();
-            let commutative = matches!(opcode, "add" | "multiply" | "maximum" | "minimum");
+            let commutative = is_commutative(opcode);
             let swapped =
                 ch.len() == 2 && commutative && ch[0] == children[1] && ch[1] == children[0];
             ch == children || swapped
