@@ -92,10 +92,10 @@ fn computation_like(seed: u64, n: usize) -> Graph {
     Graph::from_parts(preds, &sizes, n - 1)
 }
 
-/// The bound is CHOOSE_BEST <= 1.05 x optimal on every such DAG. It holds on 999
-/// of these 1000 (seed 21: 1.16 x, where the optimum builds a small node's whole cone early
-/// to free four large buffers, a move neither the completions nor the beam find); the test
-/// pins that: no more than one above 1.05, none above 1.2.
+/// The bound: CHOOSE_BEST <= 1.05 x optimal on every such DAG. Before LOOK_AHEAD
+/// gained its branch-and-bound phase, seed 21 (n = 23) was 1.16 x: the optimum builds a
+/// small node's whole cone early to free four large buffers, a move neither the beam's
+/// completions nor its prefixes found.
 #[test]
 fn choose_best_is_within_five_percent_of_optimal_on_random_computations() {
     let limits = Limits::default();
@@ -105,14 +105,16 @@ fn choose_best_is_within_five_percent_of_optimal_on_random_computations() {
         let g = computation_like(seed, n);
         let opt = peak_liveness_bytes(&g, &schedule_graph(&g, Algorithm::Optimal, limits));
         let best = peak_liveness_bytes(&g, &schedule_graph(&g, Algorithm::ChooseBest, limits));
-        let ratio = best as f64 / opt as f64;
         assert!(
-            ratio <= 1.2,
-            "seed {seed}: choose-best {best} vs optimal {opt}"
+            best >= opt,
+            "seed {seed}: choose-best {best} below optimal {opt}"
         );
-        if ratio > 1.05 {
-            above.push((seed, ratio));
+        if best as f64 > 1.05 * opt as f64 {
+            above.push((seed, best, opt));
         }
     }
-    assert!(above.len() <= 1, "above 1.05 x optimal: {above:?}");
+    assert!(
+        above.is_empty(),
+        "above 1.05 x optimal (seed, choose-best, optimal): {above:?}"
+    );
 }

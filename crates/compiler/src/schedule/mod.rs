@@ -5,6 +5,7 @@
 //! (an exact search for small computations, the tests' oracle). Every schedule is scored
 //! by the same liveness estimator ([`peak_liveness_bytes`]).
 
+mod branch_and_bound;
 mod clustering;
 mod graph;
 mod liveness;
