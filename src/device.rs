@@ -51,58 +51,117 @@ pub fn run_on_ipu_model_with(
     options: &PassOptions,
     inputs: &[Literal],
 ) -> anyhow::Result<DeviceRun> {
-    let t0 = std::time::Instant::now();
-    let Compiled {
-        executable,
-        inputs: streams_in,
-        outputs: streams_out,
-        warnings,
-    } = compiler::compile_with_options(module, config, options)?;
-    let compute_sets = executable.compute_sets.len();
-    let vertices = executable
-        .compute_sets
-        .iter()
-        .map(|c| c.vertices.len() + c.codelet_vertices.len())
-        .sum();
-    let t1 = std::time::Instant::now();
-    let mut engine = Engine::load(executable)?;
-    let t2 = std::time::Instant::now();
-    let mut io = HostIo::new();
-    let mut flat = Vec::new();
-    for l in inputs {
-        leaves(l, &mut flat);
-    }
-    if flat.len() != streams_in.len() {
-        anyhow::bail!(
-            "the module takes {} input arrays, {} were given",
-            streams_in.len(),
-            flat.len()
-        );
-    }
-    for (s, a) in streams_in.iter().zip(&flat) {
-        io.feed(&s.stream, compiler::device_data::to_device(&a.data));
-    }
-    let t3 = std::time::Instant::now();
-    let profile = engine.run(&mut io)?;
-    let run_seconds = t3.elapsed().as_secs_f64();
-    let entry = module.entry_computation();
-    let declared = entry.root_instr().shape.leaf_arrays();
-    let mut outputs = Vec::new();
-    for (s, shape) in streams_out.iter().zip(declared) {
-        let bytes = io
-            .take(&s.stream)
-            .pop()
-            .ok_or_else(|| anyhow::anyhow!("the device produced nothing on stream {}", s.stream))?;
-        outputs.push(compiler::device_data::from_device(shape, &bytes));
-    }
+    let (mut loaded, timings) = LoadedModule::load(module, config, options)?;
+    let t = std::time::Instant::now();
+    let (outputs, profile) = loaded.run(inputs)?;
     Ok(DeviceRun {
         outputs,
         profile,
-        compute_sets,
-        vertices,
-        warnings,
-        compile_seconds: (t1 - t0).as_secs_f64(),
-        load_seconds: (t2 - t1).as_secs_f64(),
-        run_seconds,
+        compute_sets: loaded.compute_sets,
+        vertices: loaded.vertices,
+        warnings: std::mem::take(&mut loaded.warnings),
+        compile_seconds: timings.compile_seconds,
+        load_seconds: timings.load_seconds,
+        run_seconds: t.elapsed().as_secs_f64(),
     })
+}
+
+/// Host seconds spent making a [`LoadedModule`].
+#[derive(Debug, Clone, Copy)]
+pub struct LoadTimings {
+    /// Compiling (HLO to executable).
+    pub compile_seconds: f64,
+    /// Loading (checks, JIT compilation of kernels, tile memory).
+    pub load_seconds: f64,
+}
+
+/// A module compiled and loaded on the IPU Model, ready to run any number of times.
+pub struct LoadedModule {
+    engine: Engine,
+    streams_in: Vec<compiler::HostBuffer>,
+    streams_out: Vec<compiler::HostBuffer>,
+    declared: Vec<xla_ir::ArrayShape>,
+    /// Compute sets in the executable.
+    pub compute_sets: usize,
+    /// Vertices (JIT and codelet) in the executable.
+    pub vertices: usize,
+    /// Compiler warnings (conversions the device needed).
+    pub warnings: Vec<String>,
+}
+
+impl LoadedModule {
+    /// Compiles `module` for `config` and loads it (checks, JIT, tile memory).
+    pub fn load(
+        module: &Module,
+        config: &IpuConfig,
+        options: &PassOptions,
+    ) -> anyhow::Result<(LoadedModule, LoadTimings)> {
+        let t0 = std::time::Instant::now();
+        let Compiled {
+            executable,
+            inputs: streams_in,
+            outputs: streams_out,
+            warnings,
+        } = compiler::compile_with_options(module, config, options)?;
+        let compute_sets = executable.compute_sets.len();
+        let vertices = executable
+            .compute_sets
+            .iter()
+            .map(|c| c.vertices.len() + c.codelet_vertices.len())
+            .sum();
+        let t1 = std::time::Instant::now();
+        let engine = Engine::load(executable)?;
+        let t2 = std::time::Instant::now();
+        let declared = module
+            .entry_computation()
+            .root_instr()
+            .shape
+            .leaf_arrays()
+            .into_iter()
+            .cloned()
+            .collect();
+        let loaded = LoadedModule {
+            engine,
+            streams_in,
+            streams_out,
+            declared,
+            compute_sets,
+            vertices,
+            warnings,
+        };
+        let timings = LoadTimings {
+            compile_seconds: (t1 - t0).as_secs_f64(),
+            load_seconds: (t2 - t1).as_secs_f64(),
+        };
+        Ok((loaded, timings))
+    }
+
+    /// Runs the program once on `inputs` (one literal per parameter): the result leaves in
+    /// the module's declared types, and the run's profile.
+    pub fn run(&mut self, inputs: &[Literal]) -> anyhow::Result<(Vec<ArrayLiteral>, Profile)> {
+        let mut io = HostIo::new();
+        let mut flat = Vec::new();
+        for l in inputs {
+            leaves(l, &mut flat);
+        }
+        if flat.len() != self.streams_in.len() {
+            anyhow::bail!(
+                "the module takes {} input arrays, {} were given",
+                self.streams_in.len(),
+                flat.len()
+            );
+        }
+        for (s, a) in self.streams_in.iter().zip(&flat) {
+            io.feed(&s.stream, compiler::device_data::to_device(&a.data));
+        }
+        let profile = self.engine.run(&mut io)?;
+        let mut outputs = Vec::new();
+        for (s, shape) in self.streams_out.iter().zip(&self.declared) {
+            let bytes = io.take(&s.stream).pop().ok_or_else(|| {
+                anyhow::anyhow!("the device produced nothing on stream {}", s.stream)
+            })?;
+            outputs.push(compiler::device_data::from_device(shape, &bytes));
+        }
+        Ok((outputs, profile))
+    }
 }

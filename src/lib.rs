@@ -3,7 +3,9 @@
 //! This facade re-exports the workspace's crates; the `ipuxla` binary's command line
 //! lives in [`cli`].
 
+pub mod bench;
 pub mod cli;
+pub mod corpus;
 pub mod device;
 
 pub use compiler;

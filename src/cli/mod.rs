@@ -1,5 +1,6 @@
 //! The `ipuxla` command line: one module per subcommand.
 
+mod bench;
 mod devices;
 mod dump;
 mod load;
@@ -31,6 +32,8 @@ pub enum Command {
     Run(run::RunArgs),
     /// Schedule a module's instructions for peak memory and print the order and peak.
     Schedule(schedule::ScheduleArgs),
+    /// Compile and run corpus cases, timing them against XLA's figures in `case.json`.
+    Bench(bench::BenchArgs),
     /// List the modelled IPU system as `gc-info -l` would, and the shard to IPU orders.
     Devices(devices::DevicesArgs),
 }
@@ -42,5 +45,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Run(args) => run::run(args),
         Command::Devices(args) => devices::run(args),
         Command::Schedule(args) => schedule::run(args),
+        Command::Bench(args) => bench::run(args),
     }
 }

@@ -1,0 +1,314 @@
+//! Measuring a corpus case as XLA's own benchmark did: compile (parse to a loaded
+//! executable, JIT included) once, then run repeatedly and take the median, and set the
+//! figures beside what XLA on the CPU recorded in `case.json` (`xla_cpu`).
+
+use crate::corpus::{Case, compare_output};
+use crate::device::LoadedModule;
+use compiler::{IpuConfig, PassOptions};
+use std::path::Path;
+use std::time::Instant;
+use xla_ir::literal::{ArrayData, ArrayLiteral};
+use xla_ir::{ElementType, Literal, Module};
+
+/// How to measure.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    /// Timed runs (the median and minimum are reported).
+    pub runs: usize,
+    /// Untimed runs first (kernel and page warm-up), as XLA's benchmark does.
+    pub warmup_runs: usize,
+    /// The module file in each case directory.
+    pub file: String,
+    /// The device and compiler options.
+    pub config: IpuConfig,
+}
+
+impl Default for BenchOptions {
+    fn default() -> BenchOptions {
+        BenchOptions {
+            runs: 5,
+            warmup_runs: 1,
+            file: "module.hlo".into(),
+            config: IpuConfig::default(),
+        }
+    }
+}
+
+/// What XLA on the CPU recorded for a case.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct XlaFigures {
+    /// `xla_cpu.compile_ms`.
+    pub compile_ms: f64,
+    /// `xla_cpu.run_ms_median`.
+    pub run_ms_median: f64,
+}
+
+/// Whether the run's results matched the case's stored outputs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OutputCheck {
+    /// Every stored output matched within the corpus tolerance.
+    Matched(usize),
+    /// The case stores no inputs or outputs (generated inputs were used).
+    NotChecked,
+    /// An output differs: which and how.
+    Mismatch(String),
+}
+
+impl OutputCheck {
+    /// A short word for tables.
+    pub fn word(&self) -> String {
+        match self {
+            OutputCheck::Matched(n) => format!("ok ({n})"),
+            OutputCheck::NotChecked => "unchecked".into(),
+            OutputCheck::Mismatch(_) => "MISMATCH".into(),
+        }
+    }
+}
+
+/// One case measured.
+#[derive(Debug, Clone)]
+pub struct BenchResult {
+    /// The case's name.
+    pub name: String,
+    /// Instructions in the module, all computations.
+    pub instructions: usize,
+    /// Parse to loaded executable, ms: `parse_ms + lower_ms + load_ms`.
+    pub compile_ms: f64,
+    /// Parsing and verifying the HLO text, ms.
+    pub parse_ms: f64,
+    /// The pass pipeline and lowering to an executable, ms.
+    pub lower_ms: f64,
+    /// Loading: checks, JIT compilation of the kernels, tile memory, ms.
+    pub load_ms: f64,
+    /// Median host time of one run (feeding inputs to reading results), ms.
+    pub run_ms_median: f64,
+    /// Fastest run, ms.
+    pub run_ms_min: f64,
+    /// Timed runs.
+    pub runs: usize,
+    /// IPU Model cycles of one run.
+    pub simulated_cycles: u64,
+    /// Bytes used on the fullest tile.
+    pub peak_tile_bytes: u64,
+    /// Compute sets and vertices in the executable.
+    pub compute_sets: usize,
+    /// Vertices in the executable.
+    pub vertices: usize,
+    /// Whether the outputs matched XLA's.
+    pub outputs: OutputCheck,
+    /// XLA's figures, when the case records them.
+    pub xla: Option<XlaFigures>,
+}
+
+impl BenchResult {
+    /// compile_ms over XLA's.
+    pub fn compile_ratio(&self) -> Option<f64> {
+        self.xla.map(|x| self.compile_ms / x.compile_ms)
+    }
+
+    /// run_ms_median over XLA's.
+    pub fn run_ratio(&self) -> Option<f64> {
+        self.xla.map(|x| self.run_ms_median / x.run_ms_median)
+    }
+
+    /// The result as one JSON object (what `ipuxla bench --json` prints).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "name": self.name,
+            "instructions": self.instructions,
+            "compile_ms": self.compile_ms,
+            "parse_ms": self.parse_ms,
+            "lower_ms": self.lower_ms,
+            "load_ms": self.load_ms,
+            "run_ms_median": self.run_ms_median,
+            "run_ms_min": self.run_ms_min,
+            "runs": self.runs,
+            "simulated_cycles": self.simulated_cycles,
+            "peak_tile_bytes": self.peak_tile_bytes,
+            "compute_sets": self.compute_sets,
+            "vertices": self.vertices,
+            "outputs": match &self.outputs {
+                OutputCheck::Matched(_) => "matched".to_string(),
+                OutputCheck::NotChecked => "not checked".to_string(),
+                OutputCheck::Mismatch(m) => format!("mismatch: {m}"),
+            },
+            "xla_compile_ms": self.xla.map(|x| x.compile_ms),
+            "xla_run_ms_median": self.xla.map(|x| x.run_ms_median),
+            "compile_ratio": self.compile_ratio(),
+            "run_ratio": self.run_ratio(),
+        })
+    }
+}
+
+/// XLA's figures from `case.json`, when recorded.
+pub fn xla_figures(info: &serde_json::Value) -> Option<XlaFigures> {
+    let x = &info["xla_cpu"];
+    Some(XlaFigures {
+        compile_ms: x["compile_ms"].as_f64()?,
+        run_ms_median: x["run_ms_median"].as_f64()?,
+    })
+}
+
+/// Instructions in every computation of `module`.
+pub fn instruction_count(module: &Module) -> usize {
+    module.computations().map(|(_, c)| c.order().len()).sum()
+}
+
+/// Measures the case in `dir`.
+pub fn bench_case(dir: &Path, options: &BenchOptions) -> anyhow::Result<BenchResult> {
+    let t0 = Instant::now();
+    let case = Case::read(dir, &options.file)?;
+    let parse_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let stored = case.stored_inputs()?;
+    let inputs = match &stored {
+        Some(inputs) => inputs.clone(),
+        None => generated_inputs(&case.module),
+    };
+    let (mut loaded, timings) =
+        LoadedModule::load(&case.module, &options.config, &PassOptions::default())?;
+    let lower_ms = timings.compile_seconds * 1e3;
+    let load_ms = timings.load_seconds * 1e3;
+    let mut outputs_and_profile = loaded.run(&inputs)?;
+    for _ in 1..options.warmup_runs {
+        loaded.run(&inputs)?;
+    }
+    let mut times = Vec::with_capacity(options.runs);
+    for _ in 0..options.runs.max(1) {
+        let t = Instant::now();
+        outputs_and_profile = loaded.run(&inputs)?;
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    let (outputs, profile) = outputs_and_profile;
+    let check = match stored {
+        Some(_) => check_outputs(&case, &outputs)?,
+        None => OutputCheck::NotChecked,
+    };
+    Ok(BenchResult {
+        name: case.name(),
+        instructions: instruction_count(&case.module),
+        compile_ms: parse_ms + lower_ms + load_ms,
+        parse_ms,
+        lower_ms,
+        load_ms,
+        run_ms_median: median(&times),
+        run_ms_min: times[0],
+        runs: times.len(),
+        simulated_cycles: profile.total_cycles,
+        peak_tile_bytes: profile
+            .tiles
+            .iter()
+            .map(|t| t.bytes_used)
+            .max()
+            .unwrap_or(0),
+        compute_sets: loaded.compute_sets,
+        vertices: loaded.vertices,
+        outputs: check,
+        xla: xla_figures(&case.info),
+    })
+}
+
+fn median(sorted: &[f64]) -> f64 {
+    let n = sorted.len();
+    if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    }
+}
+
+fn check_outputs(case: &Case, outputs: &[ArrayLiteral]) -> anyhow::Result<OutputCheck> {
+    let mut matched = 0;
+    for (k, got) in outputs.iter().enumerate() {
+        let Some((want, spec)) = case.expected_output(k)? else {
+            continue;
+        };
+        if let Err(e) = compare_output(got, &want, &spec) {
+            return Ok(OutputCheck::Mismatch(format!("output {k}: {e}")));
+        }
+        matched += 1;
+    }
+    Ok(if matched == 0 {
+        OutputCheck::NotChecked
+    } else {
+        OutputCheck::Matched(matched)
+    })
+}
+
+/// Deterministic inputs for the entry parameters of `module`: floats spread over
+/// [-1, 1), integers 0..4 (valid as indices of any dimension of at least 4), alternating
+/// predicates.
+pub fn generated_inputs(module: &Module) -> Vec<Literal> {
+    let entry = module.entry_computation();
+    entry
+        .parameters()
+        .iter()
+        .enumerate()
+        .map(|(k, &p)| generated(&entry.instr(p).shape, k as u64))
+        .collect()
+}
+
+fn generated(shape: &xla_ir::Shape, seed: u64) -> Literal {
+    match shape {
+        xla_ir::Shape::Array(a) => {
+            let n = a.element_count() as usize;
+            let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+            let mut next = move || {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state
+            };
+            let mut unit = || (next() >> 11) as f64 / (1u64 << 52) as f64 - 1.0;
+            let data = match a.element_type {
+                ElementType::F32 => ArrayData::F32((0..n).map(|_| unit() as f32).collect()),
+                ElementType::F64 => ArrayData::F64((0..n).map(|_| unit()).collect()),
+                ElementType::F16 => {
+                    ArrayData::F16((0..n).map(|_| half::f16::from_f64(unit())).collect())
+                }
+                ElementType::Bf16 => {
+                    ArrayData::Bf16((0..n).map(|_| half::bf16::from_f64(unit())).collect())
+                }
+                ElementType::Pred => ArrayData::Pred((0..n).map(|i| i % 2 == 0).collect()),
+                t => {
+                    let mut d = ArrayData::zeros(t, n);
+                    small_integers(&mut d);
+                    d
+                }
+            };
+            Literal::Array(ArrayLiteral {
+                shape: a.clone(),
+                data,
+            })
+        }
+        xla_ir::Shape::Tuple(items) => Literal::Tuple(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, s)| generated(s, seed * 31 + i as u64))
+                .collect(),
+        ),
+        xla_ir::Shape::Token => Literal::Token,
+    }
+}
+
+fn small_integers(d: &mut ArrayData) {
+    macro_rules! fill {
+        ($v:expr) => {
+            for (i, x) in $v.iter_mut().enumerate() {
+                *x = (i % 4) as _;
+            }
+        };
+    }
+    match d {
+        ArrayData::S8(v) => fill!(v),
+        ArrayData::S16(v) => fill!(v),
+        ArrayData::S32(v) => fill!(v),
+        ArrayData::S64(v) => fill!(v),
+        ArrayData::U8(v) => fill!(v),
+        ArrayData::U16(v) => fill!(v),
+        ArrayData::U32(v) => fill!(v),
+        ArrayData::U64(v) => fill!(v),
+        _ => {}
+    }
+}

@@ -1,0 +1,135 @@
+//! `ipuxla bench`: compile and run corpus cases on the IPU Model and set the host times
+//! beside XLA's on the CPU (from each `case.json`).
+
+use crate::bench::{BenchOptions, BenchResult, OutputCheck, bench_case};
+use anyhow::bail;
+use clap::Args;
+use std::path::{Path, PathBuf};
+
+/// Arguments of `ipuxla bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Case directories (each with `case.json` and the module; `inputs/` and `outputs/`
+    /// when stored, else generated inputs are used and outputs are not checked). Default:
+    /// every `fixtures/conformance/bench_*` under the current directory.
+    pub cases: Vec<PathBuf>,
+    /// Print JSON: one object per case, an array for several.
+    #[arg(long)]
+    pub json: bool,
+    /// Timed runs per case; the median and minimum are reported.
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// Untimed runs before the timed ones.
+    #[arg(long, default_value_t = 1)]
+    pub warmup: usize,
+    /// The module file in each case directory (`module.opt.hlo`: XLA's optimised form).
+    #[arg(long, default_value = "module.hlo")]
+    pub file: String,
+    /// An IpuConfig as JSON (`{"ipu_model": {"tiles_per_ipu": 4}, ...}`).
+    #[arg(long, value_name = "FILE.json")]
+    pub config: Option<PathBuf>,
+}
+
+/// The bench cases of the fixtures, when run from the repository.
+fn default_cases() -> anyhow::Result<Vec<PathBuf>> {
+    let root = Path::new("fixtures/conformance");
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(root)
+        .map_err(|_| {
+            anyhow::anyhow!(
+                "no case directories given and {} is not here; name the cases to run",
+                root.display()
+            )
+        })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("bench_"))
+        })
+        .collect();
+    cases.sort();
+    Ok(cases)
+}
+
+/// Runs `ipuxla bench`.
+pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    if args.runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    let cases = if args.cases.is_empty() {
+        default_cases()?
+    } else {
+        args.cases.clone()
+    };
+    let options = BenchOptions {
+        runs: args.runs,
+        warmup_runs: args.warmup,
+        file: args.file.clone(),
+        config: super::load_config(args.config.as_deref())?,
+    };
+    let mut results = Vec::new();
+    let mut failed = Vec::new();
+    if !args.json {
+        println!("{}", header());
+    }
+    for dir in &cases {
+        match bench_case(dir, &options) {
+            Ok(r) => {
+                if !args.json {
+                    println!("{}", row(&r));
+                }
+                if let OutputCheck::Mismatch(m) = &r.outputs {
+                    failed.push(format!("{}: outputs differ from XLA's: {m}", dir.display()));
+                }
+                results.push(r);
+            }
+            Err(e) => failed.push(format!("{}: {e:#}", dir.display())),
+        }
+    }
+    if args.json {
+        let objects: Vec<serde_json::Value> = results.iter().map(BenchResult::to_json).collect();
+        let value = match <[_; 1]>::try_from(objects) {
+            Ok([one]) if cases.len() == 1 => one,
+            Ok([one]) => serde_json::Value::Array(vec![one]),
+            Err(all) => serde_json::Value::Array(all),
+        };
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    }
+    if !failed.is_empty() {
+        bail!("{}", failed.join("\n"));
+    }
+    Ok(())
+}
+
+fn header() -> String {
+    format!(
+        "{:<28} {:>7} {:>11} {:>7} {:>9} {:>7} {:>12} {:>12} {:>10}",
+        "case",
+        "instrs",
+        "compile ms",
+        "x XLA",
+        "run ms",
+        "x XLA",
+        "cycles",
+        "peak tile B",
+        "outputs"
+    )
+}
+
+fn ratio(r: Option<f64>) -> String {
+    r.map_or("-".into(), |r| format!("{r:.2}"))
+}
+
+fn row(r: &BenchResult) -> String {
+    format!(
+        "{:<28} {:>7} {:>11.1} {:>7} {:>9.2} {:>7} {:>12} {:>12} {:>10}",
+        r.name,
+        r.instructions,
+        r.compile_ms,
+        ratio(r.compile_ratio()),
+        r.run_ms_median,
+        ratio(r.run_ratio()),
+        r.simulated_cycles,
+        r.peak_tile_bytes,
+        r.outputs.word()
+    )
+}
