@@ -4,8 +4,9 @@
 use crate::RuntimeError;
 use crate::cost;
 use crate::exchange;
-use crate::executable::{Direction, Executable, Program, TensorId};
+use crate::executable::{Direction, Executable, Program, Rearrange, Run, RunSource, TensorId};
 use crate::profile::{Profile, StepKind, StepProfile, TileMemory, Totals};
+use crate::rearrange::{LoadedRearrange, Scratch};
 use crate::system::System;
 use crate::validate::{region_bytes, tile_extents, validate};
 use codegen::{KernelCache, KernelId, KernelSpec};
@@ -65,31 +66,6 @@ struct LoadedComputeSet {
     compute_cycles: u64,
 }
 
-/// A rearrangement planned into moves, with its (static) cost.
-struct LoadedRearrange {
-    name: String,
-    moves: Vec<exchange::Move>,
-    fills: Vec<exchange::FillRun>,
-    fill: Vec<u8>,
-    cost: exchange::CopyCost,
-}
-
-/// Carries out moves in tile memory: every source byte is read before any is written, so
-/// overlapping tensors copy correctly.
-fn apply_moves(memory: &mut [Vec<u8>], tiles: usize, moves: &[exchange::Move]) {
-    let data: Vec<Vec<u8>> = moves
-        .iter()
-        .map(|m| {
-            let mem = &memory[m.src.0 * tiles + m.src.1];
-            mem[m.src.2 as usize..(m.src.2 + m.bytes) as usize].to_vec()
-        })
-        .collect();
-    for (m, bytes) in moves.iter().zip(data) {
-        let mem = &mut memory[m.dst.0 * tiles + m.dst.1];
-        mem[m.dst.2 as usize..(m.dst.2 + m.bytes) as usize].copy_from_slice(&bytes);
-    }
-}
-
 /// The (source, destination) of every `Copy` in a program tree.
 fn copies_in(p: &Program, out: &mut Vec<(TensorId, TensorId)>) {
     match p {
@@ -142,8 +118,9 @@ pub struct Engine {
     kernels: KernelCache,
     compute_sets: Vec<LoadedComputeSet>,
     rearranges: Vec<LoadedRearrange>,
-    /// Every `Copy` of the program, planned at load: (name, moves, cost).
-    copies: HashMap<(TensorId, TensorId), (String, Vec<exchange::Move>, exchange::CopyCost)>,
+    /// Every `Copy` of the program, as a rearrangement of one run.
+    copies: HashMap<(TensorId, TensorId), LoadedRearrange>,
+    scratch: Scratch,
     pool: rayon::ThreadPool,
 }
 
@@ -236,26 +213,8 @@ impl Engine {
         }
         let mut rearranges = Vec::with_capacity(exe.rearranges.len());
         for r in &exe.rearranges {
-            let (moves, fills) = exchange::plan_rearrange(&exe.tensors, r);
-            let mut cost = exchange::cost(&system, &moves)?;
-            let size = exe.tensors[r.dst.0 as usize].dtype.size() as u64;
-            let mut filled: HashMap<(usize, usize), u64> = HashMap::new();
-            for &(ipu, tile, _, n) in &fills {
-                *filled.entry((ipu, tile)).or_default() += n as u64 * size;
-            }
-            let fill_cycles = filled
-                .values()
-                .map(|b| cost::on_tile_copy_cycles(*b))
-                .max()
-                .unwrap_or(0);
-            cost.on_tile_cycles = cost.on_tile_cycles.max(fill_cycles);
-            rearranges.push(LoadedRearrange {
-                name: r.name.clone(),
-                moves,
-                fills,
-                fill: r.fill.clone(),
-                cost,
-            });
+            let cost = exchange::rearrange_cost(&system, &exe.tensors, r)?;
+            rearranges.push(LoadedRearrange::new(&exe.tensors, r, tiles, cost));
         }
         let mut pairs = Vec::new();
         for p in std::iter::once(&exe.program).chain(&exe.functions) {
@@ -263,12 +222,22 @@ impl Engine {
         }
         let mut copies = HashMap::new();
         for (src, dst) in pairs {
-            let (s, d) = (&exe.tensors[src.0 as usize], &exe.tensors[dst.0 as usize]);
-            let moves = exchange::plan(s, d);
-            let cost = exchange::cost(&system, &moves)?;
+            let d = &exe.tensors[dst.0 as usize];
+            let r = Rearrange {
+                name: format!("copy {} -> {}", exe.tensors[src.0 as usize].name, d.name),
+                dst,
+                sources: vec![src],
+                fill: Vec::new(),
+                runs: vec![Run {
+                    source: RunSource::contiguous(0, 0),
+                    dst_start: 0,
+                    len: d.elements,
+                }],
+            };
+            let cost = exchange::rearrange_cost(&system, &exe.tensors, &r)?;
             copies.insert(
                 (src, dst),
-                (format!("copy {} -> {}", s.name, d.name), moves, cost),
+                LoadedRearrange::new(&exe.tensors, &r, tiles, cost),
             );
         }
         for t in &exe.tensors {
@@ -294,6 +263,7 @@ impl Engine {
             compute_sets,
             rearranges,
             copies,
+            scratch: Scratch::default(),
             pool,
         })
     }
@@ -532,26 +502,17 @@ impl Engine {
         })
     }
 
-    /// Runs a planned rearrangement: every source byte is read before any is written.
+    /// Runs a rearrangement.
     fn rearrange(&mut self, id: usize) -> StepProfile {
-        let tiles = self.exe.target.tiles_per_ipu;
         let r = &self.rearranges[id];
-        apply_moves(&mut self.memory, tiles, &r.moves);
-        let size = r.fill.len();
-        for &(ipu, tile, offset, n) in &r.fills {
-            let mem = &mut self.memory[ipu * tiles + tile];
-            let at = offset as usize;
-            for chunk in mem[at..at + n * size].chunks_exact_mut(size) {
-                chunk.copy_from_slice(&r.fill);
-            }
-        }
+        r.apply(&mut self.memory, &mut self.scratch);
         copy_step(r.name.clone(), r.cost)
     }
 
     fn copy(&mut self, src: TensorId, dst: TensorId) -> StepProfile {
-        let (name, moves, cost) = &self.copies[&(src, dst)];
-        apply_moves(&mut self.memory, self.exe.target.tiles_per_ipu, moves);
-        copy_step(name.clone(), *cost)
+        let r = &self.copies[&(src, dst)];
+        r.apply(&mut self.memory, &mut self.scratch);
+        copy_step(r.name.clone(), r.cost)
     }
 
     fn stream_copy(

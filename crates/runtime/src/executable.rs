@@ -145,15 +145,35 @@ pub struct RearrangeId(pub u32);
 /// Where a run of a rearrangement reads from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum RunSource {
-    /// Elements of `Rearrange::sources[k]`, from `start`.
+    /// Elements of `Rearrange::sources[k]`: the run's element `i` reads source element
+    /// `start + i * stride` (`stride` 1: a contiguous run; 0: one element repeated, as a
+    /// broadcast; other values: a transpose's column, a reverse).
     Tensor {
         /// Index into the sources.
         k: u32,
         /// First element read.
         start: usize,
+        /// Source elements between consecutive elements of the run.
+        #[serde(default = "contiguous")]
+        stride: isize,
     },
     /// The fill element, repeated.
     Fill,
+}
+
+fn contiguous() -> isize {
+    1
+}
+
+impl RunSource {
+    /// A contiguous run of source `k` from `start`.
+    pub fn contiguous(k: u32, start: usize) -> RunSource {
+        RunSource::Tensor {
+            k,
+            start,
+            stride: 1,
+        }
+    }
 }
 
 /// `len` consecutive destination elements from `dst_start` copied from a source run.

@@ -16,6 +16,7 @@ pub mod error;
 mod exchange;
 pub mod executable;
 pub mod profile;
+mod rearrange;
 pub mod selection;
 pub mod system;
 pub mod target;

@@ -296,7 +296,7 @@ fn check_rearranges(exe: &Executable) -> Result<(), RuntimeError> {
             }
             covered += run.len;
             match run.source {
-                RunSource::Tensor { k, start } => {
+                RunSource::Tensor { k, start, stride } => {
                     let Some(s) = r.sources.get(k as usize) else {
                         return Err(invalid(format!(
                             "{here}: a run reads source {k} of {}",
@@ -304,10 +304,16 @@ fn check_rearranges(exe: &Executable) -> Result<(), RuntimeError> {
                         )));
                     };
                     let t = &exe.tensors[s.0 as usize];
-                    if start + run.len > t.elements {
+                    if run.len == 0 {
+                        continue;
+                    }
+                    // The first and last element read bound the run (the stride is fixed).
+                    let last = start as i128 + (run.len as i128 - 1) * stride as i128;
+                    let (lo, hi) = ((start as i128).min(last), (start as i128).max(last));
+                    if lo < 0 || hi >= t.elements as i128 {
                         return Err(invalid(format!(
-                            "{here}: a run reads elements {start}..{} of {} which has {}",
-                            start + run.len,
+                            "{here}: a run reads elements {lo}..{} of {} which has {}",
+                            hi + 1,
                             t.name,
                             t.elements
                         )));

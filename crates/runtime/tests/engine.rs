@@ -632,7 +632,7 @@ fn rearrangements_gather_runs_across_tiles_and_fill_the_rest() {
         runs: vec![
             // elements 3..6 of src (crossing the tile boundary) to dst 0..3
             Run {
-                source: RunSource::Tensor { k: 0, start: 3 },
+                source: RunSource::contiguous(0, 3),
                 dst_start: 0,
                 len: 3,
             },
@@ -642,7 +642,7 @@ fn rearrangements_gather_runs_across_tiles_and_fill_the_rest() {
                 len: 2,
             },
             Run {
-                source: RunSource::Tensor { k: 0, start: 0 },
+                source: RunSource::contiguous(0, 0),
                 dst_start: 5,
                 len: 1,
             },
@@ -671,6 +671,90 @@ fn rearrangements_gather_runs_across_tiles_and_fill_the_rest() {
 }
 
 #[test]
+fn strided_runs_transpose_broadcast_and_reverse_across_tiles() {
+    use runtime::{Rearrange, Run, RunSource};
+    let mut b = ExecutableBuilder::new(Target::ipu2(), 1);
+    // src: a 2x3 matrix, row 0 on tile 0 and row 1 on tile 1; dst: 11 elements on tile 2.
+    let src = b.tensor("src", DType::F32, &[(0, 0, 3), (0, 1, 3)]);
+    let dst = b.tensor("dst", DType::F32, &[(0, 2, 11)]);
+    b.tensor_mut(src).init = Some(f32_bytes(&[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]));
+    let run = |start, stride, dst_start, len| Run {
+        source: RunSource::Tensor {
+            k: 0,
+            start,
+            stride,
+        },
+        dst_start,
+        len,
+    };
+    let r = b.rearrange(Rearrange {
+        name: "strided".into(),
+        dst,
+        sources: vec![src],
+        fill: vec![],
+        runs: vec![
+            // the transpose, a column per run
+            run(0, 3, 0, 2),
+            run(1, 3, 2, 2),
+            run(2, 3, 4, 2),
+            // element 5 twice
+            run(5, 0, 6, 2),
+            // row 0 reversed
+            run(2, -1, 8, 3),
+        ],
+    });
+    let out = b.stream("out", Direction::DeviceToHost, DType::F32, 11);
+    let exe = b.finish(Program::Sequence(vec![
+        Program::Rearrange(r),
+        Program::StreamCopy {
+            stream: out,
+            tensor: dst,
+        },
+    ]));
+    let mut engine = Engine::load(exe).unwrap();
+    let mut io = HostIo::new();
+    let profile = engine.run(&mut io).unwrap();
+    assert_eq!(
+        f32_values(&io.take("out")[0]),
+        vec![0.0, 3.0, 1.0, 4.0, 2.0, 5.0, 5.0, 5.0, 2.0, 1.0, 0.0]
+    );
+    // All 44 bytes cross to tile 2, which receives them at 4 bytes a cycle.
+    let step = &profile.steps[0];
+    assert_eq!(step.bytes_moved, 44);
+    assert_eq!(step.exchange_cycles, 11);
+}
+
+#[test]
+fn a_strided_run_reading_below_its_source_is_rejected() {
+    use runtime::{Rearrange, Run, RunSource};
+    let mut b = ExecutableBuilder::new(Target::ipu2(), 1);
+    let src = b.tensor("src", DType::F32, &[(0, 0, 4)]);
+    let dst = b.tensor("dst", DType::F32, &[(0, 1, 3)]);
+    b.tensor_mut(src).init = Some(vec![0; 16]);
+    let r = b.rearrange(Rearrange {
+        name: "bad".into(),
+        dst,
+        sources: vec![src],
+        fill: vec![],
+        runs: vec![Run {
+            source: RunSource::Tensor {
+                k: 0,
+                start: 1,
+                stride: -1,
+            },
+            dst_start: 0,
+            len: 3,
+        }],
+    });
+    let e = Engine::load(b.finish(Program::Rearrange(r))).err().unwrap();
+    assert!(
+        e.to_string()
+            .contains("reads elements -1..2 of src which has 4"),
+        "{e}"
+    );
+}
+
+#[test]
 fn a_rearrangement_reading_past_its_source_is_rejected() {
     use runtime::{Rearrange, Run, RunSource};
     let mut b = ExecutableBuilder::new(Target::ipu2(), 1);
@@ -683,7 +767,7 @@ fn a_rearrangement_reading_past_its_source_is_rejected() {
         sources: vec![src],
         fill: vec![],
         runs: vec![Run {
-            source: RunSource::Tensor { k: 0, start: 2 },
+            source: RunSource::contiguous(0, 2),
             dst_start: 0,
             len: 4,
         }],

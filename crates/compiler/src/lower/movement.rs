@@ -35,26 +35,46 @@ pub(crate) fn runs_of(dims: &[usize], mut f: impl FnMut(&[usize]) -> Src) -> Vec
     runs
 }
 
-/// Appends `len` destination elements from `dst` taken from `src` onwards, extending the
-/// last run when both sides continue it.
+/// Appends `len` destination elements from `dst` taken from `src` onwards (contiguous),
+/// extending the last run when it continues: a fill after a fill, and a source element
+/// that follows the last run's stride (a run of one element takes any stride, so a
+/// transpose's column, a broadcast's repeated element or a reverse is one run).
 pub(crate) fn push_run(runs: &mut Vec<Run>, src: Src, dst: usize, len: usize) {
     if let Some(r) = runs.last_mut()
         && r.dst_start + r.len == dst
     {
-        let continues = match (r.source, src) {
-            (RunSource::Fill, Src::Fill) => true,
-            (RunSource::Tensor { k: rk, start }, Src::At(k, i)) => rk == k && start + r.len == i,
-            _ => false,
-        };
-        if continues {
-            r.len += len;
-            return;
+        match (&mut r.source, src) {
+            (RunSource::Fill, Src::Fill) => {
+                r.len += len;
+                return;
+            }
+            (
+                RunSource::Tensor {
+                    k: rk,
+                    start,
+                    stride,
+                },
+                Src::At(k, i),
+            ) if *rk == k => {
+                let step = i as isize - *start as isize;
+                if r.len == 1 && (len == 1 || step == 1) {
+                    *stride = step;
+                    r.len += len;
+                    return;
+                }
+                let next = *start as isize + r.len as isize * *stride;
+                if i as isize == next && (len == 1 || *stride == 1) {
+                    r.len += len;
+                    return;
+                }
+            }
+            _ => {}
         }
     }
     runs.push(Run {
         source: match src {
             Src::Fill => RunSource::Fill,
-            Src::At(k, start) => RunSource::Tensor { k, start },
+            Src::At(k, start) => RunSource::contiguous(k, start),
         },
         dst_start: dst,
         len,
@@ -289,9 +309,35 @@ mod tests {
 
     #[test]
     fn runs_merge_contiguous_sources_and_fills() {
-        // a 2x3 transpose of 3x2: sources 0,2,4 / 1,3,5: no merging
+        // a 2x3 transpose of 3x2: sources 0,2,4 / 1,3,5: a run of stride 2 per row
         let runs = runs_of(&[2, 3], |o| Src::At(0, o[1] * 2 + o[0]));
-        assert_eq!(runs.len(), 6);
+        assert_eq!(runs.len(), 2);
+        assert_eq!(
+            runs[1].source,
+            RunSource::Tensor {
+                k: 0,
+                start: 1,
+                stride: 2
+            }
+        );
+        // a column broadcast: one element repeated per row (stride 0)
+        let runs = runs_of(&[4, 8], |o| Src::At(0, o[0]));
+        assert_eq!(runs.len(), 4);
+        assert!(
+            runs.iter()
+                .all(|r| r.len == 8 && matches!(r.source, RunSource::Tensor { stride: 0, .. }))
+        );
+        // a reverse: one run of stride -1
+        let runs = runs_of(&[5], |o| Src::At(0, 4 - o[0]));
+        assert_eq!(runs.len(), 1);
+        assert_eq!(
+            runs[0].source,
+            RunSource::Tensor {
+                k: 0,
+                start: 4,
+                stride: -1
+            }
+        );
         // a row broadcast merges rows
         let runs = runs_of(&[4, 8], |o| Src::At(0, o[1]));
         assert_eq!(runs.len(), 4);
