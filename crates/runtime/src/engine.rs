@@ -2,14 +2,15 @@
 //! program as BSP supersteps over per-tile memories, recording a [`Profile`].
 
 use crate::RuntimeError;
+use crate::compute_set::LoadedComputeSet;
 use crate::cost;
 use crate::exchange;
 use crate::executable::{Direction, Executable, Program, Rearrange, Run, RunSource, TensorId};
 use crate::profile::{Profile, StepKind, StepProfile, TileMemory, Totals};
 use crate::rearrange::{LoadedRearrange, Scratch};
 use crate::system::System;
-use crate::validate::{region_bytes, tile_extents, validate};
-use codegen::{KernelCache, KernelId, KernelSpec};
+use crate::validate::{tile_extents, validate};
+use codegen::KernelCache;
 use rayon::prelude::*;
 use std::collections::{HashMap, VecDeque};
 
@@ -38,32 +39,6 @@ impl HostIo {
     pub fn take(&mut self, stream: &str) -> Vec<Vec<u8>> {
         self.outputs.remove(stream).unwrap_or_default()
     }
-}
-
-/// What a loaded vertex runs.
-#[derive(Clone, Copy)]
-enum Work {
-    /// A JIT-compiled kernel.
-    Kernel(KernelId),
-    /// A native codelet, by index in the executable.
-    Codelet(usize),
-}
-
-/// A vertex ready to run: its kernel and the byte ranges of its regions in tile memory.
-struct LoadedVertex {
-    work: Work,
-    inputs: Vec<(u64, u64)>,
-    outputs: Vec<(u64, u64)>,
-    elements: usize,
-    runs: usize,
-    run_length: usize,
-}
-
-/// A compute set grouped by tile.
-struct LoadedComputeSet {
-    name: String,
-    by_tile: HashMap<usize, Vec<LoadedVertex>>,
-    compute_cycles: u64,
 }
 
 /// The (source, destination) of every `Copy` in a program tree.
@@ -145,77 +120,25 @@ impl Engine {
             memory[ipu * tiles + tile] = vec![0u8; bytes as usize];
         }
         let mut kernels = KernelCache::new().map_err(|e| run_error(e.to_string()))?;
-        let mut compute_sets = Vec::with_capacity(exe.compute_sets.len());
-        for cs in &exe.compute_sets {
-            let mut by_tile: HashMap<usize, Vec<LoadedVertex>> = HashMap::new();
-            let mut instructions: HashMap<usize, Vec<cost::VertexCost>> = HashMap::new();
-            for (i, v) in cs.vertices.iter().enumerate() {
-                let kernel = kernels
-                    .compile(&v.kernel)
-                    .map_err(|e| RuntimeError::Kernel {
-                        compute_set: cs.name.clone(),
-                        vertex: i,
-                        message: e.to_string(),
-                    })?;
-                let bytes = |r: &crate::executable::Region| {
-                    region_bytes(&exe.tensors[r.tensor.0 as usize], r, v.ipu, v.tile)
-                        .expect("validated: regions lie on the vertex's tile")
-                };
-                let (elements, runs) = match &v.kernel {
-                    KernelSpec::Elementwise(_) => (v.outputs[0].len, 0),
-                    KernelSpec::Reduce(_) => (v.inputs[0].len, v.outputs[0].len),
-                    KernelSpec::MatMul(_) => (v.outputs[0].len, 0),
-                };
-                let tile = v.ipu * tiles + v.tile;
-                instructions
-                    .entry(tile)
-                    .or_default()
-                    .push(cost::vertex_cost(&v.kernel, elements, runs, &exe.target));
-                by_tile.entry(tile).or_default().push(LoadedVertex {
-                    work: Work::Kernel(kernel),
-                    inputs: v.inputs.iter().map(bytes).collect(),
-                    outputs: v.outputs.iter().map(bytes).collect(),
-                    elements,
-                    runs,
-                    run_length: v.run_length,
-                });
-            }
-            for v in &cs.codelet_vertices {
-                let bytes = |r: &crate::executable::Region| {
-                    region_bytes(&exe.tensors[r.tensor.0 as usize], r, v.ipu, v.tile)
-                        .expect("validated: regions lie on the vertex's tile")
-                };
-                let tile = v.ipu * tiles + v.tile;
-                let codelet = &exe.codelets[v.codelet.0 as usize];
-                instructions
-                    .entry(tile)
-                    .or_default()
-                    .push(codelet.0.cost(&exe.target));
-                by_tile.entry(tile).or_default().push(LoadedVertex {
-                    work: Work::Codelet(v.codelet.0 as usize),
-                    inputs: v.inputs.iter().map(bytes).collect(),
-                    outputs: v.outputs.iter().map(bytes).collect(),
-                    elements: 0,
-                    runs: 0,
-                    run_length: 0,
-                });
-            }
-            let compute_cycles = instructions
-                .values()
-                .map(|i| cost::tile_cycles(i, exe.target.worker_contexts))
-                .max()
-                .unwrap_or(0);
-            compute_sets.push(LoadedComputeSet {
-                name: cs.name.clone(),
-                by_tile,
-                compute_cycles,
-            });
-        }
-        let mut rearranges = Vec::with_capacity(exe.rearranges.len());
-        for r in &exe.rearranges {
-            let cost = exchange::rearrange_cost(&system, &exe.tensors, r)?;
-            rearranges.push(LoadedRearrange::new(&exe.tensors, r, tiles, cost));
-        }
+        let compute_sets = exe
+            .compute_sets
+            .iter()
+            .map(|cs| LoadedComputeSet::load(&exe, cs, &mut kernels))
+            .collect::<Result<Vec<_>, RuntimeError>>()?;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .map_err(|e| run_error(format!("cannot start host threads: {e}")))?;
+        // Costing a rearrangement walks every piece that crosses tiles: in parallel.
+        let rearranges = pool.install(|| {
+            exe.rearranges
+                .par_iter()
+                .map(|r| {
+                    let cost = exchange::rearrange_cost(&system, &exe.tensors, r)?;
+                    Ok(LoadedRearrange::new(&exe.tensors, r, tiles, cost))
+                })
+                .collect::<Result<Vec<_>, RuntimeError>>()
+        })?;
         let mut pairs = Vec::new();
         for p in std::iter::once(&exe.program).chain(&exe.functions) {
             copies_in(p, &mut pairs);
@@ -251,10 +174,6 @@ impl Engine {
                 }
             }
         }
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .map_err(|e| run_error(format!("cannot start host threads: {e}")))?;
         Ok(Engine {
             exe,
             system,
@@ -431,63 +350,12 @@ impl Engine {
     /// One superstep: every tile runs its vertices (tiles in parallel), then all sync.
     fn execute(&mut self, cs: usize) -> Result<StepProfile, RuntimeError> {
         let loaded = &self.compute_sets[cs];
-        let table = self.kernels.table();
-        let codelets = &self.exe.codelets;
-        let memory = &mut self.memory;
-        let result: Result<(), RuntimeError> = self.pool.install(|| {
-            memory
-                .par_iter_mut()
-                .enumerate()
-                .try_for_each(|(tile, mem)| {
-                    let Some(vertices) = loaded.by_tile.get(&tile) else {
-                        return Ok(());
-                    };
-                    for v in vertices {
-                        // Inputs are copied out first, so a vertex may update in place.
-                        let inputs: Vec<Vec<u8>> = v
-                            .inputs
-                            .iter()
-                            .map(|&(b, e)| mem[b as usize..e as usize].to_vec())
-                            .collect();
-                        let ins: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
-                        let mut outputs: Vec<Vec<u8>> = v
-                            .outputs
-                            .iter()
-                            .map(|&(b, e)| vec![0u8; (e - b) as usize])
-                            .collect();
-                        {
-                            let mut outs: Vec<&mut [u8]> =
-                                outputs.iter_mut().map(Vec::as_mut_slice).collect();
-                            let done = match v.work {
-                                Work::Codelet(c) => codelets[c].0.run(&ins, &mut outs),
-                                Work::Kernel(k) => {
-                                    let kernel = table.get(k);
-                                    match kernel.spec() {
-                                        KernelSpec::Elementwise(_) => {
-                                            kernel.run_elementwise(&ins, &mut outs, v.elements)
-                                        }
-                                        KernelSpec::Reduce(_) => {
-                                            kernel.run_reduce(ins[0], outs[0], v.run_length, v.runs)
-                                        }
-                                        KernelSpec::MatMul(_) => {
-                                            kernel.run_matmul(ins[0], ins[1], outs[0])
-                                        }
-                                    }
-                                    .map_err(|e| e.to_string())
-                                }
-                            };
-                            done.map_err(|e| {
-                                run_error(format!("compute set {}: {e}", loaded.name))
-                            })?;
-                        }
-                        for (&(b, e), out) in v.outputs.iter().zip(&outputs) {
-                            mem[b as usize..e as usize].copy_from_slice(out);
-                        }
-                    }
-                    Ok(())
-                })
-        });
-        result?;
+        loaded.run(
+            &mut self.memory,
+            self.kernels.table(),
+            &self.exe.codelets,
+            &self.pool,
+        )?;
         let compute = loaded.compute_cycles;
         let sync = self.sync_cycles();
         Ok(StepProfile {

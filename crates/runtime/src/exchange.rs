@@ -96,6 +96,12 @@ impl Traffic {
 /// Finds where elements of a tensor live.
 pub(crate) struct Locator<'t> {
     sorted: Vec<&'t Interval>,
+    /// The interval holding element `b * bucket` for each `b`: a lookup starts there and
+    /// walks forward, so finding an element costs O(1) when intervals are of similar size
+    /// (a strided read of a tensor spread over every tile lands in a new interval at
+    /// almost every element).
+    first_in_bucket: Vec<u32>,
+    bucket: usize,
 }
 
 /// Elements that live on one tile and are read with one stride: `(ipu, tile, byte offset of
@@ -106,7 +112,29 @@ impl<'t> Locator<'t> {
     pub(crate) fn new(t: &'t Tensor) -> Locator<'t> {
         let mut sorted: Vec<_> = t.mapping.iter().collect();
         sorted.sort_by_key(|iv| iv.start);
-        Locator { sorted }
+        let bucket = t.elements.div_ceil(sorted.len().max(1)).max(1);
+        let mut first_in_bucket = Vec::with_capacity(t.elements.div_ceil(bucket));
+        let mut k = 0;
+        for b in 0..t.elements.div_ceil(bucket) {
+            while sorted[k].start + sorted[k].len <= b * bucket {
+                k += 1;
+            }
+            first_in_bucket.push(k as u32);
+        }
+        Locator {
+            sorted,
+            first_in_bucket,
+            bucket,
+        }
+    }
+
+    /// The index in `sorted` of the interval holding element `at`.
+    fn find(&self, at: usize) -> usize {
+        let mut k = self.first_in_bucket[at / self.bucket] as usize;
+        while self.sorted[k].start + self.sorted[k].len <= at {
+            k += 1;
+        }
+        k
     }
 
     /// Calls `f` with the pieces covering elements `start + i * stride` for `i` in
@@ -123,12 +151,15 @@ impl<'t> Locator<'t> {
         let mut i = 0;
         while i < len {
             let at = (start as isize + i as isize * stride) as usize;
-            let k = self.sorted.partition_point(|iv| iv.start + iv.len <= at);
+            let k = self.find(at);
             let iv = self.sorted[k];
             let left = len - i;
+            // A stride past the interval's end leaves one element here: no division.
             let count = match stride {
                 0 => left,
+                s if s > 0 && at + s as usize >= iv.start + iv.len => 1,
                 s if s > 0 => (iv.start + iv.len - at).div_ceil(s as usize).min(left),
+                s if at - iv.start < s.unsigned_abs() => 1,
                 s => ((at - iv.start) / s.unsigned_abs() + 1).min(left),
             };
             f((

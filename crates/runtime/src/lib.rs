@@ -10,6 +10,7 @@
 
 pub mod builder;
 pub mod codelet;
+mod compute_set;
 pub mod cost;
 pub mod engine;
 pub mod error;

@@ -101,7 +101,7 @@ fn check_tensors(exe: &Executable) -> Result<(), RuntimeError> {
 fn tensor<'e>(
     exe: &'e Executable,
     id: TensorId,
-    context: &str,
+    context: &(impl std::fmt::Display + ?Sized),
 ) -> Result<&'e Tensor, RuntimeError> {
     exe.tensors.get(id.0 as usize).ok_or_else(|| {
         invalid(format!(
@@ -131,16 +131,38 @@ pub(crate) fn region_bytes(t: &Tensor, r: &Region, ipu: usize, tile: usize) -> O
     Some((begin, begin + r.len as u64 * size))
 }
 
+/// Names a vertex in errors; formatted only when there is one (loads check millions).
+struct VertexAt<'a> {
+    cs: &'a str,
+    kind: &'static str,
+    index: usize,
+    ipu: usize,
+    tile: usize,
+}
+
+impl std::fmt::Display for VertexAt<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "compute set {}, {} {} (IPU {} tile {})",
+            self.cs, self.kind, self.index, self.ipu, self.tile
+        )
+    }
+}
+
 fn check_vertex(
     exe: &Executable,
     cs: &str,
     index: usize,
     v: &Vertex,
 ) -> Result<Vec<(u64, u64)>, RuntimeError> {
-    let here = format!(
-        "compute set {cs}, vertex {index} (IPU {} tile {})",
-        v.ipu, v.tile
-    );
+    let here = VertexAt {
+        cs,
+        kind: "vertex",
+        index,
+        ipu: v.ipu,
+        tile: v.tile,
+    };
     if v.ipu >= exe.num_ipus || v.tile >= exe.target.tiles_per_ipu {
         return Err(invalid(format!("{here} is outside the system")));
     }
@@ -231,10 +253,13 @@ fn check_codelet_vertex(
     index: usize,
     v: &CodeletVertex,
 ) -> Result<Vec<(u64, u64)>, RuntimeError> {
-    let here = format!(
-        "compute set {cs}, codelet vertex {index} (IPU {} tile {})",
-        v.ipu, v.tile
-    );
+    let here = VertexAt {
+        cs,
+        kind: "codelet vertex",
+        index,
+        ipu: v.ipu,
+        tile: v.tile,
+    };
     if v.ipu >= exe.num_ipus || v.tile >= exe.target.tiles_per_ipu {
         return Err(invalid(format!("{here} is outside the system")));
     }
@@ -387,14 +412,14 @@ impl Dataflow<'_> {
         &self,
         written: &HashSet<TensorId>,
         t: TensorId,
-        context: &str,
+        context: impl FnOnce() -> String,
     ) -> Result<(), RuntimeError> {
         if written.contains(&t) {
             Ok(())
         } else {
             Err(RuntimeError::UninitialisedRead {
                 tensor: self.exe.tensors[t.0 as usize].name.clone(),
-                context: context.to_string(),
+                context: context(),
             })
         }
     }
@@ -432,11 +457,9 @@ impl Dataflow<'_> {
                     .chain(cs.codelet_vertices.iter().map(|v| &v.inputs));
                 for (i, ins) in inputs.enumerate() {
                     for r in ins {
-                        self.read(
-                            written,
-                            r.tensor,
-                            &format!("input of vertex {i} in compute set {}", cs.name),
-                        )?;
+                        self.read(written, r.tensor, || {
+                            format!("input of vertex {i} in compute set {}", cs.name)
+                        })?;
                     }
                 }
                 written.extend(
@@ -456,7 +479,7 @@ impl Dataflow<'_> {
                     .get(id.0 as usize)
                     .ok_or_else(|| invalid(format!("Rearrange {} which does not exist", id.0)))?;
                 for s in &r.sources {
-                    self.read(written, *s, &format!("rearrangement {}", r.name))?;
+                    self.read(written, *s, || format!("rearrangement {}", r.name))?;
                 }
                 written.insert(r.dst);
             }
@@ -468,7 +491,7 @@ impl Dataflow<'_> {
                         s.name, s.elements, s.dtype, d.name, d.elements, d.dtype
                     )));
                 }
-                self.read(written, *src, &format!("copy to {}", d.name))?;
+                self.read(written, *src, || format!("copy to {}", d.name))?;
                 written.insert(*dst);
             }
             Program::Repeat { count, body } => {
@@ -483,7 +506,7 @@ impl Dataflow<'_> {
             } => {
                 self.scalar(*predicate, DType::Pred, "a RepeatWhileTrue predicate")?;
                 self.walk(condition, written)?;
-                self.read(written, *predicate, "loop predicate")?;
+                self.read(written, *predicate, || "loop predicate".into())?;
                 let mut inner = written.clone();
                 self.walk(body, &mut inner)?;
             }
@@ -493,7 +516,7 @@ impl Dataflow<'_> {
                 otherwise,
             } => {
                 self.scalar(*predicate, DType::Pred, "an If predicate")?;
-                self.read(written, *predicate, "If predicate")?;
+                self.read(written, *predicate, || "If predicate".into())?;
                 let (mut a, mut b) = (written.clone(), written.clone());
                 self.walk(then, &mut a)?;
                 self.walk(otherwise, &mut b)?;
@@ -505,7 +528,7 @@ impl Dataflow<'_> {
                 default,
             } => {
                 self.scalar(*index, DType::S32, "a Switch index")?;
-                self.read(written, *index, "Switch index")?;
+                self.read(written, *index, || "Switch index".into())?;
                 let mut after: Option<HashSet<TensorId>> = None;
                 for branch in cases.iter().chain(std::iter::once(&**default)) {
                     let mut w = written.clone();
@@ -546,7 +569,7 @@ impl Dataflow<'_> {
                         written.insert(*t);
                     }
                     Direction::DeviceToHost => {
-                        self.read(written, *t, &format!("stream {} to the host", s.name))?
+                        self.read(written, *t, || format!("stream {} to the host", s.name))?
                     }
                 }
             }

@@ -207,42 +207,81 @@ fn conv_with<A: Acc>(
     let depthwise_multiplier = (out_features / batch_group_count).max(1);
     let kernel_spatial_sizes: Vec<i64> =
         dn.kernel_spatial.iter().map(|&d| kd[d as usize]).collect();
+    // Per spatial dimension, the input offset each (output position, kernel position)
+    // reads (None: padding or a hole of base dilation) and the kernel offset of each
+    // kernel position: the loops below only add offsets.
+    let mut input_offsets: Vec<Vec<Option<usize>>> = Vec::with_capacity(spatial);
+    let mut kernel_offsets: Vec<Vec<usize>> = Vec::with_capacity(spatial);
+    for d in 0..spatial {
+        let wd = &window_dims[d];
+        let (outs, ksize) = (od[dn.output_spatial[d] as usize], kernel_spatial_sizes[d]);
+        let in_size = id[dn.input_spatial[d] as usize];
+        let in_stride = is[dn.input_spatial[d] as usize];
+        let mut table = Vec::with_capacity((outs * ksize).max(0) as usize);
+        for o in 0..outs {
+            for k in 0..ksize {
+                let p = o * wd.stride - wd.pad_low + k * wd.window_dilation;
+                let q = p / wd.base_dilation;
+                table.push(
+                    (p >= 0 && p % wd.base_dilation == 0 && q < in_size)
+                        .then(|| q as usize * in_stride),
+                );
+            }
+        }
+        input_offsets.push(table);
+        kernel_offsets.push(
+            (0..ksize)
+                .map(|k| {
+                    let kk = if wd.window_reversal { ksize - 1 - k } else { k };
+                    kk as usize * ks[dn.kernel_spatial[d] as usize]
+                })
+                .collect(),
+        );
+    }
+    let mut kernel_positions: Vec<usize> = Vec::new();
+    for_each_index(&kernel_spatial_sizes, |k| {
+        kernel_positions.extend(k.iter().map(|&x| x as usize))
+    });
+    // With no spatial dimensions there is one (empty) kernel position.
+    let positions = match spatial {
+        0 => 1,
+        _ => kernel_positions.len() / spatial,
+    };
+    let (in_feature_stride, kernel_in_stride) = (
+        is[dn.input_feature as usize],
+        ks[dn.kernel_input_feature as usize],
+    );
+    let mut out_spatial = vec![0usize; spatial];
     let mut acc = Vec::with_capacity(count(od));
     for_each_index(od, |o| {
         let f = o[dn.output_feature as usize];
         let group = f / out_features_per_group;
         let batch_group = f / depthwise_multiplier;
         let batch = o[dn.output_batch as usize] + batch_group * batch_group_size;
+        for d in 0..spatial {
+            out_spatial[d] = o[dn.output_spatial[d] as usize] as usize;
+        }
+        let input_base = batch as usize * is[dn.input_batch as usize]
+            + (group * in_features_per_group) as usize * in_feature_stride;
+        let kernel_base = f as usize * ks[dn.kernel_output_feature as usize];
         let mut sum = A::default();
-        for_each_index(&kernel_spatial_sizes, |k| {
-            let mut input_pos = batch as usize * is[dn.input_batch as usize];
-            let mut kernel_pos = f as usize * ks[dn.kernel_output_feature as usize];
+        'positions: for t in 0..positions {
+            let (mut xi, mut wi) = (input_base, kernel_base);
             for d in 0..spatial {
-                let wd = &window_dims[d];
-                let p = o[dn.output_spatial[d] as usize] * wd.stride - wd.pad_low
-                    + k[d] * wd.window_dilation;
-                if p < 0 || p % wd.base_dilation != 0 {
-                    return;
+                let k = kernel_positions[t * spatial + d];
+                let ksize = kernel_spatial_sizes[d] as usize;
+                match input_offsets[d][out_spatial[d] * ksize + k] {
+                    Some(off) => xi += off,
+                    None => continue 'positions,
                 }
-                let p = p / wd.base_dilation;
-                if p >= id[dn.input_spatial[d] as usize] {
-                    return;
-                }
-                input_pos += p as usize * is[dn.input_spatial[d] as usize];
-                let kk = if wd.window_reversal {
-                    kernel_spatial_sizes[d] - 1 - k[d]
-                } else {
-                    k[d]
-                };
-                kernel_pos += kk as usize * ks[dn.kernel_spatial[d] as usize];
+                wi += kernel_offsets[d][k];
             }
-            for i in 0..in_features_per_group {
-                let feature = group * in_features_per_group + i;
-                let xi = input_pos + feature as usize * is[dn.input_feature as usize];
-                let wi = kernel_pos + i as usize * ks[dn.kernel_input_feature as usize];
+            for _ in 0..in_features_per_group {
                 sum = sum.mul_add(x[xi], w[wi]);
+                xi += in_feature_stride;
+                wi += kernel_in_stride;
             }
-        });
+        }
         acc.push(sum);
     });
     if out.element_type.is_integer() {

@@ -1,0 +1,249 @@
+//! Compute sets ready to run: each tile's vertices with the byte ranges of their regions in
+//! that tile's memory, the superstep's compute cycles, and running it (tiles in parallel).
+
+use crate::RuntimeError;
+use crate::codelet::CodeletRef;
+use crate::cost;
+use crate::executable::{ComputeSet, Executable, Region};
+use crate::validate::region_bytes;
+use codegen::{KernelCache, KernelId, KernelSpec, KernelTable};
+use rayon::prelude::*;
+
+/// What a loaded vertex runs.
+#[derive(Clone, Copy)]
+enum Work {
+    /// A JIT-compiled kernel.
+    Kernel(KernelId),
+    /// A native codelet, by index in the executable.
+    Codelet(usize),
+}
+
+/// A vertex ready to run: its kernel and the byte ranges of its regions in tile memory.
+struct LoadedVertex {
+    work: Work,
+    inputs: Vec<(usize, usize)>,
+    outputs: Vec<(usize, usize)>,
+    elements: usize,
+    runs: usize,
+    run_length: usize,
+    /// Some output overlaps an input or another output: the vertex runs on copies.
+    overlaps: bool,
+}
+
+fn overlap(a: (usize, usize), b: (usize, usize)) -> bool {
+    a.0 < b.1 && b.0 < a.1 && a.0 < a.1 && b.0 < b.1
+}
+
+impl LoadedVertex {
+    fn new(
+        work: Work,
+        inputs: Vec<(usize, usize)>,
+        outputs: Vec<(usize, usize)>,
+        (elements, runs, run_length): (usize, usize, usize),
+    ) -> LoadedVertex {
+        let overlaps = outputs.iter().enumerate().any(|(i, &o)| {
+            inputs.iter().any(|&r| overlap(o, r)) || outputs[i + 1..].iter().any(|&p| overlap(o, p))
+        });
+        LoadedVertex {
+            work,
+            inputs,
+            outputs,
+            elements,
+            runs,
+            run_length,
+            overlaps,
+        }
+    }
+
+    fn call(
+        &self,
+        ins: &[&[u8]],
+        outs: &mut [&mut [u8]],
+        table: &KernelTable,
+        codelets: &[CodeletRef],
+    ) -> Result<(), String> {
+        match self.work {
+            Work::Codelet(c) => codelets[c].0.run(ins, outs),
+            Work::Kernel(k) => {
+                let kernel = table.get(k);
+                match kernel.spec() {
+                    KernelSpec::Elementwise(_) => kernel.run_elementwise(ins, outs, self.elements),
+                    KernelSpec::Reduce(_) => {
+                        kernel.run_reduce(ins[0], outs[0], self.run_length, self.runs)
+                    }
+                    KernelSpec::MatMul(_) => kernel.run_matmul(ins[0], ins[1], outs[0]),
+                }
+                .map_err(|e| e.to_string())
+            }
+        }
+    }
+
+    /// Runs the vertex on its tile's memory.
+    fn run(
+        &self,
+        mem: &mut [u8],
+        table: &KernelTable,
+        codelets: &[CodeletRef],
+    ) -> Result<(), String> {
+        if self.overlaps {
+            // Inputs are copied out first, so a vertex may update in place.
+            let inputs: Vec<Vec<u8>> = self
+                .inputs
+                .iter()
+                .map(|&(b, e)| mem[b..e].to_vec())
+                .collect();
+            let ins: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+            let mut outputs: Vec<Vec<u8>> = self
+                .outputs
+                .iter()
+                .map(|&(b, e)| vec![0u8; e - b])
+                .collect();
+            let mut outs: Vec<&mut [u8]> = outputs.iter_mut().map(Vec::as_mut_slice).collect();
+            self.call(&ins, &mut outs, table, codelets)?;
+            for (&(b, e), out) in self.outputs.iter().zip(&outputs) {
+                mem[b..e].copy_from_slice(out);
+            }
+            return Ok(());
+        }
+        assert!(
+            self.inputs
+                .iter()
+                .chain(&self.outputs)
+                .all(|&(b, e)| b <= e && e <= mem.len()),
+            "validated: every region lies in its tile's memory"
+        );
+        let base = mem.as_mut_ptr();
+        // SAFETY: every range lies within `mem` (asserted above) and no output range
+        // overlaps an input or another output (`overlaps` is false), so the shared and
+        // mutable slices below never alias; `mem` stays borrowed mutably for their lifetime.
+        let ins: Vec<&[u8]> = self
+            .inputs
+            .iter()
+            .map(|&(b, e)| unsafe { std::slice::from_raw_parts(base.add(b), e - b) })
+            .collect();
+        let mut outs: Vec<&mut [u8]> = self
+            .outputs
+            .iter()
+            .map(|&(b, e)| unsafe { std::slice::from_raw_parts_mut(base.add(b), e - b) })
+            .collect();
+        self.call(&ins, &mut outs, table, codelets)
+    }
+}
+
+/// A compute set grouped by tile.
+pub(crate) struct LoadedComputeSet {
+    /// Its name, for profiles and errors.
+    pub name: String,
+    /// The slowest tile's cycles (the superstep's compute phase).
+    pub compute_cycles: u64,
+    /// Vertices per tile, for the tiles that have any.
+    tiles: Vec<Vec<LoadedVertex>>,
+    /// Each tile's index in `tiles` (`u32::MAX`: no vertices).
+    slot: Vec<u32>,
+}
+
+impl LoadedComputeSet {
+    /// Compiles the kernels of `cs` (validated) and finds its regions in tile memory.
+    pub(crate) fn load(
+        exe: &Executable,
+        cs: &ComputeSet,
+        kernels: &mut KernelCache,
+    ) -> Result<LoadedComputeSet, RuntimeError> {
+        let tiles_per_ipu = exe.target.tiles_per_ipu;
+        let mut slot = vec![u32::MAX; exe.num_ipus * tiles_per_ipu];
+        let mut tiles: Vec<Vec<LoadedVertex>> = Vec::new();
+        let mut instructions: Vec<Vec<cost::VertexCost>> = Vec::new();
+        let mut place = |tile: usize, v: LoadedVertex, c: cost::VertexCost| {
+            if slot[tile] == u32::MAX {
+                slot[tile] = tiles.len() as u32;
+                tiles.push(Vec::new());
+                instructions.push(Vec::new());
+            }
+            tiles[slot[tile] as usize].push(v);
+            instructions[slot[tile] as usize].push(c);
+        };
+        let bytes = |r: &Region, ipu: usize, tile: usize| {
+            let (b, e) = region_bytes(&exe.tensors[r.tensor.0 as usize], r, ipu, tile)
+                .expect("validated: regions lie on the vertex's tile");
+            (b as usize, e as usize)
+        };
+        // Vertices of one compute set mostly share a kernel: compare before hashing.
+        let mut last: Option<(&KernelSpec, KernelId)> = None;
+        for (i, v) in cs.vertices.iter().enumerate() {
+            let kernel = match last {
+                Some((spec, id)) if *spec == v.kernel => id,
+                _ => kernels
+                    .compile(&v.kernel)
+                    .map_err(|e| RuntimeError::Kernel {
+                        compute_set: cs.name.clone(),
+                        vertex: i,
+                        message: e.to_string(),
+                    })?,
+            };
+            last = Some((&v.kernel, kernel));
+            let (elements, runs) = match &v.kernel {
+                KernelSpec::Elementwise(_) => (v.outputs[0].len, 0),
+                KernelSpec::Reduce(_) => (v.inputs[0].len, v.outputs[0].len),
+                KernelSpec::MatMul(_) => (v.outputs[0].len, 0),
+            };
+            let c = cost::vertex_cost(&v.kernel, elements, runs, &exe.target);
+            let loaded = LoadedVertex::new(
+                Work::Kernel(kernel),
+                v.inputs.iter().map(|r| bytes(r, v.ipu, v.tile)).collect(),
+                v.outputs.iter().map(|r| bytes(r, v.ipu, v.tile)).collect(),
+                (elements, runs, v.run_length),
+            );
+            place(v.ipu * tiles_per_ipu + v.tile, loaded, c);
+        }
+        for v in &cs.codelet_vertices {
+            let codelet = &exe.codelets[v.codelet.0 as usize];
+            let loaded = LoadedVertex::new(
+                Work::Codelet(v.codelet.0 as usize),
+                v.inputs.iter().map(|r| bytes(r, v.ipu, v.tile)).collect(),
+                v.outputs.iter().map(|r| bytes(r, v.ipu, v.tile)).collect(),
+                (0, 0, 0),
+            );
+            place(
+                v.ipu * tiles_per_ipu + v.tile,
+                loaded,
+                codelet.0.cost(&exe.target),
+            );
+        }
+        let compute_cycles = instructions
+            .iter()
+            .map(|i| cost::tile_cycles(i, exe.target.worker_contexts))
+            .max()
+            .unwrap_or(0);
+        Ok(LoadedComputeSet {
+            name: cs.name.clone(),
+            compute_cycles,
+            tiles,
+            slot,
+        })
+    }
+
+    /// One superstep's compute phase: every tile runs its vertices, tiles in parallel on
+    /// `pool`.
+    pub(crate) fn run(
+        &self,
+        memory: &mut [Vec<u8>],
+        table: &KernelTable,
+        codelets: &[CodeletRef],
+        pool: &rayon::ThreadPool,
+    ) -> Result<(), RuntimeError> {
+        pool.install(|| {
+            memory
+                .par_iter_mut()
+                .zip(self.slot.par_iter())
+                .filter(|(_, s)| **s != u32::MAX)
+                .try_for_each(|(mem, &s)| {
+                    for v in &self.tiles[s as usize] {
+                        v.run(mem, table, codelets).map_err(|e| {
+                            RuntimeError::Run(format!("compute set {}: {e}", self.name))
+                        })?;
+                    }
+                    Ok(())
+                })
+        })
+    }
+}
