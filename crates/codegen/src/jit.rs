@@ -953,6 +953,12 @@ impl CompiledKernel<'_> {
                     .collect()
             })
         };
+        if let (Code::NativeMatMul, Some((a, b, c))) =
+            (self.code, f32_views(k.input, a, b, c, m, kk, n))
+        {
+            gemm_f32(m, kk, n, a, b, c);
+            return Ok(());
+        }
         let (a, b) = (to_f32(a, m * kk), to_f32(b, kk * n));
         let mut out = vec![0f32; m * n];
         match self.code {
@@ -965,40 +971,70 @@ impl CompiledKernel<'_> {
                     f(a.as_ptr(), b.as_ptr(), out.as_mut_ptr());
                 }
             }
-            _ if m > 0 && n > 0 => {
-                // SAFETY: a is m×k, b is k×n and out is m×n, all row-major and exactly that
-                // long; the strides below describe those layouts.
-                unsafe {
-                    gemm::gemm(
-                        m,
-                        n,
-                        kk,
-                        out.as_mut_ptr(),
-                        1,
-                        n as isize,
-                        false,
-                        a.as_ptr(),
-                        1,
-                        kk as isize,
-                        b.as_ptr(),
-                        1,
-                        n as isize,
-                        0.0f32,
-                        1.0f32,
-                        false,
-                        false,
-                        false,
-                        gemm::Parallelism::None,
-                    );
-                }
-            }
-            _ => {}
+            _ => gemm_f32(m, kk, n, &a, &b, &mut out),
         }
         for (chunk, v) in c[..m * n * 4].chunks_exact_mut(4).zip(&out) {
             chunk.copy_from_slice(&v.to_le_bytes());
         }
         Ok(())
     }
+}
+
+/// `c = a × b` for row-major f32 matrices a (m×k), b (k×n), c (m×n).
+fn gemm_f32(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    assert!(
+        a.len() >= m * k && b.len() >= k * n && c.len() >= m * n,
+        "matrix operands shorter than their shapes"
+    );
+    // SAFETY: a is m×k, b is k×n and c is m×n, row-major and at least that long (asserted);
+    // the strides below describe those layouts; c does not alias a or b (&mut).
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            c.as_mut_ptr(),
+            1,
+            n as isize,
+            false,
+            a.as_ptr(),
+            1,
+            k as isize,
+            b.as_ptr(),
+            1,
+            n as isize,
+            0.0f32,
+            1.0f32,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        );
+    }
+}
+
+/// The operands and result of an f32 product seen in place as f32 slices, when the bytes
+/// are 4-aligned and the host is little-endian (the device byte order): no copies.
+fn f32_views<'a>(
+    input: DType,
+    a: &'a [u8],
+    b: &'a [u8],
+    c: &'a mut [u8],
+    m: usize,
+    k: usize,
+    n: usize,
+) -> Option<(&'a [f32], &'a [f32], &'a mut [f32])> {
+    if input != DType::F32 || cfg!(target_endian = "big") {
+        return None;
+    }
+    // SAFETY: every bit pattern is a valid f32; align_to only yields the aligned middle.
+    let (pa, a, _) = unsafe { a[..m * k * 4].align_to::<f32>() };
+    let (pb, b, _) = unsafe { b[..k * n * 4].align_to::<f32>() };
+    let (pc, c, _) = unsafe { c[..m * n * 4].align_to_mut::<f32>() };
+    (pa.is_empty() && pb.is_empty() && pc.is_empty()).then_some((a, b, c))
 }
 
 /// The result type of an expression over these inputs (re-exported for kernel builders).

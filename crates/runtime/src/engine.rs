@@ -135,7 +135,13 @@ impl Engine {
                 .par_iter()
                 .map(|r| {
                     let cost = exchange::rearrange_cost(&system, &exe.tensors, r)?;
-                    Ok(LoadedRearrange::new(&exe.tensors, r, tiles, cost))
+                    Ok(LoadedRearrange::new(
+                        &exe.tensors,
+                        r,
+                        tiles,
+                        memory.len(),
+                        cost,
+                    ))
                 })
                 .collect::<Result<Vec<_>, RuntimeError>>()
         })?;
@@ -160,7 +166,7 @@ impl Engine {
             let cost = exchange::rearrange_cost(&system, &exe.tensors, &r)?;
             copies.insert(
                 (src, dst),
-                LoadedRearrange::new(&exe.tensors, &r, tiles, cost),
+                LoadedRearrange::new(&exe.tensors, &r, tiles, memory.len(), cost),
             );
         }
         for t in &exe.tensors {
@@ -373,13 +379,13 @@ impl Engine {
     /// Runs a rearrangement.
     fn rearrange(&mut self, id: usize) -> StepProfile {
         let r = &self.rearranges[id];
-        r.apply(&mut self.memory, &mut self.scratch);
+        r.apply(&mut self.memory, &mut self.scratch, &self.pool);
         copy_step(r.name.clone(), r.cost)
     }
 
     fn copy(&mut self, src: TensorId, dst: TensorId) -> StepProfile {
         let r = &self.copies[&(src, dst)];
-        r.apply(&mut self.memory, &mut self.scratch);
+        r.apply(&mut self.memory, &mut self.scratch, &self.pool);
         copy_step(r.name.clone(), r.cost)
     }
 

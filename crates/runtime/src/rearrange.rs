@@ -2,14 +2,16 @@
 //!
 //! What the exchange delivers does not depend on which tile holds which element; only its
 //! cost does (see [`crate::exchange`], computed once at load). So the host gathers the
-//! window of each source the runs read into one contiguous buffer, applies the runs there,
-//! and scatters the destination to its tiles: the work grows with the bytes and the runs,
-//! not with the pieces that cross tiles (a transpose of a tensor spread over every tile
-//! has one piece per element). Every source byte is read before any is written, so a
-//! destination may overlap its sources.
+//! window of each source the runs read into one contiguous buffer, then every destination
+//! tile writes its share of the runs straight from those buffers (tiles in parallel): the
+//! work grows with the bytes and the runs, not with the pieces that cross tiles (a
+//! transpose of a tensor spread over every tile has one piece per element). Every source
+//! byte is gathered before any is written, so a destination may overlap its sources.
 
 use crate::exchange::CopyCost;
+use crate::exchange::Locator;
 use crate::executable::{Rearrange, RunSource, Tensor};
+use rayon::prelude::*;
 
 /// A contiguous byte range of one tile's memory and where it sits in a host buffer.
 #[derive(Debug, Clone, Copy)]
@@ -44,12 +46,13 @@ fn segments(t: &Tensor, lo: usize, hi: usize, tiles_per_ipu: usize) -> Vec<Segme
     out
 }
 
-/// A run in byte terms: `len` elements written from byte `dst` of the destination buffer.
+/// Part of a run that lands on one destination tile: `len` elements written from byte
+/// `offset` of the tile's memory.
 #[derive(Debug, Clone, Copy)]
-struct ByteRun {
+struct Write {
     /// `(window, first byte in it, byte step)`, or `None` for the fill value.
     source: Option<(usize, usize, isize)>,
-    dst: usize,
+    offset: usize,
     len: usize,
 }
 
@@ -66,12 +69,11 @@ pub(crate) struct LoadedRearrange {
     /// What it costs on the device.
     pub cost: CopyCost,
     windows: Vec<Window>,
-    runs: Vec<ByteRun>,
     fill: Vec<u8>,
-    scatter: Vec<Segment>,
-    dst_bytes: usize,
-    /// The destination is exactly this window: scatter it without applying runs.
-    direct: Option<usize>,
+    /// The writes of each destination tile that has any.
+    writes: Vec<Vec<Write>>,
+    /// Each tile's index in `writes` (`u32::MAX`: none).
+    slot: Vec<u32>,
     size: usize,
 }
 
@@ -79,15 +81,15 @@ pub(crate) struct LoadedRearrange {
 #[derive(Default)]
 pub(crate) struct Scratch {
     windows: Vec<Vec<u8>>,
-    dst: Vec<u8>,
 }
 
 impl LoadedRearrange {
-    /// Prepares `r` (already validated) over `tensors`.
+    /// Prepares `r` (already validated) over `tensors` on `tiles` tiles in all.
     pub(crate) fn new(
         tensors: &[Tensor],
         r: &Rearrange,
         tiles_per_ipu: usize,
+        tiles: usize,
         cost: CopyCost,
     ) -> LoadedRearrange {
         let dst = &tensors[r.dst.0 as usize];
@@ -105,94 +107,112 @@ impl LoadedRearrange {
             .sources
             .iter()
             .zip(&range)
-            .map(|(s, &(lo, hi))| {
-                let t = &tensors[s.0 as usize];
-                if lo >= hi {
-                    return Window {
-                        gather: Vec::new(),
-                        bytes: 0,
-                    };
-                }
-                Window {
-                    gather: segments(t, lo, hi, tiles_per_ipu),
+            .map(|(s, &(lo, hi))| match lo < hi {
+                true => Window {
+                    gather: segments(&tensors[s.0 as usize], lo, hi, tiles_per_ipu),
                     bytes: (hi - lo) * size,
-                }
+                },
+                false => Window {
+                    gather: Vec::new(),
+                    bytes: 0,
+                },
             })
             .collect();
-        let runs: Vec<ByteRun> = r
-            .runs
-            .iter()
-            .map(|run| ByteRun {
-                source: match run.source {
-                    RunSource::Fill => None,
-                    RunSource::Tensor { k, start, stride } => Some((
-                        k as usize,
-                        (start - range[k as usize].0) * size,
-                        stride * size as isize,
-                    )),
+        let mut slot = vec![u32::MAX; tiles];
+        let mut writes: Vec<Vec<Write>> = Vec::new();
+        let dst_at = Locator::new(dst);
+        for run in &r.runs {
+            let mut done = 0;
+            dst_at.pieces(
+                run.dst_start,
+                1,
+                run.len,
+                size as u64,
+                |(ipu, tile, offset, n)| {
+                    let t = ipu * tiles_per_ipu + tile;
+                    if slot[t] == u32::MAX {
+                        slot[t] = writes.len() as u32;
+                        writes.push(Vec::new());
+                    }
+                    let source = match run.source {
+                        RunSource::Fill => None,
+                        RunSource::Tensor { k, start, stride } => {
+                            let first = start as isize + done as isize * stride;
+                            Some((
+                                k as usize,
+                                (first as usize - range[k as usize].0) * size,
+                                stride * size as isize,
+                            ))
+                        }
+                    };
+                    writes[slot[t] as usize].push(Write {
+                        source,
+                        offset: offset as usize,
+                        len: n,
+                    });
+                    done += n;
                 },
-                dst: run.dst_start * size,
-                len: run.len,
-            })
-            .collect();
-        let dst_bytes = dst.elements * size;
-        let direct = match runs[..] {
-            [
-                ByteRun {
-                    source: Some((k, 0, step)),
-                    dst: 0,
-                    len,
-                },
-            ] if step == size as isize && windows[k].bytes == dst_bytes && len > 0 => Some(k),
-            _ => None,
-        };
+            );
+        }
         LoadedRearrange {
             name: r.name.clone(),
             cost,
             windows,
-            runs,
             fill: r.fill.clone(),
-            scatter: segments(dst, 0, dst.elements, tiles_per_ipu),
-            dst_bytes,
-            direct,
+            writes,
+            slot,
             size,
         }
     }
 
-    /// Carries it out on `memory` (one byte vector per tile).
-    pub(crate) fn apply(&self, memory: &mut [Vec<u8>], scratch: &mut Scratch) {
-        scratch
-            .windows
-            .resize_with(self.windows.len().max(scratch.windows.len()), Vec::new);
+    /// Carries it out on `memory` (one byte vector per tile), tiles in parallel on `pool`.
+    pub(crate) fn apply(
+        &self,
+        memory: &mut [Vec<u8>],
+        scratch: &mut Scratch,
+        pool: &rayon::ThreadPool,
+    ) {
+        if scratch.windows.len() < self.windows.len() {
+            scratch.windows.resize_with(self.windows.len(), Vec::new);
+        }
         for (w, buf) in self.windows.iter().zip(&mut scratch.windows) {
-            buf.resize(w.bytes, 0);
+            // Buffers only grow: the segments cover every byte of the window.
+            if buf.len() < w.bytes {
+                buf.resize(w.bytes, 0);
+            }
             for s in &w.gather {
                 buf[s.at..s.at + s.bytes]
                     .copy_from_slice(&memory[s.tile][s.offset..s.offset + s.bytes]);
             }
         }
-        let out: &[u8] = match self.direct {
-            Some(k) => &scratch.windows[k],
-            None => {
-                scratch.dst.resize(self.dst_bytes, 0);
-                for run in &self.runs {
-                    let dst = &mut scratch.dst[run.dst..run.dst + run.len * self.size];
-                    match run.source {
-                        None => dst
-                            .chunks_exact_mut(self.size)
-                            .for_each(|e| e.copy_from_slice(&self.fill)),
-                        Some((k, at, step)) => {
-                            copy_run(dst, &scratch.windows[k], at, step, self.size)
-                        }
-                    }
+        let windows = &scratch.windows;
+        let write_tile = |mem: &mut Vec<u8>, writes: &[Write]| {
+            for w in writes {
+                let dst = &mut mem[w.offset..w.offset + w.len * self.size];
+                match w.source {
+                    None => dst
+                        .chunks_exact_mut(self.size)
+                        .for_each(|e| e.copy_from_slice(&self.fill)),
+                    Some((k, at, step)) => copy_run(dst, &windows[k], at, step, self.size),
                 }
-                &scratch.dst
             }
         };
-        for s in &self.scatter {
-            memory[s.tile][s.offset..s.offset + s.bytes]
-                .copy_from_slice(&out[s.at..s.at + s.bytes]);
+        if self.writes.len() == 1 {
+            let t = self
+                .slot
+                .iter()
+                .position(|&s| s == 0)
+                .expect("one tile has the writes");
+            write_tile(&mut memory[t], &self.writes[0]);
+            return;
         }
+        pool.install(|| {
+            memory
+                .par_iter_mut()
+                .zip(self.slot.par_iter())
+                .filter(|(_, s)| **s != u32::MAX)
+                .for_each(|(mem, &s)| write_tile(mem, &self.writes[s as usize]));
+        });
     }
 }
 
