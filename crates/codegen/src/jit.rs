@@ -980,8 +980,9 @@ impl CompiledKernel<'_> {
     }
 }
 
-/// `c = a × b` for row-major f32 matrices a (m×k), b (k×n), c (m×n).
-fn gemm_f32(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
+/// `c = a × b` for row-major f32 matrices a (m×k), b (k×n), c (m×n), with the `gemm`
+/// crate's f32 kernels (what matrix-product vertices and convolution codelets run).
+pub fn gemm_f32(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
     if m == 0 || n == 0 {
         return;
     }

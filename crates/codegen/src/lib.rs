@@ -16,7 +16,7 @@ pub mod math;
 pub mod reference;
 pub mod types;
 
-pub use jit::{CompiledKernel, KernelCache, KernelId, KernelTable};
+pub use jit::{CompiledKernel, KernelCache, KernelId, KernelTable, gemm_f32};
 pub use kernel::{
     BinaryOp, CmpOp, DType, ElementwiseKernel, Expr, KernelSpec, MatMulKernel, ReduceKernel,
     ReduceOp, UnaryOp,

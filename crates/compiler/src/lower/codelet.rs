@@ -6,6 +6,7 @@
 //! work is spread over tiles, each receiving its operand slices by exchange; element-wise
 //! ops split like any element-wise kernel. Ops that do not split run on one tile.
 
+use super::conv_codelet::ConvCodelet;
 use super::mapping::{self, Piece};
 use super::movement::{Src, flat, runs_of};
 use super::{Arr, Here, Lowerer, Scope, Value};
@@ -338,8 +339,15 @@ impl Lowerer<'_> {
         inputs: Vec<ArrayShape>,
         cost: VertexCost,
     ) -> runtime::CodeletId {
+        let name = format!("{} ({})", here.instr.name, here.instr.op.name());
+        let root = module.entry_computation().root_instr();
+        if let ([input, kernel], Some(output)) = (&inputs[..], root.shape.as_array())
+            && let Some(c) = ConvCodelet::new(name.clone(), &root.op, input, kernel, output, cost)
+        {
+            return self.b.codelet(CodeletRef::new(c));
+        }
         let c = EvalCodelet {
-            name: format!("{} ({})", here.instr.name, here.instr.op.name()),
+            name,
             module,
             inputs,
             cost,

@@ -4,6 +4,7 @@
 
 mod codelet;
 mod control;
+mod conv_codelet;
 mod dot;
 pub(crate) mod elementwise;
 mod mapping;
