@@ -90,6 +90,22 @@ fn reduce_window_skips_padding_and_select_and_scatter_routes_gradients() {
 }
 
 #[test]
+fn select_and_scatter_ties_and_swapped_comparisons_agree_across_types() {
+    // f32 takes the direct loop, s32 the scalar computations: same routing. The swapped
+    // `le(b, a)` is `ge(a, b)`: the first of equal values is kept.
+    for (ty, x) in [
+        ("f32", f32s(&[6], &[3.0, 3.0, 1.0, 7.0, 7.0, 2.0])),
+        ("s32", s32s(&[6], &[3, 3, 1, 7, 7, 2])),
+    ] {
+        let sas = format!(
+            "sel {{\n  a = {ty}[] parameter(0)\n  b = {ty}[] parameter(1)\n  ROOT c = pred[] compare(b, a), direction=LE\n}}\n\nadd {{\n  a = {ty}[] parameter(0)\n  b = {ty}[] parameter(1)\n  ROOT s = {ty}[] add(a, b)\n}}\n\nENTRY e {{\n  x = {ty}[6]{{0}} parameter(0)\n  g = {ty}[3]{{0}} constant({{10, 20, 30}})\n  z = {ty}[] constant(1)\n  ROOT s = {ty}[6]{{0}} select-and-scatter(x, g, z), window={{size=3 stride=2 pad=0_1}}, select=sel, scatter=add\n}}"
+        );
+        // windows {0,1,2} -> 0, {2,3,4} -> 3, {4,5,pad} -> 4
+        assert_eq!(run(&sas, &[x]), "{11, 1, 1, 21, 31, 1}", "{ty}");
+    }
+}
+
+#[test]
 fn batch_grouped_convolution_reads_one_batch_group_per_feature_block() {
     // Input batch 4 in 2 groups; 4 output features in 2 blocks of 2; 1x1 kernel of ones.
     let body = "ENTRY e {\n  x = f32[4,1,1]{2,1,0} parameter(0)\n  k = f32[1,1,4]{2,1,0} constant({ { {1, 1, 1, 1} } })\n  ROOT c = f32[2,1,4]{2,1,0} convolution(x, k), window={size=1}, dim_labels=b0f_0io->b0f, batch_group_count=2\n}";

@@ -15,6 +15,39 @@ use crate::ids::CompId;
 use crate::literal::{ArrayData, ArrayLiteral};
 use crate::op::BinaryOp;
 
+/// For f32 select-and-scatter with a plain comparison selecting and `add` scattering (max
+/// or min pooling's gradient), the comparison as a function: the loop then runs on the
+/// values directly. Its results are the scalar computations' exactly (one f32 compare, one
+/// f32 add per element).
+fn f32_select_add(
+    select: Option<SimpleScalarFn>,
+    scatter: Option<SimpleScalarFn>,
+) -> Option<fn(f32, f32) -> bool> {
+    use crate::attributes::ComparisonDirection as D;
+    let Some(SimpleScalarFn::Binary {
+        op: BinaryOp::Add, ..
+    }) = scatter
+    else {
+        return None;
+    };
+    let Some(SimpleScalarFn::Compare {
+        direction,
+        total: false,
+        swapped,
+    }) = select
+    else {
+        return None;
+    };
+    Some(match (direction, swapped) {
+        (D::Ge, false) | (D::Le, true) => |a, b| a >= b,
+        (D::Gt, false) | (D::Lt, true) => |a, b| a > b,
+        (D::Le, false) | (D::Ge, true) => |a, b| a <= b,
+        (D::Lt, false) | (D::Gt, true) => |a, b| a < b,
+        (D::Eq, _) => |a, b| a == b,
+        (D::Ne, _) => |a, b| a != b,
+    })
+}
+
 /// Folds `xs[p]` for the positions of each group into `init` with a binary op.
 fn fast_fold<T: Element>(
     op: BinaryOp,
@@ -215,8 +248,10 @@ impl Evaluator<'_> {
         let sizes: Vec<i64> = window.dims.iter().map(|w| w.size).collect();
         let mut source_index = Vec::with_capacity(source.data.len());
         for_each_index(&source.shape.dims, |i| source_index.push(i.to_vec()));
+        let fast = f32_select_add(select_fn, scatter_fn);
+        let mut candidates = Vec::new();
         for (k, origin) in source_index.iter().enumerate() {
-            let mut candidates = Vec::new();
+            candidates.clear();
             for_each_index(&sizes, |w| {
                 let mut pos = 0usize;
                 for (d, wd) in window.dims.iter().enumerate() {
@@ -231,6 +266,15 @@ impl Evaluator<'_> {
             let Some((&first, rest)) = candidates.split_first() else {
                 continue;
             };
+            if let (Some(keep_first), ArrayData::F32(x), ArrayData::F32(src), ArrayData::F32(out)) =
+                (fast, &operand.data, &source.data, &mut result)
+            {
+                let chosen = rest
+                    .iter()
+                    .fold(first, |c, &d| if keep_first(x[c], x[d]) { c } else { d });
+                out[chosen] += src[k];
+                continue;
+            }
             let mut chosen = first;
             for &c in rest {
                 let keep = self.apply_scalar(
