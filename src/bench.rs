@@ -90,6 +90,8 @@ pub struct BenchResult {
     pub simulated_cycles: u64,
     /// Bytes used on the fullest tile.
     pub peak_tile_bytes: u64,
+    /// Bytes moved between tiles in one run (the host copies each of them).
+    pub bytes_exchanged: u64,
     /// Compute sets and vertices in the executable.
     pub compute_sets: usize,
     /// Vertices in the executable.
@@ -125,6 +127,7 @@ impl BenchResult {
             "runs": self.runs,
             "simulated_cycles": self.simulated_cycles,
             "peak_tile_bytes": self.peak_tile_bytes,
+            "bytes_exchanged": self.bytes_exchanged,
             "compute_sets": self.compute_sets,
             "vertices": self.vertices,
             "outputs": match &self.outputs {
@@ -195,6 +198,7 @@ pub fn bench_case(dir: &Path, options: &BenchOptions) -> anyhow::Result<BenchRes
         run_ms_min: times[0],
         runs: times.len(),
         simulated_cycles: profile.total_cycles,
+        bytes_exchanged: profile.totals.bytes_exchanged,
         peak_tile_bytes: profile
             .tiles
             .iter()
@@ -311,4 +315,34 @@ fn small_integers(d: &mut ArrayData) {
         ArrayData::U64(v) => fill!(v),
         _ => {}
     }
+}
+
+/// Compile time of a builder-made encoder stack of some number of layers.
+#[derive(Debug, Clone, Copy)]
+pub struct ScalingPoint {
+    /// Encoder layers.
+    pub layers: usize,
+    /// Instructions in the module.
+    pub instructions: usize,
+    /// Parse to loaded executable, ms (the module is printed to HLO text first).
+    pub compile_ms: f64,
+}
+
+/// Compiles encoder stacks of each number of `layers` (see [`crate::encoder`]) and times
+/// each from HLO text to a loaded executable: how compile time grows with module size.
+pub fn compile_scaling(layers: &[usize], config: &IpuConfig) -> anyhow::Result<Vec<ScalingPoint>> {
+    let mut out = Vec::new();
+    for &n in layers {
+        let module = crate::encoder::encoder_stack(n, crate::encoder::EncoderSizes::default())?;
+        let text = module.to_string();
+        let t = Instant::now();
+        let parsed = xla_ir::parse_module(&text)?;
+        LoadedModule::load(&parsed, config, &PassOptions::default())?;
+        out.push(ScalingPoint {
+            layers: n,
+            instructions: instruction_count(&parsed),
+            compile_ms: t.elapsed().as_secs_f64() * 1e3,
+        });
+    }
+    Ok(out)
 }

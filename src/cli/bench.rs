@@ -28,6 +28,11 @@ pub struct BenchArgs {
     /// An IpuConfig as JSON (`{"ipu_model": {"tiles_per_ipu": 4}, ...}`).
     #[arg(long, value_name = "FILE.json")]
     pub config: Option<PathBuf>,
+    /// Instead of cases: compile encoder stacks of these numbers of layers (built with the
+    /// HLO builder, the bench encoder's layer) and report how compile time grows, e.g.
+    /// `--scaling 1,12`.
+    #[arg(long, value_delimiter = ',', value_name = "LAYERS")]
+    pub scaling: Vec<usize>,
 }
 
 /// The bench cases of the fixtures, when run from the repository.
@@ -54,6 +59,9 @@ fn default_cases() -> anyhow::Result<Vec<PathBuf>> {
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if args.runs == 0 {
         bail!("--runs must be at least 1");
+    }
+    if !args.scaling.is_empty() {
+        return scaling(&args);
     }
     let cases = if args.cases.is_empty() {
         default_cases()?
@@ -96,6 +104,46 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     if !failed.is_empty() {
         bail!("{}", failed.join("\n"));
+    }
+    Ok(())
+}
+
+/// `--scaling`: compile time per number of layers, and its ratio to the first's.
+fn scaling(args: &BenchArgs) -> anyhow::Result<()> {
+    if args.scaling.contains(&0) {
+        bail!("--scaling: a stack needs at least one layer");
+    }
+    let config = super::load_config(args.config.as_deref())?;
+    let points = crate::bench::compile_scaling(&args.scaling, &config)?;
+    let first = points[0];
+    if args.json {
+        let rows: Vec<serde_json::Value> = points
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "layers": p.layers,
+                    "instructions": p.instructions,
+                    "compile_ms": p.compile_ms,
+                    "ratio_to_first": p.compile_ms / first.compile_ms,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    println!(
+        "{:>7} {:>7} {:>11} {:>14} {:>14}",
+        "layers", "instrs", "compile ms", "x first", "layers ratio"
+    );
+    for p in &points {
+        println!(
+            "{:>7} {:>7} {:>11.1} {:>14.2} {:>14.2}",
+            p.layers,
+            p.instructions,
+            p.compile_ms,
+            p.compile_ms / first.compile_ms,
+            p.layers as f64 / first.layers as f64
+        );
     }
     Ok(())
 }

@@ -256,7 +256,10 @@ mod tests {
 
     fn values(n: usize, seed: u32) -> Vec<f32> {
         (0..n)
-            .map(|i| ((i as u32 * 2_654_435_761).wrapping_add(seed) >> 20) as f32 / 2048.0 - 1.0)
+            .map(|i| {
+                ((i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed) >> 20) as f32 / 2048.0
+                    - 1.0
+            })
             .collect()
     }
 

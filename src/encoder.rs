@@ -1,0 +1,254 @@
+//! A post-LN transformer encoder stack built with the HLO builder, the same layer as the
+//! corpus's `bench_encoder_stack12_fwd` (4-head self-attention, GELU feed-forward, two
+//! layer norms), with any number of layers: what `ipuxla bench --scaling` and the
+//! benchmarks use to measure how compile time grows with module size.
+
+use xla_ir::attributes::{DotDims, SliceDim};
+use xla_ir::builder::{BuildError, ComputationBuilder, ModuleBuilder};
+use xla_ir::literal::ArrayLiteral;
+use xla_ir::{BinaryOp, CompId, ElementType, InstrId, Module, Shape};
+
+/// The sizes of the stack.
+#[derive(Debug, Clone, Copy)]
+pub struct EncoderSizes {
+    /// Tokens.
+    pub seq: i64,
+    /// Model width.
+    pub d: i64,
+    /// Attention heads (`d` divisible by it).
+    pub heads: i64,
+    /// Feed-forward width.
+    pub ffn: i64,
+}
+
+impl Default for EncoderSizes {
+    /// The corpus bench's sizes: seq 128, d 256, 4 heads, FFN 1024.
+    fn default() -> EncoderSizes {
+        EncoderSizes {
+            seq: 128,
+            d: 256,
+            heads: 4,
+            ffn: 1024,
+        }
+    }
+}
+
+fn f32s(dims: &[i64]) -> Shape {
+    Shape::array(ElementType::F32, dims)
+}
+
+/// Builder state for one stack.
+struct Stack<'b, 'm> {
+    c: &'b mut ComputationBuilder<'m>,
+    s: EncoderSizes,
+    add: CompId,
+    max: CompId,
+    params: u64,
+}
+
+impl Stack<'_, '_> {
+    fn param(&mut self, dims: &[i64], name: &str) -> Result<InstrId, BuildError> {
+        self.params += 1;
+        self.c.parameter(self.params - 1, f32s(dims), name)
+    }
+
+    fn scalar(&mut self, v: f32) -> Result<InstrId, BuildError> {
+        self.c.constant(ArrayLiteral::scalar_f32(v))
+    }
+
+    /// `x` (of `dims`) op a scalar.
+    fn with_scalar(
+        &mut self,
+        x: InstrId,
+        dims: &[i64],
+        v: f32,
+        op: BinaryOp,
+    ) -> Result<InstrId, BuildError> {
+        let k = self.scalar(v)?;
+        let k = self.c.broadcast(k, dims, &[])?;
+        self.c
+            .add_instruction(xla_ir::Op::Binary(op), &[x, k], None)
+    }
+
+    /// `x [seq, n] + b [n]`.
+    fn bias(&mut self, x: InstrId, b: InstrId, n: i64) -> Result<InstrId, BuildError> {
+        let b = self.c.broadcast(b, &[self.s.seq, n], &[1])?;
+        self.c.add(x, b)
+    }
+
+    /// Reduces the last dimension of `x` [rows..., n] with `op`, broadcast back.
+    fn row_reduce(
+        &mut self,
+        x: InstrId,
+        dims: &[i64],
+        op: CompId,
+        init: f32,
+    ) -> Result<InstrId, BuildError> {
+        let last = dims.len() as i64 - 1;
+        let init = self.scalar(init)?;
+        let r = self.c.reduce(&[x], &[init], &[last], op)?;
+        let keep: Vec<i64> = (0..last).collect();
+        self.c.broadcast(r, dims, &keep)
+    }
+
+    fn layer_norm(&mut self, x: InstrId, g: InstrId, b: InstrId) -> Result<InstrId, BuildError> {
+        let dims = [self.s.seq, self.s.d];
+        let inv = 1.0 / self.s.d as f32;
+        let add = self.add;
+        let sum = self.row_reduce(x, &dims, add, 0.0)?;
+        let mean = self.with_scalar(sum, &dims, inv, BinaryOp::Multiply)?;
+        let centred = self.c.subtract(x, mean)?;
+        let sq = self.c.multiply(centred, centred)?;
+        let sum_sq = self.row_reduce(sq, &dims, add, 0.0)?;
+        let var = self.with_scalar(sum_sq, &dims, inv, BinaryOp::Multiply)?;
+        let var = self.with_scalar(var, &dims, 1e-5, BinaryOp::Add)?;
+        let r = self.c.rsqrt(var)?;
+        let y = self.c.multiply(centred, r)?;
+        let g = self.c.broadcast(g, &dims, &[1])?;
+        let y = self.c.multiply(y, g)?;
+        let b = self.c.broadcast(b, &dims, &[1])?;
+        self.c.add(y, b)
+    }
+
+    /// `x [seq, d]` as heads `[heads, seq, d / heads]`.
+    fn heads(&mut self, x: InstrId) -> Result<InstrId, BuildError> {
+        let EncoderSizes { seq, d, heads, .. } = self.s;
+        let x = self.c.reshape(x, &[seq, heads, d / heads])?;
+        self.c.transpose(x, &[1, 0, 2])
+    }
+
+    fn gelu(&mut self, x: InstrId, dims: &[i64]) -> Result<InstrId, BuildError> {
+        // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+        let x2 = self.c.multiply(x, x)?;
+        let x3 = self.c.multiply(x2, x)?;
+        let t = self.with_scalar(x3, dims, 0.044715, BinaryOp::Multiply)?;
+        let t = self.c.add(x, t)?;
+        let t = self.with_scalar(
+            t,
+            dims,
+            (2.0 / std::f32::consts::PI).sqrt(),
+            BinaryOp::Multiply,
+        )?;
+        let t = self.c.tanh(t)?;
+        let t = self.with_scalar(t, dims, 1.0, BinaryOp::Add)?;
+        let t = self.c.multiply(x, t)?;
+        self.with_scalar(t, dims, 0.5, BinaryOp::Multiply)
+    }
+
+    fn layer(&mut self, x: InstrId, i: usize) -> Result<InstrId, BuildError> {
+        let EncoderSizes { seq, d, heads, ffn } = self.s;
+        let dh = d / heads;
+        let wqkv = self.param(&[d, 3 * d], &format!("wqkv{i}"))?;
+        let bqkv = self.param(&[3 * d], &format!("bqkv{i}"))?;
+        let wo = self.param(&[d, d], &format!("wo{i}"))?;
+        let bo = self.param(&[d], &format!("bo{i}"))?;
+        let (g1, b1) = (
+            self.param(&[d], &format!("g1_{i}"))?,
+            self.param(&[d], &format!("b1_{i}"))?,
+        );
+        let w1 = self.param(&[d, ffn], &format!("w1_{i}"))?;
+        let c1 = self.param(&[ffn], &format!("c1_{i}"))?;
+        let w2 = self.param(&[ffn, d], &format!("w2_{i}"))?;
+        let c2 = self.param(&[d], &format!("c2_{i}"))?;
+        let (g2, b2) = (
+            self.param(&[d], &format!("g2_{i}"))?,
+            self.param(&[d], &format!("b2_{i}"))?,
+        );
+        let qkv = self.c.dot(x, wqkv)?;
+        let qkv = self.bias(qkv, bqkv, 3 * d)?;
+        let mut parts = Vec::new();
+        for p in 0..3 {
+            let s = self.c.slice(
+                qkv,
+                &[
+                    SliceDim {
+                        start: 0,
+                        limit: seq,
+                        stride: 1,
+                    },
+                    SliceDim {
+                        start: p * d,
+                        limit: (p + 1) * d,
+                        stride: 1,
+                    },
+                ],
+            )?;
+            parts.push(self.heads(s)?);
+        }
+        let batch = |l: i64, r: i64| DotDims {
+            lhs_batch: vec![0],
+            rhs_batch: vec![0],
+            lhs_contracting: vec![l],
+            rhs_contracting: vec![r],
+        };
+        let scores = self.c.dot_general(parts[0], parts[1], batch(2, 2), None)?;
+        let sdims = [heads, seq, seq];
+        let scores =
+            self.with_scalar(scores, &sdims, 1.0 / (dh as f32).sqrt(), BinaryOp::Multiply)?;
+        let max = self.max;
+        let m = self.row_reduce(scores, &sdims, max, f32::NEG_INFINITY)?;
+        let e = self.c.subtract(scores, m)?;
+        let e = self.c.exp(e)?;
+        let add = self.add;
+        let z = self.row_reduce(e, &sdims, add, 0.0)?;
+        let att = self.c.divide(e, z)?;
+        let o = self.c.dot_general(att, parts[2], batch(2, 1), None)?;
+        let o = self.c.transpose(o, &[1, 0, 2])?;
+        let o = self.c.reshape(o, &[seq, d])?;
+        let o = self.c.dot(o, wo)?;
+        let o = self.bias(o, bo, d)?;
+        let x = self.c.add(x, o)?;
+        let x = self.layer_norm(x, g1, b1)?;
+        let f = self.c.dot(x, w1)?;
+        let f = self.bias(f, c1, ffn)?;
+        let f = self.gelu(f, &[seq, ffn])?;
+        let f = self.c.dot(f, w2)?;
+        let f = self.bias(f, c2, d)?;
+        let x2 = self.c.add(x, f)?;
+        self.layer_norm(x2, g2, b2)
+    }
+}
+
+/// An encoder stack of `layers` layers: parameter 0 is the input `[seq, d]`, then twelve
+/// weights per layer; the result is the last layer's output.
+pub fn encoder_stack(layers: usize, sizes: EncoderSizes) -> Result<Module, BuildError> {
+    let mut m = ModuleBuilder::new(format!("encoder_stack{layers}"));
+    let mut c = m.computation("main");
+    let add = c.scalar_binary_computation("add", BinaryOp::Add, ElementType::F32)?;
+    let max = c.scalar_binary_computation("max", BinaryOp::Maximum, ElementType::F32)?;
+    let mut stack = Stack {
+        c: &mut c,
+        s: sizes,
+        add,
+        max,
+        params: 0,
+    };
+    let mut x = stack.param(&[sizes.seq, sizes.d], "x")?;
+    for i in 0..layers {
+        x = stack.layer(x, i)?;
+    }
+    let entry = c.finish(x)?;
+    m.finish(entry)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_layer_has_the_bench_layers_parameters_and_ops() {
+        let m = encoder_stack(2, EncoderSizes::default()).unwrap();
+        let entry = m.entry_computation();
+        assert_eq!(entry.parameters().len(), 1 + 2 * 12);
+        let dots = entry
+            .order()
+            .iter()
+            .filter(|&&i| matches!(entry.instr(i).op, xla_ir::Op::Dot { .. }))
+            .count();
+        assert_eq!(dots, 2 * 6);
+        assert_eq!(
+            entry.root_instr().shape.as_array().unwrap().dims[..],
+            [128, 256]
+        );
+    }
+}
