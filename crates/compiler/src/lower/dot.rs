@@ -121,6 +121,38 @@ fn offsets(shape: &[usize], dims: &[usize]) -> Vec<usize> {
         .collect()
 }
 
+/// Appends destination elements `dst..` read from source elements `base + offsets[i]`:
+/// one strided run when the offsets step evenly (an operand row or column), else one
+/// element at a time.
+fn push_offsets(runs: &mut Vec<runtime::Run>, base: usize, offsets: &[usize], dst: usize) {
+    if let [first, second, ..] = offsets {
+        let step = *second as isize - *first as isize;
+        let even = offsets
+            .windows(2)
+            .all(|w| w[1] as isize - w[0] as isize == step);
+        if even && step == 1 {
+            // Contiguous: may extend the previous run.
+            push_run(runs, Src::At(0, base + first), dst, offsets.len());
+            return;
+        }
+        if even {
+            runs.push(runtime::Run {
+                source: runtime::RunSource::Tensor {
+                    k: 0,
+                    start: base + first,
+                    stride: step,
+                },
+                dst_start: dst,
+                len: offsets.len(),
+            });
+            return;
+        }
+    }
+    for (i, &o) in offsets.iter().enumerate() {
+        push_run(runs, Src::At(0, base + o), dst + i, 1);
+    }
+}
+
 /// One tile's share of a plan.
 struct Block {
     tile: usize,
@@ -227,20 +259,17 @@ impl Lowerer<'_> {
         for blk in &blocks {
             starts.push((a_at, b_at, c_at));
             let (a0, b0, c0) = (a_at, b_at, c_at);
+            let part = |v: &[usize], r: (usize, usize)| v[r.0..r.0 + r.1].to_vec();
+            let (ms, ks, ns) = (part(&l_m, blk.m), part(&l_k, blk.k), part(&r_n, blk.n));
+            let rks = part(&r_k, blk.k);
             for bi in blk.b.0..blk.b.0 + blk.b.1 {
-                let rows = |v: &[usize], r: (usize, usize)| v[r.0..r.0 + r.1].to_vec();
-                let (ms, ks, ns) = (rows(&l_m, blk.m), rows(&l_k, blk.k), rows(&r_n, blk.n));
                 for &mo in &ms {
-                    for &ko in &ks {
-                        push_run(&mut a_runs, Src::At(0, l_b[bi] + mo + ko), a_at, 1);
-                        a_at += 1;
-                    }
+                    push_offsets(&mut a_runs, l_b[bi] + mo, &ks, a_at);
+                    a_at += ks.len();
                 }
-                for &ko in &r_k[blk.k.0..blk.k.0 + blk.k.1] {
-                    for &no in &ns {
-                        push_run(&mut b_runs, Src::At(0, r_b[bi] + ko + no), b_at, 1);
-                        b_at += 1;
-                    }
+                for &ko in &rks {
+                    push_offsets(&mut b_runs, r_b[bi] + ko, &ns, b_at);
+                    b_at += ns.len();
                 }
                 c_at += blk.m.1 * blk.n.1;
             }
