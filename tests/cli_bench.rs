@@ -2,15 +2,10 @@
 //! figures beside ours, outputs checked against the case's, and a failing exit when they
 //! differ.
 
-use std::path::Path;
-use std::process::Command;
+mod common;
+use common::ipuxla;
 
-fn ipuxla(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_ipuxla"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+use std::path::Path;
 
 fn fixture(rel: &str) -> String {
     format!("{}/fixtures/conformance/{rel}", env!("CARGO_MANIFEST_DIR"))

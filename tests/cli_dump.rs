@@ -1,16 +1,10 @@
 //! `ipuxla dump` from the outside: output, round trips, JSON, and errors as FILE:LINE:COL.
 
+use common::ipuxla;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 mod common;
-
-fn ipuxla(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ipuxla"))
-        .args(args)
-        .output()
-        .expect("the ipuxla binary runs")
-}
 
 fn fixture(rel: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))

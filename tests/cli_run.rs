@@ -1,15 +1,11 @@
 //! `ipuxla run` from the outside: results, names as keys, and every kind of bad input
 //! answered with a clear error naming the input, never a panic.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
+use common::ipuxla;
 
-fn ipuxla(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ipuxla"))
-        .args(args)
-        .output()
-        .expect("the ipuxla binary runs")
-}
+use std::path::{Path, PathBuf};
+use std::process::Output;
 
 fn case(rel: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))

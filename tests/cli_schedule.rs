@@ -1,14 +1,8 @@
 //! `ipuxla schedule` from the outside: the order per computation, the peak as the last
 //! line, one row per algorithm with `--compare`, and unknown algorithms named.
 
-use std::process::Command;
-
-fn ipuxla(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_ipuxla"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+mod common;
+use common::ipuxla;
 
 fn fixture(rel: &str) -> String {
     format!("{}/fixtures/conformance/{rel}", env!("CARGO_MANIFEST_DIR"))

@@ -58,3 +58,11 @@ pub fn file_names(dir: &Path) -> Vec<String> {
     names.sort();
     names
 }
+
+/// Runs the `ipuxla` binary with `args`.
+pub fn ipuxla(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_ipuxla"))
+        .args(args)
+        .output()
+        .expect("the ipuxla binary runs")
+}
