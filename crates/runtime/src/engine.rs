@@ -129,20 +129,12 @@ impl Engine {
             .num_threads(threads)
             .build()
             .map_err(|e| run_error(format!("cannot start host threads: {e}")))?;
-        // Costing a rearrangement walks every piece that crosses tiles: in parallel.
+        // Loading a rearrangement walks (and costs) every piece that crosses tiles: in
+        // parallel.
         let rearranges = pool.install(|| {
             exe.rearranges
                 .par_iter()
-                .map(|r| {
-                    let cost = exchange::rearrange_cost(&system, &exe.tensors, r)?;
-                    Ok(LoadedRearrange::new(
-                        &exe.tensors,
-                        r,
-                        tiles,
-                        memory.len(),
-                        cost,
-                    ))
-                })
+                .map(|r| LoadedRearrange::new(&system, &exe.tensors, r))
                 .collect::<Result<Vec<_>, RuntimeError>>()
         })?;
         let mut pairs = Vec::new();
@@ -163,11 +155,7 @@ impl Engine {
                     len: d.elements,
                 }],
             };
-            let cost = exchange::rearrange_cost(&system, &exe.tensors, &r)?;
-            copies.insert(
-                (src, dst),
-                LoadedRearrange::new(&exe.tensors, &r, tiles, memory.len(), cost),
-            );
+            copies.insert((src, dst), LoadedRearrange::new(&system, &exe.tensors, &r)?);
         }
         for t in &exe.tensors {
             if let Some(init) = &t.init {

@@ -4,7 +4,7 @@
 
 use crate::RuntimeError;
 use crate::cost;
-use crate::executable::{Interval, Rearrange, RunSource, Tensor};
+use crate::executable::{Interval, Tensor};
 use crate::system::System;
 use std::collections::HashMap;
 
@@ -18,8 +18,9 @@ pub(crate) struct CopyCost {
     pub bytes_over_links: u64,
 }
 
-/// Bytes per tile (indexed `ipu * tiles_per_ipu + tile`) and per pair of IPUs.
-struct Traffic {
+/// Bytes per tile (indexed `ipu * tiles_per_ipu + tile`) and per pair of IPUs: what a
+/// rearrangement moves, accumulated piece by piece while it is loaded.
+pub(crate) struct Traffic {
     tiles_per_ipu: usize,
     on_tile: Vec<u64>,
     sent: Vec<u64>,
@@ -31,7 +32,7 @@ struct Traffic {
 }
 
 impl Traffic {
-    fn new(system: &System) -> Traffic {
+    pub(crate) fn new(system: &System) -> Traffic {
         let tiles_per_ipu = system.target.tiles_per_ipu;
         let n = system.num_ipus() * tiles_per_ipu;
         Traffic {
@@ -46,7 +47,8 @@ impl Traffic {
         }
     }
 
-    fn add(&mut self, src: (usize, usize), dst: (usize, usize), bytes: u64) {
+    /// `bytes` sent from tile `src` to tile `dst` (each `(ipu, tile)`).
+    pub(crate) fn add(&mut self, src: (usize, usize), dst: (usize, usize), bytes: u64) {
         let (s, d) = (
             src.0 * self.tiles_per_ipu + src.1,
             dst.0 * self.tiles_per_ipu + dst.1,
@@ -63,10 +65,15 @@ impl Traffic {
         }
     }
 
+    /// `bytes` of fill value written on tile `(ipu, tile)`.
+    pub(crate) fn fill(&mut self, ipu: usize, tile: usize, bytes: u64) {
+        self.filled[ipu * self.tiles_per_ipu + tile] += bytes;
+    }
+
     /// On-tile copies (and fills) first, then one sync and the exchange phase, whose length
     /// is the busiest tile's bytes over the exchange bandwidth or the slowest IPU-Link
     /// transfer, whichever is longer.
-    fn cost(&self, system: &System) -> Result<CopyCost, RuntimeError> {
+    pub(crate) fn cost(&self, system: &System) -> Result<CopyCost, RuntimeError> {
         let target = &system.target;
         let max = |v: &[u64]| v.iter().copied().max().unwrap_or(0);
         let on_tile = cost::on_tile_copy_cycles(max(&self.on_tile))
@@ -171,39 +178,4 @@ impl<'t> Locator<'t> {
             i += count;
         }
     }
-}
-
-/// The cost of a rearrangement: every source piece sent to its destination piece's tile,
-/// fill elements written on their own tiles.
-pub(crate) fn rearrange_cost(
-    system: &System,
-    tensors: &[Tensor],
-    r: &Rearrange,
-) -> Result<CopyCost, RuntimeError> {
-    let dst = &tensors[r.dst.0 as usize];
-    let size = dst.dtype.size() as u64;
-    let dst_at = Locator::new(dst);
-    let sources: Vec<Locator> = r
-        .sources
-        .iter()
-        .map(|s| Locator::new(&tensors[s.0 as usize]))
-        .collect();
-    let mut traffic = Traffic::new(system);
-    let tiles_per_ipu = traffic.tiles_per_ipu;
-    for run in &r.runs {
-        let mut from = 0;
-        dst_at.pieces(run.dst_start, 1, run.len, size, |(ipu, tile, _, n)| {
-            match run.source {
-                RunSource::Fill => traffic.filled[ipu * tiles_per_ipu + tile] += n as u64 * size,
-                RunSource::Tensor { k, start, stride } => {
-                    let first = (start as isize + from as isize * stride) as usize;
-                    sources[k as usize].pieces(first, stride, n, size, |(si, st, _, m)| {
-                        traffic.add((si, st), (ipu, tile), m as u64 * size)
-                    });
-                }
-            }
-            from += n;
-        });
-    }
-    traffic.cost(system)
 }

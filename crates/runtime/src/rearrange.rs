@@ -8,9 +8,10 @@
 //! transpose of a tensor spread over every tile has one piece per element). Every source
 //! byte is gathered before any is written, so a destination may overlap its sources.
 
-use crate::exchange::CopyCost;
-use crate::exchange::Locator;
+use crate::RuntimeError;
+use crate::exchange::{CopyCost, Locator, Traffic};
 use crate::executable::{Rearrange, RunSource, Tensor};
+use crate::system::System;
 use rayon::prelude::*;
 
 /// A contiguous byte range of one tile's memory and where it sits in a host buffer.
@@ -70,8 +71,8 @@ pub(crate) struct LoadedRearrange {
     pub cost: CopyCost,
     windows: Vec<Window>,
     fill: Vec<u8>,
-    /// The writes of each destination tile that has any.
-    writes: Vec<Vec<Write>>,
+    /// Each destination tile that has writes (`ipu * tiles_per_ipu + tile`), and its writes.
+    writes: Vec<(usize, Vec<Write>)>,
     /// Each tile's index in `writes` (`u32::MAX`: none).
     slot: Vec<u32>,
     size: usize,
@@ -84,14 +85,14 @@ pub(crate) struct Scratch {
 }
 
 impl LoadedRearrange {
-    /// Prepares `r` (already validated) over `tensors` on `tiles` tiles in all.
+    /// Prepares `r` (already validated) over `tensors`, costing its exchange on `system` in
+    /// the same walk over its pieces.
     pub(crate) fn new(
+        system: &System,
         tensors: &[Tensor],
         r: &Rearrange,
-        tiles_per_ipu: usize,
-        tiles: usize,
-        cost: CopyCost,
-    ) -> LoadedRearrange {
+    ) -> Result<LoadedRearrange, RuntimeError> {
+        let tiles_per_ipu = system.target.tiles_per_ipu;
         let dst = &tensors[r.dst.0 as usize];
         let size = dst.dtype.size();
         // The elements each source's runs read: lo..hi.
@@ -118,9 +119,16 @@ impl LoadedRearrange {
                 },
             })
             .collect();
-        let mut slot = vec![u32::MAX; tiles];
-        let mut writes: Vec<Vec<Write>> = Vec::new();
+        let mut slot = vec![u32::MAX; system.num_ipus() * tiles_per_ipu];
+        let mut writes: Vec<(usize, Vec<Write>)> = Vec::new();
+        let mut traffic = Traffic::new(system);
         let dst_at = Locator::new(dst);
+        let sources: Vec<Locator> = r
+            .sources
+            .iter()
+            .map(|s| Locator::new(&tensors[s.0 as usize]))
+            .collect();
+        let bytes = |n: usize| (n * size) as u64;
         for run in &r.runs {
             let mut done = 0;
             dst_at.pieces(
@@ -132,20 +140,30 @@ impl LoadedRearrange {
                     let t = ipu * tiles_per_ipu + tile;
                     if slot[t] == u32::MAX {
                         slot[t] = writes.len() as u32;
-                        writes.push(Vec::new());
+                        writes.push((t, Vec::new()));
                     }
                     let source = match run.source {
-                        RunSource::Fill => None,
+                        RunSource::Fill => {
+                            traffic.fill(ipu, tile, bytes(n));
+                            None
+                        }
                         RunSource::Tensor { k, start, stride } => {
-                            let first = start as isize + done as isize * stride;
+                            let first = (start as isize + done as isize * stride) as usize;
+                            sources[k as usize].pieces(
+                                first,
+                                stride,
+                                n,
+                                size as u64,
+                                |(si, st, _, m)| traffic.add((si, st), (ipu, tile), bytes(m)),
+                            );
                             Some((
                                 k as usize,
-                                (first as usize - range[k as usize].0) * size,
+                                (first - range[k as usize].0) * size,
                                 stride * size as isize,
                             ))
                         }
                     };
-                    writes[slot[t] as usize].push(Write {
+                    writes[slot[t] as usize].1.push(Write {
                         source,
                         offset: offset as usize,
                         len: n,
@@ -154,15 +172,15 @@ impl LoadedRearrange {
                 },
             );
         }
-        LoadedRearrange {
+        Ok(LoadedRearrange {
             name: r.name.clone(),
-            cost,
+            cost: traffic.cost(system)?,
             windows,
             fill: r.fill.clone(),
             writes,
             slot,
             size,
-        }
+        })
     }
 
     /// Carries it out on `memory` (one byte vector per tile), tiles in parallel on `pool`.
@@ -197,13 +215,8 @@ impl LoadedRearrange {
                 }
             }
         };
-        if self.writes.len() == 1 {
-            let t = self
-                .slot
-                .iter()
-                .position(|&s| s == 0)
-                .expect("one tile has the writes");
-            write_tile(&mut memory[t], &self.writes[0]);
+        if let [(t, writes)] = &self.writes[..] {
+            write_tile(&mut memory[*t], writes);
             return;
         }
         pool.install(|| {
@@ -211,7 +224,7 @@ impl LoadedRearrange {
                 .par_iter_mut()
                 .zip(self.slot.par_iter())
                 .filter(|(_, s)| **s != u32::MAX)
-                .for_each(|(mem, &s)| write_tile(mem, &self.writes[s as usize]));
+                .for_each(|(mem, &s)| write_tile(mem, &self.writes[s as usize].1));
         });
     }
 }
