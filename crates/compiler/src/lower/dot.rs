@@ -3,7 +3,7 @@
 //! operand blocks are exchanged onto their tiles, each tile runs AMP matrix-product
 //! vertices, and the blocks come back as the result (K splits summed by one kernel).
 
-use super::movement::{Src, push_run};
+use super::movement::{Src, push_run, push_strided_run};
 use super::{Arr, Here, Lowerer, Scope, Value};
 use crate::CompileError;
 use crate::config::PartialsType;
@@ -127,25 +127,11 @@ fn offsets(shape: &[usize], dims: &[usize]) -> Vec<usize> {
 fn push_offsets(runs: &mut Vec<runtime::Run>, base: usize, offsets: &[usize], dst: usize) {
     if let [first, second, ..] = offsets {
         let step = *second as isize - *first as isize;
-        let even = offsets
+        if offsets
             .windows(2)
-            .all(|w| w[1] as isize - w[0] as isize == step);
-        if even && step == 1 {
-            // Contiguous: may extend the previous run.
-            push_run(runs, Src::At(0, base + first), dst, offsets.len());
-            return;
-        }
-        if even {
-            runs.push(runtime::Run {
-                source: runtime::RunSource::Tensor {
-                    k: 0,
-                    start: base + first,
-                    stride: step,
-                },
-                dst_start: dst,
-                len: offsets.len(),
-            });
-            return;
+            .all(|w| w[1] as isize - w[0] as isize == step)
+        {
+            return push_strided_run(runs, 0, base + first, step, dst, offsets.len());
         }
     }
     for (i, &o) in offsets.iter().enumerate() {

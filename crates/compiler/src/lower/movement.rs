@@ -81,6 +81,46 @@ pub(crate) fn push_run(runs: &mut Vec<Run>, src: Src, dst: usize, len: usize) {
     });
 }
 
+/// Appends `len` destination elements from `dst` read from source `k` at `start`,
+/// `start + stride`, ...: extends the last run when it continues with the same stride.
+pub(crate) fn push_strided_run(
+    runs: &mut Vec<Run>,
+    k: u32,
+    start: usize,
+    stride: isize,
+    dst: usize,
+    len: usize,
+) {
+    if len <= 1 || stride == 1 {
+        return push_run(runs, Src::At(k, start), dst, len);
+    }
+    if let Some(r) = runs.last_mut()
+        && r.dst_start + r.len == dst
+        && let RunSource::Tensor {
+            k: rk,
+            start: rs,
+            stride: rstride,
+        } = &mut r.source
+        && *rk == k
+    {
+        let step = start as isize - *rs as isize;
+        if r.len == 1 && step == stride {
+            *rstride = stride;
+            r.len += len;
+            return;
+        }
+        if *rstride == stride && step == r.len as isize * stride {
+            r.len += len;
+            return;
+        }
+    }
+    runs.push(Run {
+        source: RunSource::Tensor { k, start, stride },
+        dst_start: dst,
+        len,
+    });
+}
+
 /// Row-major flat index.
 pub(crate) fn flat(dims: &[usize], idx: &[usize]) -> usize {
     idx.iter().zip(dims).fold(0, |acc, (&i, &d)| acc * d + i)
@@ -306,6 +346,26 @@ impl Lowerer<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn strided_runs_extend_only_with_the_same_stride() {
+        let mut runs = Vec::new();
+        push_strided_run(&mut runs, 0, 0, 4, 0, 3); // 0, 4, 8
+        push_strided_run(&mut runs, 0, 12, 4, 3, 2); // 12, 16: continues
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].len, 5);
+        push_strided_run(&mut runs, 0, 20, 2, 5, 2); // 20, 22: another stride
+        push_strided_run(&mut runs, 0, 30, 1, 7, 3); // contiguous
+        assert_eq!(runs.len(), 3);
+        assert_eq!(
+            runs[1].source,
+            RunSource::Tensor {
+                k: 0,
+                start: 20,
+                stride: 2
+            }
+        );
+    }
 
     #[test]
     fn runs_merge_contiguous_sources_and_fills() {
