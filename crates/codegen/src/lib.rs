@@ -16,7 +16,9 @@ pub mod math;
 pub mod reference;
 pub mod types;
 
-pub use jit::{CompiledKernel, KernelCache, KernelId, KernelTable, gemm_f32};
+pub use jit::{
+    CompiledKernel, KernelCache, KernelId, KernelTable, MatRef, gemm_f32, gemm_f32_refs,
+};
 pub use kernel::{
     BinaryOp, CmpOp, DType, ElementwiseKernel, Expr, KernelSpec, MatMulKernel, ReduceKernel,
     ReduceOp, UnaryOp,

@@ -4,10 +4,12 @@
 use crate::RuntimeError;
 use crate::codelet::CodeletRef;
 use crate::cost;
-use crate::executable::{ComputeSet, Executable, Region};
+use crate::executable::{Executable, Region};
+use crate::operand_views::{OperandViews, View};
 use crate::validate::region_bytes;
-use codegen::{KernelCache, KernelId, KernelSpec, KernelTable};
+use codegen::{KernelCache, KernelId, KernelSpec, KernelTable, MatRef};
 use rayon::prelude::*;
+use smallvec::SmallVec;
 
 /// What a loaded vertex runs.
 #[derive(Clone, Copy)]
@@ -28,6 +30,9 @@ struct LoadedVertex {
     run_length: usize,
     /// Some output overlaps an input or another output: the vertex runs on copies.
     overlaps: bool,
+    /// For a matrix product: operands read in place from kept windows instead of tile
+    /// memory (their `inputs` ranges are empty).
+    views: Option<Box<[Option<View>; 2]>>,
 }
 
 fn overlap(a: (usize, usize), b: (usize, usize)) -> bool {
@@ -52,6 +57,7 @@ impl LoadedVertex {
             runs,
             run_length,
             overlaps,
+            views: None,
         }
     }
 
@@ -78,13 +84,17 @@ impl LoadedVertex {
         }
     }
 
-    /// Runs the vertex on its tile's memory.
+    /// Runs the vertex on its tile's memory (and the kept windows its views read).
     fn run(
         &self,
         mem: &mut [u8],
         table: &KernelTable,
         codelets: &[CodeletRef],
+        windows: &[Vec<Vec<f32>>],
     ) -> Result<(), String> {
+        if let (Some(views), Work::Kernel(k)) = (&self.views, self.work) {
+            return self.run_viewed(views, k, mem, table, windows);
+        }
         if self.overlaps {
             // Inputs are copied out first, so a vertex may update in place.
             let inputs: Vec<Vec<u8>> = self
@@ -116,17 +126,82 @@ impl LoadedVertex {
         // SAFETY: every range lies within `mem` (asserted above) and no output range
         // overlaps an input or another output (`overlaps` is false), so the shared and
         // mutable slices below never alias; `mem` stays borrowed mutably for their lifetime.
-        let ins: Vec<&[u8]> = self
+        let ins: SmallVec<[&[u8]; 4]> = self
             .inputs
             .iter()
             .map(|&(b, e)| unsafe { std::slice::from_raw_parts(base.add(b), e - b) })
             .collect();
-        let mut outs: Vec<&mut [u8]> = self
+        let mut outs: SmallVec<[&mut [u8]; 2]> = self
             .outputs
             .iter()
             .map(|&(b, e)| unsafe { std::slice::from_raw_parts_mut(base.add(b), e - b) })
             .collect();
         self.call(&ins, &mut outs, table, codelets)
+    }
+}
+
+impl LoadedVertex {
+    /// Runs a matrix product whose operands are kept windows or tile memory.
+    fn run_viewed(
+        &self,
+        views: &[Option<View>; 2],
+        k: KernelId,
+        mem: &mut [u8],
+        table: &KernelTable,
+        windows: &[Vec<Vec<f32>>],
+    ) -> Result<(), String> {
+        let kernel = table.get(k);
+        let KernelSpec::MatMul(spec) = kernel.spec() else {
+            return Err("operand views on a vertex that is not a matrix product".into());
+        };
+        let cols = [spec.k, spec.n];
+        let (ob, oe) = self.outputs[0];
+        assert!(
+            self.inputs
+                .iter()
+                .chain(&self.outputs)
+                .all(|&(b, e)| b <= e && e <= mem.len()),
+            "validated: every region lies in its tile's memory"
+        );
+        // Operands on the tile are read as f32 in place unless misaligned or overlapping
+        // the output; then they are copied.
+        let mut owned: [Vec<f32>; 2] = Default::default();
+        for i in 0..2 {
+            let (b, e) = self.inputs[i];
+            let in_place = !self.overlaps
+                // SAFETY: every bit pattern is a valid f32; align_to yields the aligned middle.
+                && matches!(unsafe { mem[b..e].align_to::<f32>() }, ([], _, []));
+            if views[i].is_none() && !in_place {
+                owned[i] = mem[b..e]
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect();
+            }
+        }
+        let base = mem.as_mut_ptr();
+        let operand = |i: usize| match views[i] {
+            Some(v) => MatRef {
+                data: &windows[v.rearrange as usize][v.source as usize],
+                at: v.at,
+                rs: v.rs,
+                cs: v.cs,
+            },
+            None if owned[i].is_empty() && self.inputs[i].0 < self.inputs[i].1 => {
+                let (b, e) = self.inputs[i];
+                // SAFETY: b..e lies in `mem` (asserted), is 4-aligned (checked above) and
+                // does not overlap the output (`overlaps` is false); every bit pattern is a
+                // valid f32.
+                let data =
+                    unsafe { std::slice::from_raw_parts(base.add(b) as *const f32, (e - b) / 4) };
+                MatRef::row_major(data, cols[i])
+            }
+            None => MatRef::row_major(&owned[i], cols[i]),
+        };
+        let (a, b) = (operand(0), operand(1));
+        // SAFETY: ob..oe lies in `mem` (asserted) and overlaps no operand read in place
+        // (views are host buffers; tile operands overlapping it were copied above).
+        let out = unsafe { std::slice::from_raw_parts_mut(base.add(ob), oe - ob) };
+        kernel.run_matmul_refs(a, b, out).map_err(|e| e.to_string())
     }
 }
 
@@ -146,9 +221,11 @@ impl LoadedComputeSet {
     /// Compiles the kernels of `cs` (validated) and finds its regions in tile memory.
     pub(crate) fn load(
         exe: &Executable,
-        cs: &ComputeSet,
+        cs_index: usize,
+        views: &OperandViews,
         kernels: &mut KernelCache,
     ) -> Result<LoadedComputeSet, RuntimeError> {
+        let cs = &exe.compute_sets[cs_index];
         let tiles_per_ipu = exe.target.tiles_per_ipu;
         let mut slot = vec![u32::MAX; exe.num_ipus * tiles_per_ipu];
         let mut tiles: Vec<Vec<LoadedVertex>> = Vec::new();
@@ -187,12 +264,30 @@ impl LoadedComputeSet {
                 KernelSpec::MatMul(_) => (v.outputs[0].len, 0),
             };
             let c = cost::vertex_cost(&v.kernel, elements, runs, &exe.target);
-            let loaded = LoadedVertex::new(
+            let mut operand_views = [None; 2];
+            if !views.is_empty() && matches!(v.kernel, KernelSpec::MatMul(_)) {
+                for (j, slot) in operand_views.iter_mut().enumerate() {
+                    *slot = views.get(cs_index as u32, i as u32, j as u8);
+                }
+            }
+            let inputs = v
+                .inputs
+                .iter()
+                .enumerate()
+                .map(|(j, r)| match operand_views.get(j) {
+                    Some(Some(_)) => (0, 0),
+                    _ => bytes(r, v.ipu, v.tile),
+                })
+                .collect();
+            let mut loaded = LoadedVertex::new(
                 Work::Kernel(kernel),
-                v.inputs.iter().map(|r| bytes(r, v.ipu, v.tile)).collect(),
+                inputs,
                 v.outputs.iter().map(|r| bytes(r, v.ipu, v.tile)).collect(),
                 (elements, runs, v.run_length),
             );
+            if operand_views.iter().any(Option::is_some) {
+                loaded.views = Some(Box::new(operand_views));
+            }
             place(v.ipu * tiles_per_ipu + v.tile, loaded, c);
         }
         for v in &cs.codelet_vertices {
@@ -229,6 +324,7 @@ impl LoadedComputeSet {
         memory: &mut [Vec<u8>],
         table: &KernelTable,
         codelets: &[CodeletRef],
+        windows: &[Vec<Vec<f32>>],
         pool: &rayon::ThreadPool,
     ) -> Result<(), RuntimeError> {
         pool.install(|| {
@@ -238,7 +334,7 @@ impl LoadedComputeSet {
                 .filter(|(_, s)| **s != u32::MAX)
                 .try_for_each(|(mem, &s)| {
                     for v in &self.tiles[s as usize] {
-                        v.run(mem, table, codelets).map_err(|e| {
+                        v.run(mem, table, codelets, windows).map_err(|e| {
                             RuntimeError::Run(format!("compute set {}: {e}", self.name))
                         })?;
                     }

@@ -6,6 +6,7 @@ use crate::compute_set::LoadedComputeSet;
 use crate::cost;
 use crate::exchange;
 use crate::executable::{Direction, Executable, Program, Rearrange, Run, RunSource, TensorId};
+use crate::operand_views::OperandViews;
 use crate::profile::{Profile, StepKind, StepProfile, TileMemory, Totals};
 use crate::rearrange::{LoadedRearrange, Scratch};
 use crate::system::System;
@@ -13,11 +14,12 @@ use crate::validate::{tile_extents, validate};
 use codegen::KernelCache;
 use rayon::prelude::*;
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 
 /// Buffers exchanged with the host, by stream name.
 #[derive(Debug, Clone, Default)]
 pub struct HostIo {
-    inputs: HashMap<String, VecDeque<Vec<u8>>>,
+    inputs: HashMap<String, VecDeque<Arc<[u8]>>>,
     outputs: HashMap<String, Vec<Vec<u8>>>,
 }
 
@@ -27,12 +29,14 @@ impl HostIo {
         HostIo::default()
     }
 
-    /// Queues one buffer for a host-to-device stream (consumed by one StreamCopy).
-    pub fn feed(&mut self, stream: &str, bytes: Vec<u8>) {
+    /// Queues one buffer for a host-to-device stream (consumed by one StreamCopy). A
+    /// buffer already shared (`Arc<[u8]>`) is queued without copying, so the same inputs can
+    /// feed many runs.
+    pub fn feed(&mut self, stream: &str, bytes: impl Into<Arc<[u8]>>) {
         self.inputs
             .entry(stream.to_string())
             .or_default()
-            .push_back(bytes);
+            .push_back(bytes.into());
     }
 
     /// The buffers a device-to-host stream produced, in order (and forgets them).
@@ -96,7 +100,24 @@ pub struct Engine {
     /// Every `Copy` of the program, as a rearrangement of one run.
     copies: HashMap<(TensorId, TensorId), LoadedRearrange>,
     scratch: Scratch,
+    /// By rearrangement: its destination is not written; its windows are kept here (empty
+    /// for the others). See [`crate::operand_views`].
+    kept: Vec<Vec<Vec<f32>>>,
+    /// The rearrangement each unwritten destination tensor would be written by.
+    kept_dst: HashMap<TensorId, usize>,
     pool: rayon::ThreadPool,
+}
+
+/// Bytes of f32 host buffers, to gather into and read from.
+fn f32_bytes(v: &[f32]) -> &[u8] {
+    // SAFETY: the bytes of `v` are initialised and u8 has no alignment or validity
+    // requirements; the length covers exactly `v`'s elements.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+}
+
+fn f32_bytes_mut(v: &mut [f32]) -> &mut [u8] {
+    // SAFETY: as `f32_bytes`; any bytes written form a valid f32 (every bit pattern is one).
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
 }
 
 fn run_error(m: String) -> RuntimeError {
@@ -120,10 +141,9 @@ impl Engine {
             memory[ipu * tiles + tile] = vec![0u8; bytes as usize];
         }
         let mut kernels = KernelCache::new().map_err(|e| run_error(e.to_string()))?;
-        let compute_sets = exe
-            .compute_sets
-            .iter()
-            .map(|cs| LoadedComputeSet::load(&exe, cs, &mut kernels))
+        let views = OperandViews::plan(&exe);
+        let compute_sets = (0..exe.compute_sets.len())
+            .map(|cs| LoadedComputeSet::load(&exe, cs, &views, &mut kernels))
             .collect::<Result<Vec<_>, RuntimeError>>()?;
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
@@ -137,6 +157,21 @@ impl Engine {
                 .map(|r| LoadedRearrange::new(&system, &exe.tensors, r))
                 .collect::<Result<Vec<_>, RuntimeError>>()
         })?;
+        let kept = rearranges
+            .iter()
+            .zip(&views.kept)
+            .map(|(r, &kept)| match kept {
+                true => r.window_bytes().map(|b| vec![0f32; b / 4]).collect(),
+                false => Vec::new(),
+            })
+            .collect();
+        let kept_dst = exe
+            .rearranges
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| views.kept[*i])
+            .map(|(i, r)| (r.dst, i))
+            .collect();
         let mut pairs = Vec::new();
         for p in std::iter::once(&exe.program).chain(&exe.functions) {
             copies_in(p, &mut pairs);
@@ -177,6 +212,8 @@ impl Engine {
             rearranges,
             copies,
             scratch: Scratch::default(),
+            kept,
+            kept_dst,
             pool,
         })
     }
@@ -192,8 +229,20 @@ impl Engine {
         let size = t.dtype.size();
         let tiles = self.exe.target.tiles_per_ipu;
         let mut out = vec![0u8; t.elements * size];
+        // A destination left unwritten is read as its rearrangement would have written it.
+        let written: Vec<(usize, Vec<u8>)> = match self.kept_dst.get(&id) {
+            Some(&r) => {
+                let windows: Vec<&[u8]> = self.kept[r].iter().map(|w| f32_bytes(w)).collect();
+                self.rearranges[r].written_tiles(&self.memory, &windows)
+            }
+            None => Vec::new(),
+        };
         for iv in &t.mapping {
-            let mem = &self.memory[iv.ipu * tiles + iv.tile];
+            let at = iv.ipu * tiles + iv.tile;
+            let mem = written
+                .iter()
+                .find(|(t, _)| *t == at)
+                .map_or(&self.memory[at], |(_, m)| m);
             let from = iv.offset as usize;
             out[iv.start * size..(iv.start + iv.len) * size]
                 .copy_from_slice(&mem[from..from + iv.len * size]);
@@ -348,6 +397,7 @@ impl Engine {
             &mut self.memory,
             self.kernels.table(),
             &self.exe.codelets,
+            &self.kept,
             &self.pool,
         )?;
         let compute = loaded.compute_cycles;
@@ -367,7 +417,13 @@ impl Engine {
     /// Runs a rearrangement.
     fn rearrange(&mut self, id: usize) -> StepProfile {
         let r = &self.rearranges[id];
-        r.apply(&mut self.memory, &mut self.scratch, &self.pool);
+        if self.kept[id].is_empty() {
+            r.apply(&mut self.memory, &mut self.scratch, &self.pool);
+        } else {
+            for (k, window) in self.kept[id].iter_mut().enumerate() {
+                r.gather(&self.memory, k, f32_bytes_mut(window));
+            }
+        }
         copy_step(r.name.clone(), r.cost)
     }
 

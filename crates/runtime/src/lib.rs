@@ -16,6 +16,7 @@ pub mod engine;
 pub mod error;
 mod exchange;
 pub mod executable;
+pub(crate) mod operand_views;
 pub mod profile;
 mod rearrange;
 pub mod selection;

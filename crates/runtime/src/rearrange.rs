@@ -63,6 +63,20 @@ struct Window {
     bytes: usize,
 }
 
+/// The elements `lo..hi` each source's runs read (`lo >= hi`: none): the window gathered
+/// from that source, whose element `i` is source element `lo + i`.
+pub(crate) fn source_ranges(r: &Rearrange) -> Vec<(usize, usize)> {
+    let mut range = vec![(usize::MAX, 0usize); r.sources.len()];
+    for run in &r.runs {
+        if let (RunSource::Tensor { k, start, stride }, true) = (run.source, run.len > 0) {
+            let last = (start as isize + (run.len as isize - 1) * stride) as usize;
+            let w = &mut range[k as usize];
+            *w = (w.0.min(start.min(last)), w.1.max(start.max(last) + 1));
+        }
+    }
+    range
+}
+
 /// A rearrangement ready to run, with its (static) cost.
 pub(crate) struct LoadedRearrange {
     /// A name for profiles.
@@ -95,15 +109,7 @@ impl LoadedRearrange {
         let tiles_per_ipu = system.target.tiles_per_ipu;
         let dst = &tensors[r.dst.0 as usize];
         let size = dst.dtype.size();
-        // The elements each source's runs read: lo..hi.
-        let mut range = vec![(usize::MAX, 0usize); r.sources.len()];
-        for run in &r.runs {
-            if let (RunSource::Tensor { k, start, stride }, true) = (run.source, run.len > 0) {
-                let last = (start as isize + (run.len as isize - 1) * stride) as usize;
-                let w = &mut range[k as usize];
-                *w = (w.0.min(start.min(last)), w.1.max(start.max(last) + 1));
-            }
-        }
+        let range = source_ranges(r);
         let windows: Vec<Window> = r
             .sources
             .iter()
@@ -183,6 +189,52 @@ impl LoadedRearrange {
         })
     }
 
+    /// Bytes in the window gathered from each source.
+    pub(crate) fn window_bytes(&self) -> impl Iterator<Item = usize> + '_ {
+        self.windows.iter().map(|w| w.bytes)
+    }
+
+    /// Copies the window of source `k` out of `memory` into `buf` (at least
+    /// [`LoadedRearrange::window_bytes`] long).
+    pub(crate) fn gather(&self, memory: &[Vec<u8>], k: usize, buf: &mut [u8]) {
+        for s in &self.windows[k].gather {
+            buf[s.at..s.at + s.bytes]
+                .copy_from_slice(&memory[s.tile][s.offset..s.offset + s.bytes]);
+        }
+    }
+
+    /// Writes destination tile `slot`'s share (by index in `writes`) into `mem`, from the
+    /// gathered `windows`.
+    fn write_tile(&self, mem: &mut [u8], slot: usize, windows: &[&[u8]]) {
+        for w in &self.writes[slot].1 {
+            let dst = &mut mem[w.offset..w.offset + w.len * self.size];
+            match w.source {
+                None => dst
+                    .chunks_exact_mut(self.size)
+                    .for_each(|e| e.copy_from_slice(&self.fill)),
+                Some((k, at, step)) => copy_run(dst, windows[k], at, step, self.size),
+            }
+        }
+    }
+
+    /// The tiles this rearrangement writes (`ipu * tiles_per_ipu + tile`), each with a copy
+    /// of `memory`'s bytes for that tile after the writes from `windows`: what the
+    /// destination would hold had it been written.
+    pub(crate) fn written_tiles(
+        &self,
+        memory: &[Vec<u8>],
+        windows: &[&[u8]],
+    ) -> Vec<(usize, Vec<u8>)> {
+        (0..self.writes.len())
+            .map(|slot| {
+                let t = self.writes[slot].0;
+                let mut mem = memory[t].clone();
+                self.write_tile(&mut mem, slot, windows);
+                (t, mem)
+            })
+            .collect()
+    }
+
     /// Carries it out on `memory` (one byte vector per tile), tiles in parallel on `pool`.
     pub(crate) fn apply(
         &self,
@@ -193,30 +245,16 @@ impl LoadedRearrange {
         if scratch.windows.len() < self.windows.len() {
             scratch.windows.resize_with(self.windows.len(), Vec::new);
         }
-        for (w, buf) in self.windows.iter().zip(&mut scratch.windows) {
+        for (k, (w, buf)) in self.windows.iter().zip(&mut scratch.windows).enumerate() {
             // Buffers only grow: the segments cover every byte of the window.
             if buf.len() < w.bytes {
                 buf.resize(w.bytes, 0);
             }
-            for s in &w.gather {
-                buf[s.at..s.at + s.bytes]
-                    .copy_from_slice(&memory[s.tile][s.offset..s.offset + s.bytes]);
-            }
+            self.gather(memory, k, buf);
         }
-        let windows = &scratch.windows;
-        let write_tile = |mem: &mut Vec<u8>, writes: &[Write]| {
-            for w in writes {
-                let dst = &mut mem[w.offset..w.offset + w.len * self.size];
-                match w.source {
-                    None => dst
-                        .chunks_exact_mut(self.size)
-                        .for_each(|e| e.copy_from_slice(&self.fill)),
-                    Some((k, at, step)) => copy_run(dst, &windows[k], at, step, self.size),
-                }
-            }
-        };
-        if let [(t, writes)] = &self.writes[..] {
-            write_tile(&mut memory[*t], writes);
+        let windows: Vec<&[u8]> = scratch.windows.iter().map(Vec::as_slice).collect();
+        if self.writes.len() == 1 {
+            self.write_tile(&mut memory[self.writes[0].0], 0, &windows);
             return;
         }
         pool.install(|| {
@@ -224,7 +262,7 @@ impl LoadedRearrange {
                 .par_iter_mut()
                 .zip(self.slot.par_iter())
                 .filter(|(_, s)| **s != u32::MAX)
-                .for_each(|(mem, &s)| write_tile(mem, &self.writes[s as usize].1));
+                .for_each(|(mem, &s)| self.write_tile(mem, s as usize, &windows));
         });
     }
 }
