@@ -4,6 +4,7 @@
 //! evaluator (which sums in f64, one output element at a time) for convolutions without
 //! feature or batch groups; the vertex's cycles are estimated the same either way.
 
+use codegen::MatRef;
 use runtime::cost::VertexCost;
 use runtime::{Codelet, Target};
 use xla_ir::attributes::{ConvDims, Window, WindowDim};
@@ -20,16 +21,68 @@ struct Plan {
     depth: usize,
     /// Output features.
     cols: usize,
-    /// Input element for each (row, depth index), row-major; `NONE` reads zero.
-    patches: Vec<u32>,
-    /// Kernel element for each (depth index, output feature), row-major.
-    kernel: Vec<u32>,
+    /// The (row, depth index) patch matrix, row-major, as runs of input elements.
+    patches: Vec<PatchRun>,
+    /// How the kernel reads as a (depth × output feature) matrix: in place with strides, or
+    /// gathered.
+    kernel: KernelMatrix,
     /// Output element of (row, 0), and the step between output features.
     out_rows: Vec<u32>,
     out_feature_stride: usize,
     input_len: usize,
     kernel_len: usize,
     output_len: usize,
+}
+
+/// `len` consecutive patch-matrix elements read from input elements `src`, `src + stride`,
+/// ... (`src == NONE`: zeros, padding).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PatchRun {
+    src: u32,
+    stride: i32,
+    len: u32,
+}
+
+/// Compresses a list of input elements (`NONE`: zero) into runs of one stride.
+fn patch_runs(indices: &[u32]) -> Vec<PatchRun> {
+    let mut runs: Vec<PatchRun> = Vec::new();
+    for &i in indices {
+        if let Some(last) = runs.last_mut() {
+            let next = last.src as i64 + last.len as i64 * last.stride as i64;
+            let fits = match (last.src == NONE, i == NONE) {
+                (true, true) => true,
+                (false, false) if last.len == 1 => {
+                    let step = i as i64 - last.src as i64;
+                    if i32::try_from(step).is_ok() {
+                        last.stride = step as i32;
+                        true
+                    } else {
+                        false
+                    }
+                }
+                (false, false) => next == i as i64,
+                _ => false,
+            };
+            if fits {
+                last.len += 1;
+                continue;
+            }
+        }
+        runs.push(PatchRun {
+            src: i,
+            stride: 1,
+            len: 1,
+        });
+    }
+    runs
+}
+
+/// The kernel as the product's right-hand matrix.
+enum KernelMatrix {
+    /// Element (d, f) is kernel element `at + d * rs + f * cs`: read in place.
+    View { at: usize, rs: isize, cs: isize },
+    /// Kernel element of each (depth index, output feature), row-major: gathered.
+    Gather(Vec<u32>),
 }
 
 fn strides(dims: &[i64]) -> Vec<usize> {
@@ -89,8 +142,70 @@ impl Plan {
         if total.iter().any(|&n| n >= NONE as usize) || rows * depth >= NONE as usize {
             return None;
         }
+        // Kernel element of kernel position k, input feature 0, output feature 0.
+        let position_at: Vec<usize> = positions
+            .iter()
+            .map(|k| {
+                (0..spatial)
+                    .map(|d| {
+                        let kk = if window[d].window_reversal {
+                            kernel_sizes[d] - 1 - k[d]
+                        } else {
+                            k[d]
+                        };
+                        kk as usize * ks[dn.kernel_spatial[d] as usize]
+                    })
+                    .sum()
+            })
+            .collect();
+        let (k_in, k_out) = (
+            ks[dn.kernel_input_feature as usize],
+            ks[dn.kernel_output_feature as usize],
+        );
+        // The depth index runs over (kernel position, input feature): positions outer or
+        // input features outer, whichever lets the kernel be read in place as a strided
+        // matrix (one step per depth index); positions outer when neither does.
+        let order = |features_outer: bool| -> Vec<(usize, usize)> {
+            let (np, nf) = (positions.len(), in_features);
+            match features_outer {
+                false => (0..np).flat_map(|p| (0..nf).map(move |i| (p, i))).collect(),
+                true => (0..nf).flat_map(|i| (0..np).map(move |p| (p, i))).collect(),
+            }
+        };
+        let linear = |items: &[(usize, usize)]| -> Option<isize> {
+            let at = |j: usize| (position_at[items[j].0] + items[j].1 * k_in) as isize;
+            let step = if items.len() > 1 { at(1) - at(0) } else { 0 };
+            (0..items.len())
+                .all(|j| at(j) == at(0) + j as isize * step)
+                .then_some(step)
+        };
+        let (items, kernel) = [false, true]
+            .into_iter()
+            .find_map(|outer| {
+                let items = order(outer);
+                let rs = linear(&items)?;
+                let at = position_at[items[0].0] + items[0].1 * k_in;
+                let view = KernelMatrix::View {
+                    at,
+                    rs,
+                    cs: k_out as isize,
+                };
+                Some((items, view))
+            })
+            .unwrap_or_else(|| {
+                let items = order(false);
+                let gather = items
+                    .iter()
+                    .flat_map(|&(p, i)| {
+                        let base = position_at[p] + i * k_in;
+                        (0..cols).map(move |f| (base + f * k_out) as u32)
+                    })
+                    .collect();
+                (items, KernelMatrix::Gather(gather))
+            });
         let mut patches = Vec::with_capacity(rows * depth);
         let mut out_rows = Vec::with_capacity(rows);
+        let mut input_at: Vec<Option<usize>> = vec![None; positions.len()];
         for o in &outs {
             let (b, o_sp) = (o[0] as usize, &o[1..]);
             out_rows.push(
@@ -99,7 +214,8 @@ impl Plan {
                         .map(|d| o_sp[d] as usize * os[dn.output_spatial[d] as usize])
                         .sum::<usize>()) as u32,
             );
-            for k in &positions {
+            // Input element of each kernel position at input feature 0 (None: padding).
+            for (slot, k) in input_at.iter_mut().zip(&positions) {
                 let mut at = Some(b * is[dn.input_batch as usize]);
                 for d in 0..spatial {
                     let w = &window[d];
@@ -116,41 +232,21 @@ impl Plan {
                         _ => None,
                     };
                 }
-                for i in 0..in_features {
-                    patches
-                        .push(at.map_or(NONE, |a| (a + i * is[dn.input_feature as usize]) as u32));
-                }
+                *slot = at;
             }
-        }
-        let mut kernel_at = Vec::with_capacity(depth * cols);
-        for k in &positions {
-            let base: usize = (0..spatial)
-                .map(|d| {
-                    let kk = if window[d].window_reversal {
-                        kernel_sizes[d] - 1 - k[d]
-                    } else {
-                        k[d]
-                    };
-                    kk as usize * ks[dn.kernel_spatial[d] as usize]
-                })
-                .sum();
-            for i in 0..in_features {
-                for f in 0..cols {
-                    kernel_at.push(
-                        (base
-                            + i * ks[dn.kernel_input_feature as usize]
-                            + f * ks[dn.kernel_output_feature as usize])
-                            as u32,
-                    );
-                }
-            }
+            let i_in = is[dn.input_feature as usize];
+            patches.extend(
+                items
+                    .iter()
+                    .map(|&(p, i)| input_at[p].map_or(NONE, |a| (a + i * i_in) as u32)),
+            );
         }
         Some(Plan {
             rows,
             depth,
             cols,
-            patches,
-            kernel: kernel_at,
+            patches: patch_runs(&patches),
+            kernel,
             out_rows,
             out_feature_stride: os[dn.output_feature as usize],
             input_len: total[0],
@@ -194,11 +290,18 @@ impl ConvCodelet {
         if !f32s {
             return None;
         }
-        Some(ConvCodelet {
-            name,
-            plan: Plan::new(input, kernel, output, window, dims)?,
-            cost,
-        })
+        let plan = Plan::new(input, kernel, output, window, dims)?;
+        Some(ConvCodelet { name, plan, cost })
+    }
+}
+
+/// The bytes as f32s: in place when aligned (and the host is little-endian, the device's
+/// byte order), else converted.
+fn f32_slice(bytes: &[u8]) -> std::borrow::Cow<'_, [f32]> {
+    // SAFETY: every bit pattern is a valid f32; align_to yields only the aligned middle.
+    match unsafe { bytes.align_to::<f32>() } {
+        ([], v, []) if cfg!(target_endian = "little") => std::borrow::Cow::Borrowed(v),
+        _ => std::borrow::Cow::Owned(f32s(bytes)),
     }
 }
 
@@ -224,15 +327,38 @@ impl Codelet for ConvCodelet {
                 [p.input_len, p.kernel_len, p.output_len]
             ));
         }
-        let (x, w) = (f32s(inputs[0]), f32s(inputs[1]));
-        let patches: Vec<f32> = p
-            .patches
-            .iter()
-            .map(|&i| if i == NONE { 0.0 } else { x[i as usize] })
-            .collect();
-        let kernel: Vec<f32> = p.kernel.iter().map(|&i| w[i as usize]).collect();
+        let (x, w) = (f32_slice(inputs[0]), f32_slice(inputs[1]));
+        let mut patches: Vec<f32> = Vec::with_capacity(p.rows * p.depth);
+        for r in &p.patches {
+            match r.src {
+                NONE => patches.extend(std::iter::repeat_n(0.0, r.len as usize)),
+                src => patches.extend(
+                    (0..r.len as i64).map(|j| x[(src as i64 + j * r.stride as i64) as usize]),
+                ),
+            }
+        }
+        let gathered: Vec<f32>;
+        let kernel = match &p.kernel {
+            KernelMatrix::View { at, rs, cs } => MatRef {
+                data: &w,
+                at: *at,
+                rs: *rs,
+                cs: *cs,
+            },
+            KernelMatrix::Gather(at) => {
+                gathered = at.iter().map(|&i| w[i as usize]).collect();
+                MatRef::row_major(&gathered, p.cols)
+            }
+        };
         let mut product = vec![0f32; p.rows * p.cols];
-        codegen::gemm_f32(p.rows, p.depth, p.cols, &patches, &kernel, &mut product);
+        codegen::gemm_f32_refs(
+            p.rows,
+            p.depth,
+            p.cols,
+            MatRef::row_major(&patches, p.depth),
+            kernel,
+            &mut product,
+        );
         let out = &mut *outputs[0];
         for (r, &base) in p.out_rows.iter().enumerate() {
             for f in 0..p.cols {
@@ -342,6 +468,16 @@ ENTRY e {
   g = f32[4,6,6,3]{3,2,1,0} parameter(1)
   ROOT c = f32[3,3,2,3]{3,2,1,0} convolution(x, g), window={size=6x6 pad=1_1x1_1}, dim_labels=f01b_i01o->01bf
 }",
+        );
+    }
+
+    #[test]
+    fn patch_indices_compress_into_strided_runs_and_zero_runs() {
+        let runs = patch_runs(&[3, 4, 5, NONE, NONE, 10, 7, 4, 9]);
+        let run = |src, stride, len| PatchRun { src, stride, len };
+        assert_eq!(
+            runs,
+            vec![run(3, 1, 3), run(NONE, 1, 2), run(10, -3, 3), run(9, 1, 1)]
         );
     }
 

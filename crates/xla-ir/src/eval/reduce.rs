@@ -48,6 +48,75 @@ fn f32_select_add(
     })
 }
 
+/// The input elements each output of a windowed op reads, tabulated per dimension: for
+/// coordinate `o` of output dimension `d`, the flat-offset contributions of the window
+/// elements that land inside the input (padding and base-dilation holes skipped).
+struct WindowPositions {
+    tables: Vec<Vec<Vec<usize>>>,
+    out_dims: Vec<usize>,
+}
+
+impl WindowPositions {
+    /// `dilations`: apply the window's dilations (reduce-window) or not (select-and-scatter).
+    fn new(dims: &[i64], out_dims: &[i64], window: &Window, dilations: bool) -> WindowPositions {
+        let s = strides(dims);
+        let tables = window
+            .dims
+            .iter()
+            .enumerate()
+            .map(|(d, wd)| {
+                let (wdil, bdil) = match dilations {
+                    true => (wd.window_dilation, wd.base_dilation),
+                    false => (1, 1),
+                };
+                (0..out_dims[d])
+                    .map(|o| {
+                        (0..wd.size)
+                            .filter_map(|w| {
+                                let p = o * wd.stride - wd.pad_low + w * wdil;
+                                let inside = p >= 0 && p % bdil == 0 && p / bdil < dims[d];
+                                inside.then(|| (p / bdil) as usize * s[d])
+                            })
+                            .collect()
+                    })
+                    .collect()
+            })
+            .collect();
+        WindowPositions {
+            tables,
+            out_dims: out_dims.iter().map(|&d| d as usize).collect(),
+        }
+    }
+
+    /// The input positions output `o` (row-major) reads, in row-major window order, into
+    /// `buf` (`tmp` is scratch).
+    fn fill(&self, o: usize, buf: &mut Vec<usize>, tmp: &mut Vec<usize>) {
+        buf.clear();
+        buf.push(0);
+        let mut rest = o;
+        let mut coords = [0usize; 8];
+        let rank = self.out_dims.len();
+        let mut big = Vec::new();
+        let coords: &mut [usize] = if rank <= 8 {
+            &mut coords[..rank]
+        } else {
+            big.resize(rank, 0);
+            &mut big
+        };
+        for d in (0..rank).rev() {
+            coords[d] = rest % self.out_dims[d];
+            rest /= self.out_dims[d];
+        }
+        for (table, &c) in self.tables.iter().zip(coords.iter()) {
+            tmp.clear();
+            for &b in buf.iter() {
+                tmp.extend(table[c].iter().map(|&x| b + x));
+            }
+            std::mem::swap(buf, tmp);
+        }
+    }
+}
+
 /// Folds `xs[p]` for the positions of each group into `init` with a binary op.
 fn fast_fold<T: Element>(
     op: BinaryOp,
@@ -206,27 +275,11 @@ impl Evaluator<'_> {
         let n = operands.len() / 2;
         let (inputs, inits) = operands.split_at(n);
         let dims = &inputs[0].shape.dims;
-        let s = strides(dims);
         let out_dims: Vec<i64> = first_array(shape).dims.to_vec();
-        let sizes: Vec<i64> = window.dims.iter().map(|w| w.size).collect();
-        let mut starts = Vec::with_capacity(count(&out_dims));
-        for_each_index(&out_dims, |o| starts.push(o.to_vec()));
-        let total = starts.len();
-        let mut groups = |o: usize, buf: &mut Vec<usize>| {
-            let origin = &starts[o];
-            for_each_index(&sizes, |w| {
-                let mut pos = 0usize;
-                for (d, wd) in window.dims.iter().enumerate() {
-                    let p = origin[d] * wd.stride - wd.pad_low + w[d] * wd.window_dilation;
-                    // Padding and base-dilation holes hold the initial value: skipped.
-                    if p < 0 || p % wd.base_dilation != 0 || p / wd.base_dilation >= dims[d] {
-                        return;
-                    }
-                    pos += (p / wd.base_dilation) as usize * s[d];
-                }
-                buf.push(pos);
-            });
-        };
+        let total = count(&out_dims);
+        let windows = WindowPositions::new(dims, &out_dims, window, true);
+        let mut tmp = Vec::new();
+        let mut groups = |o: usize, buf: &mut Vec<usize>| windows.fill(o, buf, &mut tmp);
         let results = self.fold(inputs, inits, to_apply, total, &mut groups)?;
         Ok(outputs(&out_dims, results))
     }
@@ -240,29 +293,15 @@ impl Evaluator<'_> {
     ) -> OpResult {
         let (operand, source, init) = (operands[0], operands[1], operands[2]);
         let dims = &operand.shape.dims;
-        let s = strides(dims);
         let n = operand.data.len();
         let mut result = array::take(&init.data, &vec![0; n]);
         let select_fn = self.simple_scalar_fn(select);
         let scatter_fn = self.simple_scalar_fn(scatter);
-        let sizes: Vec<i64> = window.dims.iter().map(|w| w.size).collect();
-        let mut source_index = Vec::with_capacity(source.data.len());
-        for_each_index(&source.shape.dims, |i| source_index.push(i.to_vec()));
+        let windows = WindowPositions::new(dims, &source.shape.dims, window, false);
         let fast = f32_select_add(select_fn, scatter_fn);
-        let mut candidates = Vec::new();
-        for (k, origin) in source_index.iter().enumerate() {
-            candidates.clear();
-            for_each_index(&sizes, |w| {
-                let mut pos = 0usize;
-                for (d, wd) in window.dims.iter().enumerate() {
-                    let p = origin[d] * wd.stride - wd.pad_low + w[d];
-                    if p < 0 || p >= dims[d] {
-                        return;
-                    }
-                    pos += p as usize * s[d];
-                }
-                candidates.push(pos);
-            });
+        let (mut candidates, mut tmp) = (Vec::new(), Vec::new());
+        for k in 0..source.data.len() {
+            windows.fill(k, &mut candidates, &mut tmp);
             let Some((&first, rest)) = candidates.split_first() else {
                 continue;
             };
