@@ -205,12 +205,18 @@ impl LoadedVertex {
     }
 }
 
+/// Below this many cycles summed over its tiles, a compute set runs on one host thread.
+const SMALL_CYCLES: u64 = 20_000;
+
 /// A compute set grouped by tile.
 pub(crate) struct LoadedComputeSet {
     /// Its name, for profiles and errors.
     pub name: String,
     /// The slowest tile's cycles (the superstep's compute phase).
     pub compute_cycles: u64,
+    /// So little work (all tiles' cycles together) that waking host threads costs more than
+    /// it saves: the tiles run one after another on the calling thread.
+    small: bool,
     /// Vertices per tile, for the tiles that have any.
     tiles: Vec<Vec<LoadedVertex>>,
     /// Each tile's index in `tiles` (`u32::MAX`: no vertices).
@@ -304,14 +310,14 @@ impl LoadedComputeSet {
                 codelet.0.cost(&exe.target),
             );
         }
-        let compute_cycles = instructions
+        let cycles: Vec<u64> = instructions
             .iter()
             .map(|i| cost::tile_cycles(i, exe.target.worker_contexts))
-            .max()
-            .unwrap_or(0);
+            .collect();
         Ok(LoadedComputeSet {
             name: cs.name.clone(),
-            compute_cycles,
+            compute_cycles: cycles.iter().copied().max().unwrap_or(0),
+            small: cycles.iter().sum::<u64>() < SMALL_CYCLES,
             tiles,
             slot,
         })
@@ -327,19 +333,28 @@ impl LoadedComputeSet {
         windows: &[Vec<Vec<f32>>],
         pool: &rayon::ThreadPool,
     ) -> Result<(), RuntimeError> {
+        let run_tile = |(mem, &s): (&mut Vec<u8>, &u32)| -> Result<(), RuntimeError> {
+            for v in &self.tiles[s as usize] {
+                v.run(mem, table, codelets, windows)
+                    .map_err(|e| RuntimeError::Run(format!("compute set {}: {e}", self.name)))?;
+            }
+            Ok(())
+        };
+        if self.small {
+            return memory
+                .iter_mut()
+                .zip(&self.slot)
+                .filter(|(_, s)| **s != u32::MAX)
+                .try_for_each(run_tile);
+        }
+        let chunk = memory.len() / (4 * pool.current_num_threads()).max(1);
         pool.install(|| {
             memory
                 .par_iter_mut()
                 .zip(self.slot.par_iter())
+                .with_min_len(chunk.max(1))
                 .filter(|(_, s)| **s != u32::MAX)
-                .try_for_each(|(mem, &s)| {
-                    for v in &self.tiles[s as usize] {
-                        v.run(mem, table, codelets, windows).map_err(|e| {
-                            RuntimeError::Run(format!("compute set {}: {e}", self.name))
-                        })?;
-                    }
-                    Ok(())
-                })
+                .try_for_each(run_tile)
         })
     }
 }

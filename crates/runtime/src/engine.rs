@@ -141,20 +141,21 @@ impl Engine {
             memory[ipu * tiles + tile] = vec![0u8; bytes as usize];
         }
         let mut kernels = KernelCache::new().map_err(|e| run_error(e.to_string()))?;
-        let views = OperandViews::plan(&exe);
-        let compute_sets = (0..exe.compute_sets.len())
-            .map(|cs| LoadedComputeSet::load(&exe, cs, &views, &mut kernels))
-            .collect::<Result<Vec<_>, RuntimeError>>()?;
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .build()
             .map_err(|e| run_error(format!("cannot start host threads: {e}")))?;
+        let views = pool.install(|| OperandViews::plan(&exe));
+        let compute_sets = (0..exe.compute_sets.len())
+            .map(|cs| LoadedComputeSet::load(&exe, cs, &views, &mut kernels))
+            .collect::<Result<Vec<_>, RuntimeError>>()?;
         // Loading a rearrangement walks (and costs) every piece that crosses tiles: in
         // parallel.
         let rearranges = pool.install(|| {
             exe.rearranges
                 .par_iter()
-                .map(|r| LoadedRearrange::new(&system, &exe.tensors, r))
+                .zip(&views.kept)
+                .map(|(r, &kept)| LoadedRearrange::with_writes(&system, &exe.tensors, r, !kept))
                 .collect::<Result<Vec<_>, RuntimeError>>()
         })?;
         let kept = rearranges
@@ -233,7 +234,10 @@ impl Engine {
         let written: Vec<(usize, Vec<u8>)> = match self.kept_dst.get(&id) {
             Some(&r) => {
                 let windows: Vec<&[u8]> = self.kept[r].iter().map(|w| f32_bytes(w)).collect();
-                self.rearranges[r].written_tiles(&self.memory, &windows)
+                let rearrange = &self.exe.rearranges[r];
+                LoadedRearrange::new(&self.system, &self.exe.tensors, rearrange)
+                    .expect("loaded once already")
+                    .written_tiles(&self.memory, &windows)
             }
             None => Vec::new(),
         };

@@ -15,6 +15,7 @@
 use crate::executable::{Direction, Executable, Program, Rearrange, Region, Run, RunSource};
 use crate::rearrange::source_ranges;
 use codegen::{DType, KernelSpec};
+use rayon::prelude::*;
 use std::collections::HashMap;
 
 /// Where a vertex's matrix operand lies in a kept window: element `(r, c)` is window element
@@ -36,13 +37,16 @@ pub(crate) struct View {
 pub(crate) struct OperandViews {
     /// By rearrangement index: the destination is never written; the windows are kept.
     pub kept: Vec<bool>,
-    /// `(compute set, vertex, input)` to the view that input reads.
-    views: HashMap<(u32, u32, u8), View>,
+    /// The view each vertex input reads.
+    views: HashMap<VertexInput, View>,
 }
+
+/// `(compute set, vertex, input)`.
+type VertexInput = (u32, u32, u8);
 
 /// A matrix operand of a vertex that might be read in place.
 struct Candidate {
-    key: (u32, u32, u8),
+    key: VertexInput,
     region: Region,
     rows: usize,
     cols: usize,
@@ -109,44 +113,43 @@ impl OperandViews {
                     .for_each(|r| writes[r.tensor.0 as usize] += 1);
             }
         }
+        // Each rearrangement's readers are matched independently: in parallel.
+        let matched: Vec<Option<Vec<(VertexInput, View)>>> = exe
+            .rearranges
+            .par_iter()
+            .enumerate()
+            .map(|(ri, r)| {
+                let d = r.dst.0 as usize;
+                let eligible = cfg!(target_endian = "little")
+                    && writes[d] == 1
+                    && !other_reads[d]
+                    && exe.tensors[d].dtype == DType::F32
+                    && r.sources
+                        .iter()
+                        .all(|s| exe.tensors[s.0 as usize].dtype == DType::F32);
+                let readers = candidates.get(&r.dst.0).filter(|_| eligible)?;
+                let runs = Runs::new(r)?;
+                readers
+                    .iter()
+                    .map(|c| {
+                        let (source, at, rs, cs) = runs.view(c.region.start, c.rows, c.cols)?;
+                        let v = View {
+                            rearrange: ri as u32,
+                            source,
+                            at,
+                            rs,
+                            cs,
+                        };
+                        Some((c.key, v))
+                    })
+                    .collect()
+            })
+            .collect();
         let mut plan = OperandViews {
-            kept: vec![false; exe.rearranges.len()],
+            kept: matched.iter().map(Option::is_some).collect(),
             views: HashMap::new(),
         };
-        for (ri, r) in exe.rearranges.iter().enumerate() {
-            let d = r.dst.0 as usize;
-            let eligible = cfg!(target_endian = "little")
-                && writes[d] == 1
-                && !other_reads[d]
-                && exe.tensors[d].dtype == DType::F32
-                && r.sources
-                    .iter()
-                    .all(|s| exe.tensors[s.0 as usize].dtype == DType::F32);
-            let Some(readers) = candidates.get(&r.dst.0).filter(|_| eligible) else {
-                continue;
-            };
-            let Some(runs) = Runs::new(r) else { continue };
-            let views: Option<Vec<_>> = readers
-                .iter()
-                .map(|c| {
-                    runs.view(c.region.start, c.rows, c.cols)
-                        .map(|(source, at, rs, cs)| {
-                            let v = View {
-                                rearrange: ri as u32,
-                                source,
-                                at,
-                                rs,
-                                cs,
-                            };
-                            (c.key, v)
-                        })
-                })
-                .collect();
-            if let Some(views) = views {
-                plan.kept[ri] = true;
-                plan.views.extend(views);
-            }
-        }
+        plan.views.extend(matched.into_iter().flatten().flatten());
         plan
     }
 
@@ -254,17 +257,37 @@ impl<'a> Runs<'a> {
         };
         let cs = if cols > 1 { step(1)? } else { 0 };
         let rs = if rows > 1 { step(cols)? } else { 0 };
-        // Every run piece of every row must follow (base, rs, cs).
+        // Every run piece of every row must follow (base, rs, cs): walk the runs in order.
+        let mut i = self.runs.partition_point(|x| x.dst_start + x.len <= start);
         let mut e = 0;
         while e < rows * cols {
-            let (k, at, left, stride) = self.locate(start + e)?;
-            let (r, c) = (e / cols, e % cols);
-            let take = left.min(cols - c);
-            let expected = base + r as isize * rs + c as isize * cs;
-            if k != source || at != expected || (take > 1 && stride != cs) {
+            let run = self.runs.get(i)?;
+            let RunSource::Tensor {
+                k,
+                start: s0,
+                stride,
+            } = run.source
+            else {
+                return None;
+            };
+            let off = (start + e).checked_sub(run.dst_start)?;
+            if k != source || off >= run.len {
                 return None;
             }
-            e += take;
+            let lo = self.lo[k as usize] as isize;
+            let end = (run.len - off).min(rows * cols - e);
+            let mut j = 0;
+            while j < end {
+                let (r, c) = ((e + j) / cols, (e + j) % cols);
+                let take = (end - j).min(cols - c);
+                let at = s0 as isize + (off + j) as isize * stride - lo;
+                if at != base + r as isize * rs + c as isize * cs || (take > 1 && stride != cs) {
+                    return None;
+                }
+                j += take;
+            }
+            e += end;
+            i += 1;
         }
         Some((source, usize::try_from(base).ok()?, rs, cs))
     }

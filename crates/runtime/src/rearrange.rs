@@ -106,6 +106,17 @@ impl LoadedRearrange {
         tensors: &[Tensor],
         r: &Rearrange,
     ) -> Result<LoadedRearrange, RuntimeError> {
+        LoadedRearrange::with_writes(system, tensors, r, true)
+    }
+
+    /// [`LoadedRearrange::new`]; without `plan_writes` it only gathers (its destination is
+    /// left unwritten, see [`crate::operand_views`]) and keeps no write lists.
+    pub(crate) fn with_writes(
+        system: &System,
+        tensors: &[Tensor],
+        r: &Rearrange,
+        plan_writes: bool,
+    ) -> Result<LoadedRearrange, RuntimeError> {
         let tiles_per_ipu = system.target.tiles_per_ipu;
         let dst = &tensors[r.dst.0 as usize];
         let size = dst.dtype.size();
@@ -144,10 +155,6 @@ impl LoadedRearrange {
                 size as u64,
                 |(ipu, tile, offset, n)| {
                     let t = ipu * tiles_per_ipu + tile;
-                    if slot[t] == u32::MAX {
-                        slot[t] = writes.len() as u32;
-                        writes.push((t, Vec::new()));
-                    }
                     let source = match run.source {
                         RunSource::Fill => {
                             traffic.fill(ipu, tile, bytes(n));
@@ -169,11 +176,17 @@ impl LoadedRearrange {
                             ))
                         }
                     };
-                    writes[slot[t] as usize].1.push(Write {
-                        source,
-                        offset: offset as usize,
-                        len: n,
-                    });
+                    if plan_writes {
+                        if slot[t] == u32::MAX {
+                            slot[t] = writes.len() as u32;
+                            writes.push((t, Vec::new()));
+                        }
+                        writes[slot[t] as usize].1.push(Write {
+                            source,
+                            offset: offset as usize,
+                            len: n,
+                        });
+                    }
                     done += n;
                 },
             );
