@@ -86,6 +86,13 @@ pub struct BenchResult {
     pub run_ms_min: f64,
     /// Timed runs.
     pub runs: usize,
+    /// Where a timed run's host time went, ms (mean over the timed runs): running compute
+    /// sets, carrying out the exchange, host streams.
+    pub host_compute_ms: f64,
+    /// See `host_compute_ms`.
+    pub host_exchange_ms: f64,
+    /// See `host_compute_ms`.
+    pub host_streams_ms: f64,
     /// IPU Model cycles of one run.
     pub simulated_cycles: u64,
     /// Bytes used on the fullest tile.
@@ -125,6 +132,9 @@ impl BenchResult {
             "run_ms_median": self.run_ms_median,
             "run_ms_min": self.run_ms_min,
             "runs": self.runs,
+            "host_compute_ms": self.host_compute_ms,
+            "host_exchange_ms": self.host_exchange_ms,
+            "host_streams_ms": self.host_streams_ms,
             "simulated_cycles": self.simulated_cycles,
             "peak_tile_bytes": self.peak_tile_bytes,
             "bytes_exchanged": self.bytes_exchanged,
@@ -179,11 +189,17 @@ pub fn bench_case(dir: &Path, options: &BenchOptions) -> anyhow::Result<BenchRes
         loaded.run_prepared(&prepared)?;
     }
     let mut times = Vec::with_capacity(options.runs);
+    let mut host = [0f64; 3];
     for _ in 0..options.runs.max(1) {
         let t = Instant::now();
         outputs_and_profile = loaded.run_prepared(&prepared)?;
         times.push(t.elapsed().as_secs_f64() * 1e3);
+        let h = loaded.host_times();
+        host[0] += h.compute.as_secs_f64() * 1e3;
+        host[1] += h.exchange.as_secs_f64() * 1e3;
+        host[2] += h.streams.as_secs_f64() * 1e3;
     }
+    let host = host.map(|ms| ms / times.len() as f64);
     times.sort_by(f64::total_cmp);
     let (outputs, profile) = outputs_and_profile;
     let check = match stored {
@@ -200,6 +216,9 @@ pub fn bench_case(dir: &Path, options: &BenchOptions) -> anyhow::Result<BenchRes
         run_ms_median: median(&times),
         run_ms_min: times[0],
         runs: times.len(),
+        host_compute_ms: host[0],
+        host_exchange_ms: host[1],
+        host_streams_ms: host[2],
         simulated_cycles: profile.total_cycles,
         bytes_exchanged: profile.totals.bytes_exchanged,
         peak_tile_bytes: profile

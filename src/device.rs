@@ -141,6 +141,11 @@ impl LoadedModule {
         Ok((loaded, timings))
     }
 
+    /// Where the host's time went in the last run, by kind of step.
+    pub fn host_times(&self) -> runtime::HostTimes {
+        self.engine.host_times()
+    }
+
     /// Converts `inputs` (one literal per parameter) to the device bytes the module's
     /// host streams carry.
     pub fn prepare(&self, inputs: &[Literal]) -> anyhow::Result<DeviceInputs> {

@@ -15,6 +15,7 @@ use codegen::KernelCache;
 use rayon::prelude::*;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Buffers exchanged with the host, by stream name.
 #[derive(Debug, Clone, Default)]
@@ -105,7 +106,19 @@ pub struct Engine {
     kept: Vec<Vec<Vec<f32>>>,
     /// The rearrangement each unwritten destination tensor would be written by.
     kept_dst: HashMap<TensorId, usize>,
+    host: HostTimes,
     pool: rayon::ThreadPool,
+}
+
+/// Host time a run spent, by kind of step.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct HostTimes {
+    /// Running compute sets (vertices).
+    pub compute: Duration,
+    /// Carrying out copies and rearrangements (the exchange).
+    pub exchange: Duration,
+    /// Host stream transfers.
+    pub streams: Duration,
 }
 
 /// Bytes of f32 host buffers, to gather into and read from.
@@ -215,8 +228,15 @@ impl Engine {
             scratch: Scratch::default(),
             kept,
             kept_dst,
+            host: HostTimes::default(),
             pool,
         })
+    }
+
+    /// Where the host's time went in the last run (the simulator's own cost, not the
+    /// device's: that is the profile).
+    pub fn host_times(&self) -> HostTimes {
+        self.host
     }
 
     /// The executable being run.
@@ -278,6 +298,7 @@ impl Engine {
 
     /// Runs the main program once.
     pub fn run(&mut self, io: &mut HostIo) -> Result<Profile, RuntimeError> {
+        self.host = HostTimes::default();
         let mut steps = Vec::new();
         let program = self.exe.program.clone();
         self.step(&program, io, &mut steps)?;
@@ -327,9 +348,21 @@ impl Engine {
                     self.step(s, io, steps)?;
                 }
             }
-            Program::Execute(id) => steps.push(self.execute(id.0 as usize)?),
-            Program::Copy { src, dst } => steps.push(self.copy(*src, *dst)),
-            Program::Rearrange(id) => steps.push(self.rearrange(id.0 as usize)),
+            Program::Execute(id) => {
+                let t = Instant::now();
+                steps.push(self.execute(id.0 as usize)?);
+                self.host.compute += t.elapsed();
+            }
+            Program::Copy { src, dst } => {
+                let t = Instant::now();
+                steps.push(self.copy(*src, *dst));
+                self.host.exchange += t.elapsed();
+            }
+            Program::Rearrange(id) => {
+                let t = Instant::now();
+                steps.push(self.rearrange(id.0 as usize));
+                self.host.exchange += t.elapsed();
+            }
             Program::Repeat { count, body } => {
                 for _ in 0..*count {
                     self.step(body, io, steps)?;
@@ -387,7 +420,9 @@ impl Engine {
                 self.step(&body, io, steps)?;
             }
             Program::StreamCopy { stream, tensor } => {
-                steps.push(self.stream_copy(stream.0 as usize, *tensor, io)?)
+                let t = Instant::now();
+                steps.push(self.stream_copy(stream.0 as usize, *tensor, io)?);
+                self.host.streams += t.elapsed();
             }
             Program::Sync => steps.push(self.sync_step("sync".into())),
         }
@@ -425,7 +460,7 @@ impl Engine {
             r.apply(&mut self.memory, &mut self.scratch, &self.pool);
         } else {
             for (k, window) in self.kept[id].iter_mut().enumerate() {
-                r.gather(&self.memory, k, f32_bytes_mut(window));
+                r.gather(&self.memory, k, f32_bytes_mut(window), &self.pool);
             }
         }
         copy_step(r.name.clone(), r.cost)

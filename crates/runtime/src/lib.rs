@@ -26,7 +26,7 @@ mod validate;
 
 pub use builder::ExecutableBuilder;
 pub use codelet::{Codelet, CodeletRef};
-pub use engine::{Engine, HostIo};
+pub use engine::{Engine, HostIo, HostTimes};
 pub use error::RuntimeError;
 pub use executable::{
     CodeletId, CodeletVertex, ComputeSet, ComputeSetId, Direction, Executable, FunctionId,

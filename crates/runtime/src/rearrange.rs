@@ -90,7 +90,15 @@ pub(crate) struct LoadedRearrange {
     /// Each tile's index in `writes` (`u32::MAX`: none).
     slot: Vec<u32>,
     size: usize,
+    /// So few bytes written that the tiles write one after another on the calling thread.
+    small: bool,
 }
+
+/// From this many bytes on, a window is gathered by several host threads.
+const PARALLEL_GATHER_BYTES: usize = 256 * 1024;
+
+/// Below this many bytes written, a rearrangement runs on one host thread.
+const SMALL_BYTES: usize = 64 * 1024;
 
 /// Host buffers reused from one rearrangement to the next.
 #[derive(Default)]
@@ -191,6 +199,7 @@ impl LoadedRearrange {
                 },
             );
         }
+        let written: usize = r.runs.iter().map(|x| x.len).sum::<usize>() * size;
         Ok(LoadedRearrange {
             name: r.name.clone(),
             cost: traffic.cost(system)?,
@@ -199,6 +208,7 @@ impl LoadedRearrange {
             writes,
             slot,
             size,
+            small: written < SMALL_BYTES,
         })
     }
 
@@ -209,11 +219,43 @@ impl LoadedRearrange {
 
     /// Copies the window of source `k` out of `memory` into `buf` (at least
     /// [`LoadedRearrange::window_bytes`] long).
-    pub(crate) fn gather(&self, memory: &[Vec<u8>], k: usize, buf: &mut [u8]) {
-        for s in &self.windows[k].gather {
-            buf[s.at..s.at + s.bytes]
-                .copy_from_slice(&memory[s.tile][s.offset..s.offset + s.bytes]);
+    /// A large window is gathered in parallel on `pool`, in chunks of its segments.
+    pub(crate) fn gather(
+        &self,
+        memory: &[Vec<u8>],
+        k: usize,
+        buf: &mut [u8],
+        pool: &rayon::ThreadPool,
+    ) {
+        let segments = &self.windows[k].gather;
+        let copy = |part: &mut [u8], base: usize, segments: &[Segment]| {
+            for s in segments {
+                part[s.at - base..s.at - base + s.bytes]
+                    .copy_from_slice(&memory[s.tile][s.offset..s.offset + s.bytes]);
+            }
+        };
+        if self.windows[k].bytes < PARALLEL_GATHER_BYTES {
+            copy(buf, 0, segments);
+            return;
         }
+        // Segments are sorted by `at` and disjoint: each chunk owns its span of the buffer.
+        let per = segments
+            .len()
+            .div_ceil(4 * pool.current_num_threads())
+            .max(1);
+        let mut parts = Vec::new();
+        let (mut rest, mut base) = (buf, 0);
+        for chunk in segments.chunks(per) {
+            let last = chunk.last().expect("chunks are not empty");
+            let (part, tail) = rest.split_at_mut(last.at + last.bytes - base);
+            parts.push((part, base, chunk));
+            (rest, base) = (tail, last.at + last.bytes);
+        }
+        pool.install(|| {
+            parts
+                .into_par_iter()
+                .for_each(|(part, base, chunk)| copy(part, base, chunk))
+        });
     }
 
     /// Writes destination tile `slot`'s share (by index in `writes`) into `mem`, from the
@@ -263,17 +305,21 @@ impl LoadedRearrange {
             if buf.len() < w.bytes {
                 buf.resize(w.bytes, 0);
             }
-            self.gather(memory, k, buf);
+            self.gather(memory, k, buf, pool);
         }
         let windows: Vec<&[u8]> = scratch.windows.iter().map(Vec::as_slice).collect();
-        if self.writes.len() == 1 {
-            self.write_tile(&mut memory[self.writes[0].0], 0, &windows);
+        if self.small || self.writes.len() == 1 {
+            for (slot, (t, _)) in self.writes.iter().enumerate() {
+                self.write_tile(&mut memory[*t], slot, &windows);
+            }
             return;
         }
+        let chunk = memory.len() / (4 * pool.current_num_threads()).max(1);
         pool.install(|| {
             memory
                 .par_iter_mut()
                 .zip(self.slot.par_iter())
+                .with_min_len(chunk.max(1))
                 .filter(|(_, s)| **s != u32::MAX)
                 .for_each(|(mem, &s)| self.write_tile(mem, s as usize, &windows));
         });
