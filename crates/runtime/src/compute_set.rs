@@ -115,13 +115,7 @@ impl LoadedVertex {
             }
             return Ok(());
         }
-        assert!(
-            self.inputs
-                .iter()
-                .chain(&self.outputs)
-                .all(|&(b, e)| b <= e && e <= mem.len()),
-            "validated: every region lies in its tile's memory"
-        );
+        self.assert_in(mem);
         let base = mem.as_mut_ptr();
         // SAFETY: every range lies within `mem` (asserted above) and no output range
         // overlaps an input or another output (`overlaps` is false), so the shared and
@@ -141,6 +135,17 @@ impl LoadedVertex {
 }
 
 impl LoadedVertex {
+    /// The invariant the raw-pointer slices below rely on.
+    fn assert_in(&self, mem: &[u8]) {
+        assert!(
+            self.inputs
+                .iter()
+                .chain(&self.outputs)
+                .all(|&(b, e)| b <= e && e <= mem.len()),
+            "validated: every region lies in its tile's memory"
+        );
+    }
+
     /// Runs a matrix product whose operands are kept windows or tile memory.
     fn run_viewed(
         &self,
@@ -156,13 +161,7 @@ impl LoadedVertex {
         };
         let cols = [spec.k, spec.n];
         let (ob, oe) = self.outputs[0];
-        assert!(
-            self.inputs
-                .iter()
-                .chain(&self.outputs)
-                .all(|&(b, e)| b <= e && e <= mem.len()),
-            "validated: every region lies in its tile's memory"
-        );
+        self.assert_in(mem);
         // Operands on the tile are read as f32 in place unless misaligned or overlapping
         // the output; then they are copied.
         let mut owned: [Vec<f32>; 2] = Default::default();
