@@ -101,8 +101,10 @@ pub struct Engine {
     /// Every `Copy` of the program, as a rearrangement of one run.
     copies: HashMap<(TensorId, TensorId), LoadedRearrange>,
     scratch: Scratch,
-    /// By rearrangement: its destination is not written; its windows are kept here (empty
-    /// for the others). See [`crate::operand_views`].
+    /// By rearrangement: its destination is not written; its windows are kept in `kept`.
+    /// See [`crate::operand_views`].
+    is_kept: Vec<bool>,
+    /// By rearrangement: its kept windows (empty for the others).
     kept: Vec<Vec<Vec<f32>>>,
     /// The rearrangement each unwritten destination tensor would be written by.
     kept_dst: HashMap<TensorId, usize>,
@@ -226,6 +228,7 @@ impl Engine {
             rearranges,
             copies,
             scratch: Scratch::default(),
+            is_kept: views.kept.clone(),
             kept,
             kept_dst,
             host: HostTimes::default(),
@@ -456,7 +459,7 @@ impl Engine {
     /// Runs a rearrangement.
     fn rearrange(&mut self, id: usize) -> StepProfile {
         let r = &self.rearranges[id];
-        if self.kept[id].is_empty() {
+        if !self.is_kept[id] {
             r.apply(&mut self.memory, &mut self.scratch, &self.pool);
         } else {
             for (k, window) in self.kept[id].iter_mut().enumerate() {
