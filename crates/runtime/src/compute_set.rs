@@ -2,13 +2,13 @@
 //! that tile's memory, the superstep's compute cycles, and running it (tiles in parallel).
 
 use crate::RuntimeError;
+use crate::active_tiles::for_each_active;
 use crate::codelet::CodeletRef;
 use crate::cost;
 use crate::executable::{Executable, Region};
 use crate::operand_views::{OperandViews, View};
 use crate::validate::region_bytes;
 use codegen::{KernelCache, KernelId, KernelSpec, KernelTable, MatRef};
-use rayon::prelude::*;
 use smallvec::SmallVec;
 
 /// What a loaded vertex runs.
@@ -332,28 +332,13 @@ impl LoadedComputeSet {
         windows: &[Vec<Vec<f32>>],
         pool: &rayon::ThreadPool,
     ) -> Result<(), RuntimeError> {
-        let run_tile = |(mem, &s): (&mut Vec<u8>, &u32)| -> Result<(), RuntimeError> {
-            for v in &self.tiles[s as usize] {
+        let run_tile = |mem: &mut Vec<u8>, s: usize| -> Result<(), RuntimeError> {
+            for v in &self.tiles[s] {
                 v.run(mem, table, codelets, windows)
                     .map_err(|e| RuntimeError::Run(format!("compute set {}: {e}", self.name)))?;
             }
             Ok(())
         };
-        if self.small {
-            return memory
-                .iter_mut()
-                .zip(&self.slot)
-                .filter(|(_, s)| **s != u32::MAX)
-                .try_for_each(run_tile);
-        }
-        let chunk = memory.len() / (4 * pool.current_num_threads()).max(1);
-        pool.install(|| {
-            memory
-                .par_iter_mut()
-                .zip(self.slot.par_iter())
-                .with_min_len(chunk.max(1))
-                .filter(|(_, s)| **s != u32::MAX)
-                .try_for_each(run_tile)
-        })
+        for_each_active(memory, &self.slot, self.small, pool, run_tile)
     }
 }

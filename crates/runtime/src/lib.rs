@@ -8,6 +8,7 @@
 //! tile into a [`Profile`]. Vertex kernels are JIT-compiled by the `codegen` crate.
 #![warn(missing_docs)]
 
+mod active_tiles;
 pub mod builder;
 pub mod codelet;
 mod compute_set;

@@ -9,6 +9,7 @@
 //! byte is gathered before any is written, so a destination may overlap its sources.
 
 use crate::RuntimeError;
+use crate::active_tiles::for_each_active;
 use crate::exchange::{CopyCost, Locator, Traffic};
 use crate::executable::{Rearrange, RunSource, Tensor};
 use crate::system::System;
@@ -308,20 +309,11 @@ impl LoadedRearrange {
             self.gather(memory, k, buf, pool);
         }
         let windows: Vec<&[u8]> = scratch.windows.iter().map(Vec::as_slice).collect();
-        if self.small || self.writes.len() == 1 {
-            for (slot, (t, _)) in self.writes.iter().enumerate() {
-                self.write_tile(&mut memory[*t], slot, &windows);
-            }
-            return;
-        }
-        let chunk = memory.len() / (4 * pool.current_num_threads()).max(1);
-        pool.install(|| {
-            memory
-                .par_iter_mut()
-                .zip(self.slot.par_iter())
-                .with_min_len(chunk.max(1))
-                .filter(|(_, s)| **s != u32::MAX)
-                .for_each(|(mem, &s)| self.write_tile(mem, s as usize, &windows));
+        let small = self.small || self.writes.len() == 1;
+        // Writing cannot fail: the error type is uninhabited.
+        let Ok(()) = for_each_active(memory, &self.slot, small, pool, |mem, s| {
+            self.write_tile(mem, s, &windows);
+            Ok::<(), std::convert::Infallible>(())
         });
     }
 }
