@@ -300,10 +300,11 @@ fn bad_device_flags_are_named() {
     }
 }
 
-#[test]
-fn a_module_too_big_for_four_tiles_is_out_of_memory_naming_the_tile() {
+/// A module of 8 MB (`exp` of 1M floats) and its input, in a fresh scratch folder; `run`
+/// runs it with extra flags into `out{tag}`.
+fn eight_megabyte_module(name: &str) -> (PathBuf, impl Fn(&str, &[&str]) -> Output) {
     let (dir, hlo) = hlo_file(
-        "oom",
+        name,
         "big.hlo",
         "HloModule big\n\nENTRY main {\n  x = f32[1000000] parameter(0)\n  ROOT y = f32[1000000] exponential(x)\n}\n",
     );
@@ -317,32 +318,151 @@ fn a_module_too_big_for_four_tiles_is_out_of_memory_naming_the_tile() {
         .unwrap(),
     )
     .unwrap();
-    let run = |tiles: &str| {
-        ipuxla(&[
-            "run",
-            hlo.to_str().unwrap(),
-            "--inputs",
-            &format!("0={}", x.display()),
-            "--outdir",
-            dir.join(format!("out{tiles}")).to_str().unwrap(),
-            "--tiles-per-ipu",
-            tiles,
-        ])
+    let out_dir = dir.clone();
+    let run = move |tag: &str, flags: &[&str]| {
+        let mut args = vec![
+            "run".to_string(),
+            hlo.to_string_lossy().into_owned(),
+            "--inputs".into(),
+            format!("0={}", x.display()),
+            "--outdir".into(),
+            out_dir
+                .join(format!("out{tag}"))
+                .to_string_lossy()
+                .into_owned(),
+        ];
+        args.extend(flags.iter().map(|f| f.to_string()));
+        ipuxla(&args.iter().map(String::as_str).collect::<Vec<_>>())
     };
-    let out = run("4");
+    (dir, run)
+}
+
+#[test]
+fn a_module_too_big_for_four_tiles_is_out_of_memory_naming_the_tile() {
+    let (dir, run) = eight_megabyte_module("oom");
+    // A C2 (ipu1) has no Streaming Memory: 8 MB cannot fit 4 tiles of 256 KiB.
+    let out = run("ipu1", &["--ipu-version", "ipu1", "--tiles-per-ipu", "4"]);
     let text = stderr(&out);
     assert!(!out.status.success());
     assert!(
         text.contains("IPU 0 tile ")
-            && text.contains("is out of memory")
-            && text.contains("but the tile has 638976")
-            && text.contains("live on the tile then: "),
+            && text.contains("is out of memory: ")
+            && text.contains("but the tile has 262144")
+            && text.contains("live on the tile then: ")
+            && text.contains("an ipu1 has no Streaming Memory"),
         "{text}"
     );
-    assert!(!dir.join("out4").exists(), "nothing is written");
+    assert!(!dir.join("outipu1").exists(), "nothing is written");
+    // An ipu2 with Streaming Memory turned off fails the same way.
+    let out = run("off", &["--tiles-per-ipu", "4", "--no-streaming-memory"]);
+    let text = stderr(&out);
+    assert!(!out.status.success());
+    assert!(
+        text.contains("is out of memory: ")
+            && text.contains("but the tile has 638976")
+            && text.contains("ipu_model.streaming_memory is off"),
+        "{text}"
+    );
+    assert!(!dir.join("outoff").exists(), "nothing is written");
     // The same module fits a full IPU.
-    let out = run("1472");
+    let out = run("1472", &["--tiles-per-ipu", "1472"]);
     assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn a_module_too_big_for_four_tiles_of_an_ipu2_runs_out_of_core() {
+    let (dir, run) = eight_megabyte_module("out-of-core");
+    let profile = dir.join("profile.json");
+    let out = run(
+        "4",
+        &[
+            "--tiles-per-ipu",
+            "4",
+            "--profile",
+            profile.to_str().unwrap(),
+        ],
+    );
+    let text = stderr(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("warning: the module does not fit the tile memory of 4 tiles per IPU; it runs out of core on 16 virtual tiles"), "{text}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(
+            "out of core: 16 virtual tiles per IPU run on 4, paged through Streaming Memory"
+        ) && stdout.contains("(virtual; runs on tile "),
+        "{stdout}"
+    );
+    let y = ipuxla::npy::read_npy(&dir.join("out4/output_0.npy")).unwrap();
+    let want = 0.5f32.exp();
+    match &y.data {
+        xla_ir::literal::ArrayData::F32(v) => {
+            assert_eq!(v.len(), 1_000_000);
+            assert!(
+                v.iter().all(|&e| (e - want).abs() <= 1e-6 * want),
+                "exp(0.5)"
+            );
+        }
+        other => panic!("f32 expected, got {other:?}"),
+    }
+    let p: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&profile).unwrap()).unwrap();
+    assert_eq!(
+        p["out_of_core"],
+        serde_json::json!({"virtual_tiles_per_ipu": 16, "physical_tiles_per_ipu": 4})
+    );
+    // Every byte of the input, the result and the computation is paged at least once.
+    assert!(
+        p["totals"]["bytes_paged"].as_u64().unwrap() >= 8_000_000,
+        "{p}"
+    );
+    assert!(p["totals"]["paging_cycles"].as_u64().unwrap() > 0);
+    assert!(
+        p["tiles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["bytes_used"].as_u64().unwrap() <= 638976),
+        "every virtual tile fits a tile"
+    );
+}
+
+#[test]
+fn an_op_that_runs_on_one_tile_and_does_not_fit_it_is_out_of_memory_even_out_of_core() {
+    // A sort of one row runs on one tile: 2 x 400 KB of keys and result need more than
+    // 624 KiB however many tiles there are.
+    let (dir, hlo) = hlo_file(
+        "one-tile-oom",
+        "sort.hlo",
+        "HloModule s\n\ncmp {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT lt = pred[] compare(a, b), direction=LT\n}\n\nENTRY main {\n  x = f32[100000] parameter(0)\n  ROOT y = f32[100000] sort(x), dimensions={0}, to_apply=cmp\n}\n",
+    );
+    let x = dir.join("x.npy");
+    ipuxla::npy::write_npy(
+        &x,
+        &xla_ir::ArrayLiteral::new(
+            xla_ir::ArrayShape::new(xla_ir::ElementType::F32, &[100_000]),
+            xla_ir::literal::ArrayData::F32((0..100_000).map(|i| (i % 977) as f32).collect()),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let out = ipuxla(&[
+        "run",
+        hlo.to_str().unwrap(),
+        "--inputs",
+        &format!("0={}", x.display()),
+        "--outdir",
+        dir.join("out").to_str().unwrap(),
+        "--tiles-per-ipu",
+        "4",
+    ]);
+    let text = stderr(&out);
+    assert!(!out.status.success());
+    assert!(
+        text.contains("is out of memory even out of core (as virtual tile ")
+            && text.contains("does not shrink this tile's share"),
+        "{text}"
+    );
+    assert!(!dir.join("out").exists(), "nothing is written");
 }
 
 #[test]

@@ -81,6 +81,11 @@ pub struct RunArgs {
     /// Tiles per simulated IPU (`ipu_model.tiles_per_ipu`; default: the version's count).
     #[arg(long)]
     pub tiles_per_ipu: Option<usize>,
+    /// Fail with the out-of-memory report when the module does not fit tile memory, instead
+    /// of running it out of core through Streaming Memory (`ipu_model.streaming_memory`
+    /// false; an ipu1 has no Streaming Memory and always fails).
+    #[arg(long)]
+    pub no_streaming_memory: bool,
     /// Write the run's profile (cycles and bytes per step, memory per tile) as JSON.
     #[arg(long, value_name = "FILE.json")]
     pub profile: Option<PathBuf>,
@@ -134,6 +139,9 @@ fn config_of(args: &RunArgs) -> anyhow::Result<compiler::IpuConfig> {
             bail!("--tiles-per-ipu must be at least 1");
         }
         c.ipu_model.tiles_per_ipu = t;
+    }
+    if args.no_streaming_memory {
+        c.ipu_model.streaming_memory = false;
     }
     c.check()?;
     Ok(c)

@@ -21,18 +21,39 @@ pub fn summary(run: &DeviceRun) -> String {
         p.target,
         p.clock_hz / 1e9
     );
-    let _ = writeln!(
+    let _ = write!(
         s,
         "  compute {} / exchange {} / sync {} cycles",
         p.totals.compute_cycles, p.totals.exchange_cycles, p.totals.sync_cycles
     );
+    match p.out_of_core {
+        Some(_) => {
+            let _ = writeln!(s, " / paging {} cycles", p.totals.paging_cycles);
+        }
+        None => s.push('\n'),
+    }
+    if let Some(o) = p.out_of_core {
+        let _ = writeln!(
+            s,
+            "out of core: {} virtual tiles per IPU run on {}, paged through Streaming Memory ({} B paged)",
+            o.virtual_tiles_per_ipu, o.physical_tiles_per_ipu, p.totals.bytes_paged
+        );
+    }
     if let Some(t) = peak {
+        let tile = match p.out_of_core {
+            Some(o) => format!(
+                "{} (virtual; runs on tile {})",
+                t.tile,
+                t.tile % o.physical_tiles_per_ipu.max(1)
+            ),
+            None => t.tile.to_string(),
+        };
         let _ = writeln!(
             s,
             "memory: peak tile {} B (IPU {} tile {}, {:.1}% of {} B); total {} B on {} tiles",
             t.bytes_used,
             t.ipu,
-            t.tile,
+            tile,
             100.0 * t.bytes_used as f64 / (t.bytes_used + t.bytes_free).max(1) as f64,
             t.bytes_used + t.bytes_free,
             total,

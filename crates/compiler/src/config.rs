@@ -64,6 +64,10 @@ pub struct IpuModelConfig {
     pub tiles_per_ipu: usize,
     /// `ipu_model.compile_ipu_code`: accepted for compatibility; the model never holds code.
     pub compile_ipu_code: bool,
+    /// `ipu_model.streaming_memory` (ipuxla's own option, default true): a module too big
+    /// for tile memory runs out of core, paged through Streaming Memory, on IPUs that have
+    /// it (ipu2); false makes it fail with the out-of-memory report instead.
+    pub streaming_memory: bool,
 }
 
 impl Default for IpuModelConfig {
@@ -72,6 +76,7 @@ impl Default for IpuModelConfig {
             version: "ipu2".into(),
             tiles_per_ipu: 0,
             compile_ipu_code: true,
+            streaming_memory: true,
         }
     }
 }
@@ -331,6 +336,7 @@ mod tests {
         let c = IpuConfig::default();
         assert_eq!(c.ipu_model.version, "ipu2");
         assert_eq!(c.ipu_model.tiles_per_ipu, 0);
+        assert!(c.ipu_model.streaming_memory);
         assert_eq!(c.auto_select_ipus.num_ipus(), 1);
         let m = c.matmuls.options("matmuls").unwrap();
         assert_eq!(m.available_memory_proportion, 0.6);
@@ -343,11 +349,12 @@ mod tests {
     #[test]
     fn json_loads_nested_options_and_rejects_unknown_keys() {
         let c = IpuConfig::from_json(
-            r#"{"ipu_model": {"tiles_per_ipu": 4}, "auto_select_ipus": 2,
+            r#"{"ipu_model": {"tiles_per_ipu": 4, "streaming_memory": false}, "auto_select_ipus": 2,
                 "matmuls": {"poplar_options": {"availableMemoryProportion": "0.3", "partialsType": "half"}}}"#,
         )
         .unwrap();
         assert_eq!(c.ipu_model.tiles_per_ipu, 4);
+        assert!(!c.ipu_model.streaming_memory);
         assert_eq!(c.auto_select_ipus.num_ipus(), 2);
         assert_eq!(
             c.matmuls.options("matmuls").unwrap().partials,

@@ -33,24 +33,8 @@ pub enum CompileError {
         reason: String,
     },
     /// A tile's live tensors do not fit its memory.
-    #[error(
-        "IPU {ipu} tile {tile} is out of memory: {needed} bytes are needed when '{when}' is created but the tile has {available}; live on the tile then: {}",
-        live.iter().map(|(n, b)| format!("{n} ({b} B)")).collect::<Vec<_>>().join(", ")
-    )]
-    OutOfMemory {
-        /// The IPU.
-        ipu: usize,
-        /// The tile.
-        tile: usize,
-        /// Bytes the tile needs at its peak.
-        needed: u64,
-        /// Bytes a tile has.
-        available: u64,
-        /// The tensor whose creation reaches the peak.
-        when: String,
-        /// The largest tensors live on the tile at the peak (name, bytes there).
-        live: Vec<(String, u64)>,
-    },
+    #[error(transparent)]
+    OutOfMemory(Box<TileOutOfMemory>),
     /// `--stop-after` names no pass of the pipeline.
     #[error("--stop-after '{name}': there is no such pass; the passes are {}", known.join(", "))]
     UnknownPass {
@@ -78,4 +62,31 @@ pub enum CompileError {
     /// The program does not fit, or the executable is rejected by the IPU Model.
     #[error(transparent)]
     Device(#[from] RuntimeError),
+}
+
+/// Which tile ran out of memory, when, and what was live on it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "IPU {ipu} tile {tile} is out of memory{}: {needed} bytes are needed when '{when}' is created but the tile has {available}; live on the tile then: {}{}",
+    virtual_tile.map(|(v, n)| format!(" even out of core (as virtual tile {v} of {n} per IPU, paged through Streaming Memory)")).unwrap_or_default(),
+    live.iter().map(|(n, b)| format!("{n} ({b} B)")).collect::<Vec<_>>().join(", "),
+    if hint.is_empty() { String::new() } else { format!("; {hint}") }
+)]
+pub struct TileOutOfMemory {
+    /// The IPU.
+    pub ipu: usize,
+    /// The (physical) tile.
+    pub tile: usize,
+    /// Out of core: the virtual tile that does not fit, and the virtual tiles per IPU.
+    pub virtual_tile: Option<(usize, usize)>,
+    /// What else could make it fit (empty when nothing is known).
+    pub hint: String,
+    /// Bytes the tile needs at its peak.
+    pub needed: u64,
+    /// Bytes a tile has.
+    pub available: u64,
+    /// The tensor whose creation reaches the peak.
+    pub when: String,
+    /// The largest tensors live on the tile at the peak (name, bytes there).
+    pub live: Vec<(String, u64)>,
 }

@@ -11,6 +11,7 @@ pub mod device_data;
 pub mod egraph;
 pub mod error;
 mod lower;
+mod out_of_core;
 pub mod passes;
 pub mod schedule;
 pub mod types;
@@ -41,7 +42,7 @@ pub fn compile_with_options(
     options: &PassOptions,
 ) -> Result<Compiled, CompileError> {
     let (module, report) = optimise(module, config, options)?;
-    let mut compiled = lower::lower_module(&module, config)?;
+    let mut compiled = out_of_core::lower_fitting(&module, config)?;
     compiled.warnings.splice(0..0, report.warnings);
     Ok(compiled)
 }

@@ -7,6 +7,7 @@ use crate::codelet::CodeletRef;
 use crate::cost;
 use crate::executable::{Executable, Region};
 use crate::operand_views::{OperandViews, View};
+use crate::paging;
 use crate::validate::region_bytes;
 use codegen::{KernelCache, KernelId, KernelSpec, KernelTable, MatRef};
 use smallvec::SmallVec;
@@ -211,8 +212,12 @@ const SMALL_CYCLES: u64 = 20_000;
 pub(crate) struct LoadedComputeSet {
     /// Its name, for profiles and errors.
     pub name: String,
-    /// The slowest tile's cycles (the superstep's compute phase).
+    /// The slowest tile's cycles (the superstep's compute phase; out of core, the physical
+    /// tile whose virtual tiles take longest together).
     pub compute_cycles: u64,
+    /// Out of core: cycles paging the bytes the vertices read and write between Streaming
+    /// Memory and the tiles, and those bytes (both 0 on the physical tiles).
+    pub paging: (u64, u64),
     /// So little work (all tiles' cycles together) that waking host threads costs more than
     /// it saves: the tiles run one after another on the calling thread.
     small: bool,
@@ -235,14 +240,23 @@ impl LoadedComputeSet {
         let mut slot = vec![u32::MAX; exe.num_ipus * tiles_per_ipu];
         let mut tiles: Vec<Vec<LoadedVertex>> = Vec::new();
         let mut instructions: Vec<Vec<cost::VertexCost>> = Vec::new();
-        let mut place = |tile: usize, v: LoadedVertex, c: cost::VertexCost| {
+        // Bytes the vertices of each slot read and write (what paging moves, out of core).
+        let mut touched: Vec<u64> = Vec::new();
+        let mut place = |tile: usize, v: LoadedVertex, c: cost::VertexCost, bytes: u64| {
             if slot[tile] == u32::MAX {
                 slot[tile] = tiles.len() as u32;
                 tiles.push(Vec::new());
                 instructions.push(Vec::new());
+                touched.push(0);
             }
             tiles[slot[tile] as usize].push(v);
             instructions[slot[tile] as usize].push(c);
+            touched[slot[tile] as usize] += bytes;
+        };
+        let region_size =
+            |r: &Region| (r.len * exe.tensors[r.tensor.0 as usize].dtype.size()) as u64;
+        let touched_by = |inputs: &[Region], outputs: &[Region]| -> u64 {
+            inputs.iter().chain(outputs).map(region_size).sum()
         };
         let bytes = |r: &Region, ipu: usize, tile: usize| {
             let (b, e) = region_bytes(&exe.tensors[r.tensor.0 as usize], r, ipu, tile)
@@ -293,7 +307,8 @@ impl LoadedComputeSet {
             if operand_views.iter().any(Option::is_some) {
                 loaded.views = Some(Box::new(operand_views));
             }
-            place(v.ipu * tiles_per_ipu + v.tile, loaded, c);
+            let bytes = touched_by(&v.inputs, &v.outputs);
+            place(v.ipu * tiles_per_ipu + v.tile, loaded, c, bytes);
         }
         for v in &cs.codelet_vertices {
             let codelet = &exe.codelets[v.codelet.0 as usize];
@@ -307,15 +322,24 @@ impl LoadedComputeSet {
                 v.ipu * tiles_per_ipu + v.tile,
                 loaded,
                 codelet.0.cost(&exe.target),
+                touched_by(&v.inputs, &v.outputs),
             );
         }
         let cycles: Vec<u64> = instructions
             .iter()
             .map(|i| cost::tile_cycles(i, exe.target.worker_contexts))
             .collect();
+        let by_tile = |values: &[u64]| {
+            let slot = &slot;
+            (0..slot.len())
+                .filter(|&t| slot[t] != u32::MAX)
+                .map(move |t| (t, values[slot[t] as usize]))
+                .collect::<Vec<_>>()
+        };
         Ok(LoadedComputeSet {
             name: cs.name.clone(),
-            compute_cycles: cycles.iter().copied().max().unwrap_or(0),
+            compute_cycles: paging::busiest_physical(&exe.target, exe.num_ipus, by_tile(&cycles)),
+            paging: paging::paging(&exe.target, exe.num_ipus, by_tile(&touched)),
             small: cycles.iter().sum::<u64>() < SMALL_CYCLES,
             tiles,
             slot,

@@ -139,6 +139,13 @@ pub fn host_cycles(target: &Target, bytes: u64) -> u64 {
     (bytes as f64 / target.host_bytes_per_s * target.clock_hz).ceil() as u64
 }
 
+/// Cycles to page `bytes` between Streaming Memory and the tiles of one IPU, out of core.
+/// Poplar implements remote buffers as a pair of data streams (`poplar::RemoteBuffer`), so
+/// paging is charged at the stream (host link) bandwidth, shared by the IPU's tiles.
+pub fn paging_cycles(target: &Target, bytes: u64) -> u64 {
+    host_cycles(target, bytes)
+}
+
 /// Bytes of one element of `t` (re-exported for cost reports).
 pub fn element_bytes(t: DType) -> u64 {
     t.size() as u64

@@ -7,7 +7,7 @@ use crate::cost;
 use crate::exchange;
 use crate::executable::{Direction, Executable, Program, Rearrange, Run, RunSource, TensorId};
 use crate::operand_views::OperandViews;
-use crate::profile::{Profile, StepKind, StepProfile, TileMemory, Totals};
+use crate::profile::{OutOfCore, Profile, StepKind, StepProfile, TileMemory, Totals};
 use crate::rearrange::{LoadedRearrange, Scratch};
 use crate::system::System;
 use crate::validate::{tile_extents, validate};
@@ -81,12 +81,14 @@ fn copy_step(name: String, c: exchange::CopyCost) -> StepProfile {
     StepProfile {
         name,
         kind: StepKind::Copy,
-        cycles: c.on_tile_cycles + c.sync_cycles + c.exchange_cycles,
+        cycles: c.on_tile_cycles + c.sync_cycles + c.exchange_cycles + c.paging_cycles,
         compute_cycles: c.on_tile_cycles,
         sync_cycles: c.sync_cycles,
         exchange_cycles: c.exchange_cycles,
         bytes_moved: c.bytes_exchanged + c.bytes_over_links,
         bytes_over_links: c.bytes_over_links,
+        paging_cycles: c.paging_cycles,
+        bytes_paged: c.bytes_paged,
     }
 }
 
@@ -336,6 +338,8 @@ impl Engine {
             exchange_cycles: 0,
             bytes_moved: 0,
             bytes_over_links: 0,
+            paging_cycles: 0,
+            bytes_paged: 0,
         }
     }
 
@@ -443,16 +447,19 @@ impl Engine {
             &self.pool,
         )?;
         let compute = loaded.compute_cycles;
+        let (paging_cycles, bytes_paged) = loaded.paging;
         let sync = self.sync_cycles();
         Ok(StepProfile {
             name: loaded.name.clone(),
             kind: StepKind::Execute,
-            cycles: compute + sync,
+            cycles: compute + sync + paging_cycles,
             compute_cycles: compute,
             sync_cycles: sync,
             exchange_cycles: 0,
             bytes_moved: 0,
             bytes_over_links: 0,
+            paging_cycles,
+            bytes_paged,
         })
     }
 
@@ -523,6 +530,8 @@ impl Engine {
             exchange_cycles: transfer,
             bytes_moved: bytes,
             bytes_over_links: 0,
+            paging_cycles: 0,
+            bytes_paged: 0,
         })
     }
 
@@ -532,6 +541,8 @@ impl Engine {
             totals.compute_cycles += s.compute_cycles;
             totals.sync_cycles += s.sync_cycles;
             totals.exchange_cycles += s.exchange_cycles;
+            totals.paging_cycles += s.paging_cycles;
+            totals.bytes_paged += s.bytes_paged;
             match s.kind {
                 StepKind::StreamCopy => totals.bytes_streamed += s.bytes_moved,
                 StepKind::Copy => {
@@ -565,6 +576,10 @@ impl Engine {
             totals,
             steps,
             tiles,
+            out_of_core: target.is_out_of_core().then_some(OutOfCore {
+                virtual_tiles_per_ipu: target.tiles_per_ipu,
+                physical_tiles_per_ipu: target.physical_tiles_per_ipu,
+            }),
         }
     }
 }

@@ -5,6 +5,7 @@
 use crate::RuntimeError;
 use crate::cost;
 use crate::executable::{Interval, Tensor};
+use crate::paging;
 use crate::system::System;
 use std::collections::HashMap;
 
@@ -16,6 +17,9 @@ pub(crate) struct CopyCost {
     pub exchange_cycles: u64,
     pub bytes_exchanged: u64,
     pub bytes_over_links: u64,
+    /// Out of core: cycles paging what the copy reads and writes, and those bytes.
+    pub paging_cycles: u64,
+    pub bytes_paged: u64,
 }
 
 /// Bytes per tile (indexed `ipu * tiles_per_ipu + tile`) and per pair of IPUs: what a
@@ -72,23 +76,39 @@ impl Traffic {
 
     /// On-tile copies (and fills) first, then one sync and the exchange phase, whose length
     /// is the busiest tile's bytes over the exchange bandwidth or the slowest IPU-Link
-    /// transfer, whichever is longer.
+    /// transfer, whichever is longer. Out of core, the virtual tiles a physical tile runs
+    /// add up, and every byte read or written is paged to or from Streaming Memory.
     pub(crate) fn cost(&self, system: &System) -> Result<CopyCost, RuntimeError> {
         let target = &system.target;
-        let max = |v: &[u64]| v.iter().copied().max().unwrap_or(0);
-        let on_tile = cost::on_tile_copy_cycles(max(&self.on_tile))
-            .max(cost::on_tile_copy_cycles(max(&self.filled)));
-        let busiest = max(&self.sent).max(max(&self.received));
-        let on_chip = cost::exchange_cycles(target, busiest);
+        let ipus = system.num_ipus();
+        let busiest =
+            |v: &[u64]| paging::busiest_physical(target, ipus, v.iter().copied().enumerate());
+        let on_tile = cost::on_tile_copy_cycles(busiest(&self.on_tile))
+            .max(cost::on_tile_copy_cycles(busiest(&self.filled)));
+        let exchanged = busiest(&self.sent).max(busiest(&self.received));
+        let on_chip = cost::exchange_cycles(target, exchanged);
         let mut over_links = 0;
         for (&(from, to), &bytes) in &self.links {
             over_links = over_links.max(system.transfer_cycles(bytes, from, to)?);
         }
+        // An on-tile copy reads and writes its bytes; a send reads, a receive or fill writes.
+        let touched = (0..self.sent.len()).map(|t| {
+            let bytes = 2 * self.on_tile[t] + self.sent[t] + self.received[t] + self.filled[t];
+            (t, bytes)
+        });
+        let linked = self.links.iter().flat_map(|(&(from, to), &bytes)| {
+            // Charged to the first tile of each IPU: only the per-IPU total matters.
+            [
+                (from * self.tiles_per_ipu, bytes),
+                (to * self.tiles_per_ipu, bytes),
+            ]
+        });
+        let (paging_cycles, bytes_paged) = paging::paging(target, ipus, touched.chain(linked));
         Ok(CopyCost {
             on_tile_cycles: on_tile,
             sync_cycles: if !self.links.is_empty() {
                 system.global_sync_cycles()
-            } else if busiest > 0 {
+            } else if exchanged > 0 {
                 target.internal_sync_cycles
             } else {
                 0
@@ -96,6 +116,8 @@ impl Traffic {
             exchange_cycles: on_chip.max(over_links),
             bytes_exchanged: self.bytes_exchanged,
             bytes_over_links: self.bytes_over_links,
+            paging_cycles,
+            bytes_paged,
         })
     }
 }

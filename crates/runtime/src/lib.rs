@@ -18,6 +18,7 @@ pub mod error;
 mod exchange;
 pub mod executable;
 pub(crate) mod operand_views;
+mod paging;
 pub mod profile;
 mod rearrange;
 pub mod selection;
@@ -34,7 +35,7 @@ pub use executable::{
     Interval, Program, Rearrange, RearrangeId, Region, Run, RunSource, Stream, StreamId, Tensor,
     TensorId, Vertex,
 };
-pub use profile::{Profile, StepKind, StepProfile};
+pub use profile::{OutOfCore, Profile, StepKind, StepProfile};
 pub use selection::{DeviceId, SelectionOrder, device_ids};
 pub use system::{Hop, LinkKind, System};
 pub use target::{IpuVersion, Target};

@@ -34,6 +34,17 @@ pub struct StepProfile {
     pub bytes_moved: u64,
     /// Of which over IPU-Links.
     pub bytes_over_links: u64,
+    /// Out of core: of `cycles`, paging between Streaming Memory and the tiles (absent
+    /// from the JSON when 0).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub paging_cycles: u64,
+    /// Out of core: bytes paged between Streaming Memory and the tiles (absent when 0).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bytes_paged: u64,
+}
+
+fn is_zero(x: &u64) -> bool {
+    *x == 0
 }
 
 /// The memory a tile uses.
@@ -64,6 +75,12 @@ pub struct Totals {
     pub bytes_over_links: u64,
     /// Bytes streamed to or from the host.
     pub bytes_streamed: u64,
+    /// Out of core: cycles paging (absent from the JSON when 0).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub paging_cycles: u64,
+    /// Out of core: bytes paged between Streaming Memory and the tiles (absent when 0).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bytes_paged: u64,
 }
 
 /// The profile of one run.
@@ -83,6 +100,19 @@ pub struct Profile {
     pub totals: Totals,
     /// Every executed step, in order.
     pub steps: Vec<StepProfile>,
-    /// Memory of every tile that holds data.
+    /// Memory of every tile that holds data (out of core: of every virtual tile).
     pub tiles: Vec<TileMemory>,
+    /// Present when the program ran out of core: laid out on more tiles than the IPU has,
+    /// paged through Streaming Memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub out_of_core: Option<OutOfCore>,
+}
+
+/// How a program ran out of core.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutOfCore {
+    /// Virtual tiles per IPU the program is laid out on.
+    pub virtual_tiles_per_ipu: usize,
+    /// Tiles per IPU that run them (virtual tile `v` runs on tile `v % physical`).
+    pub physical_tiles_per_ipu: usize,
 }

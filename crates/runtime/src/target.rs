@@ -44,8 +44,13 @@ impl fmt::Display for IpuVersion {
 pub struct Target {
     /// The generation.
     pub version: IpuVersion,
-    /// Tiles per IPU (reducible for tests with [`Target::with_tiles_per_ipu`]).
+    /// Tiles per IPU the program is laid out on (reducible for tests with
+    /// [`Target::with_tiles_per_ipu`]). Out of core ([`Target::out_of_core`]) these are
+    /// virtual tiles, more than the chip has.
     pub tiles_per_ipu: usize,
+    /// Tiles the IPU really has: equal to `tiles_per_ipu` unless the program runs out of
+    /// core, when virtual tile `v` runs on physical tile `v % physical_tiles_per_ipu`.
+    pub physical_tiles_per_ipu: usize,
     /// Bytes of SRAM per tile.
     pub bytes_per_tile: u64,
     /// Tile clock in Hz.
@@ -69,6 +74,8 @@ pub struct Target {
     pub f32_macs_per_cycle: u64,
     /// f16 multiply-accumulates per cycle per tile on the AMP units.
     pub f16_macs_per_cycle: u64,
+    /// Bytes of Streaming Memory (off-chip DDR) per IPU; 0 when the system has none.
+    pub streaming_memory_bytes_per_ipu: u64,
 }
 
 impl Target {
@@ -82,6 +89,7 @@ impl Target {
         Target {
             version: IpuVersion::Ipu1,
             tiles_per_ipu: 1216,
+            physical_tiles_per_ipu: 1216,
             bytes_per_tile: 256 * 1024,
             clock_hz: 1.6e9,
             worker_contexts: 6,
@@ -93,6 +101,8 @@ impl Target {
             host_bytes_per_s: HOST_BYTES_PER_S,
             f32_macs_per_cycle: 8,
             f16_macs_per_cycle: 32,
+            // A C2 card has no Streaming Memory (ANCHORS.md §3).
+            streaming_memory_bytes_per_ipu: 0,
         }
     }
 
@@ -106,6 +116,7 @@ impl Target {
         Target {
             version: IpuVersion::Ipu2,
             tiles_per_ipu: 1472,
+            physical_tiles_per_ipu: 1472,
             bytes_per_tile: 624 * 1024,
             clock_hz: 1.325e9,
             worker_contexts: 6,
@@ -117,6 +128,7 @@ impl Target {
             host_bytes_per_s: HOST_BYTES_PER_S,
             f32_macs_per_cycle: 16,
             f16_macs_per_cycle: 64,
+            streaming_memory_bytes_per_ipu: STREAMING_MEMORY_BYTES_PER_IPU2,
         }
     }
 
@@ -131,7 +143,26 @@ impl Target {
     /// The same target with fewer (or more) tiles per IPU, as tests use (e.g. 4 or 16).
     pub fn with_tiles_per_ipu(mut self, tiles: usize) -> Target {
         self.tiles_per_ipu = tiles;
+        self.physical_tiles_per_ipu = tiles;
         self
+    }
+
+    /// The same IPU running a program laid out on `virtual_tiles` tiles per IPU, out of
+    /// core: each virtual tile's memory lives in Streaming Memory and is paged onto
+    /// physical tile `v % physical_tiles_per_ipu` for the steps that use it.
+    pub fn out_of_core(mut self, virtual_tiles: usize) -> Target {
+        self.tiles_per_ipu = virtual_tiles;
+        self
+    }
+
+    /// Whether the program runs on more (virtual) tiles than the IPU has.
+    pub fn is_out_of_core(&self) -> bool {
+        self.tiles_per_ipu > self.physical_tiles_per_ipu
+    }
+
+    /// The physical tile that runs (virtual) tile `tile`.
+    pub fn physical_tile(&self, tile: usize) -> usize {
+        tile % self.physical_tiles_per_ipu.max(1)
     }
 
     /// Cycles of an inter-IPU sync across `hops` IPU-Link hops: 15 ns per hop, there and
@@ -164,6 +195,10 @@ pub const IPU_LINK_BITS_PER_S: f64 = 128.0 * (1u64 << 30) as f64;
 /// Host link: PCIe Gen4 x16, 64 GB/s.
 pub const HOST_BYTES_PER_S: f64 = 64e9;
 
+/// Streaming Memory of an ipu2: up to 448 GB per IPU-M2000 of 4 IPUs (launch coverage,
+/// ANCHORS.md §3), so 112 GB per IPU.
+pub const STREAMING_MEMORY_BYTES_PER_IPU2: u64 = 112_000_000_000;
+
 /// Transfers reach 85% of link bandwidth (PopLibs `addGlobalExchangeConstraints`).
 pub const IPU_LINK_EFFICIENCY: f64 = 0.85;
 
@@ -184,5 +219,11 @@ mod tests {
         // ≈40 cycles of global sync for one hop at 1.325 GHz.
         assert_eq!(t.global_sync_cycles(1), 40);
         assert_eq!(Target::ipu1().with_tiles_per_ipu(4).tiles_per_ipu, 4);
+        let paged = Target::ipu2().with_tiles_per_ipu(4).out_of_core(64);
+        assert!(paged.is_out_of_core() && !Target::ipu2().is_out_of_core());
+        assert_eq!(
+            (paged.physical_tile(5), paged.physical_tiles_per_ipu),
+            (1, 4)
+        );
     }
 }

@@ -5,6 +5,7 @@
 
 use super::Lowerer;
 use crate::CompileError;
+use crate::error::TileOutOfMemory;
 use std::collections::HashMap;
 
 /// Offsets are multiples of 8 bytes (the 64-bit data path).
@@ -81,14 +82,19 @@ pub(crate) fn allocate(l: &mut Lowerer) -> Result<(), CompileError> {
             .collect();
         live.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         live.truncate(4);
-        return Err(CompileError::OutOfMemory {
+        let target = &l.target;
+        return Err(CompileError::OutOfMemory(Box::new(TileOutOfMemory {
             ipu,
-            tile,
+            tile: target.physical_tile(tile),
+            virtual_tile: target
+                .is_out_of_core()
+                .then_some((tile, target.tiles_per_ipu)),
+            hint: String::new(),
             needed,
             available: capacity,
             when: l.b.tensor_info(runtime::TensorId(t as u32)).name.clone(),
             live,
-        });
+        })));
     }
     Ok(())
 }

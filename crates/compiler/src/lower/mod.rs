@@ -150,9 +150,13 @@ pub(crate) struct Lowerer<'m> {
     pub warnings: Vec<String>,
 }
 
-/// Compiles a module (types already checked and narrowed).
-pub(crate) fn lower_module(module: &Module, config: &IpuConfig) -> Result<Compiled, CompileError> {
-    let target = config.target()?;
+/// Compiles a module (types already checked and narrowed) for `target` (the config's, or
+/// the same IPU out of core).
+pub(crate) fn lower_module(
+    module: &Module,
+    config: &IpuConfig,
+    target: Target,
+) -> Result<Compiled, CompileError> {
     let num_ipus = config.auto_select_ipus.num_ipus();
     let mut l = Lowerer {
         module,
