@@ -6,7 +6,7 @@
 //! work is spread over tiles, each receiving its operand slices by exchange; element-wise
 //! ops split like any element-wise kernel. Ops that do not split run on one tile.
 
-use super::conv_codelet::ConvCodelet;
+use super::conv_codelet::{ConvCodelet, SharedPatches};
 use super::mapping::{self, Piece};
 use super::movement::{Src, flat, runs_of};
 use super::{Arr, Here, Lowerer, Scope, Value};
@@ -15,6 +15,7 @@ use crate::device_data::{from_device, to_device};
 use runtime::cost::VertexCost;
 use runtime::{Codelet, CodeletRef, CodeletVertex, Program, Region, Target};
 use std::collections::HashMap;
+use std::sync::Arc;
 use xla_ir::ids::CompId;
 use xla_ir::literal::Literal;
 use xla_ir::{ArrayShape, Computation, Instruction, Module, Op, Shape};
@@ -338,12 +339,17 @@ impl Lowerer<'_> {
         module: Module,
         inputs: Vec<ArrayShape>,
         cost: VertexCost,
+        shared: Option<&Arc<SharedPatches>>,
     ) -> runtime::CodeletId {
         let name = format!("{} ({})", here.instr.name, here.instr.op.name());
         let root = module.entry_computation().root_instr();
         if let ([input, kernel], Some(output)) = (&inputs[..], root.shape.as_array())
             && let Some(c) = ConvCodelet::new(name.clone(), &root.op, input, kernel, output, cost)
         {
+            let c = match shared {
+                Some(shared) => c.sharing(Arc::clone(shared)),
+                None => c,
+            };
             return self.b.codelet(CodeletRef::new(c));
         }
         let c = EvalCodelet {
@@ -479,6 +485,13 @@ impl Lowerer<'_> {
         let mut vertices = Vec::new();
         let mut reads = Vec::new();
         let tpi = self.target.tiles_per_ipu;
+        // Parts of a convolution that all read the whole input share one patch matrix.
+        let shared = match (&here.instr.op, &split) {
+            (Op::Convolution { .. }, Some(s)) if s.operand_dims[0].is_none() => {
+                Some(Arc::new(SharedPatches::default()))
+            }
+            _ => None,
+        };
         for p in 0..parts {
             let tile = (start + p) % self.tiles;
             let mut ins = Vec::new();
@@ -525,6 +538,7 @@ impl Lowerer<'_> {
                 module,
                 ins.iter().map(|a| a.shape.clone()).collect(),
                 cost,
+                shared.as_ref(),
             );
             let out_arrs: Vec<Arr> = outs
                 .iter()
@@ -605,7 +619,7 @@ impl Lowerer<'_> {
                 &shapes,
                 Some((out_shape, here.instr.op.clone())),
             );
-            let id = self.add_eval_codelet(here, module, in_shapes, cost);
+            let id = self.add_eval_codelet(here, module, in_shapes, cost, None);
             let region = |t| Region {
                 tensor: t,
                 start: p.start,

@@ -7,6 +7,7 @@
 use codegen::MatRef;
 use runtime::cost::VertexCost;
 use runtime::{Codelet, Target};
+use std::sync::{Arc, Mutex, PoisonError};
 use xla_ir::attributes::{ConvDims, Window, WindowDim};
 use xla_ir::{ArrayShape, ElementType, Op};
 
@@ -261,6 +262,37 @@ pub(crate) struct ConvCodelet {
     name: String,
     plan: Plan,
     cost: VertexCost,
+    shared: Option<Arc<SharedPatches>>,
+}
+
+/// The patch matrix of the parts of one convolution that read the same whole input (a
+/// split over output features): each tile holds a copy of the input, so every part would
+/// build the same matrix. The host builds it once and the other parts reuse it when their
+/// input bytes are identical to the ones it was built from. What each part computes is
+/// unchanged; the IPU Model still charges every part its own work.
+#[derive(Default)]
+pub(crate) struct SharedPatches(Mutex<Option<BuiltPatches>>);
+
+/// A patch matrix and the input bytes it was built from.
+type BuiltPatches = (Vec<u8>, Arc<Vec<f32>>);
+
+impl SharedPatches {
+    fn cached(&self) -> std::sync::MutexGuard<'_, Option<BuiltPatches>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The patches built from exactly these input bytes, if any.
+    fn get(&self, input: &[u8]) -> Option<Arc<Vec<f32>>> {
+        let cached = self.cached();
+        cached
+            .as_ref()
+            .filter(|(bytes, _)| bytes.as_slice() == input)
+            .map(|(_, patches)| Arc::clone(patches))
+    }
+
+    fn put(&self, input: &[u8], patches: Arc<Vec<f32>>) {
+        *self.cached() = Some((input.to_vec(), patches));
+    }
 }
 
 impl ConvCodelet {
@@ -291,7 +323,34 @@ impl ConvCodelet {
             return None;
         }
         let plan = Plan::new(input, kernel, output, window, dims)?;
-        Some(ConvCodelet { name, plan, cost })
+        Some(ConvCodelet {
+            name,
+            plan,
+            cost,
+            shared: None,
+        })
+    }
+
+    /// The same vertex, sharing its patch matrix with the other parts that hold `shared`
+    /// (parts of one convolution whose input is not split, so their plans' patches agree).
+    pub(crate) fn sharing(mut self, shared: Arc<SharedPatches>) -> ConvCodelet {
+        self.shared = Some(shared);
+        self
+    }
+
+    /// The patch matrix of input `x` (`rows × depth`, row-major).
+    fn patches(&self, x: &[f32]) -> Vec<f32> {
+        let p = &self.plan;
+        let mut patches: Vec<f32> = Vec::with_capacity(p.rows * p.depth);
+        for r in &p.patches {
+            match r.src {
+                NONE => patches.extend(std::iter::repeat_n(0.0, r.len as usize)),
+                src => patches.extend(
+                    (0..r.len as i64).map(|j| x[(src as i64 + j * r.stride as i64) as usize]),
+                ),
+            }
+        }
+        patches
     }
 }
 
@@ -327,16 +386,18 @@ impl Codelet for ConvCodelet {
                 [p.input_len, p.kernel_len, p.output_len]
             ));
         }
-        let (x, w) = (f32_slice(inputs[0]), f32_slice(inputs[1]));
-        let mut patches: Vec<f32> = Vec::with_capacity(p.rows * p.depth);
-        for r in &p.patches {
-            match r.src {
-                NONE => patches.extend(std::iter::repeat_n(0.0, r.len as usize)),
-                src => patches.extend(
-                    (0..r.len as i64).map(|j| x[(src as i64 + j * r.stride as i64) as usize]),
-                ),
-            }
-        }
+        let w = f32_slice(inputs[1]);
+        let patches = match &self.shared {
+            Some(shared) => match shared.get(inputs[0]) {
+                Some(patches) => patches,
+                None => {
+                    let patches = Arc::new(self.patches(&f32_slice(inputs[0])));
+                    shared.put(inputs[0], Arc::clone(&patches));
+                    patches
+                }
+            },
+            None => Arc::new(self.patches(&f32_slice(inputs[0]))),
+        };
         let gathered: Vec<f32>;
         let kernel = match &p.kernel {
             KernelMatrix::View { at, rs, cs } => MatRef {
@@ -443,6 +504,49 @@ mod tests {
                 (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
                 "element {i}: {g} vs {w}"
             );
+        }
+    }
+
+    /// Parts sharing a patch matrix compute, bit for bit, what each computes alone: when
+    /// the input repeats (the matrix is reused) and when it changes (it is rebuilt).
+    #[test]
+    fn parts_sharing_patches_compute_what_each_computes_alone() {
+        let m = xla_ir::parse_module(
+            "HloModule t
+ENTRY e {
+  x = f32[2,6,6,3]{3,2,1,0} parameter(0)
+  k = f32[3,3,3,4]{3,2,1,0} parameter(1)
+  ROOT c = f32[2,6,6,4]{3,2,1,0} convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+}",
+        )
+        .unwrap();
+        let root = m.entry_computation().root_instr();
+        let a = |d: &[i64]| ArrayShape::new(ElementType::F32, d);
+        let (xs, ks, os) = (a(&[2, 6, 6, 3]), a(&[3, 3, 3, 4]), a(&[2, 6, 6, 4]));
+        let make = || {
+            ConvCodelet::new("c".into(), &root.op, &xs, &ks, &os, VertexCost::Worker(1)).unwrap()
+        };
+        let shared = Arc::new(SharedPatches::default());
+        let parts = [
+            make().sharing(shared.clone()),
+            make().sharing(shared.clone()),
+        ];
+        let alone = make();
+        let bytes = |v: Vec<f32>| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+        for input_seed in [1, 1, 2] {
+            let x = bytes(values(xs.element_count() as usize, input_seed));
+            for kernel_seed in [5, 9] {
+                let k = bytes(values(ks.element_count() as usize, kernel_seed));
+                let run = |c: &ConvCodelet| {
+                    let mut out = vec![0u8; os.element_count() as usize * 4];
+                    c.run(&[&x, &k], &mut [out.as_mut_slice()]).unwrap();
+                    out
+                };
+                let want = run(&alone);
+                for part in &parts {
+                    assert_eq!(run(part), want, "input {input_seed}, kernel {kernel_seed}");
+                }
+            }
         }
     }
 
