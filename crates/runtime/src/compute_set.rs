@@ -8,6 +8,7 @@ use crate::cost;
 use crate::executable::{Executable, Region};
 use crate::operand_views::{OperandViews, View};
 use crate::paging;
+use crate::product_batches::{ProductBatches, Scatter, ViewedProduct};
 use crate::validate::region_bytes;
 use codegen::{KernelCache, KernelId, KernelSpec, KernelTable, MatRef};
 use smallvec::SmallVec;
@@ -221,8 +222,12 @@ pub(crate) struct LoadedComputeSet {
     /// So little work (all tiles' cycles together) that waking host threads costs more than
     /// it saves: the tiles run one after another on the calling thread.
     small: bool,
-    /// Vertices per tile, for the tiles that have any.
+    /// Vertices per tile, for the tiles that have any (those run in batches excepted).
     tiles: Vec<Vec<LoadedVertex>>,
+    /// Matrix products the host runs as a few large ones ([`crate::product_batches`]).
+    batches: ProductBatches,
+    /// Per slot: the batched results to copy to that tile.
+    scatters: Vec<Vec<Scatter>>,
     /// Each tile's index in `tiles` (`u32::MAX`: no vertices).
     slot: Vec<u32>,
 }
@@ -238,20 +243,24 @@ impl LoadedComputeSet {
         let cs = &exe.compute_sets[cs_index];
         let tiles_per_ipu = exe.target.tiles_per_ipu;
         let mut slot = vec![u32::MAX; exe.num_ipus * tiles_per_ipu];
-        let mut tiles: Vec<Vec<LoadedVertex>> = Vec::new();
+        // Vertices run one by one, with their tiles' slots.
+        let mut singles: Vec<(usize, LoadedVertex)> = Vec::new();
         let mut instructions: Vec<Vec<cost::VertexCost>> = Vec::new();
         // Bytes the vertices of each slot read and write (what paging moves, out of core).
         let mut touched: Vec<u64> = Vec::new();
-        let mut place = |tile: usize, v: LoadedVertex, c: cost::VertexCost, bytes: u64| {
+        // Matrix products with both operands in kept windows, by vertex: batched below.
+        let mut viewed: Vec<(LoadedVertex, ViewedProduct)> = Vec::new();
+        // Charges a vertex to its tile; returns the tile's slot.
+        let mut place = |tile: usize, c: cost::VertexCost, bytes: u64| {
             if slot[tile] == u32::MAX {
-                slot[tile] = tiles.len() as u32;
-                tiles.push(Vec::new());
+                slot[tile] = instructions.len() as u32;
                 instructions.push(Vec::new());
                 touched.push(0);
             }
-            tiles[slot[tile] as usize].push(v);
-            instructions[slot[tile] as usize].push(c);
-            touched[slot[tile] as usize] += bytes;
+            let s = slot[tile] as usize;
+            instructions[s].push(c);
+            touched[s] += bytes;
+            s
         };
         let region_size =
             |r: &Region| (r.len * exe.tensors[r.tensor.0 as usize].dtype.size()) as u64;
@@ -304,11 +313,29 @@ impl LoadedComputeSet {
                 v.outputs.iter().map(|r| bytes(r, v.ipu, v.tile)).collect(),
                 (elements, runs, v.run_length),
             );
-            if operand_views.iter().any(Option::is_some) {
-                loaded.views = Some(Box::new(operand_views));
-            }
             let bytes = touched_by(&v.inputs, &v.outputs);
-            place(v.ipu * tiles_per_ipu + v.tile, loaded, c, bytes);
+            let s = place(v.ipu * tiles_per_ipu + v.tile, c, bytes);
+            match (&v.kernel, operand_views) {
+                (KernelSpec::MatMul(mm), [Some(a), Some(b)]) => {
+                    let product = ViewedProduct {
+                        slot: s,
+                        m: mm.m,
+                        k: mm.k,
+                        n: mm.n,
+                        a,
+                        b,
+                        out: loaded.outputs[0].0,
+                    };
+                    loaded.views = Some(Box::new(operand_views));
+                    viewed.push((loaded, product));
+                }
+                _ => {
+                    if operand_views.iter().any(Option::is_some) {
+                        loaded.views = Some(Box::new(operand_views));
+                    }
+                    singles.push((s, loaded));
+                }
+            }
         }
         for v in &cs.codelet_vertices {
             let codelet = &exe.codelets[v.codelet.0 as usize];
@@ -318,12 +345,26 @@ impl LoadedComputeSet {
                 v.outputs.iter().map(|r| bytes(r, v.ipu, v.tile)).collect(),
                 (0, 0, 0),
             );
-            place(
+            let s = place(
                 v.ipu * tiles_per_ipu + v.tile,
-                loaded,
                 codelet.0.cost(&exe.target),
                 touched_by(&v.inputs, &v.outputs),
             );
+            singles.push((s, loaded));
+        }
+        let mut tiles: Vec<Vec<LoadedVertex>> =
+            (0..instructions.len()).map(|_| Vec::new()).collect();
+        for (s, v) in singles {
+            tiles[s].push(v);
+        }
+        let products: Vec<ViewedProduct> = viewed.iter().map(|(_, p)| *p).collect();
+        let (batches, placed) = ProductBatches::plan(&products);
+        let mut scatters: Vec<Vec<Scatter>> = vec![Vec::new(); tiles.len()];
+        for ((loaded, p), placed) in viewed.into_iter().zip(placed) {
+            match placed {
+                Some(s) => scatters[p.slot].push(s),
+                None => tiles[p.slot].push(loaded),
+            }
         }
         let cycles: Vec<u64> = instructions
             .iter()
@@ -342,6 +383,8 @@ impl LoadedComputeSet {
             paging: paging::paging(&exe.target, exe.num_ipus, by_tile(&touched)),
             small: cycles.iter().sum::<u64>() < SMALL_CYCLES,
             tiles,
+            batches,
+            scatters,
             slot,
         })
     }
@@ -349,17 +392,23 @@ impl LoadedComputeSet {
     /// One superstep's compute phase: every tile runs its vertices, tiles in parallel on
     /// `pool`.
     pub(crate) fn run(
-        &self,
+        &mut self,
         memory: &mut [Vec<u8>],
         table: &KernelTable,
         codelets: &[CodeletRef],
         windows: &[Vec<Vec<f32>>],
         pool: &rayon::ThreadPool,
     ) -> Result<(), RuntimeError> {
+        if !self.batches.is_empty() {
+            self.batches.compute(windows, self.small, pool);
+        }
         let run_tile = |mem: &mut Vec<u8>, s: usize| -> Result<(), RuntimeError> {
             for v in &self.tiles[s] {
                 v.run(mem, table, codelets, windows)
                     .map_err(|e| RuntimeError::Run(format!("compute set {}: {e}", self.name)))?;
+            }
+            for scatter in &self.scatters[s] {
+                self.batches.scatter(scatter, mem);
             }
             Ok(())
         };

@@ -126,7 +126,7 @@ pub struct HostTimes {
 }
 
 /// Bytes of f32 host buffers, to gather into and read from.
-fn f32_bytes(v: &[f32]) -> &[u8] {
+pub(crate) fn f32_bytes(v: &[f32]) -> &[u8] {
     // SAFETY: the bytes of `v` are initialised and u8 has no alignment or validity
     // requirements; the length covers exactly `v`'s elements.
     unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
@@ -438,14 +438,14 @@ impl Engine {
 
     /// One superstep: every tile runs its vertices (tiles in parallel), then all sync.
     fn execute(&mut self, cs: usize) -> Result<StepProfile, RuntimeError> {
-        let loaded = &self.compute_sets[cs];
-        loaded.run(
+        self.compute_sets[cs].run(
             &mut self.memory,
             self.kernels.table(),
             &self.exe.codelets,
             &self.kept,
             &self.pool,
         )?;
+        let loaded = &self.compute_sets[cs];
         let compute = loaded.compute_cycles;
         let (paging_cycles, bytes_paged) = loaded.paging;
         let sync = self.sync_cycles();

@@ -19,6 +19,7 @@ mod exchange;
 pub mod executable;
 pub(crate) mod operand_views;
 mod paging;
+mod product_batches;
 pub mod profile;
 mod rearrange;
 pub mod selection;

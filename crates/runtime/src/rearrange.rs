@@ -49,13 +49,49 @@ fn segments(t: &Tensor, lo: usize, hi: usize, tiles_per_ipu: usize) -> Vec<Segme
 }
 
 /// Part of a run that lands on one destination tile: `len` elements written from byte
-/// `offset` of the tile's memory.
+/// `offset` of the tile's memory. Kept small (24 bytes): a large module's rearrangements
+/// hold millions, all read once per run.
 #[derive(Debug, Clone, Copy)]
 struct Write {
-    /// `(window, first byte in it, byte step)`, or `None` for the fill value.
-    source: Option<(usize, usize, isize)>,
-    offset: usize,
-    len: usize,
+    /// First byte in the window.
+    at: u64,
+    offset: u32,
+    len: u32,
+    /// Byte step in the window.
+    step: i32,
+    /// The window read, or [`FILL`] for the fill value.
+    window: u32,
+}
+
+/// [`Write::window`] of a write of the fill value.
+const FILL: u32 = u32::MAX;
+
+impl Write {
+    /// A write, or why its numbers do not fit the compact form.
+    fn new(
+        source: Option<(usize, usize, isize)>,
+        offset: usize,
+        len: usize,
+    ) -> Result<Write, String> {
+        let (window, at, step) = source.unwrap_or((FILL as usize, 0, 0));
+        let fits = |what: &str, ok: bool| match ok {
+            true => Ok(()),
+            false => Err(format!(
+                "{what} exceeds what the IPU Model's exchange handles"
+            )),
+        };
+        fits("a tile offset above 4 GiB", u32::try_from(offset).is_ok())?;
+        fits("a run of 2^32 elements or more", u32::try_from(len).is_ok())?;
+        fits("a step of 2 GiB or more", i32::try_from(step).is_ok())?;
+        fits("a window index", u32::try_from(window).is_ok())?;
+        Ok(Write {
+            at: at as u64,
+            offset: offset as u32,
+            len: len as u32,
+            step: step as i32,
+            window: window as u32,
+        })
+    }
 }
 
 /// The source elements a rearrangement reads, gathered into one buffer.
@@ -78,6 +114,61 @@ pub(crate) fn source_ranges(r: &Rearrange) -> Vec<(usize, usize)> {
     range
 }
 
+/// Per source, the element ranges its runs read, sorted and merged (a strided run counts
+/// as the whole span it steps over).
+fn read_intervals(r: &Rearrange) -> Vec<Vec<(usize, usize)>> {
+    let mut spans = vec![Vec::new(); r.sources.len()];
+    for run in &r.runs {
+        if let (RunSource::Tensor { k, start, stride }, true) = (run.source, run.len > 0) {
+            let last = (start as isize + (run.len as isize - 1) * stride) as usize;
+            spans[k as usize].push((start.min(last), start.max(last) + 1));
+        }
+    }
+    for s in &mut spans {
+        s.sort_unstable();
+        let mut merged: Vec<(usize, usize)> = Vec::with_capacity(s.len());
+        for &(a, b) in s.iter() {
+            match merged.last_mut() {
+                Some(m) if a <= m.1 => m.1 = m.1.max(b),
+                _ => merged.push((a, b)),
+            }
+        }
+        *s = merged;
+    }
+    spans
+}
+
+/// The parts of `segments` (a window from element `lo`, elements of `size` bytes) that hold
+/// elements in `read` (sorted, disjoint): a window whose runs skip most of it (one K part
+/// of a product's partials) gathers only what they read.
+fn restrict(
+    segments: Vec<Segment>,
+    read: &[(usize, usize)],
+    lo: usize,
+    size: usize,
+) -> Vec<Segment> {
+    let mut out = Vec::with_capacity(segments.len());
+    let mut i = 0;
+    for s in segments {
+        let (a, b) = (lo + s.at / size, lo + (s.at + s.bytes) / size);
+        while i < read.len() && read[i].1 <= a {
+            i += 1;
+        }
+        let mut j = i;
+        while j < read.len() && read[j].0 < b {
+            let (x, y) = (read[j].0.max(a), read[j].1.min(b));
+            out.push(Segment {
+                tile: s.tile,
+                offset: s.offset + (x - a) * size,
+                at: (x - lo) * size,
+                bytes: (y - x) * size,
+            });
+            j += 1;
+        }
+    }
+    out
+}
+
 /// A rearrangement ready to run, with its (static) cost.
 pub(crate) struct LoadedRearrange {
     /// A name for profiles.
@@ -86,9 +177,12 @@ pub(crate) struct LoadedRearrange {
     pub cost: CopyCost,
     windows: Vec<Window>,
     fill: Vec<u8>,
-    /// Each destination tile that has writes (`ipu * tiles_per_ipu + tile`), and its writes.
-    writes: Vec<(usize, Vec<Write>)>,
-    /// Each tile's index in `writes` (`u32::MAX`: none).
+    /// Each destination tile that has writes (`ipu * tiles_per_ipu + tile`), and where its
+    /// writes start in `writes` (they end where the next tile's start).
+    tiles: Vec<(usize, usize)>,
+    /// Every tile's writes, tile after tile.
+    writes: Vec<Write>,
+    /// Each tile's index in `tiles` (`u32::MAX`: none).
     slot: Vec<u32>,
     size: usize,
     /// So few bytes written that the tiles write one after another on the calling thread.
@@ -130,13 +224,20 @@ impl LoadedRearrange {
         let dst = &tensors[r.dst.0 as usize];
         let size = dst.dtype.size();
         let range = source_ranges(r);
+        let read = read_intervals(r);
         let windows: Vec<Window> = r
             .sources
             .iter()
             .zip(&range)
-            .map(|(s, &(lo, hi))| match lo < hi {
+            .zip(&read)
+            .map(|((s, &(lo, hi)), read)| match lo < hi {
                 true => Window {
-                    gather: segments(&tensors[s.0 as usize], lo, hi, tiles_per_ipu),
+                    gather: restrict(
+                        segments(&tensors[s.0 as usize], lo, hi, tiles_per_ipu),
+                        read,
+                        lo,
+                        tensors[s.0 as usize].dtype.size(),
+                    ),
                     bytes: (hi - lo) * size,
                 },
                 false => Window {
@@ -146,7 +247,10 @@ impl LoadedRearrange {
             })
             .collect();
         let mut slot = vec![u32::MAX; system.num_ipus() * tiles_per_ipu];
-        let mut writes: Vec<(usize, Vec<Write>)> = Vec::new();
+        // Writes in run order with their destination tile's slot; bucketed by tile below.
+        let mut planned: Vec<(u32, Write)> = Vec::new();
+        let mut tiles: Vec<(usize, usize)> = Vec::new();
+        let mut unfit: Option<String> = None;
         let mut traffic = Traffic::new(system);
         let dst_at = Locator::new(dst);
         let sources: Vec<Locator> = r
@@ -187,18 +291,48 @@ impl LoadedRearrange {
                     };
                     if plan_writes {
                         if slot[t] == u32::MAX {
-                            slot[t] = writes.len() as u32;
-                            writes.push((t, Vec::new()));
+                            slot[t] = tiles.len() as u32;
+                            tiles.push((t, 0));
                         }
-                        writes[slot[t] as usize].1.push(Write {
-                            source,
-                            offset: offset as usize,
-                            len: n,
-                        });
+                        match Write::new(source, offset as usize, n) {
+                            Ok(w) => planned.push((slot[t], w)),
+                            Err(e) => unfit = unfit.take().or(Some(e)),
+                        }
                     }
                     done += n;
                 },
             );
+        }
+        if let Some(e) = unfit {
+            return Err(RuntimeError::InvalidExecutable(format!(
+                "rearrangement {}: {e}",
+                r.name
+            )));
+        }
+        // Counting sort by slot, keeping run order within a tile.
+        let mut counts = vec![0usize; tiles.len() + 1];
+        planned
+            .iter()
+            .for_each(|(s, _)| counts[*s as usize + 1] += 1);
+        for i in 1..counts.len() {
+            counts[i] += counts[i - 1];
+        }
+        for (i, tile) in tiles.iter_mut().enumerate() {
+            tile.1 = counts[i];
+        }
+        let mut writes = vec![
+            Write {
+                at: 0,
+                offset: 0,
+                len: 0,
+                step: 0,
+                window: FILL,
+            };
+            planned.len()
+        ];
+        for (s, w) in planned {
+            writes[counts[s as usize]] = w;
+            counts[s as usize] += 1;
         }
         let written: usize = r.runs.iter().map(|x| x.len).sum::<usize>() * size;
         Ok(LoadedRearrange {
@@ -206,6 +340,7 @@ impl LoadedRearrange {
             cost: traffic.cost(system)?,
             windows,
             fill: r.fill.clone(),
+            tiles,
             writes,
             slot,
             size,
@@ -259,16 +394,24 @@ impl LoadedRearrange {
         });
     }
 
-    /// Writes destination tile `slot`'s share (by index in `writes`) into `mem`, from the
+    /// Writes destination tile `slot`'s share (by index in `tiles`) into `mem`, from the
     /// gathered `windows`.
     fn write_tile(&self, mem: &mut [u8], slot: usize, windows: &[&[u8]]) {
-        for w in &self.writes[slot].1 {
-            let dst = &mut mem[w.offset..w.offset + w.len * self.size];
-            match w.source {
-                None => dst
+        let end = self.tiles.get(slot + 1).map_or(self.writes.len(), |t| t.1);
+        for w in &self.writes[self.tiles[slot].1..end] {
+            let offset = w.offset as usize;
+            let dst = &mut mem[offset..offset + w.len as usize * self.size];
+            match w.window {
+                FILL => dst
                     .chunks_exact_mut(self.size)
                     .for_each(|e| e.copy_from_slice(&self.fill)),
-                Some((k, at, step)) => copy_run(dst, windows[k], at, step, self.size),
+                k => copy_run(
+                    dst,
+                    windows[k as usize],
+                    w.at as usize,
+                    w.step as isize,
+                    self.size,
+                ),
             }
         }
     }
@@ -281,9 +424,9 @@ impl LoadedRearrange {
         memory: &[Vec<u8>],
         windows: &[&[u8]],
     ) -> Vec<(usize, Vec<u8>)> {
-        (0..self.writes.len())
+        (0..self.tiles.len())
             .map(|slot| {
-                let t = self.writes[slot].0;
+                let t = self.tiles[slot].0;
                 let mut mem = memory[t].clone();
                 self.write_tile(&mut mem, slot, windows);
                 (t, mem)
@@ -309,7 +452,7 @@ impl LoadedRearrange {
             self.gather(memory, k, buf, pool);
         }
         let windows: Vec<&[u8]> = scratch.windows.iter().map(Vec::as_slice).collect();
-        let small = self.small || self.writes.len() == 1;
+        let small = self.small || self.tiles.len() == 1;
         // Writing cannot fail: the error type is uninhabited.
         let Ok(()) = for_each_active(memory, &self.slot, small, pool, |mem, s| {
             self.write_tile(mem, s, &windows);

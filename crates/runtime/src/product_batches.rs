@@ -1,0 +1,329 @@
+//! Matrix-product vertices of one compute set run as a few large products on the host.
+//!
+//! A planned matrix product splits M, N and K over the tiles, so one operand block is
+//! multiplied on many tiles: an lhs block by every rhs block of its K part (one per N part),
+//! each a vertex with its own small gemm call (its own packing, its own dispatch). When both
+//! operands are read in place from kept windows ([`crate::operand_views`]) and the blocks
+//! that share one operand are side by side in the other operand's window, the host
+//! multiplies the shared block by all of them at once (one gemm over the concatenated
+//! columns, or rows) into a scratch matrix, and each vertex's result is copied from it to its
+//! tile. Every vertex's result holds the same products over the same K range as before; the
+//! IPU Model's cycles are charged per vertex exactly as before (the host's batching is not
+//! the IPU's).
+
+use crate::engine::f32_bytes;
+use crate::operand_views::View;
+use codegen::{MatRef, gemm_f32_refs};
+use rayon::prelude::*;
+use std::collections::HashMap;
+
+/// A matrix-product vertex whose operands are both kept-window views.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ViewedProduct {
+    /// Its tile's slot in the compute set.
+    pub slot: usize,
+    pub m: usize,
+    pub k: usize,
+    pub n: usize,
+    pub a: View,
+    pub b: View,
+    /// Byte offset of its m×n f32 row-major result in the tile's memory.
+    pub out: usize,
+}
+
+/// One host gemm: `rows × k` (a) by `k × cols` (b) into `scratch[offset..]`, row-major.
+#[derive(Debug, Clone, Copy)]
+struct Batch {
+    rows: usize,
+    k: usize,
+    cols: usize,
+    a: View,
+    b: View,
+    offset: usize,
+}
+
+/// A vertex's result inside a batch's scratch matrix, and where it goes on its tile.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Scatter {
+    batch: u32,
+    row0: usize,
+    col0: usize,
+    rows: usize,
+    cols: usize,
+    /// Byte offset in the tile's memory.
+    out: usize,
+}
+
+/// The batches of one compute set and their scratch results.
+#[derive(Debug, Default)]
+pub(crate) struct ProductBatches {
+    batches: Vec<Batch>,
+    scratch: Vec<f32>,
+}
+
+/// Which operand the members of a batch share.
+#[derive(Clone, Copy, PartialEq)]
+enum Shared {
+    /// One lhs block, rhs blocks side by side: columns concatenate.
+    Lhs,
+    /// One rhs block, lhs blocks stacked: rows concatenate.
+    Rhs,
+}
+
+type ViewKey = (u32, u32, usize, isize, isize);
+
+/// What members of one batch have in common: the shared operand's view, its two extents,
+/// and the other operand's window and strides.
+type BatchKey = (ViewKey, usize, usize, u32, u32, isize, isize);
+
+fn key(v: View) -> ViewKey {
+    (v.rearrange, v.source, v.at, v.rs, v.cs)
+}
+
+/// Groups `products` (indices) into runs that one gemm computes when `shared` is shared.
+fn runs(products: &[ViewedProduct], shared: Shared) -> Vec<Vec<usize>> {
+    let mut groups: HashMap<BatchKey, Vec<usize>> = HashMap::new();
+    for (i, p) in products.iter().enumerate() {
+        // The shared operand exactly, the K extent, the other's fixed extent and layout.
+        let k = match shared {
+            Shared::Lhs => (
+                key(p.a),
+                p.m,
+                p.k,
+                p.b.rearrange,
+                p.b.source,
+                p.b.rs,
+                p.b.cs,
+            ),
+            Shared::Rhs => (
+                key(p.b),
+                p.n,
+                p.k,
+                p.a.rearrange,
+                p.a.source,
+                p.a.rs,
+                p.a.cs,
+            ),
+        };
+        groups.entry(k).or_default().push(i);
+    }
+    // In order of each group's first vertex: the same batches every load.
+    let mut groups: Vec<Vec<usize>> = groups.into_values().collect();
+    groups.sort_unstable_by_key(|g| g[0]);
+    let mut out = Vec::new();
+    for mut members in groups {
+        // Where each member's block starts along the concatenated dimension, its extent and
+        // step.
+        let place = |i: usize| {
+            let p = &products[i];
+            match shared {
+                Shared::Lhs => (p.b.at as isize, p.n as isize, p.b.cs),
+                Shared::Rhs => (p.a.at as isize, p.m as isize, p.a.rs),
+            }
+        };
+        if place(members[0]).2 <= 0 {
+            out.extend(members.into_iter().map(|i| vec![i]));
+            continue;
+        }
+        members.sort_by_key(|&i| place(i).0);
+        let mut run = vec![members[0]];
+        for &i in &members[1..] {
+            let (at, len, step) = place(*run.last().expect("runs start non-empty"));
+            if place(i).0 == at + len * step {
+                run.push(i);
+            } else {
+                out.push(std::mem::replace(&mut run, vec![i]));
+            }
+        }
+        out.push(run);
+    }
+    out
+}
+
+impl ProductBatches {
+    /// Batches `products`, sharing whichever operand needs fewer gemms. Returns the batches
+    /// and, per product, where its result lies in them (`None`: run it as a vertex).
+    pub(crate) fn plan(products: &[ViewedProduct]) -> (ProductBatches, Vec<Option<Scatter>>) {
+        let by_lhs = runs(products, Shared::Lhs);
+        let by_rhs = runs(products, Shared::Rhs);
+        let (groups, shared) = if by_rhs.len() < by_lhs.len() {
+            (by_rhs, Shared::Rhs)
+        } else {
+            (by_lhs, Shared::Lhs)
+        };
+        let mut batches = ProductBatches::default();
+        let mut scatters = vec![None; products.len()];
+        let mut offset = 0;
+        for members in groups.into_iter().filter(|g| g.len() > 1) {
+            let first = products[members[0]];
+            let extent: usize = members
+                .iter()
+                .map(|&i| match shared {
+                    Shared::Lhs => products[i].n,
+                    Shared::Rhs => products[i].m,
+                })
+                .sum();
+            let (rows, cols) = match shared {
+                Shared::Lhs => (first.m, extent),
+                Shared::Rhs => (extent, first.n),
+            };
+            let batch = batches.batches.len() as u32;
+            let mut along = 0;
+            for &i in &members {
+                let p = products[i];
+                let (row0, col0) = match shared {
+                    Shared::Lhs => (0, along),
+                    Shared::Rhs => (along, 0),
+                };
+                along += if shared == Shared::Lhs { p.n } else { p.m };
+                scatters[i] = Some(Scatter {
+                    batch,
+                    row0,
+                    col0,
+                    rows: p.m,
+                    cols: p.n,
+                    out: p.out,
+                });
+            }
+            batches.batches.push(Batch {
+                rows,
+                k: first.k,
+                cols,
+                a: first.a,
+                b: first.b,
+                offset,
+            });
+            offset += rows * cols;
+        }
+        batches.scratch = vec![0.0; offset];
+        (batches, scatters)
+    }
+
+    /// True when there is nothing to batch.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.batches.is_empty()
+    }
+
+    /// Computes every batch into the scratch (in parallel on `pool` unless `small`).
+    pub(crate) fn compute(
+        &mut self,
+        windows: &[Vec<Vec<f32>>],
+        small: bool,
+        pool: &rayon::ThreadPool,
+    ) {
+        let mut outs: Vec<(&Batch, &mut [f32])> = Vec::with_capacity(self.batches.len());
+        let mut rest = self.scratch.as_mut_slice();
+        for b in &self.batches {
+            let (out, tail) = rest.split_at_mut(b.rows * b.cols);
+            outs.push((b, out));
+            rest = tail;
+        }
+        let view = |v: View| MatRef {
+            data: &windows[v.rearrange as usize][v.source as usize],
+            at: v.at,
+            rs: v.rs,
+            cs: v.cs,
+        };
+        let run = |(b, out): (&Batch, &mut [f32])| {
+            gemm_f32_refs(b.rows, b.k, b.cols, view(b.a), view(b.b), out)
+        };
+        if small {
+            outs.into_iter().for_each(run);
+        } else {
+            pool.install(|| outs.into_par_iter().for_each(run));
+        }
+    }
+
+    /// Copies one vertex's result from the scratch to its tile's memory.
+    pub(crate) fn scatter(&self, s: &Scatter, mem: &mut [u8]) {
+        let b = &self.batches[s.batch as usize];
+        let row_bytes = s.cols * 4;
+        for r in 0..s.rows {
+            let from = b.offset + (s.row0 + r) * b.cols + s.col0;
+            let src = &self.scratch[from..from + s.cols];
+            let at = s.out + r * row_bytes;
+            // Kept windows exist only on little-endian hosts: f32 bytes are device bytes.
+            mem[at..at + row_bytes].copy_from_slice(f32_bytes(src));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(source: u32, at: usize, rs: isize) -> View {
+        View {
+            rearrange: 0,
+            source,
+            at,
+            rs,
+            cs: 1,
+        }
+    }
+
+    /// A 4×3 lhs (source 0) by a 3×6 rhs (source 1), split into M 2 × N 3 blocks: every
+    /// vertex's result is the block of the whole product.
+    #[test]
+    fn batched_blocks_hold_their_part_of_the_product() {
+        let a: Vec<f32> = (0..12).map(|i| i as f32 * 0.5 - 2.0).collect();
+        let b: Vec<f32> = (0..18).map(|i| (i % 7) as f32 - 3.0).collect();
+        let windows = vec![vec![a.clone(), b.clone()]];
+        let mut products = Vec::new();
+        for im in 0..2 {
+            for jn in 0..3 {
+                products.push(ViewedProduct {
+                    slot: im * 3 + jn,
+                    m: 2,
+                    k: 3,
+                    n: 2,
+                    a: view(0, im * 2 * 3, 3),
+                    b: view(1, jn * 2, 6),
+                    out: 16 * (im * 3 + jn),
+                });
+            }
+        }
+        let (mut batches, scatters) = ProductBatches::plan(&products);
+        assert_eq!(batches.batches.len(), 2, "one gemm per shared lhs block");
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .expect("a pool of two threads");
+        batches.compute(&windows, false, &pool);
+        let mut mem = vec![0u8; 16 * 6];
+        for s in scatters.iter().map(|s| s.expect("every block is batched")) {
+            batches.scatter(&s, &mut mem);
+        }
+        for p in &products {
+            for r in 0..p.m {
+                for c in 0..p.n {
+                    let (i, j) = ((p.a.at / 3) + r, p.b.at + c);
+                    let want: f32 = (0..3).map(|t| a[i * 3 + t] * b[t * 6 + j]).sum();
+                    let at = p.out + (r * p.n + c) * 4;
+                    let got = f32::from_le_bytes(mem[at..at + 4].try_into().expect("4 bytes"));
+                    assert!(
+                        (got - want).abs() < 1e-5,
+                        "block {p:?} ({r},{c}): {got} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn blocks_that_are_not_side_by_side_stay_vertices() {
+        let p = |at| ViewedProduct {
+            slot: 0,
+            m: 2,
+            k: 3,
+            n: 2,
+            a: view(0, 0, 3),
+            b: view(1, at, 6),
+            out: 0,
+        };
+        // rhs blocks at columns 0 and 3 of a 6-wide window: a gap of one column.
+        let (batches, scatters) = ProductBatches::plan(&[p(0), p(3)]);
+        assert!(batches.is_empty());
+        assert!(scatters.iter().all(Option::is_none));
+    }
+}
