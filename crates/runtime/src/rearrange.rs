@@ -490,3 +490,54 @@ fn strided<const N: usize>(dst: &mut [u8], src: &[u8], at: usize, step: isize) {
         e.copy_from_slice(&bytes);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::executable::{Run, TensorId};
+
+    fn segment(tile: usize, offset: usize, at: usize, bytes: usize) -> Segment {
+        Segment {
+            tile,
+            offset,
+            at,
+            bytes,
+        }
+    }
+
+    /// A window from element 10 over two tiles' segments (elements 10..20 and 20..30, f32),
+    /// read at 12..14 and 18..25: only those bytes are gathered, from the right tiles.
+    #[test]
+    fn restricted_segments_hold_exactly_the_elements_read() {
+        let segments = vec![segment(0, 100, 0, 40), segment(1, 0, 40, 40)];
+        let got = restrict(segments, &[(12, 14), (18, 25)], 10, 4);
+        let want = [(0, 108, 8, 8), (0, 132, 32, 8), (1, 0, 40, 20)];
+        let got: Vec<_> = got
+            .iter()
+            .map(|s| (s.tile, s.offset, s.at, s.bytes))
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn read_intervals_merge_overlapping_and_strided_runs() {
+        let run = |start, stride, len| Run {
+            source: RunSource::Tensor {
+                k: 0,
+                start,
+                stride,
+            },
+            dst_start: 0,
+            len,
+        };
+        let r = Rearrange {
+            name: "r".into(),
+            dst: TensorId(0),
+            sources: vec![TensorId(1)],
+            runs: vec![run(20, 1, 5), run(0, 1, 4), run(9, -3, 3), run(24, 1, 2)],
+            fill: Vec::new(),
+        };
+        // 0..4, 3..10 (9, 6, 3) merge; 20..25 and 24..26 merge.
+        assert_eq!(read_intervals(&r), vec![vec![(0, 10), (20, 26)]]);
+    }
+}
