@@ -111,7 +111,7 @@ pub struct Engine {
     /// The rearrangement each unwritten destination tensor would be written by.
     kept_dst: HashMap<TensorId, usize>,
     host: HostTimes,
-    pool: rayon::ThreadPool,
+    pool: Arc<rayon::ThreadPool>,
 }
 
 /// Host time a run spent, by kind of step.
@@ -234,7 +234,7 @@ impl Engine {
             kept,
             kept_dst,
             host: HostTimes::default(),
-            pool,
+            pool: Arc::new(pool),
         })
     }
 
@@ -304,9 +304,15 @@ impl Engine {
     /// Runs the main program once.
     pub fn run(&mut self, io: &mut HostIo) -> Result<Profile, RuntimeError> {
         self.host = HostTimes::default();
-        let mut steps = Vec::new();
         let program = self.exe.program.clone();
-        self.step(&program, io, &mut steps)?;
+        // The steps run on a pool thread: each superstep's parallel work then starts where
+        // it is, instead of being handed from this thread to the pool and back (two context
+        // switches per superstep, thousands per run).
+        let pool = Arc::clone(&self.pool);
+        let steps = pool.install(|| {
+            let mut steps = Vec::new();
+            self.step(&program, io, &mut steps).map(|()| steps)
+        })?;
         Ok(self.profile(steps))
     }
 
