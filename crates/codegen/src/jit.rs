@@ -20,6 +20,7 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
 use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
+use smallvec::SmallVec;
 use std::collections::HashMap;
 
 extern "C" fn host_fmod(a: f32, b: f32) -> f32 {
@@ -816,8 +817,9 @@ impl CompiledKernel<'_> {
             .chain(k.outputs.iter().map(|(t, _)| t))
             .any(|t| *t == DType::F16);
         if !has_f16 {
-            let ins: Vec<*const u8> = inputs.iter().map(|b| b.as_ptr()).collect();
-            let outs: Vec<*mut u8> = outputs.iter_mut().map(|b| b.as_mut_ptr()).collect();
+            // On the stack: this runs once per vertex, hundreds of thousands of times a run.
+            let ins: SmallVec<[*const u8; 8]> = inputs.iter().map(|b| b.as_ptr()).collect();
+            let outs: SmallVec<[*mut u8; 4]> = outputs.iter_mut().map(|b| b.as_mut_ptr()).collect();
             call(&ins, &outs, n);
             return Ok(());
         }

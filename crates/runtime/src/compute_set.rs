@@ -3,6 +3,7 @@
 
 use crate::RuntimeError;
 use crate::active_tiles::for_each_active;
+use crate::buckets::Buckets;
 use crate::codelet::CodeletRef;
 use crate::cost;
 use crate::executable::{Executable, Region};
@@ -22,11 +23,18 @@ enum Work {
     Codelet(usize),
 }
 
+/// Byte ranges of a vertex's input regions in its tile's memory, inline for the usual few
+/// (a run reads hundreds of thousands of vertices: no pointer to chase per vertex).
+type Inputs = SmallVec<[(usize, usize); 3]>;
+
+/// Byte ranges of a vertex's output regions.
+type Outputs = SmallVec<[(usize, usize); 1]>;
+
 /// A vertex ready to run: its kernel and the byte ranges of its regions in tile memory.
 struct LoadedVertex {
     work: Work,
-    inputs: Vec<(usize, usize)>,
-    outputs: Vec<(usize, usize)>,
+    inputs: Inputs,
+    outputs: Outputs,
     elements: usize,
     runs: usize,
     run_length: usize,
@@ -44,8 +52,8 @@ fn overlap(a: (usize, usize), b: (usize, usize)) -> bool {
 impl LoadedVertex {
     fn new(
         work: Work,
-        inputs: Vec<(usize, usize)>,
-        outputs: Vec<(usize, usize)>,
+        inputs: Inputs,
+        outputs: Outputs,
         (elements, runs, run_length): (usize, usize, usize),
     ) -> LoadedVertex {
         let overlaps = outputs.iter().enumerate().any(|(i, &o)| {
@@ -222,12 +230,12 @@ pub(crate) struct LoadedComputeSet {
     /// So little work (all tiles' cycles together) that waking host threads costs more than
     /// it saves: the tiles run one after another on the calling thread.
     small: bool,
-    /// Vertices per tile, for the tiles that have any (those run in batches excepted).
-    tiles: Vec<Vec<LoadedVertex>>,
+    /// Vertices by tile slot (those run in batches excepted).
+    tiles: Buckets<LoadedVertex>,
     /// Matrix products the host runs as a few large ones ([`crate::product_batches`]).
     batches: ProductBatches,
-    /// Per slot: the batched results to copy to that tile.
-    scatters: Vec<Vec<Scatter>>,
+    /// By slot: the batched results to copy to that tile.
+    scatters: Buckets<Scatter>,
     /// Each tile's index in `tiles` (`u32::MAX`: no vertices).
     slot: Vec<u32>,
 }
@@ -352,20 +360,16 @@ impl LoadedComputeSet {
             );
             singles.push((s, loaded));
         }
-        let mut tiles: Vec<Vec<LoadedVertex>> =
-            (0..instructions.len()).map(|_| Vec::new()).collect();
-        for (s, v) in singles {
-            tiles[s].push(v);
-        }
         let products: Vec<ViewedProduct> = viewed.iter().map(|(_, p)| *p).collect();
         let (batches, placed) = ProductBatches::plan(&products);
-        let mut scatters: Vec<Vec<Scatter>> = vec![Vec::new(); tiles.len()];
+        let mut scatters = Vec::new();
         for ((loaded, p), placed) in viewed.into_iter().zip(placed) {
             match placed {
-                Some(s) => scatters[p.slot].push(s),
-                None => tiles[p.slot].push(loaded),
+                Some(s) => scatters.push((p.slot, s)),
+                None => singles.push((p.slot, loaded)),
             }
         }
+        let slots = instructions.len();
         let cycles: Vec<u64> = instructions
             .iter()
             .map(|i| cost::tile_cycles(i, exe.target.worker_contexts))
@@ -382,9 +386,9 @@ impl LoadedComputeSet {
             compute_cycles: paging::busiest_physical(&exe.target, exe.num_ipus, by_tile(&cycles)),
             paging: paging::paging(&exe.target, exe.num_ipus, by_tile(&touched)),
             small: cycles.iter().sum::<u64>() < SMALL_CYCLES,
-            tiles,
+            tiles: Buckets::new(slots, singles),
             batches,
-            scatters,
+            scatters: Buckets::new(slots, scatters),
             slot,
         })
     }
@@ -403,11 +407,11 @@ impl LoadedComputeSet {
             self.batches.compute(windows, self.small, pool);
         }
         let run_tile = |mem: &mut Vec<u8>, s: usize| -> Result<(), RuntimeError> {
-            for v in &self.tiles[s] {
+            for v in self.tiles.get(s) {
                 v.run(mem, table, codelets, windows)
                     .map_err(|e| RuntimeError::Run(format!("compute set {}: {e}", self.name)))?;
             }
-            for scatter in &self.scatters[s] {
+            for scatter in self.scatters.get(s) {
                 self.batches.scatter(scatter, mem);
             }
             Ok(())

@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 mod active_tiles;
+mod buckets;
 pub mod builder;
 pub mod codelet;
 mod compute_set;

@@ -10,6 +10,7 @@
 
 use crate::RuntimeError;
 use crate::active_tiles::for_each_active;
+use crate::buckets::Buckets;
 use crate::exchange::{CopyCost, Locator, Traffic};
 use crate::executable::{Rearrange, RunSource, Tensor};
 use crate::system::System;
@@ -177,11 +178,10 @@ pub(crate) struct LoadedRearrange {
     pub cost: CopyCost,
     windows: Vec<Window>,
     fill: Vec<u8>,
-    /// Each destination tile that has writes (`ipu * tiles_per_ipu + tile`), and where its
-    /// writes start in `writes` (they end where the next tile's start).
-    tiles: Vec<(usize, usize)>,
-    /// Every tile's writes, tile after tile.
-    writes: Vec<Write>,
+    /// Each destination tile that has writes (`ipu * tiles_per_ipu + tile`), by slot.
+    tiles: Vec<usize>,
+    /// Each slot's writes.
+    writes: Buckets<Write>,
     /// Each tile's index in `tiles` (`u32::MAX`: none).
     slot: Vec<u32>,
     size: usize,
@@ -248,8 +248,8 @@ impl LoadedRearrange {
             .collect();
         let mut slot = vec![u32::MAX; system.num_ipus() * tiles_per_ipu];
         // Writes in run order with their destination tile's slot; bucketed by tile below.
-        let mut planned: Vec<(u32, Write)> = Vec::new();
-        let mut tiles: Vec<(usize, usize)> = Vec::new();
+        let mut planned: Vec<(usize, Write)> = Vec::new();
+        let mut tiles: Vec<usize> = Vec::new();
         let mut unfit: Option<String> = None;
         let mut traffic = Traffic::new(system);
         let dst_at = Locator::new(dst);
@@ -292,10 +292,10 @@ impl LoadedRearrange {
                     if plan_writes {
                         if slot[t] == u32::MAX {
                             slot[t] = tiles.len() as u32;
-                            tiles.push((t, 0));
+                            tiles.push(t);
                         }
                         match Write::new(source, offset as usize, n) {
-                            Ok(w) => planned.push((slot[t], w)),
+                            Ok(w) => planned.push((slot[t] as usize, w)),
                             Err(e) => unfit = unfit.take().or(Some(e)),
                         }
                     }
@@ -309,39 +309,14 @@ impl LoadedRearrange {
                 r.name
             )));
         }
-        // Counting sort by slot, keeping run order within a tile.
-        let mut counts = vec![0usize; tiles.len() + 1];
-        planned
-            .iter()
-            .for_each(|(s, _)| counts[*s as usize + 1] += 1);
-        for i in 1..counts.len() {
-            counts[i] += counts[i - 1];
-        }
-        for (i, tile) in tiles.iter_mut().enumerate() {
-            tile.1 = counts[i];
-        }
-        let mut writes = vec![
-            Write {
-                at: 0,
-                offset: 0,
-                len: 0,
-                step: 0,
-                window: FILL,
-            };
-            planned.len()
-        ];
-        for (s, w) in planned {
-            writes[counts[s as usize]] = w;
-            counts[s as usize] += 1;
-        }
         let written: usize = r.runs.iter().map(|x| x.len).sum::<usize>() * size;
         Ok(LoadedRearrange {
             name: r.name.clone(),
             cost: traffic.cost(system)?,
             windows,
             fill: r.fill.clone(),
+            writes: Buckets::new(tiles.len(), planned),
             tiles,
-            writes,
             slot,
             size,
             small: written < SMALL_BYTES,
@@ -397,8 +372,7 @@ impl LoadedRearrange {
     /// Writes destination tile `slot`'s share (by index in `tiles`) into `mem`, from the
     /// gathered `windows`.
     fn write_tile(&self, mem: &mut [u8], slot: usize, windows: &[&[u8]]) {
-        let end = self.tiles.get(slot + 1).map_or(self.writes.len(), |t| t.1);
-        for w in &self.writes[self.tiles[slot].1..end] {
+        for w in self.writes.get(slot) {
             let offset = w.offset as usize;
             let dst = &mut mem[offset..offset + w.len as usize * self.size];
             match w.window {
@@ -426,7 +400,7 @@ impl LoadedRearrange {
     ) -> Vec<(usize, Vec<u8>)> {
         (0..self.tiles.len())
             .map(|slot| {
-                let t = self.tiles[slot].0;
+                let t = self.tiles[slot];
                 let mut mem = memory[t].clone();
                 self.write_tile(&mut mem, slot, windows);
                 (t, mem)

@@ -1,0 +1,51 @@
+//! Items grouped by slot (a tile's index in a step), stored flat: one allocation for a whole
+//! step instead of one per tile, read tile after tile.
+
+/// Items by slot, each slot's items contiguous and in the order they were given.
+#[derive(Debug)]
+pub(crate) struct Buckets<T> {
+    items: Vec<T>,
+    /// Where slot `s`'s items start; `starts[s + 1]` is where they end.
+    starts: Vec<usize>,
+}
+
+impl<T> Buckets<T> {
+    /// Groups `(slot, item)` pairs (slots below `slots`) by slot, keeping their order within
+    /// a slot.
+    pub(crate) fn new(slots: usize, pairs: Vec<(usize, T)>) -> Buckets<T> {
+        let mut starts = vec![0usize; slots + 1];
+        pairs.iter().for_each(|(s, _)| starts[s + 1] += 1);
+        for i in 1..starts.len() {
+            starts[i] += starts[i - 1];
+        }
+        let mut next = starts.clone();
+        let mut placed: Vec<Option<T>> = (0..pairs.len()).map(|_| None).collect();
+        for (s, item) in pairs {
+            placed[next[s]] = Some(item);
+            next[s] += 1;
+        }
+        let items = placed
+            .into_iter()
+            .map(|i| i.expect("counted: every position is filled once"))
+            .collect();
+        Buckets { items, starts }
+    }
+
+    /// Slot `s`'s items.
+    pub(crate) fn get(&self, s: usize) -> &[T] {
+        &self.items[self.starts[s]..self.starts[s + 1]]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn items_group_by_slot_in_their_order() {
+        let b = Buckets::new(3, vec![(2, 'a'), (0, 'b'), (2, 'c'), (0, 'd')]);
+        assert_eq!(b.get(0), ['b', 'd']);
+        assert_eq!(b.get(1), [] as [char; 0]);
+        assert_eq!(b.get(2), ['a', 'c']);
+    }
+}
