@@ -120,37 +120,49 @@ impl WindowPositions {
     }
 
     /// The input positions output `o` (row-major) reads, in row-major window order, into
-    /// `buf` (`tmp` is scratch).
-    fn fill(&self, o: usize, buf: &mut Vec<usize>, tmp: &mut Vec<usize>) {
-        let mut rest = o;
-        let mut coords = [0usize; 8];
+    /// `buf` (`tmp` is scratch). `at` follows the outputs: called for `o` one past the last,
+    /// it steps the coordinates instead of dividing them out again.
+    fn fill(&self, o: usize, at: &mut Cursor, buf: &mut Vec<usize>, tmp: &mut Vec<usize>) {
         let rank = self.out_dims.len();
-        let mut big = Vec::new();
-        let coords: &mut [usize] = if rank <= 8 {
-            &mut coords[..rank]
-        } else {
-            big.resize(rank, 0);
-            &mut big
-        };
-        for d in (0..rank).rev() {
-            coords[d] = rest % self.out_dims[d];
-            rest /= self.out_dims[d];
+        if at.coords.len() != rank || at.next != o {
+            at.coords.resize(rank, 0);
+            let mut rest = o;
+            for d in (0..rank).rev() {
+                at.coords[d] = rest % self.out_dims[d];
+                rest /= self.out_dims[d];
+            }
         }
+        let coords = &at.coords;
         buf.clear();
         if coords.iter().zip(&self.full).all(|(&c, f)| f[c]) {
             let first: usize = coords.iter().zip(&self.tables).map(|(&c, t)| t[c][0]).sum();
             buf.extend(self.interior.iter().map(|&r| first + r));
-            return;
-        }
-        buf.push(0);
-        for (table, &c) in self.tables.iter().zip(coords.iter()) {
-            tmp.clear();
-            for &b in buf.iter() {
-                tmp.extend(table[c].iter().map(|&x| b + x));
+        } else {
+            buf.push(0);
+            for (table, &c) in self.tables.iter().zip(coords.iter()) {
+                tmp.clear();
+                for &b in buf.iter() {
+                    tmp.extend(table[c].iter().map(|&x| b + x));
+                }
+                std::mem::swap(buf, tmp);
             }
-            std::mem::swap(buf, tmp);
+        }
+        at.next = o + 1;
+        for d in (0..rank).rev() {
+            at.coords[d] += 1;
+            if at.coords[d] < self.out_dims[d] {
+                break;
+            }
+            at.coords[d] = 0;
         }
     }
+}
+
+/// Where [`WindowPositions::fill`] left off: the coordinates of output `next`.
+#[derive(Default)]
+struct Cursor {
+    coords: Vec<usize>,
+    next: usize,
 }
 
 /// Folds `xs[p]` for the positions of each group into `init` with a binary op.
@@ -163,33 +175,50 @@ fn fast_fold<T: Element>(
 ) -> Option<Vec<T>> {
     let wide = matches!(T::to_num(init), Num::Float(_))
         && matches!(op, BinaryOp::Add | BinaryOp::Multiply);
+    if wide {
+        let as_f64 = |x: T| match T::to_num(x) {
+            Num::Float(f) => f,
+            _ => unreachable!("wide folds are only chosen for float types"),
+        };
+        let narrow = |acc: f64| Some(T::from_num(Num::Float(acc)));
+        let (xs, init) = (xs, as_f64(init));
+        return match op {
+            BinaryOp::Add => fold_each(xs, init, groups, n, |a, x| Some(a + as_f64(x)), narrow),
+            _ => fold_each(xs, init, groups, n, |a, x| Some(a * as_f64(x)), narrow),
+        };
+    }
+    // The op fixed per call: each loop below is compiled for one op, no dispatch per element.
+    macro_rules! with_op {
+        ($($op:ident),*) => {
+            match op {
+                $(BinaryOp::$op => fold_each(xs, init, groups, n, |a, x| T::binary(BinaryOp::$op, a, x), Some),)*
+                _ => fold_each(xs, init, groups, n, |a, x| T::binary(op, a, x), Some),
+            }
+        };
+    }
+    with_op!(Add, Multiply, Maximum, Minimum)
+}
+
+/// For each of `n` groups, folds `xs` at the group's positions into `init` with `step`, and
+/// finishes the accumulator with `done`.
+fn fold_each<T: Copy, A: Copy, R>(
+    xs: &[T],
+    init: A,
+    groups: &mut dyn FnMut(usize, &mut Vec<usize>),
+    n: usize,
+    step: impl Fn(A, T) -> Option<A>,
+    done: impl Fn(A) -> Option<R>,
+) -> Option<Vec<R>> {
     let mut out = Vec::with_capacity(n);
     let mut positions = Vec::new();
     for o in 0..n {
         positions.clear();
         groups(o, &mut positions);
-        if wide {
-            let as_f64 = |x: T| match T::to_num(x) {
-                Num::Float(f) => f,
-                _ => unreachable!("wide folds are only chosen for float types"),
-            };
-            let mut acc = as_f64(init);
-            for &p in &positions {
-                let x = as_f64(xs[p]);
-                acc = if op == BinaryOp::Add {
-                    acc + x
-                } else {
-                    acc * x
-                };
-            }
-            out.push(T::from_num(Num::Float(acc)));
-        } else {
-            let mut acc = init;
-            for &p in &positions {
-                acc = T::binary(op, acc, xs[p])?;
-            }
-            out.push(acc);
+        let mut acc = init;
+        for &p in &positions {
+            acc = step(acc, xs[p])?;
         }
+        out.push(done(acc)?);
     }
     Some(out)
 }
@@ -314,8 +343,8 @@ impl Evaluator<'_> {
         let out_dims: Vec<i64> = first_array(shape).dims.to_vec();
         let total = count(&out_dims);
         let windows = WindowPositions::new(dims, &out_dims, window, true);
-        let mut tmp = Vec::new();
-        let mut groups = |o: usize, buf: &mut Vec<usize>| windows.fill(o, buf, &mut tmp);
+        let (mut tmp, mut at) = (Vec::new(), Cursor::default());
+        let mut groups = |o: usize, buf: &mut Vec<usize>| windows.fill(o, &mut at, buf, &mut tmp);
         let results = self.fold(inputs, inits, to_apply, total, &mut groups)?;
         Ok(outputs(&out_dims, results))
     }
@@ -335,9 +364,9 @@ impl Evaluator<'_> {
         let scatter_fn = self.simple_scalar_fn(scatter);
         let windows = WindowPositions::new(dims, &source.shape.dims, window, false);
         let fast = f32_select_add(select_fn, scatter_fn);
-        let (mut candidates, mut tmp) = (Vec::new(), Vec::new());
+        let (mut candidates, mut tmp, mut at) = (Vec::new(), Vec::new(), Cursor::default());
         for k in 0..source.data.len() {
-            windows.fill(k, &mut candidates, &mut tmp);
+            windows.fill(k, &mut at, &mut candidates, &mut tmp);
             let Some((&first, rest)) = candidates.split_first() else {
                 continue;
             };
@@ -485,8 +514,9 @@ mod tests {
         }
     }
 
-    /// The interior shortcut yields what the per-dimension tables yield, in the same order,
-    /// for windows inside, across the padding and across base-dilation holes.
+    /// The interior shortcut and the stepping cursor yield what the per-dimension tables
+    /// yield, in the same order, for windows inside, across the padding and across
+    /// base-dilation holes.
     #[test]
     fn interior_windows_read_the_positions_the_tables_give() {
         let dims = [2, 7, 9, 3];
@@ -504,10 +534,12 @@ mod tests {
             let mut general = WindowPositions::new(&dims, &out_dims, &window, dilations);
             general.full.iter_mut().flatten().for_each(|f| *f = false);
             let (mut a, mut b, mut tmp) = (Vec::new(), Vec::new(), Vec::new());
+            // `w` steps its cursor output after output; `general` divides each one out.
+            let mut stepping = Cursor::default();
             let mut shortcuts = 0;
             for o in 0..out_dims.iter().product::<i64>() as usize {
-                w.fill(o, &mut a, &mut tmp);
-                general.fill(o, &mut b, &mut tmp);
+                w.fill(o, &mut stepping, &mut a, &mut tmp);
+                general.fill(o, &mut Cursor::default(), &mut b, &mut tmp);
                 assert_eq!(a, b, "output {o}, dilations {dilations}");
                 shortcuts += usize::from(a.len() == w.interior.len() && !a.is_empty());
             }
