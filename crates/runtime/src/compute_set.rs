@@ -323,6 +323,9 @@ impl LoadedComputeSet {
             );
             let bytes = touched_by(&v.inputs, &v.outputs);
             let s = place(v.ipu * tiles_per_ipu + v.tile, c, bytes);
+            if operand_views.iter().any(Option::is_some) {
+                loaded.views = Some(Box::new(operand_views));
+            }
             match (&v.kernel, operand_views) {
                 (KernelSpec::MatMul(mm), [Some(a), Some(b)]) => {
                     let product = ViewedProduct {
@@ -334,15 +337,9 @@ impl LoadedComputeSet {
                         b,
                         out: loaded.outputs[0].0,
                     };
-                    loaded.views = Some(Box::new(operand_views));
                     viewed.push((loaded, product));
                 }
-                _ => {
-                    if operand_views.iter().any(Option::is_some) {
-                        loaded.views = Some(Box::new(operand_views));
-                    }
-                    singles.push((s, loaded));
-                }
+                _ => singles.push((s, loaded)),
             }
         }
         for v in &cs.codelet_vertices {

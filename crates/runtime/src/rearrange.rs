@@ -223,8 +223,15 @@ impl LoadedRearrange {
         let tiles_per_ipu = system.target.tiles_per_ipu;
         let dst = &tensors[r.dst.0 as usize];
         let size = dst.dtype.size();
-        let range = source_ranges(r);
         let read = read_intervals(r);
+        // What `source_ranges` gives, from the intervals already merged: no second walk.
+        let range: Vec<(usize, usize)> = read
+            .iter()
+            .map(|iv| match (iv.first(), iv.last()) {
+                (Some(first), Some(last)) => (first.0, last.1),
+                _ => (usize::MAX, 0),
+            })
+            .collect();
         let windows: Vec<Window> = r
             .sources
             .iter()
