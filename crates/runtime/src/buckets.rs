@@ -31,6 +31,31 @@ impl<T> Buckets<T> {
         Buckets { items, starts }
     }
 
+    /// Every item, slot after slot.
+    pub(crate) fn all(&self) -> &[T] {
+        &self.items
+    }
+
+    /// Drops the items `keep` refuses, keeping the order of the others.
+    pub(crate) fn retain(&mut self, keep: impl Fn(&T) -> bool) {
+        let mut at = 0;
+        let mut items = std::mem::take(&mut self.items).into_iter();
+        for s in 0..self.starts.len() - 1 {
+            let n = self.starts[s + 1] - self.starts[s];
+            self.starts[s] = at;
+            for item in items.by_ref().take(n) {
+                if keep(&item) {
+                    self.items.push(item);
+                    at += 1;
+                }
+            }
+        }
+        *self
+            .starts
+            .last_mut()
+            .expect("starts has slots + 1 entries") = at;
+    }
+
     /// Slot `s`'s items.
     pub(crate) fn get(&self, s: usize) -> &[T] {
         &self.items[self.starts[s]..self.starts[s + 1]]
@@ -47,5 +72,15 @@ mod tests {
         assert_eq!(b.get(0), ['b', 'd']);
         assert_eq!(b.get(1), [] as [char; 0]);
         assert_eq!(b.get(2), ['a', 'c']);
+        assert_eq!(b.all(), ['b', 'd', 'a', 'c']);
+    }
+
+    #[test]
+    fn retained_items_keep_their_slots_and_order() {
+        let mut b = Buckets::new(3, vec![(2, 1), (0, 2), (2, 3), (0, 4), (1, 6)]);
+        b.retain(|x| x % 2 == 0);
+        assert_eq!(b.get(0), [2, 4]);
+        assert_eq!(b.get(1), [6]);
+        assert_eq!(b.get(2), [] as [i32; 0]);
     }
 }

@@ -6,13 +6,14 @@ use crate::active_tiles::for_each_active;
 use crate::buckets::Buckets;
 use crate::codelet::CodeletRef;
 use crate::cost;
-use crate::executable::{Executable, Region};
+use crate::executable::{Executable, Region, TensorId};
 use crate::operand_views::{OperandViews, View};
 use crate::paging;
 use crate::product_batches::{ProductBatches, Scatter, ViewedProduct};
 use crate::validate::region_bytes;
 use codegen::{KernelCache, KernelId, KernelSpec, KernelTable, MatRef};
 use smallvec::SmallVec;
+use std::collections::HashSet;
 
 /// What a loaded vertex runs.
 #[derive(Clone, Copy)]
@@ -336,6 +337,7 @@ impl LoadedComputeSet {
                         a,
                         b,
                         out: loaded.outputs[0].0,
+                        dst: (v.outputs[0].tensor, v.outputs[0].start),
                     };
                     viewed.push((loaded, product));
                 }
@@ -388,6 +390,17 @@ impl LoadedComputeSet {
             scatters: Buckets::new(slots, scatters),
             slot,
         })
+    }
+
+    /// The batched matrix products and every vertex result they copy to a tile.
+    pub(crate) fn batched(&self) -> (&ProductBatches, &[Scatter]) {
+        (&self.batches, self.scatters.all())
+    }
+
+    /// Stops copying batched results into `tensors` to the tiles: they are read from the
+    /// batch scratch instead ([`crate::kept_results`]).
+    pub(crate) fn keep_results(&mut self, tensors: &HashSet<TensorId>) {
+        self.scatters.retain(|s| !tensors.contains(&s.dst.0));
     }
 
     /// One superstep's compute phase: every tile runs its vertices, tiles in parallel on

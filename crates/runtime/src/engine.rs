@@ -6,6 +6,7 @@ use crate::compute_set::LoadedComputeSet;
 use crate::cost;
 use crate::exchange;
 use crate::executable::{Direction, Executable, Program, Rearrange, Run, RunSource, TensorId};
+use crate::kept_results::{self, KeptResult};
 use crate::operand_views::OperandViews;
 use crate::profile::{OutOfCore, Profile, StepKind, StepProfile, TileMemory, Totals};
 use crate::rearrange::{LoadedRearrange, Scratch};
@@ -13,7 +14,7 @@ use crate::system::System;
 use crate::validate::{tile_extents, validate};
 use codegen::KernelCache;
 use rayon::prelude::*;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -110,6 +111,9 @@ pub struct Engine {
     kept: Vec<Vec<Vec<f32>>>,
     /// The rearrangement each unwritten destination tensor would be written by.
     kept_dst: HashMap<TensorId, usize>,
+    /// Matrix-product results left in a compute set's batch scratch, never written to the
+    /// tiles. See [`crate::kept_results`].
+    results: HashMap<TensorId, KeptResult>,
     host: HostTimes,
     pool: Arc<rayon::ThreadPool>,
 }
@@ -163,16 +167,23 @@ impl Engine {
             .build()
             .map_err(|e| run_error(format!("cannot start host threads: {e}")))?;
         let views = pool.install(|| OperandViews::plan(&exe));
-        let compute_sets = (0..exe.compute_sets.len())
+        let mut compute_sets = (0..exe.compute_sets.len())
             .map(|cs| LoadedComputeSet::load(&exe, cs, &views, &mut kernels))
             .collect::<Result<Vec<_>, RuntimeError>>()?;
+        let results = kept_results::plan(&exe, &compute_sets, &views.kept);
+        let kept_tensors: HashSet<TensorId> = results.keys().copied().collect();
+        for cs in &mut compute_sets {
+            cs.keep_results(&kept_tensors);
+        }
         // Loading a rearrangement walks (and costs) every piece that crosses tiles: in
         // parallel.
         let rearranges = pool.install(|| {
             exe.rearranges
                 .par_iter()
                 .zip(&views.kept)
-                .map(|(r, &kept)| LoadedRearrange::with_writes(&system, &exe.tensors, r, !kept))
+                .map(|(r, &kept)| {
+                    LoadedRearrange::with_writes(&system, &exe.tensors, r, !kept, &results)
+                })
                 .collect::<Result<Vec<_>, RuntimeError>>()
         })?;
         let kept = rearranges
@@ -233,6 +244,7 @@ impl Engine {
             is_kept: views.kept.clone(),
             kept,
             kept_dst,
+            results,
             host: HostTimes::default(),
             pool: Arc::new(pool),
         })
@@ -255,6 +267,18 @@ impl Engine {
         let size = t.dtype.size();
         let tiles = self.exe.target.tiles_per_ipu;
         let mut out = vec![0u8; t.elements * size];
+        // A result left in a batch scratch is read there.
+        if let Some(kept) = self.results.get(&id) {
+            let scratch = self.compute_sets[kept.compute_set]
+                .batched()
+                .0
+                .scratch_bytes();
+            for &(start, len, at) in &kept.pieces {
+                out[start * size..(start + len) * size]
+                    .copy_from_slice(&scratch[at * size..(at + len) * size]);
+            }
+            return out;
+        }
         // A destination left unwritten is read as its rearrangement would have written it.
         let written: Vec<(usize, Vec<u8>)> = match self.kept_dst.get(&id) {
             Some(&r) => {
@@ -473,7 +497,10 @@ impl Engine {
     fn rearrange(&mut self, id: usize) -> StepProfile {
         let r = &self.rearranges[id];
         if !self.is_kept[id] {
-            r.apply(&mut self.memory, &mut self.scratch, &self.pool);
+            let sets = &self.compute_sets;
+            r.apply(&mut self.memory, &mut self.scratch, &self.pool, |c| {
+                sets[c].batched().0.scratch_bytes()
+            });
         } else {
             for (k, window) in self.kept[id].iter_mut().enumerate() {
                 r.gather(&self.memory, k, f32_bytes_mut(window), &self.pool);
@@ -484,7 +511,10 @@ impl Engine {
 
     fn copy(&mut self, src: TensorId, dst: TensorId) -> StepProfile {
         let r = &self.copies[&(src, dst)];
-        r.apply(&mut self.memory, &mut self.scratch, &self.pool);
+        let sets = &self.compute_sets;
+        r.apply(&mut self.memory, &mut self.scratch, &self.pool, |c| {
+            sets[c].batched().0.scratch_bytes()
+        });
         copy_step(r.name.clone(), r.cost)
     }
 

@@ -18,6 +18,7 @@ pub mod engine;
 pub mod error;
 mod exchange;
 pub mod executable;
+mod kept_results;
 pub(crate) mod operand_views;
 mod paging;
 mod product_batches;

@@ -166,7 +166,12 @@ impl OperandViews {
 
 /// Counts the writes and notes the reads a program makes directly (copies, streams,
 /// branch predicates).
-fn program_uses(exe: &Executable, p: &Program, writes: &mut [u32], other_reads: &mut [bool]) {
+pub(crate) fn program_uses(
+    exe: &Executable,
+    p: &Program,
+    writes: &mut [u32],
+    other_reads: &mut [bool],
+) {
     let mut walk = |q: &Program| program_uses(exe, q, writes, other_reads);
     match p {
         Program::Sequence(ps) => ps.iter().for_each(walk),

@@ -12,6 +12,7 @@
 //! the IPU's).
 
 use crate::engine::f32_bytes;
+use crate::executable::TensorId;
 use crate::operand_views::View;
 use codegen::{MatRef, gemm_f32_refs};
 use rayon::prelude::*;
@@ -29,6 +30,8 @@ pub(crate) struct ViewedProduct {
     pub b: View,
     /// Byte offset of its m×n f32 row-major result in the tile's memory.
     pub out: usize,
+    /// Its result's tensor and first element there.
+    pub dst: (TensorId, usize),
 }
 
 /// One host gemm: `rows × k` (a) by `k × cols` (b) into `scratch[offset..]`, row-major.
@@ -52,6 +55,8 @@ pub(crate) struct Scatter {
     cols: usize,
     /// Byte offset in the tile's memory.
     out: usize,
+    /// The result's tensor and first element there.
+    pub dst: (TensorId, usize),
 }
 
 /// The batches of one compute set and their scratch results.
@@ -183,6 +188,7 @@ impl ProductBatches {
                     rows: p.m,
                     cols: p.n,
                     out: p.out,
+                    dst: p.dst,
                 });
             }
             batches.batches.push(Batch {
@@ -234,6 +240,22 @@ impl ProductBatches {
         }
     }
 
+    /// The rows of one vertex's result: `(first element in its tensor, elements, first
+    /// scratch element)`, one per row.
+    pub(crate) fn rows(&self, s: &Scatter) -> impl Iterator<Item = (usize, usize, usize)> {
+        let b = self.batches[s.batch as usize];
+        (0..s.rows).map(move |r| {
+            let from = b.offset + (s.row0 + r) * b.cols + s.col0;
+            (s.dst.1 + r * s.cols, s.cols, from)
+        })
+    }
+
+    /// Every batch's results, as bytes (f32 in device order: kept windows and batches exist
+    /// only on little-endian hosts).
+    pub(crate) fn scratch_bytes(&self) -> &[u8] {
+        f32_bytes(&self.scratch)
+    }
+
     /// Copies one vertex's result from the scratch to its tile's memory.
     pub(crate) fn scatter(&self, s: &Scatter, mem: &mut [u8]) {
         let b = &self.batches[s.batch as usize];
@@ -280,6 +302,7 @@ mod tests {
                     a: view(0, im * 2 * 3, 3),
                     b: view(1, jn * 2, 6),
                     out: 16 * (im * 3 + jn),
+                    dst: (TensorId(0), 4 * (im * 3 + jn)),
                 });
             }
         }
@@ -320,6 +343,7 @@ mod tests {
             a: view(0, 0, 3),
             b: view(1, at, 6),
             out: 0,
+            dst: (TensorId(0), 0),
         };
         // rhs blocks at columns 0 and 3 of a 6-wide window: a gap of one column.
         let (batches, scatters) = ProductBatches::plan(&[p(0), p(3)]);

@@ -12,9 +12,11 @@ use crate::RuntimeError;
 use crate::active_tiles::for_each_active;
 use crate::buckets::Buckets;
 use crate::exchange::{CopyCost, Locator, Traffic};
-use crate::executable::{Rearrange, RunSource, Tensor};
+use crate::executable::{Rearrange, RunSource, Tensor, TensorId};
+use crate::kept_results::KeptResult;
 use crate::system::System;
 use rayon::prelude::*;
+use std::collections::HashMap;
 
 /// A contiguous byte range of one tile's memory and where it sits in a host buffer.
 #[derive(Debug, Clone, Copy)]
@@ -177,6 +179,8 @@ pub(crate) struct LoadedRearrange {
     /// What it costs on the device.
     pub cost: CopyCost,
     windows: Vec<Window>,
+    /// `(source, compute set)`: windows that are that compute set's batch scratch.
+    scratch_windows: Vec<(usize, usize)>,
     fill: Vec<u8>,
     /// Each destination tile that has writes (`ipu * tiles_per_ipu + tile`), by slot.
     tiles: Vec<usize>,
@@ -209,17 +213,22 @@ impl LoadedRearrange {
         tensors: &[Tensor],
         r: &Rearrange,
     ) -> Result<LoadedRearrange, RuntimeError> {
-        LoadedRearrange::with_writes(system, tensors, r, true)
+        LoadedRearrange::with_writes(system, tensors, r, true, &HashMap::new())
     }
 
     /// [`LoadedRearrange::new`]; without `plan_writes` it only gathers (its destination is
-    /// left unwritten, see [`crate::operand_views`]) and keeps no write lists.
+    /// left unwritten, see [`crate::operand_views`]) and keeps no write lists. Sources in
+    /// `results` are read from their compute set's batch scratch, not gathered from the
+    /// tiles ([`crate::kept_results`]).
     pub(crate) fn with_writes(
         system: &System,
         tensors: &[Tensor],
         r: &Rearrange,
         plan_writes: bool,
+        results: &HashMap<TensorId, KeptResult>,
     ) -> Result<LoadedRearrange, RuntimeError> {
+        let in_scratch: Vec<Option<&KeptResult>> =
+            r.sources.iter().map(|s| results.get(s)).collect();
         let tiles_per_ipu = system.target.tiles_per_ipu;
         let dst = &tensors[r.dst.0 as usize];
         let size = dst.dtype.size();
@@ -237,21 +246,24 @@ impl LoadedRearrange {
             .iter()
             .zip(&range)
             .zip(&read)
-            .map(|((s, &(lo, hi)), read)| match lo < hi {
-                true => Window {
-                    gather: restrict(
-                        segments(&tensors[s.0 as usize], lo, hi, tiles_per_ipu),
-                        read,
-                        lo,
-                        tensors[s.0 as usize].dtype.size(),
-                    ),
-                    bytes: (hi - lo) * size,
+            .zip(&in_scratch)
+            .map(
+                |(((s, &(lo, hi)), read), scratch)| match lo < hi && scratch.is_none() {
+                    true => Window {
+                        gather: restrict(
+                            segments(&tensors[s.0 as usize], lo, hi, tiles_per_ipu),
+                            read,
+                            lo,
+                            tensors[s.0 as usize].dtype.size(),
+                        ),
+                        bytes: (hi - lo) * size,
+                    },
+                    false => Window {
+                        gather: Vec::new(),
+                        bytes: 0,
+                    },
                 },
-                false => Window {
-                    gather: Vec::new(),
-                    bytes: 0,
-                },
-            })
+            )
             .collect();
         let mut slot = vec![u32::MAX; system.num_ipus() * tiles_per_ipu];
         // Writes in run order with their destination tile's slot; bucketed by tile below.
@@ -275,10 +287,23 @@ impl LoadedRearrange {
                 size as u64,
                 |(ipu, tile, offset, n)| {
                     let t = ipu * tiles_per_ipu + tile;
-                    let source = match run.source {
+                    let mut write = |source: Option<(usize, usize, isize)>, offset: u64, n| {
+                        if !plan_writes {
+                            return;
+                        }
+                        if slot[t] == u32::MAX {
+                            slot[t] = tiles.len() as u32;
+                            tiles.push(t);
+                        }
+                        match Write::new(source, offset as usize, n) {
+                            Ok(w) => planned.push((slot[t] as usize, w)),
+                            Err(e) => unfit = unfit.take().or(Some(e)),
+                        }
+                    };
+                    match run.source {
                         RunSource::Fill => {
                             traffic.fill(ipu, tile, bytes(n));
-                            None
+                            write(None, offset, n);
                         }
                         RunSource::Tensor { k, start, stride } => {
                             let first = (start as isize + done as isize * stride) as usize;
@@ -289,21 +314,30 @@ impl LoadedRearrange {
                                 size as u64,
                                 |(si, st, _, m)| traffic.add((si, st), (ipu, tile), bytes(m)),
                             );
-                            Some((
-                                k as usize,
-                                (first - range[k as usize].0) * size,
-                                stride * size as isize,
-                            ))
-                        }
-                    };
-                    if plan_writes {
-                        if slot[t] == u32::MAX {
-                            slot[t] = tiles.len() as u32;
-                            tiles.push(t);
-                        }
-                        match Write::new(source, offset as usize, n) {
-                            Ok(w) => planned.push((slot[t] as usize, w)),
-                            Err(e) => unfit = unfit.take().or(Some(e)),
+                            let k = k as usize;
+                            match in_scratch[k] {
+                                None => write(
+                                    Some((k, (first - range[k].0) * size, stride * size as isize)),
+                                    offset,
+                                    n,
+                                ),
+                                Some(kept) => {
+                                    // Split where the elements leave a row of the scratch.
+                                    let mut i = 0;
+                                    while i < n {
+                                        let e = (first as isize + i as isize * stride) as usize;
+                                        let (p0, len, at) = kept.pieces[kept.piece_of(e)];
+                                        let m = match stride {
+                                            1 => (p0 + len - e).min(n - i),
+                                            _ => 1,
+                                        };
+                                        let from = (at + e - p0) * size;
+                                        let at = offset + (i * size) as u64;
+                                        write(Some((k, from, size as isize)), at, m);
+                                        i += m;
+                                    }
+                                }
+                            }
                         }
                     }
                     done += n;
@@ -321,6 +355,11 @@ impl LoadedRearrange {
             name: r.name.clone(),
             cost: traffic.cost(system)?,
             windows,
+            scratch_windows: in_scratch
+                .iter()
+                .enumerate()
+                .filter_map(|(k, kept)| kept.map(|kept| (k, kept.compute_set)))
+                .collect(),
             fill: r.fill.clone(),
             writes: Buckets::new(tiles.len(), planned),
             tiles,
@@ -415,12 +454,14 @@ impl LoadedRearrange {
             .collect()
     }
 
-    /// Carries it out on `memory` (one byte vector per tile), tiles in parallel on `pool`.
-    pub(crate) fn apply(
+    /// Carries it out on `memory` (one byte vector per tile), tiles in parallel on `pool`;
+    /// `results(c)` is compute set `c`'s batch scratch.
+    pub(crate) fn apply<'a>(
         &self,
         memory: &mut [Vec<u8>],
-        scratch: &mut Scratch,
+        scratch: &'a mut Scratch,
         pool: &rayon::ThreadPool,
+        results: impl Fn(usize) -> &'a [u8],
     ) {
         if scratch.windows.len() < self.windows.len() {
             scratch.windows.resize_with(self.windows.len(), Vec::new);
@@ -432,7 +473,10 @@ impl LoadedRearrange {
             }
             self.gather(memory, k, buf, pool);
         }
-        let windows: Vec<&[u8]> = scratch.windows.iter().map(Vec::as_slice).collect();
+        let mut windows: Vec<&[u8]> = scratch.windows.iter().map(Vec::as_slice).collect();
+        for &(k, cs) in &self.scratch_windows {
+            windows[k] = results(cs);
+        }
         let small = self.small || self.tiles.len() == 1;
         // Writing cannot fail: the error type is uninhabited.
         let Ok(()) = for_each_active(memory, &self.slot, small, pool, |mem, s| {
