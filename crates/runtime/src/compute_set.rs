@@ -397,6 +397,11 @@ impl LoadedComputeSet {
         (&self.batches, self.scatters.all())
     }
 
+    /// Places the batches in the scratch in the order `first` names them (the others after).
+    pub(crate) fn relayout_batches(&mut self, first: &[u32]) {
+        self.batches.relayout(first);
+    }
+
     /// Stops copying batched results into `tensors` to the tiles: they are read from the
     /// batch scratch instead ([`crate::kept_results`]).
     pub(crate) fn keep_results(&mut self, tensors: &HashSet<TensorId>) {

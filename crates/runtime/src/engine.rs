@@ -14,7 +14,7 @@ use crate::system::System;
 use crate::validate::{tile_extents, validate};
 use codegen::KernelCache;
 use rayon::prelude::*;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -170,11 +170,7 @@ impl Engine {
         let mut compute_sets = (0..exe.compute_sets.len())
             .map(|cs| LoadedComputeSet::load(&exe, cs, &views, &mut kernels))
             .collect::<Result<Vec<_>, RuntimeError>>()?;
-        let results = kept_results::plan(&exe, &compute_sets, &views.kept);
-        let kept_tensors: HashSet<TensorId> = results.keys().copied().collect();
-        for cs in &mut compute_sets {
-            cs.keep_results(&kept_tensors);
-        }
+        let results = kept_results::plan(&exe, &mut compute_sets, &views.kept);
         // Loading a rearrangement walks (and costs) every piece that crosses tiles: in
         // parallel.
         let rearranges = pool.install(|| {

@@ -14,10 +14,10 @@
 //! [`Engine::read_tensor`]: crate::Engine::read_tensor
 
 use crate::compute_set::LoadedComputeSet;
-use crate::executable::{Executable, TensorId};
+use crate::executable::{Executable, RunSource, TensorId};
 use crate::operand_views::program_uses;
 use codegen::DType;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// A tensor held in a compute set's batch scratch.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,11 +35,15 @@ impl KeptResult {
     }
 }
 
+/// A vertex result in a tensor: `(first element, elements, batch)`.
+type VertexResult = (usize, usize, u32);
+
 /// The tensors of `exe` (validated) that need not be written to the tiles, given its loaded
-/// compute sets and which rearrangements keep their windows.
+/// compute sets and which rearrangements keep their windows; the compute sets stop copying
+/// them to the tiles and lay their batches out in the order they are read.
 pub(crate) fn plan(
     exe: &Executable,
-    compute_sets: &[LoadedComputeSet],
+    compute_sets: &mut [LoadedComputeSet],
     kept_windows: &[bool],
 ) -> HashMap<TensorId, KeptResult> {
     let n = exe.tensors.len();
@@ -89,18 +93,84 @@ pub(crate) fn plan(
                 .for_each(|r| other_writes[r.tensor.0 as usize] += 1);
         }
     }
-    let mut kept: HashMap<TensorId, KeptResult> = HashMap::new();
+    // Tensors every writer of which is a batched vertex of one compute set.
     let mut batched = vec![0usize; n];
     for (ci, cs) in compute_sets.iter().enumerate() {
-        let (batches, scatters) = cs.batched();
-        for s in scatters {
-            let t = s.dst.0;
-            let i = t.0 as usize;
-            if writer[i] != Some(Some(ci)) || other_writes[i] > 0 || other_reads[i] {
-                continue;
+        for s in cs.batched().1 {
+            let i = s.dst.0.0 as usize;
+            if writer[i] == Some(Some(ci)) && other_writes[i] == 0 && !other_reads[i] {
+                batched[i] += 1;
             }
-            batched[i] += 1;
-            kept.entry(t)
+        }
+    }
+    let eligible = |t: TensorId| {
+        let i = t.0 as usize;
+        cfg!(target_endian = "little")
+            && exe.tensors[i].dtype == DType::F32
+            && batched[i] > 0
+            && batched[i] == vertex_writes[i]
+    };
+    // Each compute set's batches in the order the rearrangements first read them: a
+    // K part's results then lie in the scratch as the rearrangement reads them, and its
+    // writes run long (see `LoadedRearrange::with_writes`).
+    let mut first_read: Vec<Vec<u32>> = vec![Vec::new(); compute_sets.len()];
+    // Per eligible tensor: `(first element, elements, batch)` of each vertex result, sorted.
+    let mut results_of: HashMap<TensorId, Vec<VertexResult>> = HashMap::new();
+    for cs in compute_sets.iter() {
+        for s in cs.batched().1.iter().filter(|s| eligible(s.dst.0)) {
+            results_of
+                .entry(s.dst.0)
+                .or_default()
+                .push((s.dst.1, s.elements(), s.batch));
+        }
+    }
+    results_of.values_mut().for_each(|v| v.sort_unstable());
+    let mut seen: Vec<Vec<bool>> = compute_sets
+        .iter()
+        .map(|cs| vec![false; cs.batched().0.len()])
+        .collect();
+    let mut last: Option<(TensorId, usize)> = None;
+    for r in &exe.rearranges {
+        let sources: Vec<Option<&Vec<VertexResult>>> =
+            r.sources.iter().map(|t| results_of.get(t)).collect();
+        if sources.iter().all(Option::is_none) {
+            continue;
+        }
+        for run in &r.runs {
+            let RunSource::Tensor { k, start, .. } = run.source else {
+                continue;
+            };
+            let t = r.sources[k as usize];
+            let Some(results) = sources[k as usize] else {
+                continue;
+            };
+            // Consecutive runs mostly read rows of one result: try the last one first.
+            let holds = |i: usize| {
+                results
+                    .get(i)
+                    .is_some_and(|x| x.0 <= start && start < x.0 + x.1)
+            };
+            let at = match last {
+                Some((lt, i)) if lt == t && holds(i) => i,
+                _ => results.partition_point(|x| x.0 + x.1 <= start),
+            };
+            last = Some((t, at));
+            if let Some(&(_, _, batch)) = results.get(at) {
+                let cs = writer[t.0 as usize]
+                    .flatten()
+                    .expect("eligible: one writer");
+                if !std::mem::replace(&mut seen[cs][batch as usize], true) {
+                    first_read[cs].push(batch);
+                }
+            }
+        }
+    }
+    let mut kept: HashMap<TensorId, KeptResult> = HashMap::new();
+    for (ci, cs) in compute_sets.iter_mut().enumerate() {
+        cs.relayout_batches(&first_read[ci]);
+        let (batches, scatters) = cs.batched();
+        for s in scatters.iter().filter(|s| eligible(s.dst.0)) {
+            kept.entry(s.dst.0)
                 .or_insert_with(|| KeptResult {
                     compute_set: ci,
                     pieces: Vec::new(),
@@ -109,21 +179,20 @@ pub(crate) fn plan(
                 .extend(batches.rows(s));
         }
     }
+    // Only a tensor the batched rows tile exactly.
     kept.retain(|t, k| {
-        let i = t.0 as usize;
         k.pieces.sort_unstable();
         let mut next = 0;
-        let covers = k.pieces.iter().all(|&(start, len, _)| {
+        k.pieces.iter().all(|&(start, len, _)| {
             let ok = start == next;
             next = start + len;
             ok
-        }) && next == exe.tensors[i].elements;
-        // Every vertex writing it is batched, and its rows tile it exactly.
-        cfg!(target_endian = "little")
-            && exe.tensors[i].dtype == DType::F32
-            && batched[i] == vertex_writes[i]
-            && covers
+        }) && next == exe.tensors[t.0 as usize].elements
     });
+    let tensors: HashSet<TensorId> = kept.keys().copied().collect();
+    for cs in compute_sets.iter_mut() {
+        cs.keep_results(&tensors);
+    }
     kept
 }
 

@@ -48,7 +48,8 @@ struct Batch {
 /// A vertex's result inside a batch's scratch matrix, and where it goes on its tile.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Scatter {
-    batch: u32,
+    /// The batch (by index) whose scratch matrix holds it.
+    pub batch: u32,
     row0: usize,
     col0: usize,
     rows: usize,
@@ -57,6 +58,13 @@ pub(crate) struct Scatter {
     out: usize,
     /// The result's tensor and first element there.
     pub dst: (TensorId, usize),
+}
+
+impl Scatter {
+    /// Elements of the vertex's result.
+    pub(crate) fn elements(&self) -> usize {
+        self.rows * self.cols
+    }
 }
 
 /// The batches of one compute set and their scratch results.
@@ -205,6 +213,11 @@ impl ProductBatches {
         (batches, scatters)
     }
 
+    /// How many batches there are.
+    pub(crate) fn len(&self) -> usize {
+        self.batches.len()
+    }
+
     /// True when there is nothing to batch.
     pub(crate) fn is_empty(&self) -> bool {
         self.batches.is_empty()
@@ -217,9 +230,12 @@ impl ProductBatches {
         small: bool,
         pool: &rayon::ThreadPool,
     ) {
-        let mut outs: Vec<(&Batch, &mut [f32])> = Vec::with_capacity(self.batches.len());
+        // Batches tile the scratch (in offset order, see `relayout`): split it among them.
+        let mut order: Vec<&Batch> = self.batches.iter().collect();
+        order.sort_unstable_by_key(|b| b.offset);
+        let mut outs: Vec<(&Batch, &mut [f32])> = Vec::with_capacity(order.len());
         let mut rest = self.scratch.as_mut_slice();
-        for b in &self.batches {
+        for b in order {
             let (out, tail) = rest.split_at_mut(b.rows * b.cols);
             outs.push((b, out));
             rest = tail;
@@ -237,6 +253,22 @@ impl ProductBatches {
             outs.into_iter().for_each(run);
         } else {
             pool.install(|| outs.into_par_iter().for_each(run));
+        }
+    }
+
+    /// Places the batches in the scratch in the order `first` names them (each at most
+    /// once), the others after them in their own order: results read together then lie
+    /// together.
+    pub(crate) fn relayout(&mut self, first: &[u32]) {
+        let mut placed = vec![false; self.batches.len()];
+        let mut offset = 0;
+        let rest: Vec<u32> = (0..self.batches.len() as u32).collect();
+        for &b in first.iter().chain(&rest) {
+            let b = b as usize;
+            if !std::mem::replace(&mut placed[b], true) {
+                self.batches[b].offset = offset;
+                offset += self.batches[b].rows * self.batches[b].cols;
+            }
         }
     }
 

@@ -66,6 +66,23 @@ struct Write {
     window: u32,
 }
 
+impl Write {
+    /// This write followed by `next` as one write, when `next` continues it both on the
+    /// tile and in the window (element by element, `size` bytes each).
+    fn extended(&self, next: &Write, size: usize) -> Option<Write> {
+        let bytes = self.len as u64 * size as u64;
+        let contiguous_source = self.window == FILL
+            || (self.step as i64 == size as i64
+                && next.step == self.step
+                && self.at + bytes == next.at);
+        let continues = next.window == self.window
+            && self.offset as u64 + bytes == next.offset as u64
+            && contiguous_source;
+        let len = u32::try_from(self.len as u64 + next.len as u64).ok()?;
+        continues.then_some(Write { len, ..*self })
+    }
+}
+
 /// [`Write::window`] of a write of the fill value.
 const FILL: u32 = u32::MAX;
 
@@ -269,6 +286,8 @@ impl LoadedRearrange {
         // Writes in run order with their destination tile's slot; bucketed by tile below.
         let mut planned: Vec<(usize, Write)> = Vec::new();
         let mut tiles: Vec<usize> = Vec::new();
+        // Per slot: its last write in `planned`, which the next may extend.
+        let mut last: Vec<Option<usize>> = Vec::new();
         let mut unfit: Option<String> = None;
         let mut traffic = Traffic::new(system);
         let dst_at = Locator::new(dst);
@@ -294,9 +313,18 @@ impl LoadedRearrange {
                         if slot[t] == u32::MAX {
                             slot[t] = tiles.len() as u32;
                             tiles.push(t);
+                            last.push(None);
                         }
+                        let s = slot[t] as usize;
                         match Write::new(source, offset as usize, n) {
-                            Ok(w) => planned.push((slot[t] as usize, w)),
+                            Ok(w) => match last[s].and_then(|i| planned[i].1.extended(&w, size)) {
+                                // Contiguous on the tile and in the window: one write.
+                                Some(joined) => planned[last[s].expect("just matched")].1 = joined,
+                                None => {
+                                    last[s] = Some(planned.len());
+                                    planned.push((s, w));
+                                }
+                            },
                             Err(e) => unfit = unfit.take().or(Some(e)),
                         }
                     };
@@ -542,6 +570,28 @@ mod tests {
             .map(|s| (s.tile, s.offset, s.at, s.bytes))
             .collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn writes_continuing_on_the_tile_and_in_the_window_join() {
+        let w = |window, at, offset, len, step| Write {
+            at,
+            offset,
+            len,
+            step,
+            window,
+        };
+        let first = w(1, 40, 8, 3, 4);
+        let joined = first.extended(&w(1, 52, 20, 2, 4), 4).expect("continues");
+        assert_eq!((joined.at, joined.offset, joined.len), (40, 8, 5));
+        // A gap on the tile, a gap in the window, another window, a strided read: apart.
+        assert!(first.extended(&w(1, 52, 24, 2, 4), 4).is_none());
+        assert!(first.extended(&w(1, 56, 20, 2, 4), 4).is_none());
+        assert!(first.extended(&w(2, 52, 20, 2, 4), 4).is_none());
+        assert!(w(1, 40, 8, 3, 8).extended(&w(1, 64, 20, 2, 8), 4).is_none());
+        // Fill writes join when they continue on the tile.
+        let fill = w(FILL, 0, 0, 2, 0).extended(&w(FILL, 0, 8, 1, 0), 4);
+        assert_eq!(fill.map(|f| f.len), Some(3));
     }
 
     #[test]
