@@ -15,7 +15,7 @@
 
 use crate::compute_set::LoadedComputeSet;
 use crate::executable::{Executable, RunSource, TensorId};
-use crate::operand_views::program_uses;
+use crate::operand_views::uses_beside_kernel_vertices;
 use codegen::DType;
 use std::collections::{HashMap, HashSet};
 
@@ -47,28 +47,12 @@ pub(crate) fn plan(
     kept_windows: &[bool],
 ) -> HashMap<TensorId, KeptResult> {
     let n = exe.tensors.len();
-    // Writes other than kernel vertices' and reads other than rearrangements'.
-    let mut other_writes = vec![0u32; n];
-    let mut other_reads = vec![false; n];
+    // Writes other than kernel vertices'; reads other than kernel vertices' and unkept
+    // rearrangements'.
+    let (other_writes, mut other_reads) = uses_beside_kernel_vertices(exe, |ri| kept_windows[ri]);
     // Kernel-vertex outputs per tensor, and the one compute set writing it (None: several).
     let mut vertex_writes = vec![0usize; n];
     let mut writer: Vec<Option<Option<usize>>> = vec![None; n];
-    for (i, t) in exe.tensors.iter().enumerate() {
-        if t.init.is_some() {
-            other_writes[i] += 1;
-        }
-    }
-    for (ri, r) in exe.rearranges.iter().enumerate() {
-        other_writes[r.dst.0 as usize] += 1;
-        if kept_windows[ri] {
-            r.sources
-                .iter()
-                .for_each(|s| other_reads[s.0 as usize] = true);
-        }
-    }
-    for p in std::iter::once(&exe.program).chain(&exe.functions) {
-        program_uses(exe, p, &mut other_writes, &mut other_reads);
-    }
     for (ci, cs) in exe.compute_sets.iter().enumerate() {
         for v in &cs.vertices {
             v.inputs
@@ -83,14 +67,6 @@ pub(crate) fn plan(
                     Some(_) => Some(None),
                 };
             }
-        }
-        for v in &cs.codelet_vertices {
-            v.inputs
-                .iter()
-                .for_each(|r| other_reads[r.tensor.0 as usize] = true);
-            v.outputs
-                .iter()
-                .for_each(|r| other_writes[r.tensor.0 as usize] += 1);
         }
     }
     // Tensors every writer of which is a batched vertex of one compute set.

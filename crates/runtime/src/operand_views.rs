@@ -55,26 +55,7 @@ struct Candidate {
 impl OperandViews {
     /// Finds the rearrangements of `exe` (validated) whose destinations need not be written.
     pub(crate) fn plan(exe: &Executable) -> OperandViews {
-        let n = exe.tensors.len();
-        let mut writes = vec![0u32; n];
-        let mut other_reads = vec![false; n];
-        for t in exe
-            .tensors
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| t.init.is_some())
-        {
-            writes[t.0] += 1;
-        }
-        for r in &exe.rearranges {
-            writes[r.dst.0 as usize] += 1;
-            r.sources
-                .iter()
-                .for_each(|s| other_reads[s.0 as usize] = true);
-        }
-        for p in std::iter::once(&exe.program).chain(&exe.functions) {
-            program_uses(exe, p, &mut writes, &mut other_reads);
-        }
+        let (mut writes, mut other_reads) = uses_beside_kernel_vertices(exe, |_| true);
         let mut candidates: HashMap<u32, Vec<Candidate>> = HashMap::new();
         for (ci, cs) in exe.compute_sets.iter().enumerate() {
             for (vi, v) in cs.vertices.iter().enumerate() {
@@ -103,14 +84,6 @@ impl OperandViews {
                         None => other_reads[r.tensor.0 as usize] = true,
                     }
                 }
-            }
-            for v in &cs.codelet_vertices {
-                v.inputs
-                    .iter()
-                    .for_each(|r| other_reads[r.tensor.0 as usize] = true);
-                v.outputs
-                    .iter()
-                    .for_each(|r| writes[r.tensor.0 as usize] += 1);
             }
         }
         // Each rearrangement's readers are matched independently: in parallel.
@@ -164,14 +137,43 @@ impl OperandViews {
     }
 }
 
+/// Per tensor: how many times something other than a kernel vertex writes it (initial
+/// data, rearrangements, copies, host streams, codelets), and whether something other than
+/// a kernel vertex reads it (codelets, copies, streams, branch predicates, and the
+/// rearrangements `reads_of(index)` names).
+pub(crate) fn uses_beside_kernel_vertices(
+    exe: &Executable,
+    reads_of: impl Fn(usize) -> bool,
+) -> (Vec<u32>, Vec<bool>) {
+    let n = exe.tensors.len();
+    let mut writes = vec![0u32; n];
+    let mut reads = vec![false; n];
+    for (i, t) in exe.tensors.iter().enumerate() {
+        writes[i] += u32::from(t.init.is_some());
+    }
+    for (ri, r) in exe.rearranges.iter().enumerate() {
+        writes[r.dst.0 as usize] += 1;
+        if reads_of(ri) {
+            r.sources.iter().for_each(|s| reads[s.0 as usize] = true);
+        }
+    }
+    for p in std::iter::once(&exe.program).chain(&exe.functions) {
+        program_uses(exe, p, &mut writes, &mut reads);
+    }
+    for v in exe.compute_sets.iter().flat_map(|cs| &cs.codelet_vertices) {
+        v.inputs
+            .iter()
+            .for_each(|r| reads[r.tensor.0 as usize] = true);
+        v.outputs
+            .iter()
+            .for_each(|r| writes[r.tensor.0 as usize] += 1);
+    }
+    (writes, reads)
+}
+
 /// Counts the writes and notes the reads a program makes directly (copies, streams,
 /// branch predicates).
-pub(crate) fn program_uses(
-    exe: &Executable,
-    p: &Program,
-    writes: &mut [u32],
-    other_reads: &mut [bool],
-) {
+fn program_uses(exe: &Executable, p: &Program, writes: &mut [u32], other_reads: &mut [bool]) {
     let mut walk = |q: &Program| program_uses(exe, q, writes, other_reads);
     match p {
         Program::Sequence(ps) => ps.iter().for_each(walk),
