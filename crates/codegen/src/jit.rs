@@ -1074,6 +1074,9 @@ pub fn gemm_f32_refs(m: usize, k: usize, n: usize, a: MatRef, b: MatRef, c: &mut
         a.fits(m, k) && b.fits(k, n) && c.len() >= m * n,
         "matrix operands shorter than their shapes"
     );
+    if crate::narrow_product::narrow_product(m, k, n, &a, &b, c) {
+        return;
+    }
     // SAFETY: every element of a (m×k) and b (k×n) lies in its slice (asserted by `fits`)
     // and c is row-major m×n and at least that long; c does not alias a or b (&mut).
     unsafe {

@@ -13,6 +13,7 @@ pub mod jit;
 pub mod kernel;
 mod lower;
 pub mod math;
+mod narrow_product;
 pub mod reference;
 pub mod types;
 

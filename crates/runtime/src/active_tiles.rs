@@ -1,32 +1,131 @@
 //! Running one superstep's per-tile work over the tiles that have some: on the calling
 //! thread when the whole step is small (waking host threads would cost more), else in
-//! chunks of tiles on the pool.
+//! ranges of consecutive tiles of about equal work on the pool. The ranges are weighed
+//! once, at load: a compute set of 32 heavy vertices on 32 neighbouring tiles is spread
+//! over every thread, where ranges of equal tile counts would give it all to one.
 
 use rayon::prelude::*;
 
+/// Ranges a step is cut into (the pool's threads steal them from each other).
+const RANGES: usize = 16;
+
+/// How a step's tiles are cut into ranges for the host threads: range `i` is tiles
+/// `bounds[i]..bounds[i + 1]`. One range: the tiles run on the calling thread.
+#[derive(Debug, Clone)]
+pub(crate) struct Spread {
+    bounds: Vec<usize>,
+}
+
+impl Spread {
+    /// The ranges for a step whose tile `t` has `weights[t]` work (an estimate: cycles,
+    /// bytes), the tiles active in `slot` counting at least 1; all in one range when
+    /// `small`.
+    pub(crate) fn new(weights: &[u64], slot: &[u32], small: bool) -> Spread {
+        let tiles = slot.len();
+        let weight = |t: usize| match slot[t] {
+            u32::MAX => 0,
+            _ => weights[t] + 1,
+        };
+        let total: u64 = (0..tiles).map(weight).sum();
+        if small || total == 0 {
+            return Spread {
+                bounds: vec![0, tiles],
+            };
+        }
+        let mut bounds = vec![0];
+        let mut done = 0u64;
+        for t in 0..tiles {
+            done += weight(t);
+            // Cut after the tile that reaches the next share of the total.
+            let share = total * bounds.len() as u64 / RANGES as u64;
+            if done >= share && bounds.len() < RANGES && t + 1 < tiles && weight(t) > 0 {
+                bounds.push(t + 1);
+            }
+        }
+        bounds.push(tiles);
+        Spread { bounds }
+    }
+
+    /// True when the step runs on the calling thread.
+    pub(crate) fn is_inline(&self) -> bool {
+        self.bounds.len() <= 2
+    }
+}
+
 /// Calls `f(tile memory, slot)` for every tile whose `slot` is not `u32::MAX`, stopping at
-/// the first error.
+/// the first error; the ranges of `spread` run in parallel on `pool`.
 pub(crate) fn for_each_active<E: Send>(
     memory: &mut [Vec<u8>],
     slot: &[u32],
-    small: bool,
+    spread: &Spread,
     pool: &rayon::ThreadPool,
     f: impl Fn(&mut Vec<u8>, usize) -> Result<(), E> + Sync,
 ) -> Result<(), E> {
-    if small {
-        return memory
+    let run = |memory: &mut [Vec<u8>], slot: &[u32]| {
+        memory
             .iter_mut()
             .zip(slot)
             .filter(|(_, s)| **s != u32::MAX)
-            .try_for_each(|(mem, &s)| f(mem, s as usize));
-    }
-    let chunk = memory.len() / (4 * pool.current_num_threads()).max(1);
-    pool.install(|| {
-        memory
-            .par_iter_mut()
-            .zip(slot.par_iter())
-            .with_min_len(chunk.max(1))
-            .filter(|(_, s)| **s != u32::MAX)
             .try_for_each(|(mem, &s)| f(mem, s as usize))
+    };
+    if spread.is_inline() {
+        return run(memory, slot);
+    }
+    let mut ranges = Vec::with_capacity(spread.bounds.len());
+    let mut rest = memory;
+    for w in spread.bounds.windows(2) {
+        let (range, tail) = rest.split_at_mut(w[1] - w[0]);
+        ranges.push((range, &slot[w[0]..w[1]]));
+        rest = tail;
+    }
+    pool.install(|| {
+        ranges
+            .into_par_iter()
+            .try_for_each(|(memory, slot)| run(memory, slot))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_few_heavy_neighbouring_tiles_are_cut_into_ranges_of_equal_work() {
+        let mut slot = vec![u32::MAX; 1472];
+        let mut weights = vec![0; 1472];
+        for t in 100..132 {
+            slot[t] = (t - 100) as u32;
+            weights[t] = 1000;
+        }
+        let spread = Spread::new(&weights, &slot, false);
+        assert_eq!(spread.bounds.len(), RANGES + 1);
+        for w in spread.bounds.windows(2).skip(1).take(RANGES - 2) {
+            assert_eq!(w[1] - w[0], 2, "{:?}", spread.bounds);
+        }
+        assert_eq!((spread.bounds[0], spread.bounds[RANGES]), (0, 1472));
+    }
+
+    #[test]
+    fn small_steps_and_steps_without_work_run_inline_and_every_active_tile_runs_once() {
+        let slot: Vec<u32> = (0..64)
+            .map(|t| if t % 3 == 0 { t } else { u32::MAX })
+            .collect();
+        assert!(Spread::new(&[5; 64], &slot, true).is_inline());
+        assert!(Spread::new(&[0; 64], &[u32::MAX; 64], false).is_inline());
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        let spread = Spread::new(&[5; 64], &slot, false);
+        assert!(!spread.is_inline());
+        let mut memory = vec![vec![0u8; 1]; 64];
+        let Ok(()) = for_each_active(&mut memory, &slot, &spread, &pool, |mem, s| {
+            mem[0] += 1 + (s % 2) as u8;
+            Ok::<(), std::convert::Infallible>(())
+        });
+        for (t, mem) in memory.iter().enumerate() {
+            let want = if t % 3 == 0 { 1 + (t % 2) as u8 } else { 0 };
+            assert_eq!(mem[0], want, "tile {t}");
+        }
+    }
 }

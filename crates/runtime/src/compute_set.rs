@@ -2,7 +2,7 @@
 //! that tile's memory, the superstep's compute cycles, and running it (tiles in parallel).
 
 use crate::RuntimeError;
-use crate::active_tiles::for_each_active;
+use crate::active_tiles::{Spread, for_each_active};
 use crate::buckets::Buckets;
 use crate::codelet::CodeletRef;
 use crate::cost;
@@ -228,9 +228,9 @@ pub(crate) struct LoadedComputeSet {
     /// Out of core: cycles paging the bytes the vertices read and write between Streaming
     /// Memory and the tiles, and those bytes (both 0 on the physical tiles).
     pub paging: (u64, u64),
-    /// So little work (all tiles' cycles together) that waking host threads costs more than
-    /// it saves: the tiles run one after another on the calling thread.
-    small: bool,
+    /// How the tiles are cut among host threads (weighed by cycles; one range when so
+    /// little work that waking host threads costs more than it saves).
+    spread: Spread,
     /// Vertices by tile slot (those run in batches excepted).
     tiles: Buckets<LoadedVertex>,
     /// Matrix products the host runs as a few large ones ([`crate::product_batches`]).
@@ -384,7 +384,14 @@ impl LoadedComputeSet {
             name: cs.name.clone(),
             compute_cycles: paging::busiest_physical(&exe.target, exe.num_ipus, by_tile(&cycles)),
             paging: paging::paging(&exe.target, exe.num_ipus, by_tile(&touched)),
-            small: cycles.iter().sum::<u64>() < SMALL_CYCLES,
+            spread: Spread::new(
+                &slot
+                    .iter()
+                    .map(|&s| if s == u32::MAX { 0 } else { cycles[s as usize] })
+                    .collect::<Vec<_>>(),
+                &slot,
+                cycles.iter().sum::<u64>() < SMALL_CYCLES,
+            ),
             tiles: Buckets::new(slots, singles),
             batches,
             scatters: Buckets::new(slots, scatters),
@@ -419,7 +426,7 @@ impl LoadedComputeSet {
         pool: &rayon::ThreadPool,
     ) -> Result<(), RuntimeError> {
         if !self.batches.is_empty() {
-            self.batches.compute(windows, self.small, pool);
+            self.batches.compute(windows, self.spread.is_inline(), pool);
         }
         let run_tile = |mem: &mut Vec<u8>, s: usize| -> Result<(), RuntimeError> {
             for v in self.tiles.get(s) {
@@ -431,6 +438,6 @@ impl LoadedComputeSet {
             }
             Ok(())
         };
-        for_each_active(memory, &self.slot, self.small, pool, run_tile)
+        for_each_active(memory, &self.slot, &self.spread, pool, run_tile)
     }
 }

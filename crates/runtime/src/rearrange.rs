@@ -9,7 +9,7 @@
 //! byte is gathered before any is written, so a destination may overlap its sources.
 
 use crate::RuntimeError;
-use crate::active_tiles::for_each_active;
+use crate::active_tiles::{Spread, for_each_active};
 use crate::buckets::Buckets;
 use crate::exchange::{CopyCost, Locator, Traffic};
 use crate::executable::{Rearrange, RunSource, Tensor, TensorId};
@@ -206,8 +206,9 @@ pub(crate) struct LoadedRearrange {
     /// Each tile's index in `tiles` (`u32::MAX`: none).
     slot: Vec<u32>,
     size: usize,
-    /// So few bytes written that the tiles write one after another on the calling thread.
-    small: bool,
+    /// How the tiles are cut among host threads (weighed by bytes written; one range when
+    /// so few bytes that the tiles write one after another on the calling thread).
+    spread: Spread,
 }
 
 /// From this many bytes on, a window is gathered by several host threads.
@@ -215,6 +216,9 @@ const PARALLEL_GATHER_BYTES: usize = 256 * 1024;
 
 /// Below this many bytes written, a rearrangement runs on one host thread.
 const SMALL_BYTES: usize = 64 * 1024;
+
+/// A write's cost beside its elements, in elements, when weighing tiles for the threads.
+const WRITE_OVERHEAD: u64 = 16;
 
 /// Host buffers reused from one rearrangement to the next.
 #[derive(Default)]
@@ -379,6 +383,11 @@ impl LoadedRearrange {
             )));
         }
         let written: usize = r.runs.iter().map(|x| x.len).sum::<usize>() * size;
+        let mut weights = vec![0u64; slot.len()];
+        for (s, w) in &planned {
+            weights[tiles[*s]] += u64::from(w.len) + WRITE_OVERHEAD;
+        }
+        let spread = Spread::new(&weights, &slot, written < SMALL_BYTES || tiles.len() == 1);
         Ok(LoadedRearrange {
             name: r.name.clone(),
             cost: traffic.cost(system)?,
@@ -393,7 +402,7 @@ impl LoadedRearrange {
             tiles,
             slot,
             size,
-            small: written < SMALL_BYTES,
+            spread,
         })
     }
 
@@ -505,9 +514,8 @@ impl LoadedRearrange {
         for &(k, cs) in &self.scratch_windows {
             windows[k] = results(cs);
         }
-        let small = self.small || self.tiles.len() == 1;
         // Writing cannot fail: the error type is uninhabited.
-        let Ok(()) = for_each_active(memory, &self.slot, small, pool, |mem, s| {
+        let Ok(()) = for_each_active(memory, &self.slot, &self.spread, pool, |mem, s| {
             self.write_tile(mem, s, &windows);
             Ok::<(), std::convert::Infallible>(())
         });

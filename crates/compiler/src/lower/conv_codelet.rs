@@ -343,11 +343,15 @@ impl ConvCodelet {
         let p = &self.plan;
         let mut patches: Vec<f32> = Vec::with_capacity(p.rows * p.depth);
         for r in &p.patches {
-            match r.src {
-                NONE => patches.extend(std::iter::repeat_n(0.0, r.len as usize)),
-                src => patches.extend(
-                    (0..r.len as i64).map(|j| x[(src as i64 + j * r.stride as i64) as usize]),
-                ),
+            let (src, len) = (r.src as usize, r.len as usize);
+            match (r.src, r.stride) {
+                (NONE, _) => patches.resize(patches.len() + len, 0.0),
+                (_, 1) => patches.extend_from_slice(&x[src..src + len]),
+                (_, stride @ 1..) => {
+                    patches.extend(x[src..].iter().step_by(stride as usize).take(len));
+                }
+                (_, stride) => patches
+                    .extend((0..len as i64).map(|j| x[(src as i64 + j * stride as i64) as usize])),
             }
         }
         patches

@@ -73,6 +73,7 @@ macro_rules! float_element {
                 })
             }
 
+            #[inline(always)]
             fn binary(op: BinaryOp, a: $t, b: $t) -> Option<$t> {
                 Some(match op {
                     BinaryOp::Add => a + b,

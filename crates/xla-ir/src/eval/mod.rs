@@ -11,6 +11,7 @@ mod array;
 mod calls;
 mod element;
 mod elementwise;
+mod groups;
 mod linalg;
 mod movement;
 mod reduce;

@@ -7,6 +7,7 @@
 use super::array::{self, count, for_each_index, linear, scalar_at, strides, zip_same};
 use super::calls::SimpleScalarFn;
 use super::element::{Element, Num};
+use super::groups::{Groups, Reduction, WindowPositions};
 use super::movement::{set_batching_starts, start_vector, with_vector_dim};
 use super::{Evaluator, OpError, OpResult, literal, one_or_tuple};
 use crate::Shape;
@@ -16,19 +17,21 @@ use crate::literal::{ArrayData, ArrayLiteral};
 use crate::op::BinaryOp;
 
 /// For f32 select-and-scatter with a plain comparison selecting and `add` scattering (max
-/// or min pooling's gradient), the comparison as a function: the loop then runs on the
-/// values directly. Its results are the scalar computations' exactly (one f32 compare, one
-/// f32 add per element).
+/// or min pooling's gradient): runs the loop on the values directly, with the comparison
+/// compiled in, and returns true; false (nothing done) for other computations. Its results
+/// are the scalar computations' exactly (one f32 compare, one f32 add per element).
 fn f32_select_add(
     select: Option<SimpleScalarFn>,
     scatter: Option<SimpleScalarFn>,
-) -> Option<fn(f32, f32) -> bool> {
+    windows: &WindowPositions,
+    (x, src, out): (&[f32], &[f32], &mut [f32]),
+) -> bool {
     use crate::attributes::ComparisonDirection as D;
     let Some(SimpleScalarFn::Binary {
         op: BinaryOp::Add, ..
     }) = scatter
     else {
-        return None;
+        return false;
     };
     let Some(SimpleScalarFn::Compare {
         direction,
@@ -36,133 +39,44 @@ fn f32_select_add(
         swapped,
     }) = select
     else {
-        return None;
+        return false;
     };
-    Some(match (direction, swapped) {
-        (D::Ge, false) | (D::Le, true) => |a, b| a >= b,
-        (D::Gt, false) | (D::Lt, true) => |a, b| a > b,
-        (D::Le, false) | (D::Ge, true) => |a, b| a <= b,
-        (D::Lt, false) | (D::Gt, true) => |a, b| a < b,
-        (D::Eq, _) => |a, b| a == b,
-        (D::Ne, _) => |a, b| a != b,
-    })
-}
-
-/// The input elements each output of a windowed op reads, tabulated per dimension: for
-/// coordinate `o` of output dimension `d`, the flat-offset contributions of the window
-/// elements that land inside the input (padding and base-dilation holes skipped).
-struct WindowPositions {
-    tables: Vec<Vec<Vec<usize>>>,
-    out_dims: Vec<usize>,
-    /// Per dimension and output coordinate: whether the whole window lies inside the input
-    /// there (no padding, no base-dilation holes).
-    full: Vec<Vec<bool>>,
-    /// The positions of a window lying wholly inside, relative to its first position, in
-    /// the same order as the tables give them.
-    interior: Vec<usize>,
-}
-
-impl WindowPositions {
-    /// `dilations`: apply the window's dilations (reduce-window) or not (select-and-scatter).
-    fn new(dims: &[i64], out_dims: &[i64], window: &Window, dilations: bool) -> WindowPositions {
-        let s = strides(dims);
-        let tables: Vec<Vec<Vec<usize>>> = window
-            .dims
-            .iter()
-            .enumerate()
-            .map(|(d, wd)| {
-                let (wdil, bdil) = match dilations {
-                    true => (wd.window_dilation, wd.base_dilation),
-                    false => (1, 1),
-                };
-                (0..out_dims[d])
-                    .map(|o| {
-                        (0..wd.size)
-                            .filter_map(|w| {
-                                let p = o * wd.stride - wd.pad_low + w * wdil;
-                                let inside = p >= 0 && p % bdil == 0 && p / bdil < dims[d];
-                                inside.then(|| (p / bdil) as usize * s[d])
-                            })
-                            .collect()
-                    })
-                    .collect()
-            })
-            .collect();
-        let full: Vec<Vec<bool>> = window
-            .dims
-            .iter()
-            .zip(&tables)
-            .map(|(wd, t)| {
-                t.iter()
-                    .map(|p| !p.is_empty() && p.len() as i64 == wd.size)
-                    .collect()
-            })
-            .collect();
-        // Every full window of a dimension has the same relative offsets: take the first.
-        let mut interior = vec![0];
-        for (t, f) in tables.iter().zip(&full) {
-            let Some(c) = f.iter().position(|&x| x) else {
-                interior.clear();
-                break;
-            };
-            let rel: Vec<usize> = t[c].iter().map(|&p| p - t[c][0]).collect();
-            interior = interior
-                .iter()
-                .flat_map(|&b| rel.iter().map(move |&r| b + r))
-                .collect();
-        }
-        WindowPositions {
-            tables,
-            out_dims: out_dims.iter().map(|&d| d as usize).collect(),
-            full,
-            interior,
-        }
+    match (direction, swapped) {
+        (D::Ge, false) | (D::Le, true) => select_add(windows, x, src, out, |a, b| a >= b),
+        (D::Gt, false) | (D::Lt, true) => select_add(windows, x, src, out, |a, b| a > b),
+        (D::Le, false) | (D::Ge, true) => select_add(windows, x, src, out, |a, b| a <= b),
+        (D::Lt, false) | (D::Gt, true) => select_add(windows, x, src, out, |a, b| a < b),
+        (D::Eq, _) => select_add(windows, x, src, out, |a, b| a == b),
+        (D::Ne, _) => select_add(windows, x, src, out, |a, b| a != b),
     }
+    true
+}
 
-    /// The input positions output `o` (row-major) reads, in row-major window order, into
-    /// `buf` (`tmp` is scratch). `at` follows the outputs: called for `o` one past the last,
-    /// it steps the coordinates instead of dividing them out again.
-    fn fill(&self, o: usize, at: &mut Cursor, buf: &mut Vec<usize>, tmp: &mut Vec<usize>) {
-        let rank = self.out_dims.len();
-        if at.coords.len() != rank || at.next != o {
-            at.coords.resize(rank, 0);
-            let mut rest = o;
-            for d in (0..rank).rev() {
-                at.coords[d] = rest % self.out_dims[d];
-                rest /= self.out_dims[d];
-            }
-        }
-        let coords = &at.coords;
-        buf.clear();
-        if coords.iter().zip(&self.full).all(|(&c, f)| f[c]) {
-            let first: usize = coords.iter().zip(&self.tables).map(|(&c, t)| t[c][0]).sum();
-            buf.extend(self.interior.iter().map(|&r| first + r));
-        } else {
-            buf.push(0);
-            for (table, &c) in self.tables.iter().zip(coords.iter()) {
-                tmp.clear();
-                for &b in buf.iter() {
-                    tmp.extend(table[c].iter().map(|&x| b + x));
+/// Adds each source element to the operand position its window selects: the first kept
+/// against each later one by `keep_first(x[kept], x[later])`.
+fn select_add(
+    windows: &WindowPositions,
+    x: &[f32],
+    src: &[f32],
+    out: &mut [f32],
+    keep_first: impl Fn(f32, f32) -> bool,
+) {
+    let mut k = 0;
+    let done = windows.each(|first, offsets| {
+        if let Some((&r0, rest)) = offsets.split_first() {
+            let chosen = rest.iter().fold(first + r0, |c, &r| {
+                if keep_first(x[c], x[first + r]) {
+                    c
+                } else {
+                    first + r
                 }
-                std::mem::swap(buf, tmp);
-            }
+            });
+            out[chosen] += src[k];
         }
-        at.next = o + 1;
-        for d in (0..rank).rev() {
-            at.coords[d] += 1;
-            if at.coords[d] < self.out_dims[d] {
-                break;
-            }
-            at.coords[d] = 0;
-        }
-    }
-}
-
-/// Where [`WindowPositions::fill`] left off: the coordinates of output `next`.
-#[derive(Default)]
-struct Cursor {
-    coords: Vec<usize>,
-    next: usize,
+        k += 1;
+        Ok::<(), std::convert::Infallible>(())
+    });
+    let Ok(()) = done;
 }
 
 /// Folds `xs[p]` for the positions of each group into `init` with a binary op.
@@ -170,7 +84,7 @@ fn fast_fold<T: Element>(
     op: BinaryOp,
     xs: &[T],
     init: T,
-    groups: &mut dyn FnMut(usize, &mut Vec<usize>),
+    groups: &impl Groups,
     n: usize,
 ) -> Option<Vec<T>> {
     let wide = matches!(T::to_num(init), Num::Float(_))
@@ -199,27 +113,27 @@ fn fast_fold<T: Element>(
     with_op!(Add, Multiply, Maximum, Minimum)
 }
 
-/// For each of `n` groups, folds `xs` at the group's positions into `init` with `step`, and
-/// finishes the accumulator with `done`.
+/// For each of the `n` groups, folds `xs` at the group's positions into `init` with `step`,
+/// and finishes the accumulator with `done`.
 fn fold_each<T: Copy, A: Copy, R>(
     xs: &[T],
     init: A,
-    groups: &mut dyn FnMut(usize, &mut Vec<usize>),
+    groups: &impl Groups,
     n: usize,
     step: impl Fn(A, T) -> Option<A>,
     done: impl Fn(A) -> Option<R>,
 ) -> Option<Vec<R>> {
     let mut out = Vec::with_capacity(n);
-    let mut positions = Vec::new();
-    for o in 0..n {
-        positions.clear();
-        groups(o, &mut positions);
-        let mut acc = init;
-        for &p in &positions {
-            acc = step(acc, xs[p])?;
-        }
-        out.push(done(acc)?);
-    }
+    groups
+        .each(|first, offsets| {
+            let mut acc = init;
+            for &r in offsets {
+                acc = step(acc, xs[first + r]).ok_or(())?;
+            }
+            out.push(done(acc).ok_or(())?);
+            Ok::<(), ()>(())
+        })
+        .ok()?;
     Some(out)
 }
 
@@ -232,7 +146,7 @@ impl Evaluator<'_> {
         inits: &[&ArrayLiteral],
         reducer: CompId,
         n: usize,
-        groups: &mut dyn FnMut(usize, &mut Vec<usize>),
+        groups: &impl Groups,
     ) -> Result<Vec<ArrayData>, OpError> {
         let simple = self.simple_scalar_fn(reducer);
         if let (Some(SimpleScalarFn::Binary { op, swapped }), [input], [init]) =
@@ -262,20 +176,18 @@ impl Evaluator<'_> {
             }
         }
         let mut results: Vec<Vec<ArrayData>> = vec![Vec::with_capacity(n); inits.len()];
-        let mut positions = Vec::new();
-        for o in 0..n {
-            positions.clear();
-            groups(o, &mut positions);
+        groups.each(|first, offsets| {
             let mut acc: Vec<ArrayLiteral> = inits.iter().map(|i| (*i).clone()).collect();
-            for &p in &positions {
+            for &r in offsets {
                 let mut args = acc;
-                args.extend(inputs.iter().map(|x| scalar_at(&x.data, p)));
+                args.extend(inputs.iter().map(|x| scalar_at(&x.data, first + r)));
                 acc = self.apply_scalar(reducer, simple, args)?;
             }
             for (k, a) in acc.into_iter().enumerate() {
                 results[k].push(a.data);
             }
-        }
+            Ok::<(), OpError>(())
+        })?;
         Ok(results
             .into_iter()
             .zip(inits)
@@ -322,11 +234,11 @@ impl Evaluator<'_> {
                     .sum::<usize>(),
             )
         });
-        let total = bases.len();
-        let mut groups = |o: usize, buf: &mut Vec<usize>| {
-            buf.extend(reduced_offsets.iter().map(|r| bases[o] + r))
+        let groups = Reduction {
+            bases,
+            offsets: reduced_offsets,
         };
-        let results = self.fold(inputs, inits, to_apply, total, &mut groups)?;
+        let results = self.fold(inputs, inits, to_apply, groups.bases.len(), &groups)?;
         Ok(outputs(&out_dims, results))
     }
 
@@ -343,9 +255,7 @@ impl Evaluator<'_> {
         let out_dims: Vec<i64> = first_array(shape).dims.to_vec();
         let total = count(&out_dims);
         let windows = WindowPositions::new(dims, &out_dims, window, true);
-        let (mut tmp, mut at) = (Vec::new(), Cursor::default());
-        let mut groups = |o: usize, buf: &mut Vec<usize>| windows.fill(o, &mut at, buf, &mut tmp);
-        let results = self.fold(inputs, inits, to_apply, total, &mut groups)?;
+        let results = self.fold(inputs, inits, to_apply, total, &windows)?;
         Ok(outputs(&out_dims, results))
     }
 
@@ -363,34 +273,30 @@ impl Evaluator<'_> {
         let select_fn = self.simple_scalar_fn(select);
         let scatter_fn = self.simple_scalar_fn(scatter);
         let windows = WindowPositions::new(dims, &source.shape.dims, window, false);
-        let fast = f32_select_add(select_fn, scatter_fn);
-        let (mut candidates, mut tmp, mut at) = (Vec::new(), Vec::new(), Cursor::default());
-        for k in 0..source.data.len() {
-            windows.fill(k, &mut at, &mut candidates, &mut tmp);
-            let Some((&first, rest)) = candidates.split_first() else {
-                continue;
+        if let (ArrayData::F32(x), ArrayData::F32(src), ArrayData::F32(out)) =
+            (&operand.data, &source.data, &mut result)
+            && f32_select_add(select_fn, scatter_fn, &windows, (x, src, out))
+        {
+            return Ok(literal(result.element_type(), dims, result));
+        }
+        let mut k = 0;
+        windows.each(|first, offsets| {
+            let Some((&r0, rest)) = offsets.split_first() else {
+                k += 1;
+                return Ok(());
             };
-            if let (Some(keep_first), ArrayData::F32(x), ArrayData::F32(src), ArrayData::F32(out)) =
-                (fast, &operand.data, &source.data, &mut result)
-            {
-                let chosen = rest
-                    .iter()
-                    .fold(first, |c, &d| if keep_first(x[c], x[d]) { c } else { d });
-                out[chosen] += src[k];
-                continue;
-            }
-            let mut chosen = first;
-            for &c in rest {
+            let mut chosen = first + r0;
+            for &r in rest {
                 let keep = self.apply_scalar(
                     select,
                     select_fn,
                     vec![
                         scalar_at(&operand.data, chosen),
-                        scalar_at(&operand.data, c),
+                        scalar_at(&operand.data, first + r),
                     ],
                 )?;
                 if matches!(&keep[0].data, ArrayData::Pred(p) if !p[0]) {
-                    chosen = c;
+                    chosen = first + r;
                 }
             }
             let combined = self.apply_scalar(
@@ -399,7 +305,9 @@ impl Evaluator<'_> {
                 vec![scalar_at(&result, chosen), scalar_at(&source.data, k)],
             )?;
             array::copy_element(&mut result, chosen, &combined[0].data, 0);
-        }
+            k += 1;
+            Ok::<(), OpError>(())
+        })?;
         Ok(literal(result.element_type(), dims, result))
     }
 
@@ -495,55 +403,4 @@ fn outputs(out_dims: &[i64], results: Vec<ArrayData>) -> crate::Literal {
             .map(|d| literal(d.element_type(), out_dims, d))
             .collect(),
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::attributes::WindowDim;
-
-    fn dim(size: i64, stride: i64, pad: (i64, i64), wdil: i64, bdil: i64) -> WindowDim {
-        WindowDim {
-            size,
-            stride,
-            pad_low: pad.0,
-            pad_high: pad.1,
-            window_dilation: wdil,
-            base_dilation: bdil,
-            window_reversal: false,
-        }
-    }
-
-    /// The interior shortcut and the stepping cursor yield what the per-dimension tables
-    /// yield, in the same order, for windows inside, across the padding and across
-    /// base-dilation holes.
-    #[test]
-    fn interior_windows_read_the_positions_the_tables_give() {
-        let dims = [2, 7, 9, 3];
-        let window = Window {
-            dims: vec![
-                dim(1, 1, (0, 0), 1, 1),
-                dim(3, 2, (1, 1), 1, 1),
-                dim(2, 1, (0, 2), 2, 2),
-                dim(2, 1, (0, 0), 1, 1),
-            ],
-        };
-        let out_dims = [2, 4, 16, 2];
-        for dilations in [true, false] {
-            let w = WindowPositions::new(&dims, &out_dims, &window, dilations);
-            let mut general = WindowPositions::new(&dims, &out_dims, &window, dilations);
-            general.full.iter_mut().flatten().for_each(|f| *f = false);
-            let (mut a, mut b, mut tmp) = (Vec::new(), Vec::new(), Vec::new());
-            // `w` steps its cursor output after output; `general` divides each one out.
-            let mut stepping = Cursor::default();
-            let mut shortcuts = 0;
-            for o in 0..out_dims.iter().product::<i64>() as usize {
-                w.fill(o, &mut stepping, &mut a, &mut tmp);
-                general.fill(o, &mut Cursor::default(), &mut b, &mut tmp);
-                assert_eq!(a, b, "output {o}, dilations {dilations}");
-                shortcuts += usize::from(a.len() == w.interior.len() && !a.is_empty());
-            }
-            assert!(shortcuts > 0, "some windows lie wholly inside");
-        }
-    }
 }

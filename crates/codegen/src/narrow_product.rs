@@ -1,0 +1,171 @@
+//! Matrix products with one to three columns, as dot products along the left operand's
+//! rows. gemm packs the left operand into panels for its register tiles before multiplying;
+//! with so few columns the packing costs as much as the arithmetic, and a third or less of
+//! each tile is used. Here each row is read once, in place, against the columns gathered
+//! once into contiguous vectors. (A convolution's weight gradient split over output
+//! features is such a product: 144 × 6272 × 2 per tile in the bench CNN.) With one column
+//! gemm's own matrix-vector path is faster.
+
+use crate::jit::MatRef;
+
+/// The most columns computed here; wider products go to gemm.
+pub(crate) const MAX_COLUMNS: usize = 3;
+
+/// Lanes summed side by side, so the compiler can keep them in one vector register.
+const LANES: usize = 8;
+
+/// `c = a × b` (c row-major m×n) when `n ≤ MAX_COLUMNS` and a's rows are contiguous; false
+/// (nothing written) otherwise. The caller has checked that every element lies in its
+/// slice.
+pub(crate) fn narrow_product(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &MatRef,
+    b: &MatRef,
+    c: &mut [f32],
+) -> bool {
+    if !(2..=MAX_COLUMNS).contains(&n) || a.cs != 1 || k == 0 {
+        return false;
+    }
+    let mut columns = vec![0f32; n * k];
+    for (j, column) in columns.chunks_exact_mut(k).enumerate() {
+        let first = b.at as isize + j as isize * b.cs;
+        for (d, x) in column.iter_mut().enumerate() {
+            *x = b.data[(first + d as isize * b.rs) as usize];
+        }
+    }
+    let rows = (0..m).map(|r| {
+        let start = (a.at as isize + r as isize * a.rs) as usize;
+        &a.data[start..start + k]
+    });
+    let out = c[..m * n].chunks_exact_mut(n);
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        for (row, out) in rows.zip(out) {
+            // SAFETY: the CPU has AVX2 and FMA (detected just above).
+            unsafe { dots_fma(row, &columns, out) };
+        }
+        return true;
+    }
+    for (row, out) in rows.zip(out) {
+        dots(row, &columns, out);
+    }
+    true
+}
+
+/// [`dots`] with AVX2 vectors and fused multiply-adds: eight lanes per column, the
+/// row's vector loaded once for every column.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dots_fma(row: &[f32], columns: &[f32], out: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let (k, n) = (row.len(), out.len());
+    let whole = k / LANES * LANES;
+    let mut acc = [_mm256_setzero_ps(); MAX_COLUMNS];
+    for at in (0..whole).step_by(LANES) {
+        // SAFETY: at + LANES <= whole <= k = row.len(), and column j holds k elements at j*k.
+        unsafe {
+            let x = _mm256_loadu_ps(row.as_ptr().add(at));
+            for (j, acc) in acc.iter_mut().enumerate().take(n) {
+                let y = _mm256_loadu_ps(columns.as_ptr().add(j * k + at));
+                *acc = _mm256_fmadd_ps(x, y, *acc);
+            }
+        }
+    }
+    for (j, out) in out.iter_mut().enumerate() {
+        let mut lanes = [0f32; LANES];
+        // SAFETY: lanes holds LANES f32s.
+        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc[j]) };
+        let mut sum = lanes.iter().sum::<f32>();
+        for d in whole..k {
+            sum = row[d].mul_add(columns[j * k + d], sum);
+        }
+        *out = sum;
+    }
+}
+
+/// `out[j] = row · columns[j]` for each of the `out.len()` columns stored one after another,
+/// each `row.len()` long, with `LANES` partial sums per column.
+fn dots(row: &[f32], columns: &[f32], out: &mut [f32]) {
+    let k = row.len();
+    let whole = k / LANES * LANES;
+    for (j, out) in out.iter_mut().enumerate() {
+        let col = &columns[j * k..(j + 1) * k];
+        let mut acc = [0f32; LANES];
+        for (x, y) in row[..whole]
+            .chunks_exact(LANES)
+            .zip(col.chunks_exact(LANES))
+        {
+            for l in 0..LANES {
+                acc[l] += x[l] * y[l];
+            }
+        }
+        let tail: f32 = (whole..k).map(|d| row[d] * col[d]).sum();
+        *out = acc.iter().sum::<f32>() + tail;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        (0..n)
+            .map(|i| ((i as u32).wrapping_mul(2_654_435_761) ^ seed) as f32 / u32::MAX as f32 - 0.5)
+            .collect()
+    }
+
+    #[test]
+    fn narrow_products_match_sums_in_f64_for_every_width_and_a_strided_right_operand() {
+        for (m, k, n) in [(5, 37, 2), (3, 8, 2), (7, 100, 3), (1, 1, 2)] {
+            let a = values(m * k + 3, 1);
+            // b stored transposed (column j at j*k), read with row step 1, column step k.
+            let b = values(k * n, 2);
+            let (am, bm) = (
+                MatRef {
+                    data: &a,
+                    at: 3,
+                    rs: k as isize,
+                    cs: 1,
+                },
+                MatRef {
+                    data: &b,
+                    at: 0,
+                    rs: 1,
+                    cs: k as isize,
+                },
+            );
+            let mut c = vec![f32::NAN; m * n];
+            assert!(narrow_product(m, k, n, &am, &bm, &mut c));
+            for r in 0..m {
+                for j in 0..n {
+                    let want: f64 = (0..k)
+                        .map(|d| a[3 + r * k + d] as f64 * b[j * k + d] as f64)
+                        .sum();
+                    assert!(
+                        (c[r * n + j] as f64 - want).abs() < 1e-4,
+                        "{m}x{k}x{n} ({r},{j})"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn single_and_wide_products_and_strided_rows_are_left_to_gemm() {
+        let data = vec![1.0; 64];
+        let row_major = MatRef::row_major(&data, 4);
+        let column_major = MatRef {
+            data: &data,
+            at: 0,
+            rs: 1,
+            cs: 4,
+        };
+        let mut c = vec![0.0; 16];
+        assert!(!narrow_product(4, 4, 4, &row_major, &row_major, &mut c));
+        assert!(!narrow_product(4, 4, 1, &row_major, &row_major, &mut c));
+        assert!(!narrow_product(4, 4, 2, &column_major, &row_major, &mut c));
+        assert_eq!(c, vec![0.0; 16]);
+    }
+}

@@ -1,0 +1,256 @@
+//! The groups of input elements a reduction folds, one group per output, visited in output
+//! order as a first position and offsets from it. A reduce's groups all share one list of
+//! offsets; so do a windowed op's windows that lie wholly inside the input, which is
+//! nearly all of them: the loops that fold them run without building a position list per
+//! output.
+
+use super::array::strides;
+use crate::attributes::Window;
+
+/// Groups of input positions, one per output in row-major output order.
+pub(super) trait Groups {
+    /// Calls `visit(first, offsets)` for each group in turn (its positions are `first + r`
+    /// for each `r` of `offsets`, in fold order), stopping at the first error.
+    fn each<E>(&self, visit: impl FnMut(usize, &[usize]) -> Result<(), E>) -> Result<(), E>;
+}
+
+/// A reduce's groups: the same offsets (the reduced dimensions) from each output's base.
+pub(super) struct Reduction {
+    pub bases: Vec<usize>,
+    pub offsets: Vec<usize>,
+}
+
+impl Groups for Reduction {
+    fn each<E>(&self, mut visit: impl FnMut(usize, &[usize]) -> Result<(), E>) -> Result<(), E> {
+        self.bases
+            .iter()
+            .try_for_each(|&base| visit(base, &self.offsets))
+    }
+}
+
+/// The input elements each output of a windowed op reads, tabulated per dimension: for
+/// coordinate `o` of output dimension `d`, the flat-offset contributions of the window
+/// elements that land inside the input (padding and base-dilation holes skipped).
+pub(super) struct WindowPositions {
+    tables: Vec<Vec<Vec<usize>>>,
+    out_dims: Vec<usize>,
+    /// Per dimension and output coordinate: whether the whole window lies inside the input
+    /// there (no padding, no base-dilation holes).
+    full: Vec<Vec<bool>>,
+    /// Per dimension and output coordinate: the offset contribution of the window's first
+    /// position (0 where the window reads nothing there).
+    firsts: Vec<Vec<usize>>,
+    /// The positions of a window lying wholly inside, relative to its first position, in
+    /// the same order as the tables give them.
+    interior: Vec<usize>,
+}
+
+impl WindowPositions {
+    /// `dilations`: apply the window's dilations (reduce-window) or not (select-and-scatter).
+    pub(super) fn new(
+        dims: &[i64],
+        out_dims: &[i64],
+        window: &Window,
+        dilations: bool,
+    ) -> WindowPositions {
+        let s = strides(dims);
+        let tables: Vec<Vec<Vec<usize>>> = window
+            .dims
+            .iter()
+            .enumerate()
+            .map(|(d, wd)| {
+                let (wdil, bdil) = match dilations {
+                    true => (wd.window_dilation, wd.base_dilation),
+                    false => (1, 1),
+                };
+                (0..out_dims[d])
+                    .map(|o| {
+                        (0..wd.size)
+                            .filter_map(|w| {
+                                let p = o * wd.stride - wd.pad_low + w * wdil;
+                                let inside = p >= 0 && p % bdil == 0 && p / bdil < dims[d];
+                                inside.then(|| (p / bdil) as usize * s[d])
+                            })
+                            .collect()
+                    })
+                    .collect()
+            })
+            .collect();
+        let full: Vec<Vec<bool>> = window
+            .dims
+            .iter()
+            .zip(&tables)
+            .map(|(wd, t)| {
+                t.iter()
+                    .map(|p| !p.is_empty() && p.len() as i64 == wd.size)
+                    .collect()
+            })
+            .collect();
+        let firsts = tables
+            .iter()
+            .map(|t| t.iter().map(|p| p.first().copied().unwrap_or(0)).collect())
+            .collect();
+        // Every full window of a dimension has the same relative offsets: take the first.
+        let mut interior = vec![0];
+        for (t, f) in tables.iter().zip(&full) {
+            let Some(c) = f.iter().position(|&x| x) else {
+                interior.clear();
+                break;
+            };
+            let rel: Vec<usize> = t[c].iter().map(|&p| p - t[c][0]).collect();
+            interior = interior
+                .iter()
+                .flat_map(|&b| rel.iter().map(move |&r| b + r))
+                .collect();
+        }
+        WindowPositions {
+            tables,
+            out_dims: out_dims.iter().map(|&d| d as usize).collect(),
+            full,
+            firsts,
+            interior,
+        }
+    }
+
+    /// The input positions of the output at `coords`, in row-major window order, built from
+    /// the tables into `buf` (`tmp` is scratch).
+    fn positions_at(&self, coords: &[usize], buf: &mut Vec<usize>, tmp: &mut Vec<usize>) {
+        buf.clear();
+        buf.push(0);
+        for (table, &c) in self.tables.iter().zip(coords) {
+            tmp.clear();
+            for &b in buf.iter() {
+                tmp.extend(table[c].iter().map(|&x| b + x));
+            }
+            std::mem::swap(buf, tmp);
+        }
+    }
+}
+
+impl Groups for WindowPositions {
+    /// Walks the outputs row by row along the last dimension: a window wholly inside is its
+    /// first position plus the shared interior offsets; others are built from the tables.
+    fn each<E>(&self, mut visit: impl FnMut(usize, &[usize]) -> Result<(), E>) -> Result<(), E> {
+        let Some(last) = self.out_dims.len().checked_sub(1) else {
+            return visit(0, &self.interior);
+        };
+        if self.out_dims.contains(&0) {
+            return Ok(());
+        }
+        let (mut buf, mut tmp) = (Vec::new(), Vec::new());
+        let mut coords = vec![0usize; self.out_dims.len()];
+        loop {
+            let outer = &coords[..last];
+            let prefix: usize = outer.iter().zip(&self.firsts).map(|(&c, f)| f[c]).sum();
+            let outer_full = outer.iter().zip(&self.full).all(|(&c, f)| f[c]);
+            for c in 0..self.out_dims[last] {
+                if outer_full && self.full[last][c] {
+                    visit(prefix + self.firsts[last][c], &self.interior)?;
+                } else {
+                    coords[last] = c;
+                    self.positions_at(&coords, &mut buf, &mut tmp);
+                    visit(0, &buf)?;
+                }
+            }
+            // The next row: step the outer coordinates, last first.
+            let mut d = last;
+            loop {
+                if d == 0 {
+                    return Ok(());
+                }
+                d -= 1;
+                coords[d] += 1;
+                if coords[d] < self.out_dims[d] {
+                    break;
+                }
+                coords[d] = 0;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attributes::WindowDim;
+    use std::convert::Infallible;
+
+    fn dim(size: i64, stride: i64, pad: (i64, i64), wdil: i64, bdil: i64) -> WindowDim {
+        WindowDim {
+            size,
+            stride,
+            pad_low: pad.0,
+            pad_high: pad.1,
+            window_dilation: wdil,
+            base_dilation: bdil,
+            window_reversal: false,
+        }
+    }
+
+    fn walked(groups: &impl Groups) -> Vec<Vec<usize>> {
+        let mut out = Vec::new();
+        groups
+            .each(|first, offsets| {
+                out.push(offsets.iter().map(|r| first + r).collect());
+                Ok::<(), Infallible>(())
+            })
+            .unwrap();
+        out
+    }
+
+    /// The walk (interior shortcut, row stepping) yields for every output what the
+    /// per-dimension tables yield for its coordinates, in the same order, for windows
+    /// inside, across the padding and across base-dilation holes.
+    #[test]
+    fn walked_windows_read_the_positions_the_tables_give() {
+        let dims = [2, 7, 9, 3];
+        let window = Window {
+            dims: vec![
+                dim(1, 1, (0, 0), 1, 1),
+                dim(3, 2, (1, 1), 1, 1),
+                dim(2, 1, (0, 2), 2, 2),
+                dim(2, 1, (0, 0), 1, 1),
+            ],
+        };
+        let out_dims = [2usize, 4, 16, 2];
+        for dilations in [true, false] {
+            let w = WindowPositions::new(&dims, &out_dims.map(|d| d as i64), &window, dilations);
+            let walk = walked(&w);
+            assert_eq!(walk.len(), out_dims.iter().product::<usize>());
+            let (mut want, mut tmp) = (Vec::new(), Vec::new());
+            let mut shortcuts = 0;
+            for (o, got) in walk.iter().enumerate() {
+                let mut rest = o;
+                let mut coords = [0; 4];
+                for d in (0..4).rev() {
+                    coords[d] = rest % out_dims[d];
+                    rest /= out_dims[d];
+                }
+                w.positions_at(&coords, &mut want, &mut tmp);
+                assert_eq!(got, &want, "output {coords:?}, dilations {dilations}");
+                shortcuts += usize::from(coords.iter().zip(&w.full).all(|(&c, f)| f[c]));
+            }
+            assert!(shortcuts > 0, "some windows lie wholly inside");
+        }
+    }
+
+    #[test]
+    fn a_scalar_window_and_an_empty_output_walk_one_and_no_groups() {
+        let scalar = WindowPositions::new(&[], &[], &Window { dims: vec![] }, true);
+        assert_eq!(walked(&scalar), vec![vec![0]]);
+        let window = Window {
+            dims: vec![dim(2, 1, (0, 0), 1, 1)],
+        };
+        let empty = WindowPositions::new(&[1], &[0], &window, true);
+        assert!(walked(&empty).is_empty());
+    }
+
+    #[test]
+    fn a_reduction_visits_each_base_with_the_shared_offsets() {
+        let r = Reduction {
+            bases: vec![0, 1],
+            offsets: vec![0, 2, 4],
+        };
+        assert_eq!(walked(&r), vec![vec![0, 2, 4], vec![1, 3, 5]]);
+    }
+}
