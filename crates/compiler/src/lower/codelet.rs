@@ -361,6 +361,91 @@ impl Lowerer<'_> {
         self.b.codelet(CodeletRef::new(c))
     }
 
+    /// True when `a` is already all on `tile`: a part reading all of it needs no copy.
+    fn all_on_tile(&self, a: &Arr, tile: usize) -> bool {
+        let pieces = self.mapping(a.tensor);
+        pieces.len() <= 1 && pieces.first().is_none_or(|p| p.tile == tile)
+    }
+
+    /// Operand `a` on each part's tile (part `p` on `tiles[p]`, reading all of `a` or the
+    /// part `slices[p]` = (dimension, start, length)): its shape there and its region. The
+    /// copies are one tensor whose part `p` lies on `tiles[p]`, filled by one
+    /// rearrangement, as Poplar copies a tensor to many tiles in one exchange; only when
+    /// some part finds `a` already on its tile does each part get its own copy (or none).
+    pub(crate) fn operand_on_tiles(
+        &mut self,
+        a: &Arr,
+        slices: &[Option<(usize, usize, usize)>],
+        tiles: &[usize],
+        name: &str,
+    ) -> Vec<(ArrayShape, Region)> {
+        let shared = slices.len() > 1
+            && slices
+                .iter()
+                .zip(tiles)
+                .all(|(s, &t)| s.is_some() || !self.all_on_tile(a, t));
+        if !shared {
+            return slices
+                .iter()
+                .zip(tiles)
+                .enumerate()
+                .map(|(p, (&slice, &tile))| {
+                    let arr = self.slice_on_tile(a, slice, tile, &format!("{name}.p{p}"));
+                    (arr.shape.clone(), arr.whole())
+                })
+                .collect();
+        }
+        let dims = a.dims();
+        let shapes: Vec<ArrayShape> = slices
+            .iter()
+            .map(|s| match *s {
+                Some((d, _, len)) => sliced(&a.shape, d, len),
+                None => a.shape.clone(),
+            })
+            .collect();
+        let mut pieces = Vec::with_capacity(tiles.len());
+        let mut runs = Vec::new();
+        let mut start = 0;
+        for ((shape, slice), &tile) in shapes.iter().zip(slices).zip(tiles) {
+            let part_dims: Vec<usize> = shape.dims.iter().map(|&d| d as usize).collect();
+            let len: usize = part_dims.iter().product();
+            let mut src = vec![0; dims.len()];
+            runs.extend(
+                runs_of(&part_dims, |o| {
+                    src.copy_from_slice(o);
+                    if let Some((d, first, _)) = *slice {
+                        src[d] += first;
+                    }
+                    Src::At(0, flat(&dims, &src))
+                })
+                .into_iter()
+                .map(|mut r| {
+                    r.dst_start += start;
+                    r
+                }),
+            );
+            pieces.push(Piece { tile, start, len });
+            start += len;
+        }
+        let mut all = a.shape.clone();
+        all.dims = [start as i64].into_iter().collect();
+        all.layout = None;
+        let t = self.arr_mapped(name, &all, pieces.clone());
+        self.rearrange_into(t.tensor, vec![a.tensor], runs, Vec::new(), name);
+        shapes
+            .into_iter()
+            .zip(&pieces)
+            .map(|(shape, piece)| {
+                let region = Region {
+                    tensor: t.tensor,
+                    start: piece.start,
+                    len: piece.len,
+                };
+                (shape, region)
+            })
+            .collect()
+    }
+
     /// A copy of `a` (or the part `range` of dimension `dim`) on one tile, unless `a` is
     /// already all there.
     pub(crate) fn slice_on_tile(
@@ -370,8 +455,7 @@ impl Lowerer<'_> {
         tile: usize,
         name: &str,
     ) -> Arr {
-        let pieces = self.mapping(a.tensor);
-        if slice.is_none() && pieces.len() <= 1 && pieces.first().is_none_or(|p| p.tile == tile) {
+        if slice.is_none() && self.all_on_tile(a, tile) {
             return a.clone();
         }
         let dims = a.dims();
@@ -492,16 +576,24 @@ impl Lowerer<'_> {
             }
             _ => None,
         };
-        for p in 0..parts {
-            let tile = (start + p) % self.tiles;
-            let mut ins = Vec::new();
-            for (k, a) in operands.iter().enumerate() {
-                let slice = split.as_ref().and_then(|s| s.operand_dims[k]).map(|d| {
+        let tiles: Vec<usize> = (0..parts).map(|p| (start + p) % self.tiles).collect();
+        // Operand k of part p: its shape and region on the part's tile.
+        let mut part_ins: Vec<Vec<(ArrayShape, Region)>> = vec![Vec::new(); parts];
+        for (k, a) in operands.iter().enumerate() {
+            let slices: Vec<Option<(usize, usize, usize)>> = (0..parts)
+                .map(|p| {
+                    let d = split.as_ref().and_then(|s| s.operand_dims[k])?;
                     let (st, len) = super::dot::part(a.dims()[d], parts, p);
-                    (d, st, len)
-                });
-                ins.push(self.slice_on_tile(a, slice, tile, &format!("{name}.in{k}.p{p}")));
+                    Some((d, st, len))
+                })
+                .collect();
+            let placed = self.operand_on_tiles(a, &slices, &tiles, &format!("{name}.in{k}"));
+            for (ins, x) in part_ins.iter_mut().zip(placed) {
+                ins.push(x);
             }
+        }
+        for (p, ins) in part_ins.into_iter().enumerate() {
+            let tile = tiles[p];
             let outs: Vec<ArrayShape> = out_leaves
                 .iter()
                 .map(|s| match &split {
@@ -529,14 +621,14 @@ impl Lowerer<'_> {
             {
                 *batch_group_count = 1;
             }
-            let in_shapes: Vec<Shape> = ins.iter().map(|a| Shape::Array(a.shape.clone())).collect();
+            let in_shapes: Vec<Shape> = ins.iter().map(|(s, _)| Shape::Array(s.clone())).collect();
             let cost = estimate(&op, &in_shapes, &out_shape, &self.target);
             let module =
                 single_op_module(self.module, here.instr, &in_shapes, Some((out_shape, op)));
             let id = self.add_eval_codelet(
                 &here,
                 module,
-                ins.iter().map(|a| a.shape.clone()).collect(),
+                ins.iter().map(|(s, _)| s.clone()).collect(),
                 cost,
                 shared.as_ref(),
             );
@@ -555,10 +647,10 @@ impl Lowerer<'_> {
                 codelet: id,
                 ipu: tile / tpi,
                 tile: tile % tpi,
-                inputs: ins.iter().map(Arr::whole).collect(),
+                inputs: ins.iter().map(|(_, r)| *r).collect(),
                 outputs: out_arrs.iter().map(Arr::whole).collect(),
             });
-            reads.extend(ins.iter().map(|a| a.tensor));
+            reads.extend(ins.iter().map(|(_, r)| r.tensor));
             part_outputs.push(out_arrs);
         }
         for t in reads {
