@@ -60,6 +60,32 @@ impl<T> Buckets<T> {
     pub(crate) fn get(&self, s: usize) -> &[T] {
         &self.items[self.starts[s]..self.starts[s + 1]]
     }
+
+    /// Replaces consecutive items of one slot by what `merge` joins them into (`None`:
+    /// they stay apart), keeping the order.
+    pub(crate) fn merge_neighbours(&mut self, merge: impl Fn(&T, &T) -> Option<T>) {
+        let mut items = std::mem::take(&mut self.items).into_iter();
+        let mut at = 0;
+        for s in 0..self.starts.len() - 1 {
+            let n = self.starts[s + 1] - self.starts[s];
+            self.starts[s] = at;
+            for item in items.by_ref().take(n) {
+                let joined = match self.items.last() {
+                    Some(last) if self.items.len() > at => merge(last, &item),
+                    _ => None,
+                };
+                match joined {
+                    Some(j) => *self.items.last_mut().expect("matched above") = j,
+                    None => self.items.push(item),
+                }
+            }
+            at = self.items.len();
+        }
+        *self
+            .starts
+            .last_mut()
+            .expect("starts has slots + 1 entries") = at;
+    }
 }
 
 #[cfg(test)]
@@ -82,5 +108,16 @@ mod tests {
         assert_eq!(b.get(0), [2, 4]);
         assert_eq!(b.get(1), [6]);
         assert_eq!(b.get(2), [] as [i32; 0]);
+    }
+
+    #[test]
+    fn neighbours_merge_within_a_slot_only() {
+        let mut b = Buckets::new(3, vec![(0, 1), (0, 2), (0, 4), (1, 5), (2, 6), (2, 7)]);
+        // Joins a run of consecutive numbers into its last.
+        b.merge_neighbours(|a, b| (b - a == 1).then_some(*b));
+        assert_eq!(b.get(0), [2, 4]);
+        assert_eq!(b.get(1), [5]);
+        assert_eq!(b.get(2), [7]);
+        assert_eq!(b.all(), [2, 4, 5, 7]);
     }
 }

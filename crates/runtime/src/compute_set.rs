@@ -31,9 +31,21 @@ type Inputs = SmallVec<[(usize, usize); 3]>;
 /// Byte ranges of a vertex's output regions.
 type Outputs = SmallVec<[(usize, usize); 1]>;
 
+/// What a kernel does with its regions, as far as joining neighbouring vertices goes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// Element `j` of each output from element `j` of each input.
+    Elementwise,
+    /// Output `r` from input run `r` of this many elements.
+    Reduce(usize),
+    /// Anything else: never joined.
+    Other,
+}
+
 /// A vertex ready to run: its kernel and the byte ranges of its regions in tile memory.
 struct LoadedVertex {
     work: Work,
+    shape: Shape,
     inputs: Inputs,
     outputs: Outputs,
     elements: usize,
@@ -53,6 +65,7 @@ fn overlap(a: (usize, usize), b: (usize, usize)) -> bool {
 impl LoadedVertex {
     fn new(
         work: Work,
+        shape: Shape,
         inputs: Inputs,
         outputs: Outputs,
         (elements, runs, run_length): (usize, usize, usize),
@@ -62,6 +75,7 @@ impl LoadedVertex {
         });
         LoadedVertex {
             work,
+            shape,
             inputs,
             outputs,
             elements,
@@ -146,6 +160,47 @@ impl LoadedVertex {
 }
 
 impl LoadedVertex {
+    /// This vertex and `next` (on the same tile) as one host call, when `next` continues
+    /// every region of this one in tile memory with the same element-wise or reduction
+    /// kernel: the IPU's six workers' shares of a tile's elements are neighbours, and one
+    /// call for them all spares the host five dispatches. Cycles are charged per vertex
+    /// before joining, so the model does not change.
+    fn joined(&self, next: &LoadedVertex) -> Option<LoadedVertex> {
+        let same_kernel = match (self.work, next.work) {
+            (Work::Kernel(a), Work::Kernel(b)) => a == b,
+            _ => false,
+        };
+        let continues = |a: &[(usize, usize)], b: &[(usize, usize)]| {
+            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.1 == y.0)
+        };
+        let plain = |v: &LoadedVertex| v.views.is_none() && !v.overlaps;
+        if !same_kernel
+            || self.shape != next.shape
+            || self.shape == Shape::Other
+            || !plain(self)
+            || !plain(next)
+            || !continues(&self.inputs, &next.inputs)
+            || !continues(&self.outputs, &next.outputs)
+        {
+            return None;
+        }
+        let span = |a: &[(usize, usize)], b: &[(usize, usize)]| {
+            a.iter().zip(b).map(|(x, y)| (x.0, y.1)).collect::<Vec<_>>()
+        };
+        let joined = LoadedVertex::new(
+            self.work,
+            self.shape,
+            Inputs::from_vec(span(&self.inputs, &next.inputs)),
+            Outputs::from_vec(span(&self.outputs, &next.outputs)),
+            (
+                self.elements + next.elements,
+                self.runs + next.runs,
+                self.run_length,
+            ),
+        );
+        (!joined.overlaps).then_some(joined)
+    }
+
     /// The invariant the raw-pointer slices below rely on.
     fn assert_in(&self, mem: &[u8]) {
         assert!(
@@ -316,8 +371,14 @@ impl LoadedComputeSet {
                     _ => bytes(r, v.ipu, v.tile),
                 })
                 .collect();
+            let shape = match &v.kernel {
+                KernelSpec::Elementwise(_) => Shape::Elementwise,
+                KernelSpec::Reduce(_) => Shape::Reduce(v.run_length),
+                KernelSpec::MatMul(_) => Shape::Other,
+            };
             let mut loaded = LoadedVertex::new(
                 Work::Kernel(kernel),
+                shape,
                 inputs,
                 v.outputs.iter().map(|r| bytes(r, v.ipu, v.tile)).collect(),
                 (elements, runs, v.run_length),
@@ -348,6 +409,7 @@ impl LoadedComputeSet {
             let codelet = &exe.codelets[v.codelet.0 as usize];
             let loaded = LoadedVertex::new(
                 Work::Codelet(v.codelet.0 as usize),
+                Shape::Other,
                 v.inputs.iter().map(|r| bytes(r, v.ipu, v.tile)).collect(),
                 v.outputs.iter().map(|r| bytes(r, v.ipu, v.tile)).collect(),
                 (0, 0, 0),
@@ -392,7 +454,11 @@ impl LoadedComputeSet {
                 &slot,
                 cycles.iter().sum::<u64>() < SMALL_CYCLES,
             ),
-            tiles: Buckets::new(slots, singles),
+            tiles: {
+                let mut tiles = Buckets::new(slots, singles);
+                tiles.merge_neighbours(LoadedVertex::joined);
+                tiles
+            },
             batches,
             scatters: Buckets::new(slots, scatters),
             slot,
@@ -439,5 +505,63 @@ impl LoadedComputeSet {
             Ok(())
         };
         for_each_active(memory, &self.slot, &self.spread, pool, run_tile)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vertex(
+        kernel: u32,
+        shape: Shape,
+        inputs: &[(usize, usize)],
+        output: (usize, usize),
+    ) -> LoadedVertex {
+        let elements = (output.1 - output.0) / 4;
+        LoadedVertex::new(
+            Work::Kernel(KernelId(kernel)),
+            shape,
+            Inputs::from_slice(inputs),
+            Outputs::from_slice(&[output]),
+            (elements, 0, 0),
+        )
+    }
+
+    #[test]
+    fn neighbouring_workers_shares_join_into_one_call() {
+        let a = vertex(0, Shape::Elementwise, &[(0, 16), (100, 116)], (200, 216));
+        let b = vertex(0, Shape::Elementwise, &[(16, 24), (116, 124)], (216, 224));
+        let j = a.joined(&b).expect("every region continues");
+        assert_eq!(j.inputs.as_slice(), [(0, 24), (100, 124)]);
+        assert_eq!(j.outputs.as_slice(), [(200, 224)]);
+        assert_eq!(j.elements, 6);
+    }
+
+    #[test]
+    fn vertices_that_do_not_continue_each_other_stay_apart() {
+        let a = vertex(0, Shape::Elementwise, &[(0, 16)], (200, 216));
+        // A gap in the input, another kernel, a product, an output running into an input.
+        let gap = vertex(0, Shape::Elementwise, &[(20, 24)], (216, 220));
+        let other = vertex(1, Shape::Elementwise, &[(16, 24)], (216, 224));
+        let product = vertex(0, Shape::Other, &[(16, 24)], (216, 224));
+        assert!(a.joined(&gap).is_none());
+        assert!(a.joined(&other).is_none());
+        assert!(
+            vertex(0, Shape::Other, &[(0, 16)], (200, 216))
+                .joined(&product)
+                .is_none()
+        );
+        let chained_a = vertex(0, Shape::Elementwise, &[(0, 16)], (16, 32));
+        let chained_b = vertex(0, Shape::Elementwise, &[(16, 32)], (32, 48));
+        assert!(
+            chained_a.joined(&chained_b).is_none(),
+            "the joined output would overlap its input"
+        );
+        let run4 = vertex(0, Shape::Reduce(4), &[(0, 16)], (200, 204));
+        assert!(
+            run4.joined(&vertex(0, Shape::Reduce(2), &[(16, 24)], (204, 208)))
+                .is_none()
+        );
     }
 }
