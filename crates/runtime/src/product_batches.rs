@@ -153,6 +153,86 @@ fn runs(products: &[ViewedProduct], shared: Shared) -> Vec<Vec<usize>> {
     out
 }
 
+/// Joins batches whose shared blocks continue each other in their window and that
+/// multiply them by the same concatenated other operand: a K part's lhs blocks of every M
+/// part (stacked rows) by its rhs blocks of every N part is one gemm, not one per M part
+/// (each packing the same rhs again). Member results move with their batch (`scatters`).
+fn merge_grid(batches: Vec<Batch>, scatters: &mut [Option<Scatter>], shared: Shared) -> Vec<Batch> {
+    let group_key = |b: &Batch| -> BatchKey {
+        match shared {
+            Shared::Lhs => (
+                key(b.b),
+                b.cols,
+                b.k,
+                b.a.rearrange,
+                b.a.source,
+                b.a.rs,
+                b.a.cs,
+            ),
+            Shared::Rhs => (
+                key(b.a),
+                b.rows,
+                b.k,
+                b.b.rearrange,
+                b.b.source,
+                b.b.rs,
+                b.b.cs,
+            ),
+        }
+    };
+    // Where a batch's shared block starts in its window, its extent and step.
+    let place = |b: &Batch| match shared {
+        Shared::Lhs => (b.a.at as isize, b.rows as isize, b.a.rs),
+        Shared::Rhs => (b.b.at as isize, b.cols as isize, b.b.cs),
+    };
+    let mut groups: HashMap<BatchKey, Vec<usize>> = HashMap::new();
+    for (i, b) in batches.iter().enumerate() {
+        groups.entry(group_key(b)).or_default().push(i);
+    }
+    let mut groups: Vec<Vec<usize>> = groups.into_values().collect();
+    groups.sort_unstable_by_key(|g| g[0]);
+    // Per old batch: its new batch and how far along the joined dimension it starts.
+    let mut moved = vec![(0u32, 0usize); batches.len()];
+    let mut merged: Vec<Batch> = Vec::new();
+    for mut members in groups {
+        members.sort_by_key(|&i| place(&batches[i]).0);
+        for (n, &i) in members.iter().enumerate() {
+            let b = batches[i];
+            let continues = n > 0 && {
+                let prev = &batches[members[n - 1]];
+                let (at, len, step) = place(prev);
+                step > 0 && place(&b).0 == at + len * step
+            };
+            if continues {
+                let last = merged.last_mut().expect("a run starts with a batch");
+                let shift = match shared {
+                    Shared::Lhs => {
+                        last.rows += b.rows;
+                        last.rows - b.rows
+                    }
+                    Shared::Rhs => {
+                        last.cols += b.cols;
+                        last.cols - b.cols
+                    }
+                };
+                moved[i] = (merged.len() as u32 - 1, shift);
+            } else {
+                moved[i] = (merged.len() as u32, 0);
+                merged.push(b);
+            }
+        }
+    }
+    for s in scatters.iter_mut().flatten() {
+        let (batch, shift) = moved[s.batch as usize];
+        s.batch = batch;
+        match shared {
+            Shared::Lhs => s.row0 += shift,
+            Shared::Rhs => s.col0 += shift,
+        }
+    }
+    merged
+}
+
 impl ProductBatches {
     /// Batches `products`, sharing whichever operand needs fewer gemms. Returns the batches
     /// and, per product, where its result lies in them (`None`: run it as a vertex).
@@ -164,9 +244,8 @@ impl ProductBatches {
         } else {
             (by_lhs, Shared::Lhs)
         };
-        let mut batches = ProductBatches::default();
+        let mut blocks = Vec::new();
         let mut scatters = vec![None; products.len()];
-        let mut offset = 0;
         for members in groups.into_iter().filter(|g| g.len() > 1) {
             let first = products[members[0]];
             let extent: usize = members
@@ -180,7 +259,7 @@ impl ProductBatches {
                 Shared::Lhs => (first.m, extent),
                 Shared::Rhs => (extent, first.n),
             };
-            let batch = batches.batches.len() as u32;
+            let batch = blocks.len() as u32;
             let mut along = 0;
             for &i in &members {
                 let p = products[i];
@@ -199,15 +278,23 @@ impl ProductBatches {
                     dst: p.dst,
                 });
             }
-            batches.batches.push(Batch {
+            blocks.push(Batch {
                 rows,
                 k: first.k,
                 cols,
                 a: first.a,
                 b: first.b,
-                offset,
+                offset: 0,
             });
-            offset += rows * cols;
+        }
+        let mut batches = ProductBatches {
+            batches: merge_grid(blocks, &mut scatters, shared),
+            scratch: Vec::new(),
+        };
+        let mut offset = 0;
+        for b in &mut batches.batches {
+            b.offset = offset;
+            offset += b.rows * b.cols;
         }
         batches.scratch = vec![0.0; offset];
         (batches, scatters)
@@ -240,20 +327,34 @@ impl ProductBatches {
             outs.push((b, out));
             rest = tail;
         }
-        let view = |v: View| MatRef {
+        let view = |v: View, first_row: usize| MatRef {
             data: &windows[v.rearrange as usize][v.source as usize],
-            at: v.at,
+            at: (v.at as isize + first_row as isize * v.rs) as usize,
             rs: v.rs,
             cs: v.cs,
         };
-        let run = |(b, out): (&Batch, &mut [f32])| {
-            gemm_f32_refs(b.rows, b.k, b.cols, view(b.a), view(b.b), out)
+        let run = |(b, first_row, out): (&Batch, usize, &mut [f32])| {
+            let rows = out.len() / b.cols;
+            gemm_f32_refs(rows, b.k, b.cols, view(b.a, first_row), view(b.b, 0), out)
         };
         if small {
-            outs.into_iter().for_each(run);
-        } else {
-            pool.install(|| outs.into_par_iter().for_each(run));
+            outs.into_iter().for_each(|(b, out)| run((b, 0, out)));
+            return;
         }
+        // Bands of rows of about equal work, several per thread: a product of three K
+        // parts is three batches, which alone would leave a thread idle.
+        let work = |b: &Batch| (b.rows * b.k * b.cols).max(1);
+        let total: usize = outs.iter().map(|(b, _)| work(b)).sum();
+        let band = total.div_ceil(4 * pool.current_num_threads()).max(1);
+        let mut tasks = Vec::new();
+        for (b, out) in outs {
+            let bands = work(b).div_ceil(band).clamp(1, b.rows.max(1));
+            let rows = b.rows.div_ceil(bands).max(1);
+            for (i, part) in out.chunks_mut(rows * b.cols.max(1)).enumerate() {
+                tasks.push((b, i * rows, part));
+            }
+        }
+        pool.install(|| tasks.into_par_iter().for_each(run));
     }
 
     /// Places the batches in the scratch in the order `first` names them (each at most
@@ -316,50 +417,58 @@ mod tests {
         }
     }
 
-    /// A 4×3 lhs (source 0) by a 3×6 rhs (source 1), split into M 2 × N 3 blocks: every
-    /// vertex's result is the block of the whole product.
+    /// A 6×3 lhs (source 0) by a 3×6 rhs (source 1), split into M × N blocks (either
+    /// operand shared, by which needs fewer gemms): the blocks form one grid, so one gemm
+    /// computes them all, and every vertex's result is its block of the whole product.
     #[test]
     fn batched_blocks_hold_their_part_of_the_product() {
-        let a: Vec<f32> = (0..12).map(|i| i as f32 * 0.5 - 2.0).collect();
+        let a: Vec<f32> = (0..18).map(|i| i as f32 * 0.5 - 2.0).collect();
         let b: Vec<f32> = (0..18).map(|i| (i % 7) as f32 - 3.0).collect();
         let windows = vec![vec![a.clone(), b.clone()]];
-        let mut products = Vec::new();
-        for im in 0..2 {
-            for jn in 0..3 {
-                products.push(ViewedProduct {
-                    slot: im * 3 + jn,
-                    m: 2,
-                    k: 3,
-                    n: 2,
-                    a: view(0, im * 2 * 3, 3),
-                    b: view(1, jn * 2, 6),
-                    out: 16 * (im * 3 + jn),
-                    dst: (TensorId(0), 4 * (im * 3 + jn)),
-                });
+        for (pm, pn) in [(2, 3), (3, 2), (6, 1)] {
+            let (m, n) = (6 / pm, 6 / pn);
+            let mut products = Vec::new();
+            for im in 0..pm {
+                for jn in 0..pn {
+                    let v = im * pn + jn;
+                    products.push(ViewedProduct {
+                        slot: v,
+                        m,
+                        k: 3,
+                        n,
+                        a: view(0, im * m * 3, 3),
+                        b: view(1, jn * n, 6),
+                        out: 4 * m * n * v,
+                        dst: (TensorId(0), m * n * v),
+                    });
+                }
             }
-        }
-        let (mut batches, scatters) = ProductBatches::plan(&products);
-        assert_eq!(batches.batches.len(), 2, "one gemm per shared lhs block");
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(2)
-            .build()
-            .expect("a pool of two threads");
-        batches.compute(&windows, false, &pool);
-        let mut mem = vec![0u8; 16 * 6];
-        for s in scatters.iter().map(|s| s.expect("every block is batched")) {
-            batches.scatter(&s, &mut mem);
-        }
-        for p in &products {
-            for r in 0..p.m {
-                for c in 0..p.n {
-                    let (i, j) = ((p.a.at / 3) + r, p.b.at + c);
-                    let want: f32 = (0..3).map(|t| a[i * 3 + t] * b[t * 6 + j]).sum();
-                    let at = p.out + (r * p.n + c) * 4;
-                    let got = f32::from_le_bytes(mem[at..at + 4].try_into().expect("4 bytes"));
-                    assert!(
-                        (got - want).abs() < 1e-5,
-                        "block {p:?} ({r},{c}): {got} vs {want}"
-                    );
+            let (mut batches, scatters) = ProductBatches::plan(&products);
+            assert_eq!(batches.batches.len(), 1, "{pm}x{pn}: one gemm for the grid");
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(2)
+                .build()
+                .expect("a pool of two threads");
+            for small in [false, true] {
+                batches.compute(&windows, small, &pool);
+                let mut mem = vec![0u8; 4 * 36];
+                for s in scatters.iter().map(|s| s.expect("every block is batched")) {
+                    batches.scatter(&s, &mut mem);
+                }
+                for p in &products {
+                    for r in 0..p.m {
+                        for c in 0..p.n {
+                            let (i, j) = ((p.a.at / 3) + r, p.b.at + c);
+                            let want: f32 = (0..3).map(|t| a[i * 3 + t] * b[t * 6 + j]).sum();
+                            let at = p.out + (r * p.n + c) * 4;
+                            let got =
+                                f32::from_le_bytes(mem[at..at + 4].try_into().expect("4 bytes"));
+                            assert!(
+                                (got - want).abs() < 1e-5,
+                                "{pm}x{pn} block {p:?} ({r},{c}): {got} vs {want}"
+                            );
+                        }
+                    }
                 }
             }
         }
