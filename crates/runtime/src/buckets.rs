@@ -36,6 +36,11 @@ impl<T> Buckets<T> {
         &self.items
     }
 
+    /// Every item, slot after slot, to change in place.
+    pub(crate) fn all_mut(&mut self) -> &mut [T] {
+        &mut self.items
+    }
+
     /// Drops the items `keep` refuses, keeping the order of the others.
     pub(crate) fn retain(&mut self, keep: impl Fn(&T) -> bool) {
         let mut at = 0;

@@ -56,10 +56,32 @@ struct LoadedVertex {
     /// For a matrix product: operands read in place from kept windows instead of tile
     /// memory (their `inputs` ranges are empty).
     views: Option<Box<[Option<View>; 2]>>,
+    /// Inputs read from another compute set's batch scratch instead of tile memory
+    /// (their `inputs` ranges are empty): `(input, compute set, byte range there)`.
+    /// See [`crate::scratch_reads`].
+    scratch: Option<Box<[ScratchInput]>>,
+}
+
+/// A vertex's tile, index and input byte ranges (see [`LoadedComputeSet::input_ranges`]).
+pub(crate) type VertexInputs<'a> = (usize, usize, &'a [(usize, usize)]);
+
+/// An input read from compute set `cs`'s batch scratch, bytes `bytes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ScratchInput {
+    pub input: usize,
+    pub cs: usize,
+    pub bytes: (usize, usize),
 }
 
 fn overlap(a: (usize, usize), b: (usize, usize)) -> bool {
     a.0 < b.1 && b.0 < a.1 && a.0 < a.1 && b.0 < b.1
+}
+
+/// True when some output range overlaps an input range or another output range.
+fn overlapping(inputs: &[(usize, usize)], outputs: &[(usize, usize)]) -> bool {
+    outputs.iter().enumerate().any(|(i, &o)| {
+        inputs.iter().any(|&r| overlap(o, r)) || outputs[i + 1..].iter().any(|&p| overlap(o, p))
+    })
 }
 
 impl LoadedVertex {
@@ -70,9 +92,7 @@ impl LoadedVertex {
         outputs: Outputs,
         (elements, runs, run_length): (usize, usize, usize),
     ) -> LoadedVertex {
-        let overlaps = outputs.iter().enumerate().any(|(i, &o)| {
-            inputs.iter().any(|&r| overlap(o, r)) || outputs[i + 1..].iter().any(|&p| overlap(o, p))
-        });
+        let overlaps = overlapping(&inputs, &outputs);
         LoadedVertex {
             work,
             shape,
@@ -83,6 +103,7 @@ impl LoadedVertex {
             run_length,
             overlaps,
             views: None,
+            scratch: None,
         }
     }
 
@@ -109,24 +130,29 @@ impl LoadedVertex {
         }
     }
 
-    /// Runs the vertex on its tile's memory (and the kept windows its views read).
-    fn run(
+    /// Runs the vertex on its tile's memory (and the kept windows its views read, and the
+    /// batch scratches, `results(cs)`, its scratch inputs read).
+    fn run<'r>(
         &self,
         mem: &mut [u8],
         table: &KernelTable,
         codelets: &[CodeletRef],
         windows: &[Vec<Vec<f32>>],
+        results: &(dyn Fn(usize) -> &'r [u8] + Sync),
     ) -> Result<(), String> {
         if let (Some(views), Work::Kernel(k)) = (&self.views, self.work) {
             return self.run_viewed(views, k, mem, table, windows);
         }
         if self.overlaps {
             // Inputs are copied out first, so a vertex may update in place.
-            let inputs: Vec<Vec<u8>> = self
+            let mut inputs: Vec<Vec<u8>> = self
                 .inputs
                 .iter()
                 .map(|&(b, e)| mem[b..e].to_vec())
                 .collect();
+            for s in self.scratch.iter().flat_map(|s| s.iter()) {
+                inputs[s.input] = results(s.cs)[s.bytes.0..s.bytes.1].to_vec();
+            }
             let ins: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
             let mut outputs: Vec<Vec<u8>> = self
                 .outputs
@@ -145,11 +171,14 @@ impl LoadedVertex {
         // SAFETY: every range lies within `mem` (asserted above) and no output range
         // overlaps an input or another output (`overlaps` is false), so the shared and
         // mutable slices below never alias; `mem` stays borrowed mutably for their lifetime.
-        let ins: SmallVec<[&[u8]; 4]> = self
+        let mut ins: SmallVec<[&[u8]; 4]> = self
             .inputs
             .iter()
             .map(|&(b, e)| unsafe { std::slice::from_raw_parts(base.add(b), e - b) })
             .collect();
+        for s in self.scratch.iter().flat_map(|s| s.iter()) {
+            ins[s.input] = &results(s.cs)[s.bytes.0..s.bytes.1];
+        }
         let mut outs: SmallVec<[&mut [u8]; 2]> = self
             .outputs
             .iter()
@@ -173,7 +202,7 @@ impl LoadedVertex {
         let continues = |a: &[(usize, usize)], b: &[(usize, usize)]| {
             a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.1 == y.0)
         };
-        let plain = |v: &LoadedVertex| v.views.is_none() && !v.overlaps;
+        let plain = |v: &LoadedVertex| v.views.is_none() && v.scratch.is_none() && !v.overlaps;
         if !same_kernel
             || self.shape != next.shape
             || self.shape == Shape::Other
@@ -481,14 +510,51 @@ impl LoadedComputeSet {
         self.scatters.retain(|s| !tensors.contains(&s.dst.0));
     }
 
+    /// The tile (`ipu * tiles_per_ipu + tile`) and tile-memory input byte ranges of every
+    /// vertex run one by one: `(tile, vertex, ranges)`, vertex being its index for
+    /// [`LoadedComputeSet::read_from_scratch`].
+    pub(crate) fn input_ranges(&self) -> Vec<VertexInputs<'_>> {
+        let mut tile_of = vec![0; self.slot.iter().filter(|&&s| s != u32::MAX).count()];
+        for (t, &s) in self.slot.iter().enumerate() {
+            if s != u32::MAX {
+                tile_of[s as usize] = t;
+            }
+        }
+        let mut out = Vec::new();
+        let mut index = 0;
+        for (s, &tile) in tile_of.iter().enumerate() {
+            for v in self.tiles.get(s) {
+                if v.views.is_none() && matches!(v.shape, Shape::Elementwise | Shape::Reduce(_)) {
+                    out.push((tile, index, v.inputs.as_slice()));
+                }
+                index += 1;
+            }
+        }
+        out
+    }
+
+    /// Makes vertex `vertex` (as [`LoadedComputeSet::input_ranges`] numbers it) read these
+    /// inputs from batch scratches instead of tile memory.
+    pub(crate) fn read_from_scratch(&mut self, vertex: usize, inputs: Vec<ScratchInput>) {
+        let v = &mut self.tiles.all_mut()[vertex];
+        for s in &inputs {
+            v.inputs[s.input] = (0, 0);
+        }
+        v.overlaps = overlapping(&v.inputs, &v.outputs);
+        let mut list = v.scratch.take().map(Vec::from).unwrap_or_default();
+        list.extend(inputs);
+        v.scratch = Some(list.into_boxed_slice());
+    }
+
     /// One superstep's compute phase: every tile runs its vertices, tiles in parallel on
     /// `pool`.
-    pub(crate) fn run(
+    pub(crate) fn run<'r>(
         &mut self,
         memory: &mut [Vec<u8>],
         table: &KernelTable,
         codelets: &[CodeletRef],
         windows: &[Vec<Vec<f32>>],
+        results: &(dyn Fn(usize) -> &'r [u8] + Sync),
         pool: &rayon::ThreadPool,
     ) -> Result<(), RuntimeError> {
         if !self.batches.is_empty() {
@@ -496,7 +562,7 @@ impl LoadedComputeSet {
         }
         let run_tile = |mem: &mut Vec<u8>, s: usize| -> Result<(), RuntimeError> {
             for v in self.tiles.get(s) {
-                v.run(mem, table, codelets, windows)
+                v.run(mem, table, codelets, windows, results)
                     .map_err(|e| RuntimeError::Run(format!("compute set {}: {e}", self.name)))?;
             }
             for scatter in self.scatters.get(s) {

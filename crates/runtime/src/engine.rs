@@ -10,6 +10,7 @@ use crate::kept_results::{self, KeptResult};
 use crate::operand_views::OperandViews;
 use crate::profile::{OutOfCore, Profile, StepKind, StepProfile, TileMemory, Totals};
 use crate::rearrange::{LoadedRearrange, Scratch};
+use crate::scratch_reads::{self, ScratchReads};
 use crate::system::System;
 use crate::validate::{tile_extents, validate};
 use codegen::KernelCache;
@@ -114,6 +115,9 @@ pub struct Engine {
     /// Matrix-product results left in a compute set's batch scratch, never written to the
     /// tiles. See [`crate::kept_results`].
     results: HashMap<TensorId, KeptResult>,
+    /// Rearrangements skipped on the host: their readers read the batch scratch. See
+    /// [`crate::scratch_reads`].
+    scratch_reads: ScratchReads,
     host: HostTimes,
     pool: Arc<rayon::ThreadPool>,
 }
@@ -171,14 +175,18 @@ impl Engine {
             .map(|cs| LoadedComputeSet::load(&exe, cs, &views, &mut kernels))
             .collect::<Result<Vec<_>, RuntimeError>>()?;
         let results = kept_results::plan(&exe, &mut compute_sets, &views.kept);
+        let scratch_reads =
+            scratch_reads::plan(&exe, &mut compute_sets, &views.kept, &results, &pool);
         // Loading a rearrangement walks (and costs) every piece that crosses tiles: in
         // parallel.
         let rearranges = pool.install(|| {
             exe.rearranges
                 .par_iter()
                 .zip(&views.kept)
-                .map(|(r, &kept)| {
-                    LoadedRearrange::with_writes(&system, &exe.tensors, r, !kept, &results)
+                .zip(&scratch_reads.skipped)
+                .map(|((r, &kept), &skipped)| {
+                    let writes = !kept && !skipped;
+                    LoadedRearrange::with_writes(&system, &exe.tensors, r, writes, &results)
                 })
                 .collect::<Result<Vec<_>, RuntimeError>>()
         })?;
@@ -241,6 +249,7 @@ impl Engine {
             kept,
             kept_dst,
             results,
+            scratch_reads,
             host: HostTimes::default(),
             pool: Arc::new(pool),
         })
@@ -255,6 +264,23 @@ impl Engine {
     /// The executable being run.
     pub fn executable(&self) -> &Executable {
         &self.exe
+    }
+
+    /// Tensors the host does not keep in tile memory, read back (by
+    /// [`Engine::read_tensor`]) as they would have been written: destinations of
+    /// rearrangements whose windows matrix products read in place, products' results left in
+    /// the batch scratch, and K parts summed straight from it. The IPU Model charges their
+    /// moves as for any tensor; only the host skips them.
+    pub fn host_only_tensors(&self) -> Vec<TensorId> {
+        let mut out: Vec<TensorId> = self
+            .kept_dst
+            .keys()
+            .chain(self.results.keys())
+            .chain(self.scratch_reads.dst.keys())
+            .copied()
+            .collect();
+        out.sort_unstable_by_key(|t| t.0);
+        out
     }
 
     /// The bytes of a tensor in element order.
@@ -272,6 +298,23 @@ impl Engine {
             for &(start, len, at) in &kept.pieces {
                 out[start * size..(start + len) * size]
                     .copy_from_slice(&scratch[at * size..(at + len) * size]);
+            }
+            return out;
+        }
+        // A destination whose readers read the scratch: its rearrangement applied to its
+        // source.
+        if let Some(&r) = self.scratch_reads.dst.get(&id) {
+            let r = &self.exe.rearranges[r];
+            let source = self.read_tensor(r.sources[0]);
+            for run in &r.runs {
+                let RunSource::Tensor { start, stride, .. } = run.source else {
+                    unreachable!("scratch_reads: every run reads the source");
+                };
+                for i in 0..run.len {
+                    let from = (start as isize + i as isize * stride) as usize * size;
+                    let to = (run.dst_start + i) * size;
+                    out[to..to + size].copy_from_slice(&source[from..from + size]);
+                }
             }
             return out;
         }
@@ -464,11 +507,24 @@ impl Engine {
 
     /// One superstep: every tile runs its vertices (tiles in parallel), then all sync.
     fn execute(&mut self, cs: usize) -> Result<StepProfile, RuntimeError> {
-        self.compute_sets[cs].run(
+        // The compute set runs mutably (its own batches) beside the others' scratches.
+        let (before, rest) = self.compute_sets.split_at_mut(cs);
+        let (this, after) = rest
+            .split_first_mut()
+            .expect("validated: compute set exists");
+        let results = |c: usize| -> &[u8] {
+            match c.cmp(&cs) {
+                std::cmp::Ordering::Less => before[c].batched().0.scratch_bytes(),
+                std::cmp::Ordering::Greater => after[c - cs - 1].batched().0.scratch_bytes(),
+                std::cmp::Ordering::Equal => unreachable!("scratch_reads: a sum reads another set"),
+            }
+        };
+        this.run(
             &mut self.memory,
             self.kernels.table(),
             &self.exe.codelets,
             &self.kept,
+            &results,
             &self.pool,
         )?;
         let loaded = &self.compute_sets[cs];
@@ -492,15 +548,16 @@ impl Engine {
     /// Runs a rearrangement.
     fn rearrange(&mut self, id: usize) -> StepProfile {
         let r = &self.rearranges[id];
-        if !self.is_kept[id] {
+        // A skipped one's readers read the scratch (see `scratch_reads`): only its cost counts.
+        if self.is_kept[id] {
+            for (k, window) in self.kept[id].iter_mut().enumerate() {
+                r.gather(&self.memory, k, f32_bytes_mut(window), &self.pool);
+            }
+        } else if !self.scratch_reads.skipped[id] {
             let sets = &self.compute_sets;
             r.apply(&mut self.memory, &mut self.scratch, &self.pool, |c| {
                 sets[c].batched().0.scratch_bytes()
             });
-        } else {
-            for (k, window) in self.kept[id].iter_mut().enumerate() {
-                r.gather(&self.memory, k, f32_bytes_mut(window), &self.pool);
-            }
         }
         copy_step(r.name.clone(), r.cost)
     }

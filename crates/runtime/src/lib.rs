@@ -24,6 +24,7 @@ mod paging;
 mod product_batches;
 pub mod profile;
 mod rearrange;
+mod scratch_reads;
 pub mod selection;
 pub mod system;
 pub mod target;

@@ -1055,3 +1055,169 @@ fn batched_partials_read_from_the_host_scratch_match_partials_written_to_the_til
     assert_eq!(p_kept.steps[..5], p_written.steps[..5]);
     assert!(p_kept.steps[3].bytes_moved > 0);
 }
+
+/// A product split over K (2 parts) and N (2 parts) on tiles 0..3: each K part's partials
+/// (one block per N part) go to a K-part tensor in result order on tiles 0 and 1, which an
+/// element-wise add sums into `out`. With `stream_part`, the first K-part tensor is also
+/// streamed out (so it must be written). Returns the engine, the K-part tensors, the K
+/// parts' values and the product.
+fn k_split_product(stream_part: bool) -> (Engine, [TensorId; 2], [Vec<f32>; 2], Vec<f32>) {
+    use runtime::{Rearrange, Run, RunSource};
+    let (m, k, n) = (3, 4, 6);
+    let (kh, h) = (k / 2, n / 2);
+    let mut b = ExecutableBuilder::new(Target::ipu2().with_tiles_per_ipu(4), 1);
+    let x = b.tensor("x", DType::F32, &[(0, 0, m * k)]);
+    let w = b.tensor("w", DType::F32, &[(0, 1, k * n)]);
+    // Vertex (kp, np) on tile 2 * kp + np: lhs block m x kh, rhs block kh x h.
+    let blocks = |len| -> Vec<(usize, usize, usize)> { (0..4).map(|t| (0, t, len)).collect() };
+    let a = b.tensor("a", DType::F32, &blocks(m * kh));
+    let bb = b.tensor("b", DType::F32, &blocks(kh * h));
+    let c = b.tensor("c", DType::F32, &blocks(m * h));
+    let parts = [0, 1].map(|kp| {
+        b.tensor(
+            &format!("k{kp}"),
+            DType::F32,
+            &[(0, 0, m * n / 2), (0, 1, m * n / 2)],
+        )
+    });
+    let out = b.tensor("out", DType::F32, &[(0, 0, m * n / 2), (0, 1, m * n / 2)]);
+    let xv: Vec<f32> = (0..m * k).map(|i| i as f32 * 0.25 - 1.0).collect();
+    let wv: Vec<f32> = (0..k * n).map(|i| (i % 7) as f32 - 3.0).collect();
+    b.tensor_mut(x).init = Some(f32_bytes(&xv));
+    b.tensor_mut(w).init = Some(f32_bytes(&wv));
+    let run = |start, dst_start, len| Run {
+        source: RunSource::contiguous(0, start),
+        dst_start,
+        len,
+    };
+    let tiles = || (0..2).flat_map(|kp| (0..2).map(move |np| (kp, np)));
+    let ra = b.rearrange(Rearrange {
+        name: "lhs_blocks".into(),
+        dst: a,
+        sources: vec![x],
+        fill: vec![],
+        runs: tiles()
+            .flat_map(|(kp, np)| (0..m).map(move |r| (kp, np, r)))
+            .map(|(kp, np, r)| run(r * k + kp * kh, ((2 * kp + np) * m + r) * kh, kh))
+            .collect(),
+    });
+    let rb = b.rearrange(Rearrange {
+        name: "rhs_blocks".into(),
+        dst: bb,
+        sources: vec![w],
+        fill: vec![],
+        runs: tiles()
+            .flat_map(|(kp, np)| (0..kh).map(move |r| (kp, np, r)))
+            .map(|(kp, np, r)| run((kp * kh + r) * n + np * h, ((2 * kp + np) * kh + r) * h, h))
+            .collect(),
+    });
+    let kernel = KernelSpec::MatMul(codegen::MatMulKernel {
+        m,
+        k: kh,
+        n: h,
+        input: DType::F32,
+    });
+    let region = |tensor, start, len| Region { tensor, start, len };
+    let vertices = tiles()
+        .map(|(kp, np)| {
+            let t = 2 * kp + np;
+            Vertex {
+                kernel: kernel.clone(),
+                ipu: 0,
+                tile: t,
+                inputs: vec![
+                    region(a, t * m * kh, m * kh),
+                    region(bb, t * kh * h, kh * h),
+                ],
+                outputs: vec![region(c, t * m * h, m * h)],
+                run_length: 0,
+            }
+        })
+        .collect();
+    let product = b.compute_set("product", vertices);
+    let results = [0, 1].map(|kp| {
+        b.rearrange(Rearrange {
+            name: format!("result{kp}"),
+            dst: parts[kp],
+            sources: vec![c],
+            fill: vec![],
+            runs: (0..2)
+                .flat_map(|np| (0..m).map(move |r| (np, r)))
+                .map(|(np, r)| run(((2 * kp + np) * m + r) * h, r * n + np * h, h))
+                .collect(),
+        })
+    });
+    let sum = b.compute_set(
+        "sum",
+        (0..2)
+            .map(|t| Vertex {
+                kernel: add_kernel(),
+                ipu: 0,
+                tile: t,
+                inputs: parts.map(|p| region(p, t * m * n / 2, m * n / 2)).to_vec(),
+                outputs: vec![region(out, t * m * n / 2, m * n / 2)],
+                run_length: 0,
+            })
+            .collect(),
+    );
+    let so = b.stream("out", Direction::DeviceToHost, DType::F32, m * n);
+    let mut program = vec![
+        Program::Rearrange(ra),
+        Program::Rearrange(rb),
+        Program::Execute(product),
+        Program::Rearrange(results[0]),
+        Program::Rearrange(results[1]),
+        Program::Execute(sum),
+        Program::StreamCopy {
+            stream: so,
+            tensor: out,
+        },
+    ];
+    if stream_part {
+        let sp = b.stream("k0", Direction::DeviceToHost, DType::F32, m * n);
+        program.push(Program::StreamCopy {
+            stream: sp,
+            tensor: parts[0],
+        });
+    }
+    let exe = b.finish(Program::Sequence(program));
+    let part = |kp: usize| -> Vec<f32> {
+        (0..m * n)
+            .map(|e| {
+                (kp * kh..(kp + 1) * kh)
+                    .map(|p| xv[(e / n) * k + p] * wv[p * n + e % n])
+                    .sum()
+            })
+            .collect()
+    };
+    let values = [part(0), part(1)];
+    let want = values[0]
+        .iter()
+        .zip(&values[1])
+        .map(|(p, q)| p + q)
+        .collect();
+    (Engine::load(exe).unwrap(), parts, values, want)
+}
+
+#[test]
+fn k_parts_summed_from_the_host_scratch_match_k_parts_written_to_the_tiles() {
+    let (mut scratch, parts, values, want) = k_split_product(false);
+    let (mut written, _, _, _) = k_split_product(true);
+    let (mut io_scratch, mut io_written) = (HostIo::new(), HostIo::new());
+    let p_scratch = scratch.run(&mut io_scratch).unwrap();
+    let p_written = written.run(&mut io_written).unwrap();
+    assert_eq!(f32_values(&io_scratch.take("out")[0]), want);
+    assert_eq!(f32_values(&io_written.take("out")[0]), want);
+    assert_eq!(f32_values(&io_written.take("k0")[0]), values[0]);
+    // The K parts read back as if written, and every step costs the same either way.
+    for (p, v) in parts.iter().zip(&values) {
+        assert_eq!(&f32_values(&scratch.read_tensor(*p)), v);
+        assert_eq!(&f32_values(&written.read_tensor(*p)), v);
+    }
+    assert_eq!(p_scratch.steps[..7], p_written.steps[..7]);
+    assert!(p_scratch.steps[3].bytes_moved > 0);
+    // The K parts are summed from the scratch unless one must be written (streamed).
+    let host_only = |e: &Engine| parts.map(|p| e.host_only_tensors().contains(&p));
+    assert_eq!(host_only(&scratch), [true, true]);
+    assert_eq!(host_only(&written), [false, true]);
+}
