@@ -326,12 +326,40 @@ pub(crate) struct LoadedComputeSet {
 }
 
 impl LoadedComputeSet {
-    /// Compiles the kernels of `cs` (validated) and finds its regions in tile memory.
+    /// Compiles the kernels of compute set `cs_index`: each vertex's, in order.
+    pub(crate) fn compile_kernels(
+        exe: &Executable,
+        cs_index: usize,
+        kernels: &mut KernelCache,
+    ) -> Result<Vec<KernelId>, RuntimeError> {
+        let cs = &exe.compute_sets[cs_index];
+        // Vertices of one compute set mostly share a kernel: compare before hashing.
+        let mut last: Option<(&KernelSpec, KernelId)> = None;
+        let mut ids = Vec::with_capacity(cs.vertices.len());
+        for (i, v) in cs.vertices.iter().enumerate() {
+            let kernel = match last {
+                Some((spec, id)) if *spec == v.kernel => id,
+                _ => kernels
+                    .compile(&v.kernel)
+                    .map_err(|e| RuntimeError::Kernel {
+                        compute_set: cs.name.clone(),
+                        vertex: i,
+                        message: e.to_string(),
+                    })?,
+            };
+            last = Some((&v.kernel, kernel));
+            ids.push(kernel);
+        }
+        Ok(ids)
+    }
+
+    /// Finds the regions of compute set `cs_index` (validated; `kernels` from
+    /// [`LoadedComputeSet::compile_kernels`]) in tile memory.
     pub(crate) fn load(
         exe: &Executable,
         cs_index: usize,
         views: &OperandViews,
-        kernels: &mut KernelCache,
+        kernels: &[KernelId],
     ) -> Result<LoadedComputeSet, RuntimeError> {
         let cs = &exe.compute_sets[cs_index];
         let tiles_per_ipu = exe.target.tiles_per_ipu;
@@ -365,20 +393,7 @@ impl LoadedComputeSet {
                 .expect("validated: regions lie on the vertex's tile");
             (b as usize, e as usize)
         };
-        // Vertices of one compute set mostly share a kernel: compare before hashing.
-        let mut last: Option<(&KernelSpec, KernelId)> = None;
-        for (i, v) in cs.vertices.iter().enumerate() {
-            let kernel = match last {
-                Some((spec, id)) if *spec == v.kernel => id,
-                _ => kernels
-                    .compile(&v.kernel)
-                    .map_err(|e| RuntimeError::Kernel {
-                        compute_set: cs.name.clone(),
-                        vertex: i,
-                        message: e.to_string(),
-                    })?,
-            };
-            last = Some((&v.kernel, kernel));
+        for (i, (v, &kernel)) in cs.vertices.iter().zip(kernels).enumerate() {
             let (elements, runs) = match &v.kernel {
                 KernelSpec::Elementwise(_) => (v.outputs[0].len, 0),
                 KernelSpec::Reduce(_) => (v.inputs[0].len, v.outputs[0].len),

@@ -158,7 +158,11 @@ impl Engine {
 
     /// Like [`Engine::load`], running tiles on `threads` host threads (0: one per core).
     pub fn load_with_threads(exe: Executable, threads: usize) -> Result<Engine, RuntimeError> {
-        validate(&exe)?;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .map_err(|e| run_error(format!("cannot start host threads: {e}")))?;
+        pool.install(|| validate(&exe))?;
         let system = System::new(exe.target.clone(), exe.num_ipus)?;
         let tiles = exe.target.tiles_per_ipu;
         let mut memory = vec![Vec::new(); exe.num_ipus * tiles];
@@ -166,14 +170,19 @@ impl Engine {
             memory[ipu * tiles + tile] = vec![0u8; bytes as usize];
         }
         let mut kernels = KernelCache::new().map_err(|e| run_error(e.to_string()))?;
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .map_err(|e| run_error(format!("cannot start host threads: {e}")))?;
         let views = pool.install(|| OperandViews::plan(&exe));
-        let mut compute_sets = (0..exe.compute_sets.len())
-            .map(|cs| LoadedComputeSet::load(&exe, cs, &views, &mut kernels))
+        // Kernels compile one after another (one JIT module); the compute sets then load
+        // in parallel.
+        let kernel_ids = (0..exe.compute_sets.len())
+            .map(|cs| LoadedComputeSet::compile_kernels(&exe, cs, &mut kernels))
             .collect::<Result<Vec<_>, RuntimeError>>()?;
+        let mut compute_sets = pool.install(|| {
+            kernel_ids
+                .par_iter()
+                .enumerate()
+                .map(|(cs, ids)| LoadedComputeSet::load(&exe, cs, &views, ids))
+                .collect::<Result<Vec<_>, RuntimeError>>()
+        })?;
         let results = kept_results::plan(&exe, &mut compute_sets, &views.kept);
         let scratch_reads =
             scratch_reads::plan(&exe, &mut compute_sets, &views.kept, &results, &pool);

@@ -8,6 +8,7 @@ use crate::executable::{
     CodeletVertex, Direction, Executable, Program, Region, RunSource, Tensor, TensorId, Vertex,
 };
 use codegen::{DType, KernelSpec};
+use rayon::prelude::*;
 use std::collections::{HashMap, HashSet};
 
 fn invalid(m: String) -> RuntimeError {
@@ -296,7 +297,7 @@ fn check_codelet_vertex(
 
 /// Checks a rearrangement's runs stay inside their tensors and types agree.
 fn check_rearranges(exe: &Executable) -> Result<(), RuntimeError> {
-    for r in &exe.rearranges {
+    check_each(&exe.rearranges, |r| {
         let here = format!("rearrangement {}", r.name);
         let d = tensor(exe, r.dst, &here)?;
         for s in &r.sources {
@@ -362,15 +363,25 @@ fn check_rearranges(exe: &Executable) -> Result<(), RuntimeError> {
                 d.name, d.elements
             )));
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// Bytes `begin..end` of a tile's memory written by vertex `index`.
 type WriteRange = (u64, u64, usize);
 
+/// Runs `check` on every item in parallel and returns the first error in item order (the
+/// same error however the threads ran).
+fn check_each<T: Sync>(
+    items: &[T],
+    check: impl Fn(&T) -> Result<(), RuntimeError> + Sync + Send,
+) -> Result<(), RuntimeError> {
+    let results: Vec<Result<(), RuntimeError>> = items.par_iter().map(&check).collect();
+    results.into_iter().collect()
+}
+
 fn check_compute_sets(exe: &Executable) -> Result<(), RuntimeError> {
-    for cs in &exe.compute_sets {
+    check_each(&exe.compute_sets, |cs| {
         let mut writes: HashMap<(usize, usize), Vec<WriteRange>> = HashMap::new();
         for (i, v) in cs.vertices.iter().enumerate() {
             for (b, e) in check_vertex(exe, &cs.name, i, v)? {
@@ -397,8 +408,8 @@ fn check_compute_sets(exe: &Executable) -> Result<(), RuntimeError> {
                 }
             }
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// Tracks which tensors have been written while walking the program in order.
