@@ -590,11 +590,12 @@ impl Engine {
         let t = &self.exe.tensors[tensor.0 as usize];
         let bytes = (t.elements * t.dtype.size()) as u64;
         // The host link, or the busiest receiving tile at exchange bandwidth, limits a transfer.
-        let mut per_tile: HashMap<(usize, usize), u64> = HashMap::new();
+        let tiles = self.exe.target.tiles_per_ipu;
+        let mut per_tile = vec![0u64; self.memory.len()];
         for iv in &t.mapping {
-            *per_tile.entry((iv.ipu, iv.tile)).or_default() += (iv.len * t.dtype.size()) as u64;
+            per_tile[iv.ipu * tiles + iv.tile] += (iv.len * t.dtype.size()) as u64;
         }
-        let busiest = per_tile.values().copied().max().unwrap_or(0);
+        let busiest = per_tile.iter().copied().max().unwrap_or(0);
         let target = &self.exe.target;
         let transfer = cost::host_cycles(target, bytes).max(cost::exchange_cycles(target, busiest));
         let sync = self.sync_cycles();
