@@ -828,6 +828,22 @@ fn codelet_vertices_run_on_their_tile_and_cost_what_they_say() {
     );
 }
 
+/// A step streaming f32 tensor `tensor` of `elements` out as `name`.
+fn stream_out(b: &mut ExecutableBuilder, name: &str, tensor: TensorId, elements: usize) -> Program {
+    let stream = b.stream(name, Direction::DeviceToHost, DType::F32, elements);
+    Program::StreamCopy { stream, tensor }
+}
+
+/// Runs each engine once (a host-only layout and a written one, say): its streamed
+/// results and profile.
+fn run_each<const N: usize>(engines: [&mut Engine; N]) -> [(HostIo, runtime::Profile); N] {
+    engines.map(|e| {
+        let mut io = HostIo::new();
+        let profile = e.run(&mut io).unwrap();
+        (io, profile)
+    })
+}
+
 /// Builds: `x` (k×m on tiles 0 and 1) → rearrangement to its transpose's row blocks on tiles
 /// 2 and 3 → one matrix-product vertex per tile (C rows = xᵀ rows · w) → C streamed out;
 /// optionally also streams the blocks out (a second reader, so they must be written).
@@ -899,11 +915,7 @@ fn transposed_product(stream_blocks: bool) -> (Engine, TensorId, Vec<f32>, Vec<f
         },
     ];
     if stream_blocks {
-        let sb = b.stream("blocks", Direction::DeviceToHost, DType::F32, m * k);
-        program.push(Program::StreamCopy {
-            stream: sb,
-            tensor: blocks,
-        });
+        program.push(stream_out(&mut b, "blocks", blocks, m * k));
     }
     let exe = b.finish(Program::Sequence(program));
     let transpose: Vec<f32> = (0..m * k).map(|e| xv[(e % k) * m + e / k]).collect();
@@ -921,9 +933,7 @@ fn transposed_product(stream_blocks: bool) -> (Engine, TensorId, Vec<f32>, Vec<f
 fn operand_blocks_only_products_read_are_read_in_place_with_the_same_results_and_cost() {
     let (mut kept, blocks, transpose, want) = transposed_product(false);
     let (mut written, _, _, _) = transposed_product(true);
-    let (mut io_kept, mut io_written) = (HostIo::new(), HostIo::new());
-    let p_kept = kept.run(&mut io_kept).unwrap();
-    let p_written = written.run(&mut io_written).unwrap();
+    let [(mut io_kept, p_kept), (mut io_written, p_written)] = run_each([&mut kept, &mut written]);
     assert_eq!(f32_values(&io_kept.take("c")[0]), want);
     assert_eq!(f32_values(&io_written.take("c")[0]), want);
     assert_eq!(f32_values(&io_written.take("blocks")[0]), transpose);
@@ -1016,11 +1026,7 @@ fn batched_product(stream_partials: bool) -> (Engine, TensorId, Vec<f32>, Vec<f3
         },
     ];
     if stream_partials {
-        let sc = b.stream("c", Direction::DeviceToHost, DType::F32, m * n);
-        program.push(Program::StreamCopy {
-            stream: sc,
-            tensor: c,
-        });
+        program.push(stream_out(&mut b, "c", c, m * n));
     }
     let exe = b.finish(Program::Sequence(program));
     let want: Vec<f32> = (0..m * n)
@@ -1043,9 +1049,7 @@ fn batched_product(stream_partials: bool) -> (Engine, TensorId, Vec<f32>, Vec<f3
 fn batched_partials_read_from_the_host_scratch_match_partials_written_to_the_tiles() {
     let (mut kept, c, partials, want) = batched_product(false);
     let (mut written, _, _, _) = batched_product(true);
-    let (mut io_kept, mut io_written) = (HostIo::new(), HostIo::new());
-    let p_kept = kept.run(&mut io_kept).unwrap();
-    let p_written = written.run(&mut io_written).unwrap();
+    let [(mut io_kept, p_kept), (mut io_written, p_written)] = run_each([&mut kept, &mut written]);
     assert_eq!(f32_values(&io_kept.take("out")[0]), want);
     assert_eq!(f32_values(&io_written.take("out")[0]), want);
     assert_eq!(f32_values(&io_written.take("c")[0]), partials);
@@ -1174,11 +1178,7 @@ fn k_split_product(stream_part: bool) -> (Engine, [TensorId; 2], [Vec<f32>; 2], 
         },
     ];
     if stream_part {
-        let sp = b.stream("k0", Direction::DeviceToHost, DType::F32, m * n);
-        program.push(Program::StreamCopy {
-            stream: sp,
-            tensor: parts[0],
-        });
+        program.push(stream_out(&mut b, "k0", parts[0], m * n));
     }
     let exe = b.finish(Program::Sequence(program));
     let part = |kp: usize| -> Vec<f32> {
@@ -1203,9 +1203,8 @@ fn k_split_product(stream_part: bool) -> (Engine, [TensorId; 2], [Vec<f32>; 2], 
 fn k_parts_summed_from_the_host_scratch_match_k_parts_written_to_the_tiles() {
     let (mut scratch, parts, values, want) = k_split_product(false);
     let (mut written, _, _, _) = k_split_product(true);
-    let (mut io_scratch, mut io_written) = (HostIo::new(), HostIo::new());
-    let p_scratch = scratch.run(&mut io_scratch).unwrap();
-    let p_written = written.run(&mut io_written).unwrap();
+    let [(mut io_scratch, p_scratch), (mut io_written, p_written)] =
+        run_each([&mut scratch, &mut written]);
     assert_eq!(f32_values(&io_scratch.take("out")[0]), want);
     assert_eq!(f32_values(&io_written.take("out")[0]), want);
     assert_eq!(f32_values(&io_written.take("k0")[0]), values[0]);
