@@ -834,6 +834,31 @@ fn stream_out(b: &mut ExecutableBuilder, name: &str, tensor: TensorId, elements:
     Program::StreamCopy { stream, tensor }
 }
 
+/// What an engine that keeps some tensors off the tiles (`host_only`) must show against one
+/// made to write them (`written`, which also streams the first of `tensors` out as
+/// `streamed`): the same result streamed as `out`, every tensor of `tensors` read back with
+/// its values from both, and the same cost for the first `steps` steps, step `moving`
+/// moving bytes.
+fn check_against_written(
+    host_only: &mut Engine,
+    written: &mut Engine,
+    (out, want): (&str, &[f32]),
+    streamed: &str,
+    tensors: &[(TensorId, &[f32])],
+    (steps, moving): (usize, usize),
+) {
+    let [(mut io_host, p_host), (mut io_written, p_written)] = run_each([host_only, written]);
+    assert_eq!(f32_values(&io_host.take(out)[0]), want);
+    assert_eq!(f32_values(&io_written.take(out)[0]), want);
+    assert_eq!(f32_values(&io_written.take(streamed)[0]), tensors[0].1);
+    for &(t, values) in tensors {
+        assert_eq!(f32_values(&host_only.read_tensor(t)), values);
+        assert_eq!(f32_values(&written.read_tensor(t)), values);
+    }
+    assert_eq!(p_host.steps[..steps], p_written.steps[..steps]);
+    assert!(p_host.steps[moving].bytes_moved > 0);
+}
+
 /// Runs each engine once (a host-only layout and a written one, say): its streamed
 /// results and profile.
 fn run_each<const N: usize>(engines: [&mut Engine; N]) -> [(HostIo, runtime::Profile); N] {
@@ -933,14 +958,15 @@ fn transposed_product(stream_blocks: bool) -> (Engine, TensorId, Vec<f32>, Vec<f
 fn operand_blocks_only_products_read_are_read_in_place_with_the_same_results_and_cost() {
     let (mut kept, blocks, transpose, want) = transposed_product(false);
     let (mut written, _, _, _) = transposed_product(true);
-    let [(mut io_kept, p_kept), (mut io_written, p_written)] = run_each([&mut kept, &mut written]);
-    assert_eq!(f32_values(&io_kept.take("c")[0]), want);
-    assert_eq!(f32_values(&io_written.take("c")[0]), want);
-    assert_eq!(f32_values(&io_written.take("blocks")[0]), transpose);
     // The blocks read back as if written, and the copy is charged the same either way.
-    assert_eq!(f32_values(&kept.read_tensor(blocks)), transpose);
-    assert_eq!(p_kept.steps[..2], p_written.steps[..2]);
-    assert!(p_kept.steps[0].bytes_moved > 0);
+    check_against_written(
+        &mut kept,
+        &mut written,
+        ("c", &want),
+        "blocks",
+        &[(blocks, &transpose)],
+        (2, 0),
+    );
 }
 
 /// Builds: `x` (m×k) and `w` (k×n) → x copied to tiles 2 and 3, w's two column halves to
@@ -1049,15 +1075,15 @@ fn batched_product(stream_partials: bool) -> (Engine, TensorId, Vec<f32>, Vec<f3
 fn batched_partials_read_from_the_host_scratch_match_partials_written_to_the_tiles() {
     let (mut kept, c, partials, want) = batched_product(false);
     let (mut written, _, _, _) = batched_product(true);
-    let [(mut io_kept, p_kept), (mut io_written, p_written)] = run_each([&mut kept, &mut written]);
-    assert_eq!(f32_values(&io_kept.take("out")[0]), want);
-    assert_eq!(f32_values(&io_written.take("out")[0]), want);
-    assert_eq!(f32_values(&io_written.take("c")[0]), partials);
     // The partials read back as if written, and every step costs the same either way.
-    assert_eq!(f32_values(&kept.read_tensor(c)), partials);
-    assert_eq!(f32_values(&written.read_tensor(c)), partials);
-    assert_eq!(p_kept.steps[..5], p_written.steps[..5]);
-    assert!(p_kept.steps[3].bytes_moved > 0);
+    check_against_written(
+        &mut kept,
+        &mut written,
+        ("out", &want),
+        "c",
+        &[(c, &partials)],
+        (5, 3),
+    );
 }
 
 /// A product split over K (2 parts) and N (2 parts) on tiles 0..3: each K part's partials
@@ -1203,18 +1229,15 @@ fn k_split_product(stream_part: bool) -> (Engine, [TensorId; 2], [Vec<f32>; 2], 
 fn k_parts_summed_from_the_host_scratch_match_k_parts_written_to_the_tiles() {
     let (mut scratch, parts, values, want) = k_split_product(false);
     let (mut written, _, _, _) = k_split_product(true);
-    let [(mut io_scratch, p_scratch), (mut io_written, p_written)] =
-        run_each([&mut scratch, &mut written]);
-    assert_eq!(f32_values(&io_scratch.take("out")[0]), want);
-    assert_eq!(f32_values(&io_written.take("out")[0]), want);
-    assert_eq!(f32_values(&io_written.take("k0")[0]), values[0]);
     // The K parts read back as if written, and every step costs the same either way.
-    for (p, v) in parts.iter().zip(&values) {
-        assert_eq!(&f32_values(&scratch.read_tensor(*p)), v);
-        assert_eq!(&f32_values(&written.read_tensor(*p)), v);
-    }
-    assert_eq!(p_scratch.steps[..7], p_written.steps[..7]);
-    assert!(p_scratch.steps[3].bytes_moved > 0);
+    check_against_written(
+        &mut scratch,
+        &mut written,
+        ("out", &want),
+        "k0",
+        &[(parts[0], &values[0]), (parts[1], &values[1])],
+        (7, 3),
+    );
     // The K parts are summed from the scratch unless one must be written (streamed).
     let host_only = |e: &Engine| parts.map(|p| e.host_only_tensors().contains(&p));
     assert_eq!(host_only(&scratch), [true, true]);
