@@ -4,42 +4,41 @@
 //! Like Poplar under the XLA backend, this crate is a device API that knows nothing of HLO:
 //! targets ([`Target`]), multi-IPU systems ([`System`], [`SelectionOrder`]), executables of
 //! tensors, compute sets and programs ([`Executable`], [`ExecutableBuilder`]), and an
-//! [`Engine`] that checks and runs them as BSP supersteps, counting cycles and bytes per
-//! tile into a [`Profile`]. Vertex kernels are JIT-compiled by the `codegen` crate.
+//! [`Engine`] that checks and runs them as BSP supersteps into a [`Profile`]. Vertex
+//! kernels are JIT-compiled by the `codegen` crate.
+//!
+//! The crate has four layers; dependencies run `exec → model → program → device` only
+//! (see `README.md` beside `src/` for how to add a step kind):
+//! - `device/`: targets, systems of IPUs, selection orders;
+//! - `program/`: the executable format, its builder, codelets and the one structural
+//!   walker of a program;
+//! - `model/`: the load-time checks, what each tile holds and what each step costs, from
+//!   the executable and the target alone. [`estimate`] gives the [`Profile`] a run would record without running;
+//! - `exec/`: the engine, which computes the same bytes on the host as fast as it can and
+//!   takes every cycle and byte of its profile from `model/`.
 #![warn(missing_docs)]
 
-mod active_tiles;
-mod buckets;
-pub mod builder;
-pub mod codelet;
-mod compute_set;
-pub mod cost;
-pub mod engine;
-pub mod error;
-mod exchange;
-pub mod executable;
-mod kept_results;
-pub(crate) mod operand_views;
-mod paging;
-mod product_batches;
-pub mod profile;
-mod rearrange;
-mod scratch_reads;
-pub mod selection;
-pub mod system;
-pub mod target;
-mod validate;
+mod device;
+mod error;
+mod exec;
+mod model;
+mod program;
 
-pub use builder::ExecutableBuilder;
-pub use codelet::{Codelet, CodeletRef};
-pub use engine::{Engine, HostIo, HostTimes};
+pub use device::selection;
+pub use device::selection::{DeviceId, SelectionOrder, device_ids};
+pub use device::system::{Hop, LinkKind, System};
+pub use device::target::{IpuVersion, Target};
 pub use error::RuntimeError;
-pub use executable::{
+pub use exec::engine::{Engine, EngineOptions, HostIo, HostTimes};
+pub use model::cost;
+pub use model::estimate::{estimate, estimate_replaying};
+pub use model::profile::{
+    DataDependent, OutOfCore, Profile, StepKind, StepProfile, TileMemory, Totals,
+};
+pub use program::builder::ExecutableBuilder;
+pub use program::codelet::{Codelet, CodeletRef, VertexCost};
+pub use program::executable::{
     CodeletId, CodeletVertex, ComputeSet, ComputeSetId, Direction, Executable, FunctionId,
     Interval, Program, Rearrange, RearrangeId, Region, Run, RunSource, Stream, StreamId, Tensor,
     TensorId, Vertex,
 };
-pub use profile::{OutOfCore, Profile, StepKind, StepProfile};
-pub use selection::{DeviceId, SelectionOrder, device_ids};
-pub use system::{Hop, LinkKind, System};
-pub use target::{IpuVersion, Target};

@@ -1,8 +1,8 @@
 //! The device program an engine runs: tensors mapped onto tiles, host streams, compute sets
 //! of vertices, functions and the program tree. It knows nothing of HLO.
 
-use crate::codelet::CodeletRef;
-use crate::target::Target;
+use crate::device::target::Target;
+use crate::program::codelet::CodeletRef;
 use codegen::{DType, KernelSpec};
 use serde::{Deserialize, Serialize};
 

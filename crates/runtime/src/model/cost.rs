@@ -7,7 +7,8 @@
 //! f32 and f16 arithmetic processes 2 elements per instruction (the 64-bit data path);
 //! integer and pred arithmetic 1.
 
-use crate::target::Target;
+use crate::device::target::Target;
+pub use crate::program::codelet::VertexCost;
 use codegen::{BinaryOp, DType, ElementwiseKernel, Expr, KernelSpec, UnaryOp};
 
 /// Fixed instructions to start a vertex (loading its connections, loop setup).
@@ -60,16 +61,6 @@ fn width(kernel: &ElementwiseKernel) -> u64 {
         .chain(kernel.outputs.iter().map(|(t, _)| t))
         .all(|t| t.is_float());
     if all_float { 2 } else { 1 }
-}
-
-/// What a vertex costs: instructions on one worker context, or cycles of the whole tile for
-/// supervisor vertices (matrix products drive the AMP units from all workers).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum VertexCost {
-    /// Instructions issued by one worker.
-    Worker(u64),
-    /// Cycles occupying the tile.
-    Supervisor(u64),
 }
 
 /// The cost of one vertex: `n` elements for element-wise kernels, `n` input elements in

@@ -10,10 +10,11 @@
 //! the same order); only host copies disappear. [`Engine::read_tensor`] still returns what
 //! such a destination would hold.
 //!
-//! [`Engine::read_tensor`]: crate::Engine::read_tensor
+//! [`Engine::read_tensor`]: crate::exec::engine::Engine::read_tensor
 
-use crate::executable::{Direction, Executable, Program, Rearrange, Region, Run, RunSource};
-use crate::rearrange::source_ranges;
+use crate::model::layout::source_ranges;
+use crate::program::executable::{Executable, Rearrange, Region, Run, RunSource};
+use crate::program::walk::uses_beside_kernel_vertices;
 use codegen::{DType, KernelSpec};
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -53,6 +54,14 @@ struct Candidate {
 }
 
 impl OperandViews {
+    /// No rearrangement keeps its window: every operand is read from tile memory.
+    pub(crate) fn none(exe: &Executable) -> OperandViews {
+        OperandViews {
+            kept: vec![false; exe.rearranges.len()],
+            views: HashMap::new(),
+        }
+    }
+
     /// Finds the rearrangements of `exe` (validated) whose destinations need not be written.
     pub(crate) fn plan(exe: &Executable) -> OperandViews {
         let (mut writes, mut other_reads) = uses_beside_kernel_vertices(exe, |_| true);
@@ -134,86 +143,6 @@ impl OperandViews {
     /// True when no rearrangement keeps its window.
     pub(crate) fn is_empty(&self) -> bool {
         self.views.is_empty()
-    }
-}
-
-/// Per tensor: how many times something other than a kernel vertex writes it (initial
-/// data, rearrangements, copies, host streams, codelets), and whether something other than
-/// a kernel vertex reads it (codelets, copies, streams, branch predicates, and the
-/// rearrangements `reads_of(index)` names).
-pub(crate) fn uses_beside_kernel_vertices(
-    exe: &Executable,
-    reads_of: impl Fn(usize) -> bool,
-) -> (Vec<u32>, Vec<bool>) {
-    let n = exe.tensors.len();
-    let mut writes = vec![0u32; n];
-    let mut reads = vec![false; n];
-    for (i, t) in exe.tensors.iter().enumerate() {
-        writes[i] += u32::from(t.init.is_some());
-    }
-    for (ri, r) in exe.rearranges.iter().enumerate() {
-        writes[r.dst.0 as usize] += 1;
-        if reads_of(ri) {
-            r.sources.iter().for_each(|s| reads[s.0 as usize] = true);
-        }
-    }
-    for p in std::iter::once(&exe.program).chain(&exe.functions) {
-        program_uses(exe, p, &mut writes, &mut reads);
-    }
-    for v in exe.compute_sets.iter().flat_map(|cs| &cs.codelet_vertices) {
-        v.inputs
-            .iter()
-            .for_each(|r| reads[r.tensor.0 as usize] = true);
-        v.outputs
-            .iter()
-            .for_each(|r| writes[r.tensor.0 as usize] += 1);
-    }
-    (writes, reads)
-}
-
-/// Counts the writes and notes the reads a program makes directly (copies, streams,
-/// branch predicates).
-fn program_uses(exe: &Executable, p: &Program, writes: &mut [u32], other_reads: &mut [bool]) {
-    let mut walk = |q: &Program| program_uses(exe, q, writes, other_reads);
-    match p {
-        Program::Sequence(ps) => ps.iter().for_each(walk),
-        Program::Copy { src, dst } => {
-            other_reads[src.0 as usize] = true;
-            writes[dst.0 as usize] += 1;
-        }
-        Program::StreamCopy { stream, tensor } => match exe.streams[stream.0 as usize].direction {
-            Direction::HostToDevice => writes[tensor.0 as usize] += 1,
-            Direction::DeviceToHost => other_reads[tensor.0 as usize] = true,
-        },
-        Program::Repeat { body, .. } => walk(body),
-        Program::RepeatWhileTrue {
-            condition,
-            predicate,
-            body,
-        } => {
-            walk(condition);
-            walk(body);
-            other_reads[predicate.0 as usize] = true;
-        }
-        Program::If {
-            predicate,
-            then,
-            otherwise,
-        } => {
-            walk(then);
-            walk(otherwise);
-            other_reads[predicate.0 as usize] = true;
-        }
-        Program::Switch {
-            index,
-            cases,
-            default,
-        } => {
-            cases.iter().for_each(&mut walk);
-            walk(default);
-            other_reads[index.0 as usize] = true;
-        }
-        Program::Execute(_) | Program::Rearrange(_) | Program::Call(_) | Program::Sync => {}
     }
 }
 
@@ -303,7 +232,7 @@ impl<'a> Runs<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::executable::TensorId;
+    use crate::program::executable::TensorId;
 
     fn rearrange(runs: Vec<Run>) -> Rearrange {
         Rearrange {
@@ -370,8 +299,9 @@ mod tests {
     /// `x` (2×2 on tile 0) → blocks (its transpose, on tile 1) → a product on tile 1 with `w`;
     /// with `stream_blocks`, the blocks are also streamed to the host.
     fn product(stream_blocks: bool) -> Executable {
-        use crate::executable::{Program, Vertex};
-        use crate::{ExecutableBuilder, Target};
+        use crate::device::target::Target;
+        use crate::program::builder::ExecutableBuilder;
+        use crate::program::executable::{Direction, Program, Vertex};
         let mut b = ExecutableBuilder::new(Target::ipu2().with_tiles_per_ipu(4), 1);
         let x = b.tensor("x", DType::F32, &[(0, 0, 4)]);
         let w = b.tensor("w", DType::F32, &[(0, 1, 4)]);

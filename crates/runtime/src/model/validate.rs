@@ -3,9 +3,10 @@
 //! only their own tile's memory and do not overlap their writes, streams match their
 //! tensors, and no program step reads a tensor nothing has written.
 
-use crate::RuntimeError;
-use crate::executable::{
-    CodeletVertex, Direction, Executable, Program, Region, RunSource, Tensor, TensorId, Vertex,
+use crate::error::RuntimeError;
+use crate::model::layout::{region_bytes, tile_extents};
+use crate::program::executable::{
+    CodeletVertex, Direction, Executable, Program, RunSource, Tensor, TensorId, Vertex,
 };
 use codegen::{DType, KernelSpec};
 use rayon::prelude::*;
@@ -13,19 +14,6 @@ use std::collections::{HashMap, HashSet};
 
 fn invalid(m: String) -> RuntimeError {
     RuntimeError::InvalidExecutable(m)
-}
-
-/// Bytes each used tile needs: the end of the last tensor interval there.
-pub(crate) fn tile_extents(exe: &Executable) -> HashMap<(usize, usize), u64> {
-    let mut extents: HashMap<(usize, usize), u64> = HashMap::new();
-    for t in &exe.tensors {
-        for iv in &t.mapping {
-            let end = iv.offset + (iv.len * t.dtype.size()) as u64;
-            let e = extents.entry((iv.ipu, iv.tile)).or_insert(0);
-            *e = (*e).max(end);
-        }
-    }
-    extents
 }
 
 fn check_tensors(exe: &Executable) -> Result<(), RuntimeError> {
@@ -110,26 +98,6 @@ fn tensor<'e>(
             id.0
         ))
     })
-}
-
-/// The byte range of a region in its vertex's tile memory, if the region lies entirely in
-/// one interval on that tile.
-pub(crate) fn region_bytes(t: &Tensor, r: &Region, ipu: usize, tile: usize) -> Option<(u64, u64)> {
-    let holds = |iv: &&crate::executable::Interval| {
-        iv.ipu == ipu
-            && iv.tile == tile
-            && iv.start <= r.start
-            && r.start + r.len <= iv.start + iv.len
-    };
-    // Mappings are usually in element order: try a binary search before a scan.
-    let guess = t.mapping.partition_point(|iv| iv.start + iv.len <= r.start);
-    let iv = match t.mapping.get(guess).filter(holds) {
-        Some(iv) => iv,
-        None => t.mapping.iter().find(holds)?,
-    };
-    let size = t.dtype.size() as u64;
-    let begin = iv.offset + (r.start - iv.start) as u64 * size;
-    Some((begin, begin + r.len as u64 * size))
 }
 
 /// Names a vertex in errors; formatted only when there is one (loads check millions).
@@ -592,7 +560,7 @@ impl Dataflow<'_> {
 
 /// Every load-time check, in order.
 pub fn validate(exe: &Executable) -> Result<(), RuntimeError> {
-    crate::System::new(exe.target.clone(), exe.num_ipus)?;
+    crate::device::system::System::new(exe.target.clone(), exe.num_ipus)?;
     check_tensors(exe)?;
     check_compute_sets(exe)?;
     check_rearranges(exe)?;

@@ -106,6 +106,51 @@ pub struct Profile {
     /// paged through Streaming Memory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub out_of_core: Option<OutOfCore>,
+    /// The value of every loop predicate and branch index the run read, in order (absent
+    /// when the program has no control flow on data). [`estimate_replaying`] these gives
+    /// this profile again.
+    ///
+    /// [`estimate_replaying`]: crate::estimate_replaying
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<i64>,
+    /// In an estimate: the loops and branches whose course depends on data the estimate
+    /// does not have, and how each was counted (absent when none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub data_dependent: Vec<DataDependent>,
+}
+
+/// A loop or branch whose course an estimate could not know, and how it was counted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum DataDependent {
+    /// A `RepeatWhileTrue` whose trip count depends on data: one iteration (its condition,
+    /// the branch and its body: `steps_per_iteration` steps from `first_step`) is counted,
+    /// then the condition and branch that leave the loop.
+    Loop {
+        /// The predicate tensor.
+        predicate: String,
+        /// The index in `steps` of the counted iteration's first step.
+        first_step: usize,
+        /// Steps of one iteration.
+        steps_per_iteration: usize,
+        /// Cycles of one iteration: the profile's total grows by this for each trip more.
+        cycles_per_iteration: u64,
+    },
+    /// An `If` or `Switch` whose branch depends on data: the costliest branch is counted
+    /// (`steps` steps from `first_step`).
+    Branch {
+        /// The predicate or index tensor.
+        predicate: String,
+        /// The index in `steps` of the counted branch's first step.
+        first_step: usize,
+        /// Steps of the counted branch.
+        steps: usize,
+        /// The branch counted: for an If 0 is the false branch and 1 the true one; for a
+        /// Switch, the case (the default is last).
+        taken: usize,
+        /// Branches there were.
+        branches: usize,
+    },
 }
 
 /// How a program ran out of core.

@@ -3,7 +3,7 @@
 //! A planned matrix product splits M, N and K over the tiles, so one operand block is
 //! multiplied on many tiles: an lhs block by every rhs block of its K part (one per N part),
 //! each a vertex with its own small gemm call (its own packing, its own dispatch). When both
-//! operands are read in place from kept windows ([`crate::operand_views`]) and the blocks
+//! operands are read in place from kept windows ([`crate::exec::shortcuts::operand_views`]) and the blocks
 //! that share one operand are side by side in the other operand's window, the host
 //! multiplies the shared block by all of them at once (one gemm over the concatenated
 //! columns, or rows) into a scratch matrix, and each vertex's result is copied from it to its
@@ -11,9 +11,9 @@
 //! IPU Model's cycles are charged per vertex exactly as before (the host's batching is not
 //! the IPU's).
 
-use crate::engine::f32_bytes;
-use crate::executable::TensorId;
-use crate::operand_views::View;
+use crate::exec::memory::f32_bytes;
+use crate::exec::shortcuts::operand_views::View;
+use crate::program::executable::TensorId;
 use codegen::{MatRef, gemm_f32_refs};
 use rayon::prelude::*;
 use std::collections::HashMap;

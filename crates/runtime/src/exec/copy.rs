@@ -1,20 +1,20 @@
 //! Carrying out a rearrangement (or a copy) on the IPU Model's tile memories.
 //!
 //! What the exchange delivers does not depend on which tile holds which element; only its
-//! cost does (see [`crate::exchange`], computed once at load). So the host gathers the
+//! cost does, and that is the model's (`model::exchange`). So the host gathers the
 //! window of each source the runs read into one contiguous buffer, then every destination
 //! tile writes its share of the runs straight from those buffers (tiles in parallel): the
 //! work grows with the bytes and the runs, not with the pieces that cross tiles (a
 //! transpose of a tensor spread over every tile has one piece per element). Every source
 //! byte is gathered before any is written, so a destination may overlap its sources.
 
-use crate::RuntimeError;
-use crate::active_tiles::{Spread, for_each_active};
-use crate::buckets::Buckets;
-use crate::exchange::{CopyCost, Locator, Traffic};
-use crate::executable::{Rearrange, RunSource, Tensor, TensorId};
-use crate::kept_results::KeptResult;
-use crate::system::System;
+use crate::device::system::System;
+use crate::error::RuntimeError;
+use crate::exec::buckets::Buckets;
+use crate::exec::parallel::{Spread, for_each_active};
+use crate::exec::shortcuts::kept_results::KeptResult;
+use crate::model::layout::{Locator, read_intervals};
+use crate::program::executable::{Rearrange, RunSource, Tensor, TensorId};
 use rayon::prelude::*;
 use std::collections::HashMap;
 
@@ -120,44 +120,6 @@ struct Window {
     bytes: usize,
 }
 
-/// The elements `lo..hi` each source's runs read (`lo >= hi`: none): the window gathered
-/// from that source, whose element `i` is source element `lo + i`.
-pub(crate) fn source_ranges(r: &Rearrange) -> Vec<(usize, usize)> {
-    let mut range = vec![(usize::MAX, 0usize); r.sources.len()];
-    for run in &r.runs {
-        if let (RunSource::Tensor { k, start, stride }, true) = (run.source, run.len > 0) {
-            let last = (start as isize + (run.len as isize - 1) * stride) as usize;
-            let w = &mut range[k as usize];
-            *w = (w.0.min(start.min(last)), w.1.max(start.max(last) + 1));
-        }
-    }
-    range
-}
-
-/// Per source, the element ranges its runs read, sorted and merged (a strided run counts
-/// as the whole span it steps over).
-fn read_intervals(r: &Rearrange) -> Vec<Vec<(usize, usize)>> {
-    let mut spans = vec![Vec::new(); r.sources.len()];
-    for run in &r.runs {
-        if let (RunSource::Tensor { k, start, stride }, true) = (run.source, run.len > 0) {
-            let last = (start as isize + (run.len as isize - 1) * stride) as usize;
-            spans[k as usize].push((start.min(last), start.max(last) + 1));
-        }
-    }
-    for s in &mut spans {
-        s.sort_unstable();
-        let mut merged: Vec<(usize, usize)> = Vec::with_capacity(s.len());
-        for &(a, b) in s.iter() {
-            match merged.last_mut() {
-                Some(m) if a <= m.1 => m.1 = m.1.max(b),
-                _ => merged.push((a, b)),
-            }
-        }
-        *s = merged;
-    }
-    spans
-}
-
 /// The parts of `segments` (a window from element `lo`, elements of `size` bytes) that hold
 /// elements in `read` (sorted, disjoint): a window whose runs skip most of it (one K part
 /// of a product's partials) gathers only what they read.
@@ -189,12 +151,8 @@ fn restrict(
     out
 }
 
-/// A rearrangement ready to run, with its (static) cost.
+/// A rearrangement ready to run.
 pub(crate) struct LoadedRearrange {
-    /// A name for profiles.
-    pub name: String,
-    /// What it costs on the device.
-    pub cost: CopyCost,
     windows: Vec<Window>,
     /// `(source, compute set)`: windows that are that compute set's batch scratch.
     scratch_windows: Vec<(usize, usize)>,
@@ -227,8 +185,7 @@ pub(crate) struct Scratch {
 }
 
 impl LoadedRearrange {
-    /// Prepares `r` (already validated) over `tensors`, costing its exchange on `system` in
-    /// the same walk over its pieces.
+    /// Prepares `r` (already validated) over `tensors`, on `system`'s tiles.
     pub(crate) fn new(
         system: &System,
         tensors: &[Tensor],
@@ -238,9 +195,9 @@ impl LoadedRearrange {
     }
 
     /// [`LoadedRearrange::new`]; without `plan_writes` it only gathers (its destination is
-    /// left unwritten, see [`crate::operand_views`]) and keeps no write lists. Sources in
-    /// `results` are read from their compute set's batch scratch, not gathered from the
-    /// tiles ([`crate::kept_results`]).
+    /// left unwritten, see `shortcuts::operand_views`) and keeps no write lists. Sources
+    /// in `results` are read from their compute set's batch scratch, not gathered from the
+    /// tiles (`shortcuts::kept_results`).
     pub(crate) fn with_writes(
         system: &System,
         tensors: &[Tensor],
@@ -293,15 +250,10 @@ impl LoadedRearrange {
         // Per slot: its last write in `planned`, which the next may extend.
         let mut last: Vec<Option<usize>> = Vec::new();
         let mut unfit: Option<String> = None;
-        let mut traffic = Traffic::new(system);
         let dst_at = Locator::new(dst);
-        let sources: Vec<Locator> = r
-            .sources
-            .iter()
-            .map(|s| Locator::new(&tensors[s.0 as usize]))
-            .collect();
-        let bytes = |n: usize| (n * size) as u64;
-        for run in &r.runs {
+        // Without writes to plan, the runs need no walk.
+        let runs = if plan_writes { &r.runs[..] } else { &[] };
+        for run in runs {
             let mut done = 0;
             dst_at.pieces(
                 run.dst_start,
@@ -311,9 +263,6 @@ impl LoadedRearrange {
                 |(ipu, tile, offset, n)| {
                     let t = ipu * tiles_per_ipu + tile;
                     let mut write = |source: Option<(usize, usize, isize)>, offset: u64, n| {
-                        if !plan_writes {
-                            return;
-                        }
                         if slot[t] == u32::MAX {
                             slot[t] = tiles.len() as u32;
                             tiles.push(t);
@@ -333,19 +282,9 @@ impl LoadedRearrange {
                         }
                     };
                     match run.source {
-                        RunSource::Fill => {
-                            traffic.fill(ipu, tile, bytes(n));
-                            write(None, offset, n);
-                        }
+                        RunSource::Fill => write(None, offset, n),
                         RunSource::Tensor { k, start, stride } => {
                             let first = (start as isize + done as isize * stride) as usize;
-                            sources[k as usize].pieces(
-                                first,
-                                stride,
-                                n,
-                                size as u64,
-                                |(si, st, _, m)| traffic.add((si, st), (ipu, tile), bytes(m)),
-                            );
                             let k = k as usize;
                             match in_scratch[k] {
                                 None => write(
@@ -389,8 +328,6 @@ impl LoadedRearrange {
         }
         let spread = Spread::new(&weights, &slot, written < SMALL_BYTES || tiles.len() == 1);
         Ok(LoadedRearrange {
-            name: r.name.clone(),
-            cost: traffic.cost(system)?,
             windows,
             scratch_windows: in_scratch
                 .iter()
@@ -555,7 +492,7 @@ fn strided<const N: usize>(dst: &mut [u8], src: &[u8], at: usize, step: isize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::executable::{Run, TensorId};
+    use crate::program::executable::{Run, TensorId};
 
     fn segment(tile: usize, offset: usize, at: usize, bytes: usize) -> Segment {
         Segment {

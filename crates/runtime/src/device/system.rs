@@ -1,8 +1,8 @@
 //! A system of IPUs joined by IPU-Links as C2 cards on a ladder: IPUs 2k and 2k+1 share a
 //! card, and IPU k links to k+2 up the ladder. Routes, hop counts and transfer costs.
 
-use crate::RuntimeError;
-use crate::target::Target;
+use crate::device::target::Target;
+use crate::error::RuntimeError;
 use petgraph::graph::{NodeIndex, UnGraph};
 use serde::{Deserialize, Serialize};
 

@@ -2,7 +2,7 @@
 //!
 //! A planned matrix product's partials (one block per tile, per K part) are written by its
 //! compute set and read only by the rearrangements that put each K part into result order.
-//! When its vertices run as host batches ([`crate::product_batches`]), the partials already
+//! When its vertices run as host batches ([`crate::exec::shortcuts::product_batches`]), the partials already
 //! sit in the batch scratch, row by row; copying them to the tiles only for the
 //! rearrangements to gather them back is two passes over every byte that the IPU Model does
 //! not need. So when a tensor is written only by batched vertices of one compute set,
@@ -11,11 +11,11 @@
 //! from the scratch, and [`Engine::read_tensor`] reads it there. The exchange is costed
 //! from the executable as before; the cycles do not change.
 //!
-//! [`Engine::read_tensor`]: crate::Engine::read_tensor
+//! [`Engine::read_tensor`]: crate::exec::engine::Engine::read_tensor
 
-use crate::compute_set::LoadedComputeSet;
-use crate::executable::{Executable, RunSource, TensorId};
-use crate::operand_views::uses_beside_kernel_vertices;
+use crate::exec::compute::LoadedComputeSet;
+use crate::program::executable::{Executable, RunSource, TensorId};
+use crate::program::walk::uses_beside_kernel_vertices;
 use codegen::DType;
 use std::collections::{HashMap, HashSet};
 

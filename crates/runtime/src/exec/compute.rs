@@ -1,16 +1,15 @@
 //! Compute sets ready to run: each tile's vertices with the byte ranges of their regions in
-//! that tile's memory, the superstep's compute cycles, and running it (tiles in parallel).
+//! that tile's memory, and running them (tiles in parallel, weighed by the model's cycles).
 
-use crate::RuntimeError;
-use crate::active_tiles::{Spread, for_each_active};
-use crate::buckets::Buckets;
-use crate::codelet::CodeletRef;
-use crate::cost;
-use crate::executable::{Executable, Region, TensorId};
-use crate::operand_views::{OperandViews, View};
-use crate::paging;
-use crate::product_batches::{ProductBatches, Scatter, ViewedProduct};
-use crate::validate::region_bytes;
+use crate::error::RuntimeError;
+use crate::exec::buckets::Buckets;
+use crate::exec::parallel::{Spread, for_each_active};
+use crate::exec::shortcuts::operand_views::{OperandViews, View};
+use crate::exec::shortcuts::product_batches::{ProductBatches, Scatter, ViewedProduct};
+use crate::model::layout::region_bytes;
+use crate::model::steps::ComputeCost;
+use crate::program::codelet::CodeletRef;
+use crate::program::executable::{Executable, Region, TensorId};
 use codegen::{KernelCache, KernelId, KernelSpec, KernelTable, MatRef};
 use smallvec::SmallVec;
 use std::collections::HashSet;
@@ -58,7 +57,7 @@ struct LoadedVertex {
     views: Option<Box<[Option<View>; 2]>>,
     /// Inputs read from another compute set's batch scratch instead of tile memory
     /// (their `inputs` ranges are empty): `(input, compute set, byte range there)`.
-    /// See [`crate::scratch_reads`].
+    /// See [`crate::exec::shortcuts::scratch_reads`].
     scratch: Option<Box<[ScratchInput]>>,
 }
 
@@ -299,25 +298,20 @@ impl LoadedVertex {
     }
 }
 
-/// Below this many cycles summed over its tiles, a compute set runs on one host thread.
+/// Below this many cycles summed over its tiles (the model's estimate of its work), a
+/// compute set runs on one host thread.
 const SMALL_CYCLES: u64 = 20_000;
 
 /// A compute set grouped by tile.
 pub(crate) struct LoadedComputeSet {
-    /// Its name, for profiles and errors.
-    pub name: String,
-    /// The slowest tile's cycles (the superstep's compute phase; out of core, the physical
-    /// tile whose virtual tiles take longest together).
-    pub compute_cycles: u64,
-    /// Out of core: cycles paging the bytes the vertices read and write between Streaming
-    /// Memory and the tiles, and those bytes (both 0 on the physical tiles).
-    pub paging: (u64, u64),
+    /// Its name, for errors.
+    name: String,
     /// How the tiles are cut among host threads (weighed by cycles; one range when so
     /// little work that waking host threads costs more than it saves).
     spread: Spread,
     /// Vertices by tile slot (those run in batches excepted).
     tiles: Buckets<LoadedVertex>,
-    /// Matrix products the host runs as a few large ones ([`crate::product_batches`]).
+    /// Matrix products the host runs as a few large ones ([`crate::exec::shortcuts::product_batches`]).
     batches: ProductBatches,
     /// By slot: the batched results to copy to that tile.
     scatters: Buckets<Scatter>,
@@ -354,39 +348,30 @@ impl LoadedComputeSet {
     }
 
     /// Finds the regions of compute set `cs_index` (validated; `kernels` from
-    /// [`LoadedComputeSet::compile_kernels`]) in tile memory.
+    /// [`LoadedComputeSet::compile_kernels`]) in tile memory; its host threads' shares are
+    /// weighed by the model's `cost` of each tile.
     pub(crate) fn load(
         exe: &Executable,
         cs_index: usize,
         views: &OperandViews,
         kernels: &[KernelId],
+        cost: &ComputeCost,
     ) -> Result<LoadedComputeSet, RuntimeError> {
         let cs = &exe.compute_sets[cs_index];
         let tiles_per_ipu = exe.target.tiles_per_ipu;
         let mut slot = vec![u32::MAX; exe.num_ipus * tiles_per_ipu];
         // Vertices run one by one, with their tiles' slots.
         let mut singles: Vec<(usize, LoadedVertex)> = Vec::new();
-        let mut instructions: Vec<Vec<cost::VertexCost>> = Vec::new();
-        // Bytes the vertices of each slot read and write (what paging moves, out of core).
-        let mut touched: Vec<u64> = Vec::new();
+        let mut slots = 0;
         // Matrix products with both operands in kept windows, by vertex: batched below.
         let mut viewed: Vec<(LoadedVertex, ViewedProduct)> = Vec::new();
-        // Charges a vertex to its tile; returns the tile's slot.
-        let mut place = |tile: usize, c: cost::VertexCost, bytes: u64| {
+        // The slot of a vertex's tile, given in the order tiles first appear.
+        let mut place = |tile: usize| {
             if slot[tile] == u32::MAX {
-                slot[tile] = instructions.len() as u32;
-                instructions.push(Vec::new());
-                touched.push(0);
+                slot[tile] = slots;
+                slots += 1;
             }
-            let s = slot[tile] as usize;
-            instructions[s].push(c);
-            touched[s] += bytes;
-            s
-        };
-        let region_size =
-            |r: &Region| (r.len * exe.tensors[r.tensor.0 as usize].dtype.size()) as u64;
-        let touched_by = |inputs: &[Region], outputs: &[Region]| -> u64 {
-            inputs.iter().chain(outputs).map(region_size).sum()
+            slot[tile] as usize
         };
         let bytes = |r: &Region, ipu: usize, tile: usize| {
             let (b, e) = region_bytes(&exe.tensors[r.tensor.0 as usize], r, ipu, tile)
@@ -395,11 +380,9 @@ impl LoadedComputeSet {
         };
         for (i, (v, &kernel)) in cs.vertices.iter().zip(kernels).enumerate() {
             let (elements, runs) = match &v.kernel {
-                KernelSpec::Elementwise(_) => (v.outputs[0].len, 0),
+                KernelSpec::Elementwise(_) | KernelSpec::MatMul(_) => (v.outputs[0].len, 0),
                 KernelSpec::Reduce(_) => (v.inputs[0].len, v.outputs[0].len),
-                KernelSpec::MatMul(_) => (v.outputs[0].len, 0),
             };
-            let c = cost::vertex_cost(&v.kernel, elements, runs, &exe.target);
             let mut operand_views = [None; 2];
             if !views.is_empty() && matches!(v.kernel, KernelSpec::MatMul(_)) {
                 for (j, slot) in operand_views.iter_mut().enumerate() {
@@ -427,8 +410,7 @@ impl LoadedComputeSet {
                 v.outputs.iter().map(|r| bytes(r, v.ipu, v.tile)).collect(),
                 (elements, runs, v.run_length),
             );
-            let bytes = touched_by(&v.inputs, &v.outputs);
-            let s = place(v.ipu * tiles_per_ipu + v.tile, c, bytes);
+            let s = place(v.ipu * tiles_per_ipu + v.tile);
             if operand_views.iter().any(Option::is_some) {
                 loaded.views = Some(Box::new(operand_views));
             }
@@ -450,7 +432,6 @@ impl LoadedComputeSet {
             }
         }
         for v in &cs.codelet_vertices {
-            let codelet = &exe.codelets[v.codelet.0 as usize];
             let loaded = LoadedVertex::new(
                 Work::Codelet(v.codelet.0 as usize),
                 Shape::Other,
@@ -458,11 +439,7 @@ impl LoadedComputeSet {
                 v.outputs.iter().map(|r| bytes(r, v.ipu, v.tile)).collect(),
                 (0, 0, 0),
             );
-            let s = place(
-                v.ipu * tiles_per_ipu + v.tile,
-                codelet.0.cost(&exe.target),
-                touched_by(&v.inputs, &v.outputs),
-            );
+            let s = place(v.ipu * tiles_per_ipu + v.tile);
             singles.push((s, loaded));
         }
         let products: Vec<ViewedProduct> = viewed.iter().map(|(_, p)| *p).collect();
@@ -474,30 +451,15 @@ impl LoadedComputeSet {
                 None => singles.push((p.slot, loaded)),
             }
         }
-        let slots = instructions.len();
-        let cycles: Vec<u64> = instructions
-            .iter()
-            .map(|i| cost::tile_cycles(i, exe.target.worker_contexts))
-            .collect();
-        let by_tile = |values: &[u64]| {
-            let slot = &slot;
-            (0..slot.len())
-                .filter(|&t| slot[t] != u32::MAX)
-                .map(move |t| (t, values[slot[t] as usize]))
-                .collect::<Vec<_>>()
-        };
+        let slots = slots as usize;
+        let mut weights = vec![0u64; slot.len()];
+        for &(t, cycles) in &cost.tile_cycles {
+            weights[t] = cycles;
+        }
+        let total: u64 = cost.tile_cycles.iter().map(|&(_, c)| c).sum();
         Ok(LoadedComputeSet {
             name: cs.name.clone(),
-            compute_cycles: paging::busiest_physical(&exe.target, exe.num_ipus, by_tile(&cycles)),
-            paging: paging::paging(&exe.target, exe.num_ipus, by_tile(&touched)),
-            spread: Spread::new(
-                &slot
-                    .iter()
-                    .map(|&s| if s == u32::MAX { 0 } else { cycles[s as usize] })
-                    .collect::<Vec<_>>(),
-                &slot,
-                cycles.iter().sum::<u64>() < SMALL_CYCLES,
-            ),
+            spread: Spread::new(&weights, &slot, total < SMALL_CYCLES),
             tiles: {
                 let mut tiles = Buckets::new(slots, singles);
                 tiles.merge_neighbours(LoadedVertex::joined);
@@ -520,7 +482,7 @@ impl LoadedComputeSet {
     }
 
     /// Stops copying batched results into `tensors` to the tiles: they are read from the
-    /// batch scratch instead ([`crate::kept_results`]).
+    /// batch scratch instead ([`crate::exec::shortcuts::kept_results`]).
     pub(crate) fn keep_results(&mut self, tensors: &HashSet<TensorId>) {
         self.scatters.retain(|s| !tensors.contains(&s.dst.0));
     }

@@ -1,9 +1,9 @@
 //! Element-wise vertices reading a matrix product's K parts straight from its batch scratch.
 //!
 //! A planned product split over K leaves one partial per K part in its compute set's batch
-//! scratch ([`crate::kept_results`]); a rearrangement per K part puts it in result order on
+//! scratch ([`crate::exec::shortcuts::kept_results`]); a rearrangement per K part puts it in result order on
 //! the tiles, and the next compute set sums the parts element-wise. When a K part's batches
-//! tile its whole result (one gemm per K part, [`crate::product_batches`]), the scratch
+//! tile its whole result (one gemm per K part, [`crate::exec::shortcuts::product_batches`]), the scratch
 //! holds the K part exactly in result order, so every summing vertex's share of it is one
 //! scratch range at a fixed offset from its place in the tensor. Then the engine points
 //! those inputs at the scratch and skips the host copy of the rearrangement. The
@@ -15,12 +15,12 @@
 //! summing compute set runs once, after the rearrangement in the same sequence, with only
 //! rearrangements and other compute sets between them.
 //!
-//! [`Engine::read_tensor`]: crate::Engine::read_tensor
+//! [`Engine::read_tensor`]: crate::exec::engine::Engine::read_tensor
 
-use crate::compute_set::{LoadedComputeSet, ScratchInput};
-use crate::executable::{Executable, Program, Rearrange, RunSource, TensorId};
-use crate::kept_results::KeptResult;
-use crate::operand_views::uses_beside_kernel_vertices;
+use crate::exec::compute::{LoadedComputeSet, ScratchInput};
+use crate::exec::shortcuts::kept_results::KeptResult;
+use crate::program::executable::{Executable, Program, Rearrange, RunSource, TensorId};
+use crate::program::walk::uses_beside_kernel_vertices;
 use codegen::KernelSpec;
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -34,6 +34,16 @@ pub(crate) struct ScratchReads {
     pub dst: HashMap<TensorId, usize>,
 }
 
+impl ScratchReads {
+    /// Nothing skipped.
+    pub(crate) fn none(exe: &Executable) -> ScratchReads {
+        ScratchReads {
+            skipped: vec![false; exe.rearranges.len()],
+            dst: HashMap::new(),
+        }
+    }
+}
+
 /// Finds the K parts the summing vertices can read from the scratch and points their
 /// inputs there (in `compute_sets`).
 pub(crate) fn plan(
@@ -43,10 +53,7 @@ pub(crate) fn plan(
     results: &HashMap<TensorId, KeptResult>,
     pool: &rayon::ThreadPool,
 ) -> ScratchReads {
-    let mut out = ScratchReads {
-        skipped: vec![false; exe.rearranges.len()],
-        dst: HashMap::new(),
-    };
+    let mut out = ScratchReads::none(exe);
     // Rearrangements that copy a kept result to a tensor, and those tensors.
     let n = exe.tensors.len();
     let mut candidate = vec![false; n];
@@ -334,7 +341,7 @@ impl<'e> Places<'e> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::executable::Run;
+    use crate::program::executable::Run;
 
     fn rearrange(runs: Vec<(usize, usize, isize, usize)>) -> Rearrange {
         Rearrange {

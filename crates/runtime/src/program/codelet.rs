@@ -2,10 +2,21 @@
 //! as Poplar's codelets are C++. A compiler supplies them for work whose shape the kernel IR
 //! does not express (sorting, gathering by computed indices, convolution windows).
 
-use crate::cost::VertexCost;
-use crate::target::Target;
+use crate::device::target::Target;
 use std::fmt;
 use std::sync::Arc;
+
+/// What a vertex costs: instructions on one worker context, or cycles of the whole tile for
+/// supervisor vertices (matrix products drive the AMP units from all workers). A codelet
+/// states its own (as Poplar codelets come with cycle estimators); the model's formulas
+/// give the kernels' (`cost::vertex_cost`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VertexCost {
+    /// Instructions issued by one worker.
+    Worker(u64),
+    /// Cycles occupying the tile.
+    Supervisor(u64),
+}
 
 /// A vertex implementation. `run` sees only the bytes of its connected regions on one tile,
 /// like any vertex: inputs read-only, outputs to fill.

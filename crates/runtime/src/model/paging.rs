@@ -7,8 +7,8 @@
 //! On the physical tiles (the usual case) both folds are the identity: the busiest tile's
 //! work and no paging.
 
-use crate::cost;
-use crate::target::Target;
+use crate::device::target::Target;
+use crate::model::cost;
 
 /// The busiest physical tile's work: `per_tile` gives work by (virtual) tile, indexed
 /// `ipu * tiles_per_ipu + tile`; out of core, the work of the virtual tiles a physical tile

@@ -1,12 +1,12 @@
 //! Building executables by hand (tests) or from a compiler: tensors get tile-memory offsets
 //! from a bump allocator per tile; vertices can be generated per tile interval.
 
-use crate::codelet::CodeletRef;
-use crate::executable::{
+use crate::device::target::Target;
+use crate::program::codelet::CodeletRef;
+use crate::program::executable::{
     CodeletId, CodeletVertex, ComputeSet, ComputeSetId, Direction, Executable, FunctionId,
     Interval, Program, Rearrange, RearrangeId, Region, Stream, StreamId, Tensor, TensorId, Vertex,
 };
-use crate::target::Target;
 use codegen::{DType, KernelSpec};
 use std::collections::HashMap;
 

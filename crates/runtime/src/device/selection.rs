@@ -1,7 +1,7 @@
 //! Which physical IPU each shard runs on (`SelectionOrder` in the seed), and the multi-IPU
 //! device ids `gc-info -l` lists.
 
-use crate::system::System;
+use crate::device::system::System;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 
@@ -178,7 +178,7 @@ mod tests {
 
     #[test]
     fn consecutive_shards_are_neighbours_in_snake_and_hoof() {
-        let system = System::new(crate::Target::ipu2(), 16).unwrap();
+        let system = System::new(crate::device::target::Target::ipu2(), 16).unwrap();
         for order in [SelectionOrder::Snake, SelectionOrder::Hoof] {
             let o = order.order(16);
             for w in o.windows(2) {

@@ -2,11 +2,12 @@
 //! itself, and what crosses IPU-Links, accumulated piece by piece (a piece: elements that
 //! move between one pair of tiles with a fixed stride) and turned into cycles.
 
-use crate::RuntimeError;
-use crate::cost;
-use crate::executable::{Interval, Tensor};
-use crate::paging;
-use crate::system::System;
+use crate::device::system::System;
+use crate::error::RuntimeError;
+use crate::model::cost;
+use crate::model::layout::Locator;
+use crate::model::paging;
+use crate::program::executable::{Rearrange, RunSource, Tensor};
 use std::collections::HashMap;
 
 /// What a copy costs.
@@ -36,6 +37,7 @@ pub(crate) struct Traffic {
 }
 
 impl Traffic {
+    /// No bytes moved yet, on `system`'s tiles.
     pub(crate) fn new(system: &System) -> Traffic {
         let tiles_per_ipu = system.target.tiles_per_ipu;
         let n = system.num_ipus() * tiles_per_ipu;
@@ -122,82 +124,49 @@ impl Traffic {
     }
 }
 
-/// Finds where elements of a tensor live.
-pub(crate) struct Locator<'t> {
-    sorted: Vec<&'t Interval>,
-    /// The interval holding element `b * bucket` for each `b`: a lookup starts there and
-    /// walks forward, so finding an element costs O(1) when intervals are of similar size
-    /// (a strided read of a tensor spread over every tile lands in a new interval at
-    /// almost every element).
-    first_in_bucket: Vec<u32>,
-    bucket: usize,
-}
-
-/// Elements that live on one tile and are read with one stride: `(ipu, tile, byte offset of
-/// the first, elements)`.
-pub(crate) type Piece = (usize, usize, u64, usize);
-
-impl<'t> Locator<'t> {
-    pub(crate) fn new(t: &'t Tensor) -> Locator<'t> {
-        let mut sorted: Vec<_> = t.mapping.iter().collect();
-        sorted.sort_by_key(|iv| iv.start);
-        let bucket = t.elements.div_ceil(sorted.len().max(1)).max(1);
-        let mut first_in_bucket = Vec::with_capacity(t.elements.div_ceil(bucket));
-        let mut k = 0;
-        for b in 0..t.elements.div_ceil(bucket) {
-            while sorted[k].start + sorted[k].len <= b * bucket {
-                k += 1;
-            }
-            first_in_bucket.push(k as u32);
-        }
-        Locator {
-            sorted,
-            first_in_bucket,
-            bucket,
-        }
+/// What rearrangement `r` (validated, over `tensors`) costs on `system`: every run split into
+/// the pieces that land on one destination tile, each of those into the pieces it reads from
+/// one source tile, each piece's bytes counted as an on-tile copy, an exchange between tiles
+/// or a transfer over IPU-Links.
+pub(crate) fn rearrangement_cost(
+    system: &System,
+    tensors: &[Tensor],
+    r: &Rearrange,
+) -> Result<CopyCost, RuntimeError> {
+    let dst = &tensors[r.dst.0 as usize];
+    let size = dst.dtype.size();
+    let bytes = |n: usize| (n * size) as u64;
+    let mut traffic = Traffic::new(system);
+    let dst_at = Locator::new(dst);
+    let sources: Vec<Locator> = r
+        .sources
+        .iter()
+        .map(|s| Locator::new(&tensors[s.0 as usize]))
+        .collect();
+    for run in &r.runs {
+        let mut done = 0;
+        dst_at.pieces(
+            run.dst_start,
+            1,
+            run.len,
+            size as u64,
+            |(ipu, tile, _, n)| {
+                match run.source {
+                    RunSource::Fill => traffic.fill(ipu, tile, bytes(n)),
+                    RunSource::Tensor { k, start, stride } => {
+                        let first = (start as isize + done as isize * stride) as usize;
+                        sources[k as usize].pieces(
+                            first,
+                            stride,
+                            n,
+                            size as u64,
+                            |(si, st, _, m)| traffic.add((si, st), (ipu, tile), bytes(m)),
+                        );
+                    }
+                }
+                done += n;
+            },
+        );
     }
-
-    /// The index in `sorted` of the interval holding element `at`.
-    fn find(&self, at: usize) -> usize {
-        let mut k = self.first_in_bucket[at / self.bucket] as usize;
-        while self.sorted[k].start + self.sorted[k].len <= at {
-            k += 1;
-        }
-        k
-    }
-
-    /// Calls `f` with the pieces covering elements `start + i * stride` for `i` in
-    /// `0..len`, in order. Within one interval, consecutive elements stay on its tile, so a
-    /// piece is as long as the stride allows.
-    pub(crate) fn pieces(
-        &self,
-        start: usize,
-        stride: isize,
-        len: usize,
-        size: u64,
-        mut f: impl FnMut(Piece),
-    ) {
-        let mut i = 0;
-        while i < len {
-            let at = (start as isize + i as isize * stride) as usize;
-            let k = self.find(at);
-            let iv = self.sorted[k];
-            let left = len - i;
-            // A stride past the interval's end leaves one element here: no division.
-            let count = match stride {
-                0 => left,
-                s if s > 0 && at + s as usize >= iv.start + iv.len => 1,
-                s if s > 0 => (iv.start + iv.len - at).div_ceil(s as usize).min(left),
-                s if at - iv.start < s.unsigned_abs() => 1,
-                s => ((at - iv.start) / s.unsigned_abs() + 1).min(left),
-            };
-            f((
-                iv.ipu,
-                iv.tile,
-                iv.offset + (at - iv.start) as u64 * size,
-                count,
-            ));
-            i += count;
-        }
-    }
+    traffic.cost(system)
 }

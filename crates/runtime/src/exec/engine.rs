@@ -1,0 +1,439 @@
+//! The engine: loads an executable (checking it, costing its steps with the model,
+//! JIT-compiling its kernels, planning the host shortcuts) and runs its program on the host's
+//! copy of the tiles' memories. The model's timeline walks the program and records the
+//! profile; the engine is the [`Host`] that carries each step out.
+
+use crate::device::system::System;
+use crate::error::RuntimeError;
+use crate::exec::compute::LoadedComputeSet;
+use crate::exec::copy::{LoadedRearrange, Scratch};
+use crate::exec::memory::{self, f32_bytes, f32_bytes_mut};
+use crate::exec::shortcuts::HostPlan;
+use crate::model::profile::Profile;
+use crate::model::steps::StepCosts;
+use crate::model::timeline::{self, Host};
+use crate::model::validate::validate;
+use crate::program::executable::{Direction, Executable, RunSource, TensorId};
+use crate::program::walk::{copies, copy_as_rearrangement};
+use codegen::KernelCache;
+use rayon::prelude::*;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Buffers exchanged with the host, by stream name.
+#[derive(Debug, Clone, Default)]
+pub struct HostIo {
+    inputs: HashMap<String, VecDeque<Arc<[u8]>>>,
+    outputs: HashMap<String, Vec<Vec<u8>>>,
+}
+
+impl HostIo {
+    /// No buffers yet.
+    pub fn new() -> HostIo {
+        HostIo::default()
+    }
+
+    /// Queues one buffer for a host-to-device stream (consumed by one StreamCopy). A
+    /// buffer already shared (`Arc<[u8]>`) is queued without copying, so the same inputs can
+    /// feed many runs.
+    pub fn feed(&mut self, stream: &str, bytes: impl Into<Arc<[u8]>>) {
+        self.inputs
+            .entry(stream.to_string())
+            .or_default()
+            .push_back(bytes.into());
+    }
+
+    /// The buffers a device-to-host stream produced, in order (and forgets them).
+    pub fn take(&mut self, stream: &str) -> Vec<Vec<u8>> {
+        self.outputs.remove(stream).unwrap_or_default()
+    }
+}
+
+/// How an engine runs on the host. Neither option changes a byte or a cycle of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineOptions {
+    /// Host threads the tiles run on (0: one per core).
+    pub threads: usize,
+    /// Whether the host shortcuts run (operand views, product batches, kept results,
+    /// scratch reads); off, every step runs the plain path.
+    pub shortcuts: bool,
+}
+
+impl Default for EngineOptions {
+    fn default() -> EngineOptions {
+        EngineOptions {
+            threads: 0,
+            shortcuts: true,
+        }
+    }
+}
+
+/// Host time a run spent, by kind of step.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct HostTimes {
+    /// Running compute sets (vertices).
+    pub compute: Duration,
+    /// Carrying out copies and rearrangements (the exchange).
+    pub exchange: Duration,
+    /// Host stream transfers.
+    pub streams: Duration,
+}
+
+/// A loaded executable with its device memory.
+pub struct Engine {
+    exe: Executable,
+    system: System,
+    costs: StepCosts,
+    tiles: Tiles,
+    host: HostTimes,
+    pool: Arc<rayon::ThreadPool>,
+}
+
+/// The host's copy of the device: tile memories, loaded steps and the shortcuts' buffers.
+struct Tiles {
+    memory: Vec<Vec<u8>>,
+    kernels: KernelCache,
+    compute_sets: Vec<LoadedComputeSet>,
+    rearranges: Vec<LoadedRearrange>,
+    /// Every `Copy` of the program, as a rearrangement of one run.
+    copies: HashMap<(TensorId, TensorId), LoadedRearrange>,
+    scratch: Scratch,
+    plan: HostPlan,
+    /// By rearrangement: its kept windows (empty for the others).
+    kept: Vec<Vec<Vec<f32>>>,
+    /// The rearrangement each unwritten destination tensor would be written by.
+    kept_dst: HashMap<TensorId, usize>,
+}
+
+fn run_error(m: String) -> RuntimeError {
+    RuntimeError::Run(m)
+}
+
+impl Engine {
+    /// Checks the executable, compiles its kernels and allocates tile memory. Runs use all
+    /// cores and the host shortcuts; see [`Engine::load_with`].
+    pub fn load(exe: Executable) -> Result<Engine, RuntimeError> {
+        Engine::load_with(exe, EngineOptions::default())
+    }
+
+    /// Like [`Engine::load`], running tiles on `threads` host threads (0: one per core).
+    pub fn load_with_threads(exe: Executable, threads: usize) -> Result<Engine, RuntimeError> {
+        let options = EngineOptions {
+            threads,
+            ..EngineOptions::default()
+        };
+        Engine::load_with(exe, options)
+    }
+
+    /// Like [`Engine::load`], with `options`.
+    pub fn load_with(exe: Executable, options: EngineOptions) -> Result<Engine, RuntimeError> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(options.threads)
+            .build()
+            .map_err(|e| run_error(format!("cannot start host threads: {e}")))?;
+        pool.install(|| validate(&exe))?;
+        let system = System::new(exe.target.clone(), exe.num_ipus)?;
+        let costs = pool.install(|| StepCosts::of(&exe, &system))?;
+        let mut kernels = KernelCache::new().map_err(|e| run_error(e.to_string()))?;
+        // Kernels compile one after another (one JIT module); the compute sets then load
+        // in parallel.
+        let kernel_ids = (0..exe.compute_sets.len())
+            .map(|cs| LoadedComputeSet::compile_kernels(&exe, cs, &mut kernels))
+            .collect::<Result<Vec<_>, RuntimeError>>()?;
+        let (compute_sets, plan) =
+            HostPlan::plan(&exe, &costs, &kernel_ids, options.shortcuts, &pool)?;
+        // Planning a rearrangement's writes walks every piece it writes: in parallel.
+        let rearranges = pool.install(|| {
+            exe.rearranges
+                .par_iter()
+                .zip(&plan.kept_windows)
+                .zip(&plan.scratch_reads.skipped)
+                .map(|((r, &kept), &skipped)| {
+                    let writes = !kept && !skipped;
+                    LoadedRearrange::with_writes(&system, &exe.tensors, r, writes, &plan.results)
+                })
+                .collect::<Result<Vec<_>, RuntimeError>>()
+        })?;
+        let kept = rearranges
+            .iter()
+            .zip(&plan.kept_windows)
+            .map(|(r, &kept)| match kept {
+                true => r.window_bytes().map(|b| vec![0f32; b / 4]).collect(),
+                false => Vec::new(),
+            })
+            .collect();
+        let kept_dst = exe
+            .rearranges
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| plan.kept_windows[*i])
+            .map(|(i, r)| (r.dst, i))
+            .collect();
+        let copies = copies(&exe)
+            .into_iter()
+            .map(|(src, dst)| {
+                let r = copy_as_rearrangement(&exe, src, dst);
+                Ok(((src, dst), LoadedRearrange::new(&system, &exe.tensors, &r)?))
+            })
+            .collect::<Result<HashMap<_, _>, RuntimeError>>()?;
+        let tiles = Tiles {
+            memory: memory::allocate(&exe),
+            kernels,
+            compute_sets,
+            rearranges,
+            copies,
+            scratch: Scratch::default(),
+            plan,
+            kept,
+            kept_dst,
+        };
+        Ok(Engine {
+            exe,
+            system,
+            costs,
+            tiles,
+            host: HostTimes::default(),
+            pool: Arc::new(pool),
+        })
+    }
+
+    /// Where the host's time went in the last run (the simulator's own cost, not the
+    /// device's: that is the profile).
+    pub fn host_times(&self) -> HostTimes {
+        self.host
+    }
+
+    /// The executable being run.
+    pub fn executable(&self) -> &Executable {
+        &self.exe
+    }
+
+    /// The system it runs on.
+    pub fn system(&self) -> &System {
+        &self.system
+    }
+
+    /// Tensors the host does not keep in tile memory, read back (by
+    /// [`Engine::read_tensor`]) as they would have been written: destinations of
+    /// rearrangements whose windows matrix products read in place, products' results left in
+    /// the batch scratch, and K parts summed straight from it. The IPU Model charges their
+    /// moves as for any tensor; only the host skips them.
+    pub fn host_only_tensors(&self) -> Vec<TensorId> {
+        let t = &self.tiles;
+        let mut out: Vec<TensorId> = t
+            .kept_dst
+            .keys()
+            .chain(t.plan.results.keys())
+            .chain(t.plan.scratch_reads.dst.keys())
+            .copied()
+            .collect();
+        out.sort_unstable_by_key(|t| t.0);
+        out
+    }
+
+    /// The bytes of a tensor in element order.
+    pub fn read_tensor(&self, id: TensorId) -> Vec<u8> {
+        self.tiles.read_tensor(&self.exe, &self.system, id)
+    }
+
+    /// Writes a tensor's bytes (element order); the length must match.
+    pub fn write_tensor(&mut self, id: TensorId, bytes: &[u8]) -> Result<(), RuntimeError> {
+        memory::check_size(&self.exe.tensors[id.0 as usize], bytes.len())?;
+        memory::write(&self.exe, &mut self.tiles.memory, id, bytes);
+        Ok(())
+    }
+
+    /// Runs the main program once.
+    pub fn run(&mut self, io: &mut HostIo) -> Result<Profile, RuntimeError> {
+        self.host = HostTimes::default();
+        // The steps run on a pool thread: each superstep's parallel work then starts where
+        // it is, instead of being handed from this thread to the pool and back (two context
+        // switches per superstep, thousands per run).
+        let Engine {
+            exe,
+            system,
+            costs,
+            tiles,
+            host,
+            pool,
+        } = self;
+        let mut running = Running {
+            exe,
+            system,
+            tiles,
+            io,
+            times: host,
+            pool,
+        };
+        pool.install(|| timeline::run(exe, costs, &mut running))
+    }
+}
+
+impl Tiles {
+    fn read_tensor(&self, exe: &Executable, system: &System, id: TensorId) -> Vec<u8> {
+        let t = &exe.tensors[id.0 as usize];
+        let size = t.dtype.size();
+        // A result left in a batch scratch is read there.
+        if let Some(kept) = self.plan.results.get(&id) {
+            let mut out = vec![0u8; t.elements * size];
+            let scratch = self.compute_sets[kept.compute_set]
+                .batched()
+                .0
+                .scratch_bytes();
+            for &(start, len, at) in &kept.pieces {
+                out[start * size..(start + len) * size]
+                    .copy_from_slice(&scratch[at * size..(at + len) * size]);
+            }
+            return out;
+        }
+        // A destination whose readers read the scratch: its rearrangement applied to its
+        // source.
+        if let Some(&r) = self.plan.scratch_reads.dst.get(&id) {
+            let mut out = vec![0u8; t.elements * size];
+            let r = &exe.rearranges[r];
+            let source = self.read_tensor(exe, system, r.sources[0]);
+            for run in &r.runs {
+                let RunSource::Tensor { start, stride, .. } = run.source else {
+                    unreachable!("scratch_reads: every run reads the source");
+                };
+                for i in 0..run.len {
+                    let from = (start as isize + i as isize * stride) as usize * size;
+                    let to = (run.dst_start + i) * size;
+                    out[to..to + size].copy_from_slice(&source[from..from + size]);
+                }
+            }
+            return out;
+        }
+        // A destination left unwritten is read as its rearrangement would have written it.
+        let written: Vec<(usize, Vec<u8>)> = match self.kept_dst.get(&id) {
+            Some(&r) => {
+                let windows: Vec<&[u8]> = self.kept[r].iter().map(|w| f32_bytes(w)).collect();
+                let rearrange = &exe.rearranges[r];
+                LoadedRearrange::new(system, &exe.tensors, rearrange)
+                    .expect("loaded once already")
+                    .written_tiles(&self.memory, &windows)
+            }
+            None => Vec::new(),
+        };
+        memory::read(exe, t, |tile| {
+            written
+                .iter()
+                .find(|(t, _)| *t == tile)
+                .map_or(&self.memory[tile], |(_, m)| m)
+        })
+    }
+}
+
+/// The engine carrying out one run's steps.
+struct Running<'a> {
+    exe: &'a Executable,
+    system: &'a System,
+    tiles: &'a mut Tiles,
+    io: &'a mut HostIo,
+    times: &'a mut HostTimes,
+    pool: &'a rayon::ThreadPool,
+}
+
+impl Host for Running<'_> {
+    /// One superstep: every tile runs its vertices (tiles in parallel).
+    fn execute(&mut self, cs: usize) -> Result<(), RuntimeError> {
+        let t = Instant::now();
+        let tiles = &mut *self.tiles;
+        // The compute set runs mutably (its own batches) beside the others' scratches.
+        let (before, rest) = tiles.compute_sets.split_at_mut(cs);
+        let (this, after) = rest
+            .split_first_mut()
+            .expect("validated: compute set exists");
+        let results = |c: usize| -> &[u8] {
+            match c.cmp(&cs) {
+                std::cmp::Ordering::Less => before[c].batched().0.scratch_bytes(),
+                std::cmp::Ordering::Greater => after[c - cs - 1].batched().0.scratch_bytes(),
+                std::cmp::Ordering::Equal => unreachable!("scratch_reads: a sum reads another set"),
+            }
+        };
+        this.run(
+            &mut tiles.memory,
+            tiles.kernels.table(),
+            &self.exe.codelets,
+            &tiles.kept,
+            &results,
+            self.pool,
+        )?;
+        self.times.compute += t.elapsed();
+        Ok(())
+    }
+
+    fn rearrange(&mut self, id: usize) -> Result<(), RuntimeError> {
+        let t = Instant::now();
+        let tiles = &mut *self.tiles;
+        let r = &tiles.rearranges[id];
+        // A skipped one's readers read the scratch (see `scratch_reads`): only its cost counts.
+        if tiles.plan.kept_windows[id] {
+            for (k, window) in tiles.kept[id].iter_mut().enumerate() {
+                r.gather(&tiles.memory, k, f32_bytes_mut(window), self.pool);
+            }
+        } else if !tiles.plan.scratch_reads.skipped[id] {
+            let sets = &tiles.compute_sets;
+            r.apply(&mut tiles.memory, &mut tiles.scratch, self.pool, |c| {
+                sets[c].batched().0.scratch_bytes()
+            });
+        }
+        self.times.exchange += t.elapsed();
+        Ok(())
+    }
+
+    fn copy(&mut self, src: TensorId, dst: TensorId) -> Result<(), RuntimeError> {
+        let t = Instant::now();
+        let tiles = &mut *self.tiles;
+        let r = &tiles.copies[&(src, dst)];
+        let sets = &tiles.compute_sets;
+        r.apply(&mut tiles.memory, &mut tiles.scratch, self.pool, |c| {
+            sets[c].batched().0.scratch_bytes()
+        });
+        self.times.exchange += t.elapsed();
+        Ok(())
+    }
+
+    fn stream(&mut self, stream: usize, tensor: TensorId) -> Result<(), RuntimeError> {
+        let t0 = Instant::now();
+        let s = &self.exe.streams[stream];
+        let t = &self.exe.tensors[tensor.0 as usize];
+        match s.direction {
+            Direction::HostToDevice => {
+                let buffer = self.io.inputs.get_mut(&s.name).and_then(VecDeque::pop_front).ok_or_else(|| {
+                    run_error(format!("stream {} has no buffer left to copy into tensor {}; feed one with HostIo::feed", s.name, t.name))
+                })?;
+                let bytes = t.elements * t.dtype.size();
+                if buffer.len() != bytes {
+                    return Err(run_error(format!(
+                        "stream {} was fed {} bytes but carries {bytes} ({} x {:?})",
+                        s.name,
+                        buffer.len(),
+                        s.elements,
+                        s.dtype
+                    )));
+                }
+                memory::write(self.exe, &mut self.tiles.memory, tensor, &buffer);
+            }
+            Direction::DeviceToHost => {
+                let data = self.tiles.read_tensor(self.exe, self.system, tensor);
+                self.io
+                    .outputs
+                    .entry(s.name.clone())
+                    .or_default()
+                    .push(data);
+            }
+        }
+        self.times.streams += t0.elapsed();
+        Ok(())
+    }
+
+    fn decide(&mut self, t: TensorId) -> Result<Option<i64>, RuntimeError> {
+        let bytes = self.tiles.read_tensor(self.exe, self.system, t);
+        Ok(Some(match bytes.len() {
+            1 => bytes[0] as i64,
+            _ => i32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as i64,
+        }))
+    }
+}

@@ -1,0 +1,86 @@
+//! Host shortcuts: work the device does that the host can skip or do in bulk while
+//! producing the same bytes. Each is one module; [`HostPlan`] holds what they decided for
+//! one executable, and [`EngineOptions::shortcuts`] turns them all off, so tests can compare
+//! the plain path with them bit for bit. None changes a cycle: costs are the model's.
+//!
+//! - `operand_views`: matrix-product operand blocks read in place from a rearrangement's
+//!   gathered window instead of being written to every tile;
+//! - `product_batches`: matrix-product vertices sharing an operand run as one large gemm;
+//! - `kept_results`: batched products' results left in the batch scratch, read from there;
+//! - `scratch_reads`: K-part sums read their parts straight from the batch scratch, the
+//!   rearrangement between them skipped on the host.
+//!
+//! A new step kind starts on the plain path (its own loaded form in `exec/`) and may gain a
+//! shortcut later as a module here, planned in [`HostPlan::plan`].
+//!
+//! [`EngineOptions::shortcuts`]: crate::EngineOptions::shortcuts
+
+pub(crate) mod kept_results;
+pub(crate) mod operand_views;
+pub(crate) mod product_batches;
+pub(crate) mod scratch_reads;
+
+use crate::error::RuntimeError;
+use crate::exec::compute::LoadedComputeSet;
+use crate::model::steps::StepCosts;
+use crate::program::executable::{Executable, TensorId};
+use codegen::KernelId;
+use kept_results::KeptResult;
+use operand_views::OperandViews;
+use rayon::prelude::*;
+use scratch_reads::ScratchReads;
+use std::collections::HashMap;
+
+/// What the shortcuts decided for one executable.
+#[derive(Debug, Default)]
+pub(crate) struct HostPlan {
+    /// By rearrangement: its windows are kept and its destination is never written.
+    pub kept_windows: Vec<bool>,
+    /// Matrix-product results left in a compute set's batch scratch.
+    pub results: HashMap<TensorId, KeptResult>,
+    /// Rearrangements skipped because their readers read the batch scratch.
+    pub scratch_reads: ScratchReads,
+}
+
+impl HostPlan {
+    /// Loads every compute set of `exe` (kernels compiled as `kernels`, tiles weighed by
+    /// `costs`) and, with `shortcuts`, plans every shortcut into them.
+    pub(crate) fn plan(
+        exe: &Executable,
+        costs: &StepCosts,
+        kernels: &[Vec<KernelId>],
+        shortcuts: bool,
+        pool: &rayon::ThreadPool,
+    ) -> Result<(Vec<LoadedComputeSet>, HostPlan), RuntimeError> {
+        let views = match shortcuts {
+            true => pool.install(|| OperandViews::plan(exe)),
+            false => OperandViews::none(exe),
+        };
+        let mut compute_sets = pool.install(|| {
+            kernels
+                .par_iter()
+                .enumerate()
+                .map(|(cs, ids)| {
+                    LoadedComputeSet::load(exe, cs, &views, ids, &costs.compute_sets[cs])
+                })
+                .collect::<Result<Vec<_>, RuntimeError>>()
+        })?;
+        if !shortcuts {
+            let plan = HostPlan {
+                kept_windows: views.kept,
+                results: HashMap::new(),
+                scratch_reads: ScratchReads::none(exe),
+            };
+            return Ok((compute_sets, plan));
+        }
+        let results = kept_results::plan(exe, &mut compute_sets, &views.kept);
+        let scratch_reads =
+            scratch_reads::plan(exe, &mut compute_sets, &views.kept, &results, pool);
+        let plan = HostPlan {
+            kept_windows: views.kept,
+            results,
+            scratch_reads,
+        };
+        Ok((compute_sets, plan))
+    }
+}

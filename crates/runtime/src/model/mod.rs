@@ -1,0 +1,24 @@
+//! What an IPU holds and what each step costs, computed from the executable and the target
+//! alone: no host buffers, no JIT, nothing run.
+//!
+//! - `layout`: where a tensor's elements live, the regions of vertices, tile extents;
+//! - `cost`: the cycle formulas (vertices, tiles, exchange, host link, paging);
+//! - `exchange`: the traffic of a rearrangement or copy, piece by piece, and its cost;
+//! - `paging`: out of core, how virtual tiles fold onto physical ones;
+//! - `steps`: one cost per kind of program step (`StepCosts`) and the step profiles;
+//! - `timeline`: the walk of the program tree in the order steps run, which both an
+//!   estimate and an engine run drive, so both record the same profile;
+//! - `estimate`: the profile of a run, without running;
+//! - `profile`: the profile format;
+//! - `validate`: the load-time checks (mappings, memory per tile, regions, dataflow), which
+//!   every cost above relies on.
+
+pub mod cost;
+pub(crate) mod estimate;
+pub(crate) mod exchange;
+pub(crate) mod layout;
+pub(crate) mod paging;
+pub(crate) mod profile;
+pub(crate) mod steps;
+pub(crate) mod timeline;
+pub(crate) mod validate;

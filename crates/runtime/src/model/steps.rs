@@ -1,0 +1,246 @@
+//! What each kind of program step costs, computed once from the executable and the system
+//! ([`StepCosts`]), and the profile each step records. To add a kind of step: give it a
+//! cost here, computed from the executable alone, and a `StepProfile` constructor; the
+//! timeline then records it for estimates and runs alike.
+
+use crate::device::system::System;
+use crate::error::RuntimeError;
+use crate::model::cost::{self, VertexCost};
+use crate::model::exchange::{CopyCost, rearrangement_cost};
+use crate::model::paging;
+use crate::model::profile::{StepKind, StepProfile};
+use crate::program::executable::{Executable, Region, StreamId, TensorId};
+use crate::program::walk::{copies, copy_as_rearrangement, each_node, programs};
+use codegen::KernelSpec;
+use rayon::prelude::*;
+use std::collections::HashMap;
+
+/// What a compute set costs: its slowest tile, and out of core the paging of what its
+/// vertices read and write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ComputeCost {
+    /// The slowest tile's cycles (out of core: the physical tile whose virtual tiles take
+    /// longest together).
+    pub compute_cycles: u64,
+    /// Out of core: cycles paging between Streaming Memory and the tiles (else 0).
+    pub paging_cycles: u64,
+    /// Out of core: bytes paged (else 0).
+    pub bytes_paged: u64,
+    /// The cycles of every tile that runs vertices, `(ipu * tiles_per_ipu + tile, cycles)`
+    /// in tile order (what an engine weighs its host threads' shares by).
+    pub tile_cycles: Vec<(usize, u64)>,
+}
+
+/// What a host stream transfer costs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StreamCost {
+    /// Cycles moving the bytes: the host link, or the busiest receiving (or sending) tile at
+    /// exchange bandwidth, whichever is slower.
+    pub transfer_cycles: u64,
+    /// Bytes moved.
+    pub bytes: u64,
+}
+
+/// The cost of every step an executable's programs can run.
+#[derive(Debug)]
+pub(crate) struct StepCosts {
+    /// One sync: on-chip, or across every IPU of the system.
+    pub sync_cycles: u64,
+    /// By compute set.
+    pub compute_sets: Vec<ComputeCost>,
+    /// By rearrangement.
+    pub rearranges: Vec<CopyCost>,
+    /// By `Copy` (source, destination).
+    pub copies: HashMap<(TensorId, TensorId), CopyCost>,
+    /// By `StreamCopy` (stream, tensor).
+    pub streams: HashMap<(StreamId, TensorId), StreamCost>,
+}
+
+impl StepCosts {
+    /// Costs every step of `exe` (validated) on `system`; compute sets and rearrangements
+    /// are costed in parallel.
+    pub(crate) fn of(exe: &Executable, system: &System) -> Result<StepCosts, RuntimeError> {
+        let compute_sets = (0..exe.compute_sets.len())
+            .into_par_iter()
+            .map(|cs| compute_set_cost(exe, cs))
+            .collect();
+        let rearranges = exe
+            .rearranges
+            .par_iter()
+            .map(|r| rearrangement_cost(system, &exe.tensors, r))
+            .collect::<Result<Vec<_>, RuntimeError>>()?;
+        let copies = copies(exe)
+            .into_iter()
+            .map(|(src, dst)| {
+                let r = copy_as_rearrangement(exe, src, dst);
+                Ok(((src, dst), rearrangement_cost(system, &exe.tensors, &r)?))
+            })
+            .collect::<Result<HashMap<_, _>, RuntimeError>>()?;
+        let mut streams = HashMap::new();
+        for p in programs(exe) {
+            each_node(p, &mut |q| {
+                if let crate::program::executable::Program::StreamCopy { stream, tensor } = q {
+                    streams
+                        .entry((*stream, *tensor))
+                        .or_insert_with(|| stream_cost(exe, *tensor));
+                }
+            });
+        }
+        Ok(StepCosts {
+            sync_cycles: sync_cycles(system),
+            compute_sets,
+            rearranges,
+            copies,
+            streams,
+        })
+    }
+}
+
+/// Cycles of one sync on `system`: on-chip for one IPU, across the ladder for several.
+pub(crate) fn sync_cycles(system: &System) -> u64 {
+    if system.num_ipus() > 1 {
+        system.global_sync_cycles()
+    } else {
+        system.target.internal_sync_cycles
+    }
+}
+
+/// The cost of compute set `cs_index` of `exe` (validated): each tile's vertices spread over
+/// its worker contexts, the slowest tile, and out of core the bytes its vertices touch.
+pub(crate) fn compute_set_cost(exe: &Executable, cs_index: usize) -> ComputeCost {
+    let cs = &exe.compute_sets[cs_index];
+    let target = &exe.target;
+    let mut slot = vec![u32::MAX; exe.num_ipus * target.tiles_per_ipu];
+    let mut vertices: Vec<Vec<VertexCost>> = Vec::new();
+    // Bytes the vertices of each slot read and write (what paging moves, out of core).
+    let mut touched: Vec<u64> = Vec::new();
+    let mut place = |ipu: usize, tile: usize, c: VertexCost, bytes: u64| {
+        let t = ipu * target.tiles_per_ipu + tile;
+        if slot[t] == u32::MAX {
+            slot[t] = vertices.len() as u32;
+            vertices.push(Vec::new());
+            touched.push(0);
+        }
+        let s = slot[t] as usize;
+        vertices[s].push(c);
+        touched[s] += bytes;
+    };
+    let region_size = |r: &Region| (r.len * exe.tensors[r.tensor.0 as usize].dtype.size()) as u64;
+    let touched_by =
+        |inputs: &[Region], outputs: &[Region]| inputs.iter().chain(outputs).map(region_size).sum();
+    for v in &cs.vertices {
+        let (elements, runs) = match &v.kernel {
+            KernelSpec::Elementwise(_) | KernelSpec::MatMul(_) => (v.outputs[0].len, 0),
+            KernelSpec::Reduce(_) => (v.inputs[0].len, v.outputs[0].len),
+        };
+        let c = cost::vertex_cost(&v.kernel, elements, runs, target);
+        place(v.ipu, v.tile, c, touched_by(&v.inputs, &v.outputs));
+    }
+    for v in &cs.codelet_vertices {
+        let c = exe.codelets[v.codelet.0 as usize].0.cost(target);
+        place(v.ipu, v.tile, c, touched_by(&v.inputs, &v.outputs));
+    }
+    let cycles: Vec<u64> = vertices
+        .iter()
+        .map(|v| cost::tile_cycles(v, target.worker_contexts))
+        .collect();
+    let by_tile = |values: &[u64]| -> Vec<(usize, u64)> {
+        (0..slot.len())
+            .filter(|&t| slot[t] != u32::MAX)
+            .map(|t| (t, values[slot[t] as usize]))
+            .collect()
+    };
+    let tile_cycles = by_tile(&cycles);
+    let (paging_cycles, bytes_paged) = paging::paging(target, exe.num_ipus, by_tile(&touched));
+    ComputeCost {
+        compute_cycles: paging::busiest_physical(target, exe.num_ipus, tile_cycles.iter().copied()),
+        paging_cycles,
+        bytes_paged,
+        tile_cycles,
+    }
+}
+
+/// The cost of streaming `tensor` to or from the host: the host link, or the busiest tile
+/// at exchange bandwidth, limits a transfer.
+fn stream_cost(exe: &Executable, tensor: TensorId) -> StreamCost {
+    let t = &exe.tensors[tensor.0 as usize];
+    let bytes = (t.elements * t.dtype.size()) as u64;
+    let tiles = exe.target.tiles_per_ipu;
+    let mut per_tile = vec![0u64; exe.num_ipus * tiles];
+    for iv in &t.mapping {
+        per_tile[iv.ipu * tiles + iv.tile] += (iv.len * t.dtype.size()) as u64;
+    }
+    let busiest = per_tile.iter().copied().max().unwrap_or(0);
+    let target = &exe.target;
+    StreamCost {
+        transfer_cycles: cost::host_cycles(target, bytes)
+            .max(cost::exchange_cycles(target, busiest)),
+        bytes,
+    }
+}
+
+impl StepProfile {
+    /// A compute set's step: its compute phase, one sync, and out of core its paging.
+    pub(crate) fn execute(name: String, c: &ComputeCost, sync_cycles: u64) -> StepProfile {
+        StepProfile {
+            name,
+            kind: StepKind::Execute,
+            cycles: c.compute_cycles + sync_cycles + c.paging_cycles,
+            compute_cycles: c.compute_cycles,
+            sync_cycles,
+            exchange_cycles: 0,
+            bytes_moved: 0,
+            bytes_over_links: 0,
+            paging_cycles: c.paging_cycles,
+            bytes_paged: c.bytes_paged,
+        }
+    }
+
+    /// A copy's or rearrangement's step.
+    pub(crate) fn copy(name: String, c: &CopyCost) -> StepProfile {
+        StepProfile {
+            name,
+            kind: StepKind::Copy,
+            cycles: c.on_tile_cycles + c.sync_cycles + c.exchange_cycles + c.paging_cycles,
+            compute_cycles: c.on_tile_cycles,
+            sync_cycles: c.sync_cycles,
+            exchange_cycles: c.exchange_cycles,
+            bytes_moved: c.bytes_exchanged + c.bytes_over_links,
+            bytes_over_links: c.bytes_over_links,
+            paging_cycles: c.paging_cycles,
+            bytes_paged: c.bytes_paged,
+        }
+    }
+
+    /// A host stream transfer's step: one sync, then the transfer.
+    pub(crate) fn stream(name: String, c: &StreamCost, sync_cycles: u64) -> StepProfile {
+        StepProfile {
+            name,
+            kind: StepKind::StreamCopy,
+            cycles: sync_cycles + c.transfer_cycles,
+            compute_cycles: 0,
+            sync_cycles,
+            exchange_cycles: c.transfer_cycles,
+            bytes_moved: c.bytes,
+            bytes_over_links: 0,
+            paging_cycles: 0,
+            bytes_paged: 0,
+        }
+    }
+
+    /// A sync step: a `Sync` program, or the sync a branch decision costs.
+    pub(crate) fn sync(name: String, sync_cycles: u64) -> StepProfile {
+        StepProfile {
+            name,
+            kind: StepKind::Sync,
+            cycles: sync_cycles,
+            compute_cycles: 0,
+            sync_cycles,
+            exchange_cycles: 0,
+            bytes_moved: 0,
+            bytes_over_links: 0,
+            paging_cycles: 0,
+            bytes_paged: 0,
+        }
+    }
+}

@@ -1,0 +1,255 @@
+//! The program tree walked in the order its steps run, recording each step's profile from
+//! the [`StepCosts`]. What carries the steps out is a [`Host`]: an engine computes the
+//! bytes and reads each branch predicate from tile memory; an estimate does nothing and
+//! knows no predicate (or replays those of a recorded run). Both record their profiles here,
+//! so a run's profile and its estimate cannot disagree on a cycle.
+
+use crate::error::RuntimeError;
+use crate::model::layout::tile_memory;
+use crate::model::profile::{DataDependent, OutOfCore, Profile, StepKind, StepProfile, Totals};
+use crate::model::steps::StepCosts;
+use crate::program::executable::{Executable, Program, TensorId};
+use crate::program::walk::copy_name;
+
+/// What carries out the steps the timeline walks.
+pub(crate) trait Host {
+    /// Runs compute set `cs`.
+    fn execute(&mut self, cs: usize) -> Result<(), RuntimeError>;
+    /// Runs rearrangement `r`.
+    fn rearrange(&mut self, r: usize) -> Result<(), RuntimeError>;
+    /// Copies all of `src` to `dst`.
+    fn copy(&mut self, src: TensorId, dst: TensorId) -> Result<(), RuntimeError>;
+    /// Moves one buffer between host stream `stream` and `tensor`.
+    fn stream(&mut self, stream: usize, tensor: TensorId) -> Result<(), RuntimeError>;
+    /// The value of the one-element predicate or index `t` (a pred reads 0 or 1), or `None`
+    /// when it is not known (an estimate).
+    fn decide(&mut self, t: TensorId) -> Result<Option<i64>, RuntimeError>;
+}
+
+/// Walks `exe`'s main program on `host`, recording the profile.
+pub(crate) fn run(
+    exe: &Executable,
+    costs: &StepCosts,
+    host: &mut impl Host,
+) -> Result<Profile, RuntimeError> {
+    let mut t = Timeline {
+        exe,
+        costs,
+        steps: Vec::new(),
+        decisions: Vec::new(),
+        data_dependent: Vec::new(),
+    };
+    t.walk(&exe.program, host)?;
+    Ok(t.profile())
+}
+
+struct Timeline<'e> {
+    exe: &'e Executable,
+    costs: &'e StepCosts,
+    steps: Vec<StepProfile>,
+    decisions: Vec<i64>,
+    data_dependent: Vec<DataDependent>,
+}
+
+impl<'e> Timeline<'e> {
+    fn tensor_name(&self, t: TensorId) -> &'e str {
+        &self.exe.tensors[t.0 as usize].name
+    }
+
+    /// The sync before a branch on `t`, then `t`'s value if the host knows it.
+    fn branch_on(
+        &mut self,
+        t: TensorId,
+        host: &mut impl Host,
+    ) -> Result<Option<i64>, RuntimeError> {
+        let name = format!("branch on {}", self.tensor_name(t));
+        self.steps
+            .push(StepProfile::sync(name, self.costs.sync_cycles));
+        let value = host.decide(t)?;
+        self.decisions.extend(value);
+        Ok(value)
+    }
+
+    fn cycles_since(&self, first: usize) -> u64 {
+        self.steps[first..].iter().map(|s| s.cycles).sum()
+    }
+
+    fn walk(&mut self, p: &'e Program, host: &mut impl Host) -> Result<(), RuntimeError> {
+        let (exe, costs) = (self.exe, self.costs);
+        match p {
+            Program::Sequence(ps) => {
+                for s in ps {
+                    self.walk(s, host)?;
+                }
+            }
+            Program::Execute(id) => {
+                let cs = id.0 as usize;
+                host.execute(cs)?;
+                self.steps.push(StepProfile::execute(
+                    exe.compute_sets[cs].name.clone(),
+                    &costs.compute_sets[cs],
+                    costs.sync_cycles,
+                ));
+            }
+            Program::Rearrange(id) => {
+                let r = id.0 as usize;
+                host.rearrange(r)?;
+                self.steps.push(StepProfile::copy(
+                    exe.rearranges[r].name.clone(),
+                    &costs.rearranges[r],
+                ));
+            }
+            Program::Copy { src, dst } => {
+                host.copy(*src, *dst)?;
+                let cost = &costs.copies[&(*src, *dst)];
+                self.steps
+                    .push(StepProfile::copy(copy_name(exe, *src, *dst), cost));
+            }
+            Program::Repeat { count, body } => {
+                for _ in 0..*count {
+                    self.walk(body, host)?;
+                }
+            }
+            Program::RepeatWhileTrue {
+                condition,
+                predicate,
+                body,
+            } => loop {
+                let first = self.steps.len();
+                self.walk(condition, host)?;
+                match self.branch_on(*predicate, host)? {
+                    Some(0) => break,
+                    Some(_) => self.walk(body, host)?,
+                    None => {
+                        // The trip count depends on data: one iteration is counted, then the
+                        // exit.
+                        self.walk(body, host)?;
+                        self.data_dependent.push(DataDependent::Loop {
+                            predicate: self.tensor_name(*predicate).to_string(),
+                            first_step: first,
+                            steps_per_iteration: self.steps.len() - first,
+                            cycles_per_iteration: self.cycles_since(first),
+                        });
+                        self.walk(condition, host)?;
+                        self.branch_on(*predicate, host)?;
+                        break;
+                    }
+                }
+            },
+            Program::If {
+                predicate,
+                then,
+                otherwise,
+            } => match self.branch_on(*predicate, host)? {
+                Some(v) => self.walk(if v != 0 { then } else { otherwise }, host)?,
+                None => self.costliest(*predicate, &[&**otherwise, &**then], host)?,
+            },
+            Program::Switch {
+                index,
+                cases,
+                default,
+            } => match self.branch_on(*index, host)? {
+                Some(i) => {
+                    let branch = usize::try_from(i)
+                        .ok()
+                        .and_then(|i| cases.get(i))
+                        .unwrap_or(default);
+                    self.walk(branch, host)?;
+                }
+                None => {
+                    let branches: Vec<&Program> =
+                        cases.iter().chain(std::iter::once(&**default)).collect();
+                    self.costliest(*index, &branches, host)?;
+                }
+            },
+            Program::Call(f) => self.walk(&exe.functions[f.0 as usize], host)?,
+            Program::StreamCopy { stream, tensor } => {
+                host.stream(stream.0 as usize, *tensor)?;
+                let s = &exe.streams[stream.0 as usize];
+                let cost = &costs.streams[&(*stream, *tensor)];
+                self.steps.push(StepProfile::stream(
+                    format!("stream {}", s.name),
+                    cost,
+                    costs.sync_cycles,
+                ));
+            }
+            Program::Sync => self
+                .steps
+                .push(StepProfile::sync("sync".into(), costs.sync_cycles)),
+        }
+        Ok(())
+    }
+
+    /// A branch on data the host does not know: every branch is walked, and the costliest
+    /// (the first of equals) is kept, with a note saying so. `branches` are in the order of
+    /// the values that select them (an If's `otherwise` first).
+    fn costliest(
+        &mut self,
+        on: TensorId,
+        branches: &[&'e Program],
+        host: &mut impl Host,
+    ) -> Result<(), RuntimeError> {
+        let (first, notes) = (self.steps.len(), self.data_dependent.len());
+        let mut best: Option<(u64, usize, Vec<StepProfile>, Vec<DataDependent>)> = None;
+        for (i, b) in branches.iter().enumerate() {
+            self.walk(b, host)?;
+            let cycles = self.cycles_since(first);
+            let steps = self.steps.split_off(first);
+            let inner = self.data_dependent.split_off(notes);
+            if best.as_ref().is_none_or(|(c, ..)| cycles > *c) {
+                best = Some((cycles, i, steps, inner));
+            }
+        }
+        let (_, taken, steps, inner) = best.expect("a branch has at least one program");
+        let count = steps.len();
+        // Notes inside the kept branch point at its steps, which stay where they were.
+        self.steps.extend(steps);
+        self.data_dependent.push(DataDependent::Branch {
+            predicate: self.tensor_name(on).to_string(),
+            first_step: first,
+            steps: count,
+            taken,
+            branches: branches.len(),
+        });
+        self.data_dependent.extend(inner);
+        Ok(())
+    }
+
+    fn profile(self) -> Profile {
+        let exe = self.exe;
+        let target = &exe.target;
+        let mut totals = Totals::default();
+        for s in &self.steps {
+            totals.compute_cycles += s.compute_cycles;
+            totals.sync_cycles += s.sync_cycles;
+            totals.exchange_cycles += s.exchange_cycles;
+            totals.paging_cycles += s.paging_cycles;
+            totals.bytes_paged += s.bytes_paged;
+            match s.kind {
+                StepKind::StreamCopy => totals.bytes_streamed += s.bytes_moved,
+                StepKind::Copy => {
+                    totals.bytes_exchanged += s.bytes_moved - s.bytes_over_links;
+                    totals.bytes_over_links += s.bytes_over_links;
+                }
+                StepKind::Execute | StepKind::Sync => {}
+            }
+        }
+        let total_cycles: u64 = self.steps.iter().map(|s| s.cycles).sum();
+        Profile {
+            target: target.version.to_string(),
+            num_ipus: exe.num_ipus,
+            clock_hz: target.clock_hz,
+            total_cycles,
+            seconds: target.seconds(total_cycles),
+            totals,
+            steps: self.steps,
+            tiles: tile_memory(exe),
+            out_of_core: target.is_out_of_core().then_some(OutOfCore {
+                virtual_tiles_per_ipu: target.tiles_per_ipu,
+                physical_tiles_per_ipu: target.physical_tiles_per_ipu,
+            }),
+            decisions: self.decisions,
+            data_dependent: self.data_dependent,
+        }
+    }
+}
