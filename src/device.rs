@@ -2,7 +2,7 @@
 //! run, and read the results back as host values of the module's own result types.
 
 use compiler::{Compiled, IpuConfig, PassOptions};
-use runtime::{Engine, HostIo, Profile};
+use runtime::{Engine, EngineOptions, HostIo, Profile};
 use std::sync::Arc;
 use xla_ir::literal::ArrayLiteral;
 use xla_ir::{Literal, Module};
@@ -101,6 +101,17 @@ impl LoadedModule {
         config: &IpuConfig,
         options: &PassOptions,
     ) -> anyhow::Result<(LoadedModule, LoadTimings)> {
+        LoadedModule::load_with(module, config, options, EngineOptions::default())
+    }
+
+    /// [`LoadedModule::load`] with the engine's host options (threads, shortcuts), which
+    /// change neither a byte nor a cycle of a run.
+    pub fn load_with(
+        module: &Module,
+        config: &IpuConfig,
+        options: &PassOptions,
+        engine: EngineOptions,
+    ) -> anyhow::Result<(LoadedModule, LoadTimings)> {
         let t0 = std::time::Instant::now();
         let Compiled {
             executable,
@@ -115,7 +126,7 @@ impl LoadedModule {
             .map(|c| c.vertices.len() + c.codelet_vertices.len())
             .sum();
         let t1 = std::time::Instant::now();
-        let engine = Engine::load(executable)?;
+        let engine = Engine::load_with(executable, engine)?;
         let t2 = std::time::Instant::now();
         let declared = module
             .entry_computation()
@@ -139,6 +150,23 @@ impl LoadedModule {
             load_seconds: (t2 - t1).as_secs_f64(),
         };
         Ok((loaded, timings))
+    }
+
+    /// The engine the module is loaded on (its executable, system, tensors).
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The profile a run would record, without running ([`runtime::estimate`]): loops whose
+    /// trip count depends on data count one iteration, data-dependent branches their
+    /// costliest branch, unless `decisions` (a run's `Profile::decisions`) say otherwise.
+    pub fn estimate(&self, decisions: &[i64]) -> anyhow::Result<Profile> {
+        let e = &self.engine;
+        Ok(runtime::estimate_replaying(
+            e.executable(),
+            e.system(),
+            decisions,
+        )?)
     }
 
     /// Where the host's time went in the last run, by kind of step.

@@ -3,13 +3,38 @@
 //! case's tolerance: both are within it of XLA). On 4 tiles, a case whose inputs and
 //! outputs alone are more than the tiles hold must run out of core (through Streaming
 //! Memory) and still match. `x64_int64` must fail with the f64 error.
+//!
+//! Every run's profile is also what the model estimates without running (replaying the
+//! run's branch decisions where the program has data-dependent control flow), and the
+//! engine's host shortcuts change no cycle and no byte of an output (but for the last bits
+//! of products the host multiplies from operands seen in place: gemm's summation order
+//! follows the operands' shape and strides).
 
 mod common;
 
 use common::{cases, check_output, leaves, load};
-use compiler::IpuConfig;
+use compiler::{IpuConfig, PassOptions};
 use ipuxla::compiler;
+use ipuxla::device::LoadedModule;
+use ipuxla::runtime::{EngineOptions, Profile};
 use std::path::Path;
+
+/// The estimate of a loaded module equals the profile `run` recorded: exactly when the run
+/// made no decision on data, and replaying its decisions when it did (without them, the
+/// estimate says which loops and branches it could not know).
+fn check_estimate(what: &str, loaded: &LoadedModule, run: &Profile) {
+    let replayed = loaded.estimate(&run.decisions).unwrap();
+    assert_eq!(
+        &replayed, run,
+        "{what}: estimate replaying the run's decisions"
+    );
+    let blind = loaded.estimate(&[]).unwrap();
+    if run.decisions.is_empty() {
+        assert_eq!(&blind, run, "{what}: estimate");
+    } else {
+        assert!(!blind.data_dependent.is_empty(), "{what}: {blind:?}");
+    }
+}
 
 fn run_case(case: &Path, file: &str, tiles: usize) {
     let (info, module, inputs) = load(case, file);
@@ -20,8 +45,12 @@ fn run_case(case: &Path, file: &str, tiles: usize) {
     let mut config = IpuConfig::default();
     config.ipu_model.tiles_per_ipu = tiles;
     let reference = leaves(xla_ir::eval::evaluate(&module, &inputs).unwrap());
-    let run = ipuxla::device::run_on_ipu_model(&module, &config, &inputs)
+    let (mut loaded, _) = LoadedModule::load(&module, &config, &PassOptions::default())
         .unwrap_or_else(|e| panic!("{what}: {e:#}"));
+    let (outputs, profile) = loaded
+        .run(&inputs)
+        .unwrap_or_else(|e| panic!("{what}: {e:#}"));
+    check_estimate(&what, &loaded, &profile);
     let target = config.target().unwrap();
     let io_bytes: u64 = inputs
         .iter()
@@ -31,15 +60,14 @@ fn run_case(case: &Path, file: &str, tiles: usize) {
     let capacity = target.bytes_per_tile * target.tiles_per_ipu as u64;
     if io_bytes > capacity {
         assert_eq!(
-            run.profile.out_of_core.map(|o| o.physical_tiles_per_ipu),
+            profile.out_of_core.map(|o| o.physical_tiles_per_ipu),
             Some(target.tiles_per_ipu),
             "{what}: inputs and outputs of {io_bytes} B cannot fit {capacity} B of tiles"
         );
-        assert!(run.profile.totals.bytes_paged >= io_bytes, "{what}: paging");
+        assert!(profile.totals.bytes_paged >= io_bytes, "{what}: paging");
     }
-    assert_eq!(run.outputs.len(), reference.len(), "{what}: outputs");
-    for (k, ((got, want), spec)) in run
-        .outputs
+    assert_eq!(outputs.len(), reference.len(), "{what}: outputs");
+    for (k, ((got, want), spec)) in outputs
         .iter()
         .zip(&reference)
         .zip(info["outputs"].as_array().unwrap())
@@ -51,7 +79,7 @@ fn run_case(case: &Path, file: &str, tiles: usize) {
         });
         check_output(&format!("{what} output {k}"), got, want, &doubled);
     }
-    assert!(run.profile.total_cycles > 0, "{what}: no cycles counted");
+    assert!(profile.total_cycles > 0, "{what}: no cycles counted");
 }
 
 fn run_all(file: &str, tiles: usize) {
@@ -85,4 +113,51 @@ fn plain_modules_on_four_tiles() {
 #[test]
 fn optimised_modules_on_four_tiles() {
     run_all("module.opt.hlo", 4);
+}
+
+#[test]
+fn host_shortcuts_change_no_byte_and_no_cycle() {
+    let plain = EngineOptions {
+        shortcuts: false,
+        ..EngineOptions::default()
+    };
+    let mut exact = 0;
+    for case in cases().iter().filter(|c| !c.ends_with("x64_int64")) {
+        let (info, module, inputs) = load(case, "module.opt.hlo");
+        let run = |engine: EngineOptions| {
+            let options = PassOptions::default();
+            let (mut loaded, _) =
+                LoadedModule::load_with(&module, &IpuConfig::default(), &options, engine).unwrap();
+            let (outputs, profile) = loaded.run(&inputs).unwrap();
+            (outputs, profile, loaded.engine().viewed_products())
+        };
+        let (fast, fast_profile, batches) = run(EngineOptions::default());
+        let (slow, slow_profile, none) = run(plain);
+        let what = case.display();
+        assert_eq!(
+            none, 0,
+            "{what}: shortcuts off, no operand is seen in place"
+        );
+        assert_eq!(fast_profile, slow_profile, "{what}: profiles");
+        assert_eq!(fast.len(), slow.len(), "{what}");
+        let specs = info["outputs"].as_array().unwrap();
+        for (k, ((a, b), spec)) in fast.iter().zip(&slow).zip(specs).enumerate() {
+            if batches == 0 {
+                assert_eq!(
+                    bits(&a.data),
+                    bits(&b.data),
+                    "{what}: output {k}, bit for bit"
+                );
+            } else {
+                check_output(&format!("{what}: output {k}"), a, b, spec);
+            }
+        }
+        exact += usize::from(batches == 0);
+    }
+    assert!(exact >= 30, "only {exact} cases ran without operand views");
+}
+
+/// An array's elements as bits (NaNs compare equal to themselves).
+fn bits(data: &xla_ir::literal::ArrayData) -> Vec<u8> {
+    format!("{data:?}").into_bytes()
 }

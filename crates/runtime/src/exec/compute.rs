@@ -306,6 +306,9 @@ const SMALL_CYCLES: u64 = 20_000;
 pub(crate) struct LoadedComputeSet {
     /// Its name, for errors.
     name: String,
+    /// Matrix-product vertices reading an operand in place from a kept window (batched or
+    /// not).
+    viewed_products: usize,
     /// How the tiles are cut among host threads (weighed by cycles; one range when so
     /// little work that waking host threads costs more than it saves).
     spread: Spread,
@@ -363,6 +366,7 @@ impl LoadedComputeSet {
         // Vertices run one by one, with their tiles' slots.
         let mut singles: Vec<(usize, LoadedVertex)> = Vec::new();
         let mut slots = 0;
+        let mut viewed_products = 0;
         // Matrix products with both operands in kept windows, by vertex: batched below.
         let mut viewed: Vec<(LoadedVertex, ViewedProduct)> = Vec::new();
         // The slot of a vertex's tile, given in the order tiles first appear.
@@ -412,6 +416,7 @@ impl LoadedComputeSet {
             );
             let s = place(v.ipu * tiles_per_ipu + v.tile);
             if operand_views.iter().any(Option::is_some) {
+                viewed_products += 1;
                 loaded.views = Some(Box::new(operand_views));
             }
             match (&v.kernel, operand_views) {
@@ -459,6 +464,7 @@ impl LoadedComputeSet {
         let total: u64 = cost.tile_cycles.iter().map(|&(_, c)| c).sum();
         Ok(LoadedComputeSet {
             name: cs.name.clone(),
+            viewed_products,
             spread: Spread::new(&weights, &slot, total < SMALL_CYCLES),
             tiles: {
                 let mut tiles = Buckets::new(slots, singles);
@@ -469,6 +475,11 @@ impl LoadedComputeSet {
             scatters: Buckets::new(slots, scatters),
             slot,
         })
+    }
+
+    /// How many matrix-product vertices read an operand in place from a kept window.
+    pub(crate) fn viewed_products(&self) -> usize {
+        self.viewed_products
     }
 
     /// The batched matrix products and every vertex result they copy to a tile.

@@ -232,6 +232,19 @@ impl Engine {
         out
     }
 
+    /// How many matrix-product vertices the host multiplies from operands seen in place
+    /// (operand views, and the batches made of them). `gemm` sums a product's terms in an
+    /// order that follows its operands' shape and strides, so such a result can differ from
+    /// the plain path's in its last bits; nothing else a shortcut does changes a byte, and
+    /// none changes a cycle.
+    pub fn viewed_products(&self) -> usize {
+        self.tiles
+            .compute_sets
+            .iter()
+            .map(LoadedComputeSet::viewed_products)
+            .sum()
+    }
+
     /// The bytes of a tensor in element order.
     pub fn read_tensor(&self, id: TensorId) -> Vec<u8> {
         self.tiles.read_tensor(&self.exe, &self.system, id)

@@ -6,8 +6,9 @@
 //! a rearrangement's destination is written by nothing else and read only by f32
 //! matrix-product vertices whose blocks are strided matrices of one gathered source window,
 //! the engine keeps the window instead of writing the blocks, and each vertex multiplies
-//! its block straight from it. What the vertices compute is unchanged (the same elements in
-//! the same order); only host copies disappear. [`Engine::read_tensor`] still returns what
+//! its block straight from it. The vertices multiply the same elements; gemm may sum them in
+//! another order for a strided operand (the last bits of a result can differ from the plain
+//! path's), and host copies disappear. [`Engine::read_tensor`] still returns what
 //! such a destination would hold.
 //!
 //! [`Engine::read_tensor`]: crate::exec::engine::Engine::read_tensor

@@ -7,7 +7,8 @@
 //! that share one operand are side by side in the other operand's window, the host
 //! multiplies the shared block by all of them at once (one gemm over the concatenated
 //! columns, or rows) into a scratch matrix, and each vertex's result is copied from it to its
-//! tile. Every vertex's result holds the same products over the same K range as before; the
+//! tile. Every vertex's result holds the same products over the same K range as before (summed in
+//! gemm's order for the batch's shape, so the last bits can differ from a lone vertex's); the
 //! IPU Model's cycles are charged per vertex exactly as before (the host's batching is not
 //! the IPU's).
 
