@@ -93,6 +93,9 @@ pub struct BenchResult {
     pub host_exchange_ms: f64,
     /// See `host_compute_ms`.
     pub host_streams_ms: f64,
+    /// Estimating the same executable's profile without running it
+    /// ([`LoadedModule::estimate`]: checks and costs), ms.
+    pub estimate_ms: f64,
     /// IPU Model cycles of one run.
     pub simulated_cycles: u64,
     /// Bytes used on the fullest tile.
@@ -135,6 +138,7 @@ impl BenchResult {
             "host_compute_ms": self.host_compute_ms,
             "host_exchange_ms": self.host_exchange_ms,
             "host_streams_ms": self.host_streams_ms,
+            "estimate_ms": self.estimate_ms,
             "simulated_cycles": self.simulated_cycles,
             "peak_tile_bytes": self.peak_tile_bytes,
             "bytes_exchanged": self.bytes_exchanged,
@@ -202,6 +206,16 @@ pub fn bench_case(dir: &Path, options: &BenchOptions) -> anyhow::Result<BenchRes
     let host = host.map(|ms| ms / times.len() as f64);
     times.sort_by(f64::total_cmp);
     let (outputs, profile) = outputs_and_profile;
+    let t = Instant::now();
+    let estimate = loaded.estimate(&profile.decisions)?;
+    let estimate_ms = t.elapsed().as_secs_f64() * 1e3;
+    if estimate != profile {
+        anyhow::bail!(
+            "the model's estimate ({} cycles) differs from the run's profile ({} cycles)",
+            estimate.total_cycles,
+            profile.total_cycles
+        );
+    }
     let check = match stored {
         Some(_) => check_outputs(&case, &outputs)?,
         None => OutputCheck::NotChecked,
@@ -219,6 +233,7 @@ pub fn bench_case(dir: &Path, options: &BenchOptions) -> anyhow::Result<BenchRes
         host_compute_ms: host[0],
         host_exchange_ms: host[1],
         host_streams_ms: host[2],
+        estimate_ms,
         simulated_cycles: profile.total_cycles,
         bytes_exchanged: profile.totals.bytes_exchanged,
         peak_tile_bytes: profile
@@ -231,6 +246,58 @@ pub fn bench_case(dir: &Path, options: &BenchOptions) -> anyhow::Result<BenchRes
         vertices: loaded.vertices,
         outputs: check,
         xla: xla_figures(&case.info),
+    })
+}
+
+/// What `ipuxla bench --estimate-only` measures of a case: compiling it and estimating its
+/// run without running (no inputs, no kernels, no tile memory).
+#[derive(Debug, Clone)]
+pub struct EstimateResult {
+    /// The case's name.
+    pub name: String,
+    /// Instructions in the module, all computations.
+    pub instructions: usize,
+    /// Parsing and compiling to an executable, ms.
+    pub compile_ms: f64,
+    /// Estimating (checks and costs), ms.
+    pub estimate_ms: f64,
+    /// The profile a run would record.
+    pub profile: runtime::Profile,
+}
+
+impl EstimateResult {
+    /// The figures as JSON.
+    pub fn to_json(&self) -> serde_json::Value {
+        let p = &self.profile;
+        serde_json::json!({
+            "name": self.name,
+            "instructions": self.instructions,
+            "compile_ms": self.compile_ms,
+            "estimate_ms": self.estimate_ms,
+            "simulated_cycles": p.total_cycles,
+            "bytes_exchanged": p.totals.bytes_exchanged,
+            "peak_tile_bytes": p.tiles.iter().map(|t| t.bytes_used).max().unwrap_or(0),
+            "data_dependent": p.data_dependent.len(),
+        })
+    }
+}
+
+/// Compiles the case in `dir` and estimates its run without running it.
+pub fn estimate_case(dir: &Path, options: &BenchOptions) -> anyhow::Result<EstimateResult> {
+    let t0 = Instant::now();
+    let case = Case::read(dir, &options.file)?;
+    let parse_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let e = crate::device::estimate_on_ipu_model(
+        &case.module,
+        &options.config,
+        &PassOptions::default(),
+    )?;
+    Ok(EstimateResult {
+        name: case.name(),
+        instructions: instruction_count(&case.module),
+        compile_ms: parse_ms + e.compile_seconds * 1e3,
+        estimate_ms: e.estimate_seconds * 1e3,
+        profile: e.profile,
     })
 }
 

@@ -71,6 +71,51 @@ pub fn run_on_ipu_model_with(
     })
 }
 
+/// What the IPU Model estimates for a module without running it.
+#[derive(Debug)]
+pub struct DeviceEstimate {
+    /// The profile a run would record ([`runtime::estimate`]).
+    pub profile: Profile,
+    /// Compute sets in the executable.
+    pub compute_sets: usize,
+    /// Vertices (JIT and codelet) in the executable.
+    pub vertices: usize,
+    /// Compiler warnings (conversions the device needed).
+    pub warnings: Vec<String>,
+    /// Host seconds compiling (HLO to executable).
+    pub compile_seconds: f64,
+    /// Host seconds estimating (checks and costing every step; no JIT, nothing run).
+    pub estimate_seconds: f64,
+}
+
+/// Compiles `module` for `config` and estimates its run on the IPU Model without running:
+/// no inputs, no kernels compiled, no tile memory.
+pub fn estimate_on_ipu_model(
+    module: &Module,
+    config: &IpuConfig,
+    options: &PassOptions,
+) -> anyhow::Result<DeviceEstimate> {
+    let t0 = std::time::Instant::now();
+    let compiled = compiler::compile_with_options(module, config, options)?;
+    let exe = &compiled.executable;
+    let t1 = std::time::Instant::now();
+    let system = runtime::System::new(exe.target.clone(), exe.num_ipus)?;
+    let profile = runtime::estimate(exe, &system)?;
+    let t2 = std::time::Instant::now();
+    Ok(DeviceEstimate {
+        profile,
+        compute_sets: exe.compute_sets.len(),
+        vertices: exe
+            .compute_sets
+            .iter()
+            .map(|c| c.vertices.len() + c.codelet_vertices.len())
+            .sum(),
+        warnings: compiled.warnings,
+        compile_seconds: (t1 - t0).as_secs_f64(),
+        estimate_seconds: (t2 - t1).as_secs_f64(),
+    })
+}
+
 /// Host seconds spent making a [`LoadedModule`].
 #[derive(Debug, Clone, Copy)]
 pub struct LoadTimings {

@@ -102,3 +102,36 @@ fn zero_runs_is_refused() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--runs must be at least 1"));
 }
+
+/// The four bench cases: `bench` fails when the model's estimate differs from a run's
+/// profile, and their cycles and peak tile bytes are the ones BENCHMARKS.md records (a host
+/// change never changes them). `--estimate-only` gives the same figures without running.
+#[test]
+fn bench_cases_estimate_what_they_run_with_the_recorded_cycles_and_peaks() {
+    let want = [
+        ("bench_cnn_train_b32", 2_878_189, 455_424),
+        ("bench_encoder_stack12_fwd", 5_271_624, 45_696),
+        ("bench_mlp_train_b256", 329_592, 21_676),
+        ("bench_transformer_fwd_bwd", 1_484_147, 48_904),
+    ];
+    let dirs: Vec<String> = want.iter().map(|(c, ..)| fixture(c)).collect();
+    let mut args = vec!["bench", "--json"];
+    args.extend(dirs.iter().map(String::as_str));
+    let estimated = ipuxla(&[args.clone(), vec!["--estimate-only"]].concat());
+    args.extend(["--runs", "1", "--warmup", "0"]);
+    let ran = ipuxla(&args);
+    for out in [&ran, &estimated] {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        for (c, (name, cycles, peak)) in v.as_array().unwrap().iter().zip(want) {
+            assert_eq!(c["name"], name);
+            assert_eq!(c["simulated_cycles"], cycles, "{name}");
+            assert_eq!(c["peak_tile_bytes"], peak, "{name}");
+            assert!(c["estimate_ms"].as_f64().is_some_and(|ms| ms > 0.0), "{c}");
+        }
+    }
+}

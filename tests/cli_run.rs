@@ -497,3 +497,51 @@ fn the_profile_is_written_as_json() {
     assert!(json["total_cycles"].as_u64().unwrap() > 0);
     assert!(json["tiles"][0]["bytes_used"].as_u64().unwrap() > 0);
 }
+
+/// `--estimate-only` prints the profile a run would record without reading inputs or
+/// writing outputs, says which loops it could not count, writes `--profile`, and refuses
+/// the options it would ignore.
+#[test]
+fn estimate_only_profiles_without_running() {
+    let dir = std::env::temp_dir().join(format!("ipuxla-estimate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let profile = dir.join("profile.json");
+    let module = format!(
+        "{}/fixtures/conformance/while_loop_dynamic/module.hlo",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let out = ipuxla(&[
+        "run",
+        &module,
+        "--estimate-only",
+        "--profile",
+        profile.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("without running it"), "{stdout}");
+    assert!(stdout.contains("steps estimated"), "{stdout}");
+    assert!(
+        stdout.contains("is counted once (trip count unknown;"),
+        "{stdout}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&profile).unwrap()).unwrap();
+    assert_eq!(json["data_dependent"][0]["kind"], "loop", "{json}");
+    assert!(json["total_cycles"].as_u64().unwrap() > 0);
+    let refused = ipuxla(&[
+        "run",
+        &module,
+        "--estimate-only",
+        "--outdir",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("cannot be used with"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

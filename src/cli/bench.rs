@@ -1,7 +1,9 @@
 //! `ipuxla bench`: compile and run corpus cases on the IPU Model and set the host times
 //! beside XLA's on the CPU (from each `case.json`).
 
-use crate::bench::{BenchOptions, BenchResult, OutputCheck, bench_case};
+use crate::bench::{
+    BenchOptions, BenchResult, EstimateResult, OutputCheck, bench_case, estimate_case,
+};
 use anyhow::bail;
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -33,6 +35,61 @@ pub struct BenchArgs {
     /// `--scaling 1,12`.
     #[arg(long, value_delimiter = ',', value_name = "LAYERS")]
     pub scaling: Vec<usize>,
+    /// Compile each case and estimate its run without running it: compile and estimate
+    /// times, simulated cycles, bytes exchanged and peak tile memory (no inputs read, no
+    /// outputs checked; `--runs` and `--warmup` do not apply).
+    #[arg(long, conflicts_with_all = ["scaling", "runs", "warmup"])]
+    pub estimate_only: bool,
+}
+
+/// `--estimate-only`: a row (or JSON object) per case.
+fn estimates(cases: &[PathBuf], options: &BenchOptions, json: bool) -> anyhow::Result<()> {
+    let mut results: Vec<EstimateResult> = Vec::new();
+    let mut failed = Vec::new();
+    if !json {
+        println!(
+            "{:<28} {:>7} {:>11} {:>12} {:>12} {:>14} {:>12}",
+            "case", "instrs", "compile ms", "estimate ms", "cycles", "exchanged B", "peak tile B"
+        );
+    }
+    for dir in cases {
+        match estimate_case(dir, options) {
+            Ok(r) => {
+                if !json {
+                    let peak = r.profile.tiles.iter().map(|t| t.bytes_used).max();
+                    println!(
+                        "{:<28} {:>7} {:>11.1} {:>12.1} {:>12} {:>14} {:>12}{}",
+                        r.name,
+                        r.instructions,
+                        r.compile_ms,
+                        r.estimate_ms,
+                        r.profile.total_cycles,
+                        r.profile.totals.bytes_exchanged,
+                        peak.unwrap_or(0),
+                        match r.profile.data_dependent.len() {
+                            0 => String::new(),
+                            n => format!("  ({n} data-dependent loops or branches)"),
+                        }
+                    );
+                }
+                results.push(r);
+            }
+            Err(e) => failed.push(format!("{}: {e:#}", dir.display())),
+        }
+    }
+    if json {
+        let objects: Vec<serde_json::Value> = results.iter().map(EstimateResult::to_json).collect();
+        let value = match (cases.len(), <[_; 1]>::try_from(objects)) {
+            (1, Ok([one])) => one,
+            (_, Ok([one])) => serde_json::Value::Array(vec![one]),
+            (_, Err(all)) => serde_json::Value::Array(all),
+        };
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    }
+    if !failed.is_empty() {
+        bail!("{}", failed.join("\n"));
+    }
+    Ok(())
 }
 
 /// The bench cases of the fixtures, when run from the repository.
@@ -74,6 +131,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         file: args.file.clone(),
         config: super::load_config(args.config.as_deref())?,
     };
+    if args.estimate_only {
+        return estimates(&cases, &options, args.json);
+    }
     let mut results = Vec::new();
     let mut failed = Vec::new();
     if !args.json {

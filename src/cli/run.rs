@@ -47,12 +47,18 @@ pub struct RunArgs {
     #[arg(long, default_value = "")]
     pub inputs: String,
     /// Directory for the results: `output_0.npy`, `output_1.npy`, ... (the result tuple,
-    /// flattened). Created if missing.
-    #[arg(long)]
-    pub outdir: PathBuf,
+    /// flattened). Created if missing. Required unless `--estimate-only`.
+    #[arg(long, required_unless_present = "estimate_only")]
+    pub outdir: Option<PathBuf>,
     /// Allow writing into an existing non-empty `--outdir`.
     #[arg(long)]
     pub overwrite: bool,
+    /// Compile for the IPU Model and print the profile a run would record (cycles per step,
+    /// bytes, memory per tile) without running anything: no inputs are read and no outputs
+    /// written. Loops whose trip count depends on data count one iteration, branches on
+    /// data their costliest branch (the summary says which). `--profile` writes it.
+    #[arg(long, conflicts_with_all = ["inputs", "outdir", "overwrite", "engine"])]
+    pub estimate_only: bool,
     /// The engine that computes the results.
     #[arg(long, value_enum, default_value_t = Engine::IpuModel)]
     pub engine: Engine,
@@ -150,8 +156,15 @@ fn config_of(args: &RunArgs) -> anyhow::Result<compiler::IpuConfig> {
 /// Runs `ipuxla run`.
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let module = super::load_module(&args.file)?;
-    check_outdir(&args.outdir, args.overwrite)?;
     let config = config_of(&args)?;
+    if args.estimate_only {
+        return estimate(&args, &module, &config);
+    }
+    let outdir = args
+        .outdir
+        .as_deref()
+        .expect("clap: required unless --estimate-only");
+    check_outdir(outdir, args.overwrite)?;
     let inputs = read_inputs(&module, &args.inputs)?;
     let start = Instant::now();
     let (outputs, device) = match args.engine {
@@ -173,14 +186,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         }
     };
     let elapsed = start.elapsed();
-    std::fs::create_dir_all(&args.outdir).with_context(|| {
-        format!(
-            "{}: cannot create the output directory",
-            args.outdir.display()
-        )
-    })?;
+    std::fs::create_dir_all(outdir)
+        .with_context(|| format!("{}: cannot create the output directory", outdir.display()))?;
     for (k, output) in outputs.iter().enumerate() {
-        let path = args.outdir.join(format!("output_{k}.npy"));
+        let path = outdir.join(format!("output_{k}.npy"));
         write_npy(&path, output)?;
         println!(
             "{}  {} {}  {}",
@@ -201,12 +210,36 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     );
     if let Some(run) = device {
         print!("{}", super::summary::summary(&run));
-        if let Some(path) = &args.profile {
-            let json = serde_json::to_string_pretty(&run.profile)?;
-            std::fs::write(path, json)
-                .with_context(|| format!("{}: cannot write the profile", path.display()))?;
-            println!("profile written to {}", path.display());
-        }
+        write_profile(args.profile.as_deref(), &run.profile)?;
+    } else if args.profile.is_some() {
+        bail!("--profile: the reference engine records no profile; run on the ipu-model engine");
+    }
+    Ok(())
+}
+
+/// `--estimate-only`: the profile a run would record, without running.
+fn estimate(args: &RunArgs, module: &Module, config: &compiler::IpuConfig) -> anyhow::Result<()> {
+    let options = args.passes.options();
+    let e = crate::device::estimate_on_ipu_model(module, config, &options)
+        .map_err(|e| anyhow!("{}: {e:#}", args.file.display()))?;
+    for w in &e.warnings {
+        eprintln!("warning: {w}");
+    }
+    println!(
+        "estimated {} on the ipu-model engine without running it",
+        args.file.display()
+    );
+    print!("{}", super::summary::estimate_summary(&e));
+    write_profile(args.profile.as_deref(), &e.profile)
+}
+
+/// Writes `profile` as JSON to `path`, when given.
+fn write_profile(path: Option<&Path>, profile: &runtime::Profile) -> anyhow::Result<()> {
+    if let Some(path) = path {
+        let json = serde_json::to_string_pretty(profile)?;
+        std::fs::write(path, json)
+            .with_context(|| format!("{}: cannot write the profile", path.display()))?;
+        println!("profile written to {}", path.display());
     }
     Ok(())
 }

@@ -1,11 +1,58 @@
-//! The summary `ipuxla run` prints after a run on the IPU Model.
+//! The summary `ipuxla run` prints after a run on the IPU Model, or after an estimate.
 
-use crate::device::DeviceRun;
+use crate::device::{DeviceEstimate, DeviceRun};
+use runtime::{DataDependent, Profile};
 use std::fmt::Write;
 
 /// Cycles, time, memory, exchange and program size, one fact per line.
 pub fn summary(run: &DeviceRun) -> String {
-    let p = &run.profile;
+    let mut s = profile_lines(&run.profile, run.compute_sets, run.vertices, "run");
+    let _ = writeln!(
+        s,
+        "host: compile {:.1} ms, load (checks, JIT) {:.1} ms, simulate {:.1} ms",
+        run.compile_seconds * 1e3,
+        run.load_seconds * 1e3,
+        run.run_seconds * 1e3
+    );
+    s
+}
+
+/// [`summary`] for an estimate: the same facts, what the estimate could not know, and its
+/// host times.
+pub fn estimate_summary(e: &DeviceEstimate) -> String {
+    let mut s = profile_lines(&e.profile, e.compute_sets, e.vertices, "estimated");
+    for d in &e.profile.data_dependent {
+        let _ = match d {
+            DataDependent::Loop {
+                predicate,
+                cycles_per_iteration,
+                ..
+            } => writeln!(
+                s,
+                "data-dependent: the loop on {predicate} is counted once (trip count unknown; {cycles_per_iteration} cycles per iteration)"
+            ),
+            DataDependent::Branch {
+                predicate,
+                taken,
+                branches,
+                ..
+            } => writeln!(
+                s,
+                "data-dependent: the branch on {predicate} counts its costliest branch ({taken} of {branches})"
+            ),
+        };
+    }
+    let _ = writeln!(
+        s,
+        "host: compile {:.1} ms, estimate (checks, costs) {:.1} ms; nothing run",
+        e.compile_seconds * 1e3,
+        e.estimate_seconds * 1e3
+    );
+    s
+}
+
+/// The lines every summary shares; `steps` says whether the steps were run or estimated.
+fn profile_lines(p: &Profile, compute_sets: usize, vertices: usize, steps: &str) -> String {
     let mut s = String::new();
     let peak = p
         .tiles
@@ -67,17 +114,8 @@ pub fn summary(run: &DeviceRun) -> String {
     );
     let _ = writeln!(
         s,
-        "program: {} compute sets, {} vertices, {} steps run",
-        run.compute_sets,
-        run.vertices,
+        "program: {compute_sets} compute sets, {vertices} vertices, {} steps {steps}",
         p.steps.len()
-    );
-    let _ = writeln!(
-        s,
-        "host: compile {:.1} ms, load (checks, JIT) {:.1} ms, simulate {:.1} ms",
-        run.compile_seconds * 1e3,
-        run.load_seconds * 1e3,
-        run.run_seconds * 1e3
     );
     s
 }
