@@ -5,7 +5,7 @@
 use crate::device::system::System;
 use crate::error::RuntimeError;
 use crate::model::cost;
-use crate::model::layout::Locator;
+use crate::model::layout::{Locator, destination_pieces};
 use crate::model::paging;
 use crate::program::executable::{Rearrange, RunSource, Tensor};
 use std::collections::HashMap;
@@ -143,30 +143,16 @@ pub(crate) fn rearrangement_cost(
         .iter()
         .map(|s| Locator::new(&tensors[s.0 as usize]))
         .collect();
-    for run in &r.runs {
-        let mut done = 0;
-        dst_at.pieces(
-            run.dst_start,
-            1,
-            run.len,
-            size as u64,
-            |(ipu, tile, _, n)| {
-                match run.source {
-                    RunSource::Fill => traffic.fill(ipu, tile, bytes(n)),
-                    RunSource::Tensor { k, start, stride } => {
-                        let first = (start as isize + done as isize * stride) as usize;
-                        sources[k as usize].pieces(
-                            first,
-                            stride,
-                            n,
-                            size as u64,
-                            |(si, st, _, m)| traffic.add((si, st), (ipu, tile), bytes(m)),
-                        );
-                    }
-                }
-                done += n;
-            },
-        );
-    }
+    destination_pieces(r, &dst_at, size, |run, (ipu, tile, _, n), done| {
+        match run.source {
+            RunSource::Fill => traffic.fill(ipu, tile, bytes(n)),
+            RunSource::Tensor { k, start, stride } => {
+                let first = (start as isize + done as isize * stride) as usize;
+                sources[k as usize].pieces(first, stride, n, size as u64, |(si, st, _, m)| {
+                    traffic.add((si, st), (ipu, tile), bytes(m))
+                });
+            }
+        }
+    });
     traffic.cost(system)
 }

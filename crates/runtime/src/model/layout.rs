@@ -3,7 +3,7 @@
 //! tensor's elements falls into, and the source elements a rearrangement reads.
 
 use crate::model::profile::TileMemory;
-use crate::program::executable::{Executable, Interval, Rearrange, Region, RunSource, Tensor};
+use crate::program::executable::{Executable, Interval, Rearrange, Region, Run, RunSource, Tensor};
 use std::collections::HashMap;
 
 /// Bytes each used tile needs: the end of the last tensor interval there.
@@ -171,5 +171,23 @@ impl<'t> Locator<'t> {
             ));
             i += count;
         }
+    }
+}
+
+/// Calls `f(run, piece, done)` for every piece (one destination tile) of every run of `r`,
+/// in run order; `done` is how many of the run's elements come before the piece. `dst`
+/// locates `r`'s destination, whose elements are `size` bytes.
+pub(crate) fn destination_pieces(
+    r: &Rearrange,
+    dst: &Locator,
+    size: usize,
+    mut f: impl FnMut(&Run, Piece, usize),
+) {
+    for run in &r.runs {
+        let mut done = 0;
+        dst.pieces(run.dst_start, 1, run.len, size as u64, |piece| {
+            f(run, piece, done);
+            done += piece.3;
+        });
     }
 }
