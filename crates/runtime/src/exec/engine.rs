@@ -283,7 +283,26 @@ impl Engine {
     }
 }
 
+/// A loaded rearrangement or copy that writes its destination on the tiles.
+enum Written {
+    Rearrange(usize),
+    Copy(TensorId, TensorId),
+}
+
 impl Tiles {
+    /// Carries out a rearrangement or copy on the plain path: gathered from the tiles (or
+    /// a batch scratch), written to the destination tiles.
+    fn apply(&mut self, which: Written, pool: &rayon::ThreadPool) {
+        let r = match which {
+            Written::Rearrange(id) => &self.rearranges[id],
+            Written::Copy(src, dst) => &self.copies[&(src, dst)],
+        };
+        let sets = &self.compute_sets;
+        r.apply(&mut self.memory, &mut self.scratch, pool, |c| {
+            sets[c].batched().0.scratch_bytes()
+        });
+    }
+
     fn read_tensor(&self, exe: &Executable, system: &System, id: TensorId) -> Vec<u8> {
         let t = &exe.tensors[id.0 as usize];
         let size = t.dtype.size();
@@ -387,10 +406,7 @@ impl Host for Running<'_> {
                 r.gather(&tiles.memory, k, f32_bytes_mut(window), self.pool);
             }
         } else if !tiles.plan.scratch_reads.skipped[id] {
-            let sets = &tiles.compute_sets;
-            r.apply(&mut tiles.memory, &mut tiles.scratch, self.pool, |c| {
-                sets[c].batched().0.scratch_bytes()
-            });
+            tiles.apply(Written::Rearrange(id), self.pool);
         }
         self.times.exchange += t.elapsed();
         Ok(())
@@ -398,12 +414,7 @@ impl Host for Running<'_> {
 
     fn copy(&mut self, src: TensorId, dst: TensorId) -> Result<(), RuntimeError> {
         let t = Instant::now();
-        let tiles = &mut *self.tiles;
-        let r = &tiles.copies[&(src, dst)];
-        let sets = &tiles.compute_sets;
-        r.apply(&mut tiles.memory, &mut tiles.scratch, self.pool, |c| {
-            sets[c].batched().0.scratch_bytes()
-        });
+        self.tiles.apply(Written::Copy(src, dst), self.pool);
         self.times.exchange += t.elapsed();
         Ok(())
     }

@@ -31,9 +31,20 @@ pub(crate) struct ComputeCost {
     pub tile_cycles: Vec<(usize, u64)>,
 }
 
+/// A `Copy` step: its name in profiles and its cost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CopyStep {
+    /// `copy SRC -> DST`.
+    pub name: String,
+    /// What it costs.
+    pub cost: CopyCost,
+}
+
 /// What a host stream transfer costs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct StreamCost {
+    /// The step's name in profiles (`stream NAME`).
+    pub name: String,
     /// Cycles moving the bytes: the host link, or the busiest receiving (or sending) tile at
     /// exchange bandwidth, whichever is slower.
     pub transfer_cycles: u64,
@@ -51,7 +62,7 @@ pub(crate) struct StepCosts {
     /// By rearrangement.
     pub rearranges: Vec<CopyCost>,
     /// By `Copy` (source, destination).
-    pub copies: HashMap<(TensorId, TensorId), CopyCost>,
+    pub copies: HashMap<(TensorId, TensorId), CopyStep>,
     /// By `StreamCopy` (stream, tensor).
     pub streams: HashMap<(StreamId, TensorId), StreamCost>,
 }
@@ -73,7 +84,8 @@ impl StepCosts {
             .into_iter()
             .map(|(src, dst)| {
                 let r = copy_as_rearrangement(exe, src, dst);
-                Ok(((src, dst), rearrangement_cost(system, &exe.tensors, &r)?))
+                let cost = rearrangement_cost(system, &exe.tensors, &r)?;
+                Ok(((src, dst), CopyStep { name: r.name, cost }))
             })
             .collect::<Result<HashMap<_, _>, RuntimeError>>()?;
         let mut streams = HashMap::new();
@@ -82,7 +94,7 @@ impl StepCosts {
                 if let crate::program::executable::Program::StreamCopy { stream, tensor } = q {
                     streams
                         .entry((*stream, *tensor))
-                        .or_insert_with(|| stream_cost(exe, *tensor));
+                        .or_insert_with(|| stream_cost(exe, *stream, *tensor));
                 }
             });
         }
@@ -162,7 +174,7 @@ pub(crate) fn compute_set_cost(exe: &Executable, cs_index: usize) -> ComputeCost
 
 /// The cost of streaming `tensor` to or from the host: the host link, or the busiest tile
 /// at exchange bandwidth, limits a transfer.
-fn stream_cost(exe: &Executable, tensor: TensorId) -> StreamCost {
+fn stream_cost(exe: &Executable, stream: StreamId, tensor: TensorId) -> StreamCost {
     let t = &exe.tensors[tensor.0 as usize];
     let bytes = (t.elements * t.dtype.size()) as u64;
     let tiles = exe.target.tiles_per_ipu;
@@ -173,6 +185,7 @@ fn stream_cost(exe: &Executable, tensor: TensorId) -> StreamCost {
     let busiest = per_tile.iter().copied().max().unwrap_or(0);
     let target = &exe.target;
     StreamCost {
+        name: format!("stream {}", exe.streams[stream.0 as usize].name),
         transfer_cycles: cost::host_cycles(target, bytes)
             .max(cost::exchange_cycles(target, busiest)),
         bytes,

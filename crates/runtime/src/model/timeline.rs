@@ -9,7 +9,6 @@ use crate::model::layout::tile_memory;
 use crate::model::profile::{DataDependent, OutOfCore, Profile, StepKind, StepProfile, Totals};
 use crate::model::steps::StepCosts;
 use crate::program::executable::{Executable, Program, TensorId};
-use crate::program::walk::copy_name;
 
 /// What carries out the steps the timeline walks.
 pub(crate) trait Host {
@@ -101,9 +100,9 @@ impl<'e> Timeline<'e> {
             }
             Program::Copy { src, dst } => {
                 host.copy(*src, *dst)?;
-                let cost = &costs.copies[&(*src, *dst)];
+                let copy = &costs.copies[&(*src, *dst)];
                 self.steps
-                    .push(StepProfile::copy(copy_name(exe, *src, *dst), cost));
+                    .push(StepProfile::copy(copy.name.clone(), &copy.cost));
             }
             Program::Repeat { count, body } => {
                 for _ in 0..*count {
@@ -165,10 +164,9 @@ impl<'e> Timeline<'e> {
             Program::Call(f) => self.walk(&exe.functions[f.0 as usize], host)?,
             Program::StreamCopy { stream, tensor } => {
                 host.stream(stream.0 as usize, *tensor)?;
-                let s = &exe.streams[stream.0 as usize];
                 let cost = &costs.streams[&(*stream, *tensor)];
                 self.steps.push(StepProfile::stream(
-                    format!("stream {}", s.name),
+                    cost.name.clone(),
                     cost,
                     costs.sync_cycles,
                 ));

@@ -69,7 +69,7 @@ pub(crate) fn copies(exe: &Executable) -> Vec<(TensorId, TensorId)> {
 pub(crate) fn copy_as_rearrangement(exe: &Executable, src: TensorId, dst: TensorId) -> Rearrange {
     let d = &exe.tensors[dst.0 as usize];
     Rearrange {
-        name: copy_name(exe, src, dst),
+        name: format!("copy {} -> {}", exe.tensors[src.0 as usize].name, d.name),
         dst,
         sources: vec![src],
         fill: Vec::new(),
@@ -79,14 +79,6 @@ pub(crate) fn copy_as_rearrangement(exe: &Executable, src: TensorId, dst: Tensor
             len: d.elements,
         }],
     }
-}
-
-/// The name a `Copy` step has in profiles.
-pub(crate) fn copy_name(exe: &Executable, src: TensorId, dst: TensorId) -> String {
-    format!(
-        "copy {} -> {}",
-        exe.tensors[src.0 as usize].name, exe.tensors[dst.0 as usize].name
-    )
 }
 
 /// The tensors node `p` itself reads and writes (not its children's, not its compute set's
