@@ -9,11 +9,10 @@ use crate::program::executable::{Executable, Tensor, TensorId};
 /// One byte vector per tile (`ipu * tiles_per_ipu + tile`), as long as the model says the
 /// tile's tensors span, with every tensor's initial contents written.
 pub(crate) fn allocate(exe: &Executable) -> Vec<Vec<u8>> {
-    let tiles = exe.target.tiles_per_ipu;
-    let mut memory = vec![Vec::new(); exe.num_ipus * tiles];
-    for ((ipu, tile), bytes) in tile_extents(exe) {
-        memory[ipu * tiles + tile] = vec![0u8; bytes as usize];
-    }
+    let mut memory: Vec<Vec<u8>> = tile_extents(exe)
+        .into_iter()
+        .map(|bytes| vec![0u8; bytes as usize])
+        .collect();
     for (i, t) in exe.tensors.iter().enumerate() {
         if let Some(init) = &t.init {
             write(exe, &mut memory, TensorId(i as u32), init);

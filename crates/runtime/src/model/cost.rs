@@ -99,7 +99,7 @@ pub fn vertex_cost(kernel: &KernelSpec, n: usize, runs: usize, target: &Target) 
 /// issues every `workers` cycles.
 pub fn tile_cycles(costs: &[VertexCost], workers: usize) -> u64 {
     let mut supervisor = 0;
-    let mut sorted = Vec::with_capacity(costs.len());
+    let mut sorted: smallvec::SmallVec<[u64; 16]> = smallvec::SmallVec::new();
     for c in costs {
         match c {
             VertexCost::Supervisor(cycles) => supervisor += cycles,
@@ -107,7 +107,7 @@ pub fn tile_cycles(costs: &[VertexCost], workers: usize) -> u64 {
         }
     }
     sorted.sort_unstable_by(|a, b| b.cmp(a));
-    let mut load = vec![0u64; workers.max(1)];
+    let mut load: smallvec::SmallVec<[u64; 8]> = smallvec::smallvec![0; workers.max(1)];
     for i in sorted {
         let least = load.iter_mut().min().expect("at least one worker");
         *least += i;

@@ -3,17 +3,23 @@
 //! tensor's elements falls into, and the source elements a rearrangement reads.
 
 use crate::model::profile::TileMemory;
-use crate::program::executable::{Executable, Interval, Rearrange, Region, Run, RunSource, Tensor};
-use std::collections::HashMap;
+use crate::program::executable::{Executable, Rearrange, Region, Run, RunSource, Tensor, TensorId};
+use std::cell::Cell;
 
-/// Bytes each used tile needs: the end of the last tensor interval there.
-pub(crate) fn tile_extents(exe: &Executable) -> HashMap<(usize, usize), u64> {
-    let mut extents: HashMap<(usize, usize), u64> = HashMap::new();
+/// Bytes each tile needs (`ipu * tiles_per_ipu + tile`): the end of the last tensor
+/// interval there, 0 where nothing is. Intervals outside the system (which validation
+/// rejects) are left out.
+pub(crate) fn tile_extents(exe: &Executable) -> Vec<u64> {
+    let tiles = exe.target.tiles_per_ipu;
+    let mut extents = vec![0u64; exe.num_ipus * tiles];
     for t in &exe.tensors {
+        let size = t.dtype.size() as u64;
         for iv in &t.mapping {
-            let end = iv.offset + (iv.len * t.dtype.size()) as u64;
-            let e = extents.entry((iv.ipu, iv.tile)).or_insert(0);
-            *e = (*e).max(end);
+            if iv.tile < tiles
+                && let Some(e) = extents.get_mut(iv.ipu * tiles + iv.tile)
+            {
+                *e = (*e).max(iv.offset + iv.len as u64 * size);
+            }
         }
     }
     extents
@@ -22,38 +28,84 @@ pub(crate) fn tile_extents(exe: &Executable) -> HashMap<(usize, usize), u64> {
 /// The memory of every tile that holds data, in tile order (`ipu`, then `tile`): what a
 /// profile reports and what an engine allocates.
 pub(crate) fn tile_memory(exe: &Executable) -> Vec<TileMemory> {
-    let mut tiles: Vec<TileMemory> = tile_extents(exe)
+    let tiles = exe.target.tiles_per_ipu;
+    tile_extents(exe)
         .into_iter()
+        .enumerate()
         .filter(|&(_, bytes)| bytes > 0)
-        .map(|((ipu, tile), bytes)| TileMemory {
-            ipu,
-            tile,
+        .map(|(t, bytes)| TileMemory {
+            ipu: t / tiles,
+            tile: t % tiles,
             bytes_used: bytes,
             bytes_free: exe.target.bytes_per_tile.saturating_sub(bytes),
         })
-        .collect();
-    tiles.sort_unstable_by_key(|t| (t.ipu, t.tile));
-    tiles
+        .collect()
 }
 
 /// The byte range of a region in its vertex's tile memory, if the region lies entirely in
 /// one interval on that tile.
 pub(crate) fn region_bytes(t: &Tensor, r: &Region, ipu: usize, tile: usize) -> Option<(u64, u64)> {
-    let holds = |iv: &&crate::program::executable::Interval| {
+    region_bytes_from(t, r, ipu, tile, &mut 0)
+}
+
+/// [`region_bytes`], starting the search at interval `hint` and leaving there the interval
+/// found: a compute set's vertices come in tile order, and so do the intervals they read.
+fn region_bytes_from(
+    t: &Tensor,
+    r: &Region,
+    ipu: usize,
+    tile: usize,
+    hint: &mut usize,
+) -> Option<(u64, u64)> {
+    let holds = |iv: &crate::program::executable::Interval| {
         iv.ipu == ipu
             && iv.tile == tile
             && iv.start <= r.start
             && r.start + r.len <= iv.start + iv.len
     };
+    let near = (*hint..t.mapping.len().min(*hint + 2)).find(|&k| holds(&t.mapping[k]));
     // Mappings are usually in element order: try a binary search before a scan.
-    let guess = t.mapping.partition_point(|iv| iv.start + iv.len <= r.start);
-    let iv = match t.mapping.get(guess).filter(holds) {
-        Some(iv) => iv,
-        None => t.mapping.iter().find(holds)?,
-    };
+    let k = near
+        .or_else(|| {
+            let guess = t.mapping.partition_point(|iv| iv.start + iv.len <= r.start);
+            t.mapping.get(guess).filter(|iv| holds(iv)).map(|_| guess)
+        })
+        .or_else(|| t.mapping.iter().position(holds))?;
+    *hint = k;
+    let iv = &t.mapping[k];
     let size = t.dtype.size() as u64;
     let begin = iv.offset + (r.start - iv.start) as u64 * size;
     Some((begin, begin + r.len as u64 * size))
+}
+
+/// Finds the byte ranges of many regions, remembering where in each tensor the last was.
+#[derive(Default)]
+pub(crate) struct RegionFinder {
+    hints: smallvec::SmallVec<[(TensorId, usize); 8]>,
+}
+
+impl RegionFinder {
+    /// [`region_bytes`] of `r` in `t` (the tensor `r` names).
+    pub(crate) fn bytes(
+        &mut self,
+        t: &Tensor,
+        r: &Region,
+        ipu: usize,
+        tile: usize,
+    ) -> Option<(u64, u64)> {
+        let at = match self.hints.iter().position(|(id, _)| *id == r.tensor) {
+            Some(at) => at,
+            None => {
+                // A compute set reading very many tensors: forget the old hints.
+                if self.hints.len() == 16 {
+                    self.hints.clear();
+                }
+                self.hints.push((r.tensor, 0));
+                self.hints.len() - 1
+            }
+        };
+        region_bytes_from(t, r, ipu, tile, &mut self.hints[at].1)
+    }
 }
 
 /// The elements `lo..hi` each source's runs read (`lo >= hi`: none): the window gathered
@@ -95,46 +147,88 @@ pub(crate) fn read_intervals(r: &Rearrange) -> Vec<Vec<(usize, usize)>> {
 }
 
 /// Finds where elements of a tensor live.
-pub(crate) struct Locator<'t> {
-    sorted: Vec<&'t Interval>,
-    /// The interval holding element `b * bucket` for each `b`: a lookup starts there and
-    /// walks forward, so finding an element costs O(1) when intervals are of similar size
-    /// (a strided read of a tensor spread over every tile lands in a new interval at
-    /// almost every element).
+pub(crate) struct Locator {
+    /// The tensor's intervals in element order, copied side by side (a rearrangement's
+    /// costing looks one up for every run).
+    spans: Vec<Span>,
+    /// The span holding element `b * bucket` for each `b`: a lookup starts there and walks
+    /// forward, so finding an element costs O(1) when intervals are of similar size (a
+    /// strided read of a tensor spread over every tile lands in a new interval at almost
+    /// every element).
     first_in_bucket: Vec<u32>,
-    bucket: usize,
+    /// log2 of the bucket size (a power of two: a lookup shifts rather than divides).
+    bucket_shift: u32,
+    /// The span of the last lookup: runs mostly continue where the previous one ended.
+    last: Cell<usize>,
+}
+
+/// One interval of a tensor, as a [`Locator`] holds it.
+#[derive(Clone, Copy)]
+struct Span {
+    start: usize,
+    end: usize,
+    ipu: usize,
+    tile: usize,
+    offset: u64,
 }
 
 /// Elements that live on one tile and are read with one stride: `(ipu, tile, byte offset of
 /// the first, elements)`.
 pub(crate) type Piece = (usize, usize, u64, usize);
 
-impl<'t> Locator<'t> {
-    pub(crate) fn new(t: &'t Tensor) -> Locator<'t> {
-        let mut sorted: Vec<_> = t.mapping.iter().collect();
-        sorted.sort_by_key(|iv| iv.start);
-        let bucket = t.elements.div_ceil(sorted.len().max(1)).max(1);
+impl Locator {
+    pub(crate) fn new(t: &Tensor) -> Locator {
+        let mut spans: Vec<Span> = t
+            .mapping
+            .iter()
+            .map(|iv| Span {
+                start: iv.start,
+                end: iv.start + iv.len,
+                ipu: iv.ipu,
+                tile: iv.tile,
+                offset: iv.offset,
+            })
+            .collect();
+        if !spans.is_sorted_by_key(|s| s.start) {
+            spans.sort_by_key(|s| s.start);
+        }
+        // At most the average interval's length, so a bucket starts in one of few spans.
+        let average = t.elements.div_ceil(spans.len().max(1)).max(1);
+        let bucket_shift = average.ilog2();
+        let bucket = 1usize << bucket_shift;
         let mut first_in_bucket = Vec::with_capacity(t.elements.div_ceil(bucket));
         let mut k = 0;
         for b in 0..t.elements.div_ceil(bucket) {
-            while sorted[k].start + sorted[k].len <= b * bucket {
+            while spans[k].end <= b * bucket {
                 k += 1;
             }
             first_in_bucket.push(k as u32);
         }
         Locator {
-            sorted,
+            spans,
             first_in_bucket,
-            bucket,
+            bucket_shift,
+            last: Cell::new(0),
         }
     }
 
-    /// The index in `sorted` of the interval holding element `at`.
+    /// The index in `spans` of the span holding element `at`.
     fn find(&self, at: usize) -> usize {
-        let mut k = self.first_in_bucket[at / self.bucket] as usize;
-        while self.sorted[k].start + self.sorted[k].len <= at {
-            k += 1;
-        }
+        let last = self.last.get();
+        let k = match self.spans.get(last) {
+            Some(s) if s.start <= at && at < s.end => return last,
+            Some(s) if s.end == at && self.spans.get(last + 1).is_some_and(|n| at < n.end) => {
+                last + 1
+            }
+            _ => {
+                let mut k = self.first_in_bucket[at >> self.bucket_shift] as usize;
+                while self.spans[k].end <= at {
+                    k += 1;
+                }
+                k
+            }
+        };
+        self.last.set(k);
         k
     }
 
@@ -152,14 +246,14 @@ impl<'t> Locator<'t> {
         let mut i = 0;
         while i < len {
             let at = (start as isize + i as isize * stride) as usize;
-            let k = self.find(at);
-            let iv = self.sorted[k];
+            let iv = self.spans[self.find(at)];
             let left = len - i;
             // A stride past the interval's end leaves one element here: no division.
             let count = match stride {
                 0 => left,
-                s if s > 0 && at + s as usize >= iv.start + iv.len => 1,
-                s if s > 0 => (iv.start + iv.len - at).div_ceil(s as usize).min(left),
+                1 => (iv.end - at).min(left),
+                s if s > 0 && at + s as usize >= iv.end => 1,
+                s if s > 0 => (iv.end - at).div_ceil(s as usize).min(left),
                 s if at - iv.start < s.unsigned_abs() => 1,
                 s => ((at - iv.start) / s.unsigned_abs() + 1).min(left),
             };
@@ -189,5 +283,122 @@ pub(crate) fn destination_pieces(
             f(run, piece, done);
             done += piece.3;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::program::executable::Interval;
+    use codegen::DType;
+
+    /// A tensor of `lens.len()` intervals of those lengths on tiles 0, 1, 2, ... in element
+    /// order, the mapping listed in `order`.
+    fn tensor(lens: &[usize], order: &[usize]) -> Tensor {
+        let mut start = 0;
+        let mut mapping: Vec<Interval> = lens
+            .iter()
+            .enumerate()
+            .map(|(tile, &len)| {
+                let iv = Interval {
+                    ipu: 0,
+                    tile,
+                    start,
+                    len,
+                    offset: 100 * tile as u64,
+                };
+                start += len;
+                iv
+            })
+            .collect();
+        mapping = order.iter().map(|&i| mapping[i]).collect();
+        Tensor {
+            name: "t".into(),
+            dtype: DType::F32,
+            shape: vec![start],
+            elements: start,
+            mapping,
+            init: None,
+        }
+    }
+
+    /// Pieces found element by element: each element's interval by a scan, consecutive
+    /// elements on one interval joined.
+    fn slow_pieces(t: &Tensor, start: usize, stride: isize, len: usize) -> Vec<Piece> {
+        let mut out: Vec<(Piece, usize)> = Vec::new();
+        for i in 0..len {
+            let at = (start as isize + i as isize * stride) as usize;
+            let (k, iv) = t
+                .mapping
+                .iter()
+                .enumerate()
+                .find(|(_, iv)| iv.start <= at && at < iv.start + iv.len)
+                .expect("every element is mapped");
+            match out.last_mut() {
+                Some((p, last)) if *last == k => p.3 += 1,
+                _ => out.push((
+                    (iv.ipu, iv.tile, iv.offset + 4 * (at - iv.start) as u64, 1),
+                    k,
+                )),
+            }
+        }
+        out.into_iter().map(|(p, _)| p).collect()
+    }
+
+    #[test]
+    fn pieces_match_an_element_by_element_walk_for_any_stride_and_mapping_order() {
+        let lens = [3, 1, 7, 2, 9, 4, 4, 1, 6];
+        let t = tensor(&lens, &[4, 0, 8, 2, 1, 3, 7, 5, 6]);
+        let n = t.elements;
+        let at = Locator::new(&t);
+        let mut seed = 12345u64;
+        let mut next = |m: usize| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as usize % m
+        };
+        for _ in 0..2000 {
+            let stride = next(9) as isize - 4;
+            let start = next(n);
+            // As many elements as fit from `start` with this stride.
+            let room = match stride {
+                0 => 1 + next(5),
+                s if s > 0 => (n - 1 - start) / s as usize + 1,
+                s => start / s.unsigned_abs() + 1,
+            };
+            let len = next(room + 1);
+            let mut got = Vec::new();
+            at.pieces(start, stride, len, 4, |p| got.push(p));
+            assert_eq!(
+                got,
+                slow_pieces(&t, start, stride, len),
+                "start {start} stride {stride} len {len}"
+            );
+        }
+    }
+
+    #[test]
+    fn regions_are_found_with_and_without_hints() {
+        let t = tensor(&[4, 4, 4, 4], &[0, 1, 2, 3]);
+        let region = |start, len| Region {
+            tensor: TensorId(0),
+            start,
+            len,
+        };
+        let mut finder = RegionFinder::default();
+        // Forward, backward and skipping: the hint never changes the answer.
+        for (r, tile, want) in [
+            (region(0, 4), 0, Some((0, 16))),
+            (region(5, 2), 1, Some((104, 112))),
+            (region(13, 3), 3, Some((304, 316))),
+            (region(1, 2), 0, Some((4, 12))),
+            (region(9, 2), 2, Some((204, 212))),
+            (region(3, 2), 0, None),
+            (region(9, 2), 1, None),
+        ] {
+            assert_eq!(finder.bytes(&t, &r, 0, tile), want, "{r:?} on tile {tile}");
+            assert_eq!(region_bytes(&t, &r, 0, tile), want, "{r:?} on tile {tile}");
+        }
     }
 }

@@ -122,48 +122,41 @@ pub(crate) fn sync_cycles(system: &System) -> u64 {
 pub(crate) fn compute_set_cost(exe: &Executable, cs_index: usize) -> ComputeCost {
     let cs = &exe.compute_sets[cs_index];
     let target = &exe.target;
-    let mut slot = vec![u32::MAX; exe.num_ipus * target.tiles_per_ipu];
-    let mut vertices: Vec<Vec<VertexCost>> = Vec::new();
-    // Bytes the vertices of each slot read and write (what paging moves, out of core).
-    let mut touched: Vec<u64> = Vec::new();
-    let mut place = |ipu: usize, tile: usize, c: VertexCost, bytes: u64| {
-        let t = ipu * target.tiles_per_ipu + tile;
-        if slot[t] == u32::MAX {
-            slot[t] = vertices.len() as u32;
-            vertices.push(Vec::new());
-            touched.push(0);
-        }
-        let s = slot[t] as usize;
-        vertices[s].push(c);
-        touched[s] += bytes;
-    };
     let region_size = |r: &Region| (r.len * exe.tensors[r.tensor.0 as usize].dtype.size()) as u64;
     let touched_by =
         |inputs: &[Region], outputs: &[Region]| inputs.iter().chain(outputs).map(region_size).sum();
+    // Every vertex's tile, cost and the bytes it reads and writes (what paging moves, out
+    // of core), then grouped by tile (stable: a tile's vertices stay in order).
+    let mut placed: Vec<(usize, VertexCost, u64)> =
+        Vec::with_capacity(cs.vertices.len() + cs.codelet_vertices.len());
     for v in &cs.vertices {
         let (elements, runs) = match &v.kernel {
             KernelSpec::Elementwise(_) | KernelSpec::MatMul(_) => (v.outputs[0].len, 0),
             KernelSpec::Reduce(_) => (v.inputs[0].len, v.outputs[0].len),
         };
         let c = cost::vertex_cost(&v.kernel, elements, runs, target);
-        place(v.ipu, v.tile, c, touched_by(&v.inputs, &v.outputs));
+        let tile = v.ipu * target.tiles_per_ipu + v.tile;
+        placed.push((tile, c, touched_by(&v.inputs, &v.outputs)));
     }
     for v in &cs.codelet_vertices {
         let c = exe.codelets[v.codelet.0 as usize].0.cost(target);
-        place(v.ipu, v.tile, c, touched_by(&v.inputs, &v.outputs));
+        let tile = v.ipu * target.tiles_per_ipu + v.tile;
+        placed.push((tile, c, touched_by(&v.inputs, &v.outputs)));
     }
-    let cycles: Vec<u64> = vertices
-        .iter()
-        .map(|v| cost::tile_cycles(v, target.worker_contexts))
-        .collect();
-    let by_tile = |values: &[u64]| -> Vec<(usize, u64)> {
-        (0..slot.len())
-            .filter(|&t| slot[t] != u32::MAX)
-            .map(|t| (t, values[slot[t] as usize]))
-            .collect()
-    };
-    let tile_cycles = by_tile(&cycles);
-    let (paging_cycles, bytes_paged) = paging::paging(target, exe.num_ipus, by_tile(&touched));
+    if !placed.is_sorted_by_key(|p| p.0) {
+        placed.sort_by_key(|p| p.0);
+    }
+    let mut tile_cycles = Vec::new();
+    let mut touched = Vec::new();
+    let mut costs: Vec<VertexCost> = Vec::new();
+    for group in placed.chunk_by(|a, b| a.0 == b.0) {
+        costs.clear();
+        costs.extend(group.iter().map(|p| p.1));
+        let tile = group[0].0;
+        tile_cycles.push((tile, cost::tile_cycles(&costs, target.worker_contexts)));
+        touched.push((tile, group.iter().map(|p| p.2).sum::<u64>()));
+    }
+    let (paging_cycles, bytes_paged) = paging::paging(target, exe.num_ipus, touched);
     ComputeCost {
         compute_cycles: paging::busiest_physical(target, exe.num_ipus, tile_cycles.iter().copied()),
         paging_cycles,

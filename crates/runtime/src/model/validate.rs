@@ -4,13 +4,13 @@
 //! tensors, and no program step reads a tensor nothing has written.
 
 use crate::error::RuntimeError;
-use crate::model::layout::{region_bytes, tile_extents};
+use crate::model::layout::{RegionFinder, tile_extents};
 use crate::program::executable::{
-    CodeletVertex, Direction, Executable, Program, RunSource, Tensor, TensorId, Vertex,
+    CodeletVertex, Direction, Executable, Program, Region, RunSource, Tensor, TensorId, Vertex,
 };
 use codegen::{DType, KernelSpec};
 use rayon::prelude::*;
-use std::collections::{HashMap, HashSet};
+use smallvec::SmallVec;
 
 fn invalid(m: String) -> RuntimeError {
     RuntimeError::InvalidExecutable(m)
@@ -18,11 +18,13 @@ fn invalid(m: String) -> RuntimeError {
 
 fn check_tensors(exe: &Executable) -> Result<(), RuntimeError> {
     let target = &exe.target;
-    for t in &exe.tensors {
-        let mut intervals = t.mapping.clone();
-        intervals.sort_by_key(|iv| iv.start);
+    check_each(&exe.tensors, |t| {
+        let mut intervals = std::borrow::Cow::Borrowed(&t.mapping);
+        if !intervals.is_sorted_by_key(|iv| iv.start) {
+            intervals.to_mut().sort_by_key(|iv| iv.start);
+        }
         let mut next = 0;
-        for iv in &intervals {
+        for iv in intervals.iter() {
             if iv.ipu >= exe.num_ipus || iv.tile >= target.tiles_per_ipu {
                 return Err(invalid(format!(
                     "tensor {} is mapped to IPU {} tile {}, outside {} IPUs of {} tiles",
@@ -56,8 +58,10 @@ fn check_tensors(exe: &Executable) -> Result<(), RuntimeError> {
                 init.len()
             )));
         }
-    }
-    for ((ipu, tile), needed) in tile_extents(exe) {
+        Ok(())
+    })?;
+    for (t, needed) in tile_extents(exe).into_iter().enumerate() {
+        let (ipu, tile) = (t / target.tiles_per_ipu, t % target.tiles_per_ipu);
         if needed > target.bytes_per_tile {
             let mut largest: Vec<(String, u64)> = exe
                 .tensors
@@ -119,12 +123,14 @@ impl std::fmt::Display for VertexAt<'_> {
     }
 }
 
+/// Checks a vertex's regions against its kernel; adds the byte ranges it writes to `writes`.
 fn check_vertex(
     exe: &Executable,
-    cs: &str,
-    index: usize,
+    (cs, index): (&str, usize),
     v: &Vertex,
-) -> Result<Vec<(u64, u64)>, RuntimeError> {
+    regions: &mut RegionFinder,
+    writes: &mut Vec<TileWrite>,
+) -> Result<(), RuntimeError> {
     let here = VertexAt {
         cs,
         kind: "vertex",
@@ -135,12 +141,13 @@ fn check_vertex(
     if v.ipu >= exe.num_ipus || v.tile >= exe.target.tiles_per_ipu {
         return Err(invalid(format!("{here} is outside the system")));
     }
-    let (in_types, out_types, lengths_ok): (Vec<DType>, Vec<DType>, bool) = match &v.kernel {
+    type Types = SmallVec<[DType; 4]>;
+    let (in_types, out_types, lengths_ok): (Types, Types, bool) = match &v.kernel {
         KernelSpec::Elementwise(k) => {
             let n = v.outputs.first().map_or(0, |r| r.len);
             let same = v.inputs.iter().chain(&v.outputs).all(|r| r.len == n);
             (
-                k.inputs.clone(),
+                k.inputs.iter().copied().collect(),
                 k.outputs.iter().map(|(t, _)| *t).collect(),
                 same,
             )
@@ -150,7 +157,11 @@ fn check_vertex(
                 (Some(i), Some(o)) => i.len == v.run_length * o.len,
                 _ => false,
             };
-            (vec![k.input], vec![k.partial_type()], ok)
+            (
+                smallvec::smallvec![k.input],
+                smallvec::smallvec![k.partial_type()],
+                ok,
+            )
         }
         KernelSpec::MatMul(k) => {
             let lens = [k.m * k.k, k.k * k.n, k.m * k.n];
@@ -159,7 +170,11 @@ fn check_vertex(
                 && v.inputs[0].len == lens[0]
                 && v.inputs[1].len == lens[1]
                 && v.outputs[0].len == lens[2];
-            (vec![k.input, k.input], vec![DType::F32], ok)
+            (
+                smallvec::smallvec![k.input, k.input],
+                smallvec::smallvec![DType::F32],
+                ok,
+            )
         }
     };
     if v.inputs.len() != in_types.len() || v.outputs.len() != out_types.len() {
@@ -176,7 +191,6 @@ fn check_vertex(
             "{here}: region lengths do not fit the kernel"
         )));
     }
-    let mut writes = Vec::new();
     for (k, (r, t)) in v
         .inputs
         .iter()
@@ -200,7 +214,7 @@ fn check_vertex(
                 tensor.elements
             )));
         }
-        let Some(bytes) = region_bytes(tensor, r, v.ipu, v.tile) else {
+        let Some((begin, end)) = regions.bytes(tensor, r, v.ipu, v.tile) else {
             return Err(invalid(format!(
                 "{here}: region {k} (elements {}..{} of tensor {}) is not in this tile's memory; a vertex reads and writes only its own tile",
                 r.start,
@@ -209,19 +223,26 @@ fn check_vertex(
             )));
         };
         if k >= v.inputs.len() {
-            writes.push(bytes);
+            writes.push(TileWrite {
+                tile: v.ipu * exe.target.tiles_per_ipu + v.tile,
+                begin,
+                end,
+                vertex: index,
+            });
         }
     }
-    Ok(writes)
+    Ok(())
 }
 
-/// Checks a codelet vertex's regions; returns the byte ranges it writes.
+/// Checks a codelet vertex's regions; adds the byte ranges it writes to `writes`, as vertex
+/// `vertex` of the compute set.
 fn check_codelet_vertex(
     exe: &Executable,
-    cs: &str,
-    index: usize,
+    (cs, index, vertex): (&str, usize, usize),
     v: &CodeletVertex,
-) -> Result<Vec<(u64, u64)>, RuntimeError> {
+    regions: &mut RegionFinder,
+    writes: &mut Vec<TileWrite>,
+) -> Result<(), RuntimeError> {
     let here = VertexAt {
         cs,
         kind: "codelet vertex",
@@ -239,7 +260,6 @@ fn check_codelet_vertex(
             exe.codelets.len()
         )));
     }
-    let mut writes = Vec::new();
     for (k, r) in v.inputs.iter().chain(&v.outputs).enumerate() {
         let t = tensor(exe, r.tensor, &here)?;
         if r.start + r.len > t.elements {
@@ -248,7 +268,7 @@ fn check_codelet_vertex(
                 t.name
             )));
         }
-        let bytes = region_bytes(t, r, v.ipu, v.tile).ok_or_else(|| {
+        let (begin, end) = regions.bytes(t, r, v.ipu, v.tile).ok_or_else(|| {
             invalid(format!(
                 "{here}: region {k} (elements {}..{} of tensor {}) is not in this tile's memory",
                 r.start,
@@ -257,10 +277,15 @@ fn check_codelet_vertex(
             ))
         })?;
         if k >= v.inputs.len() {
-            writes.push(bytes);
+            writes.push(TileWrite {
+                tile: v.ipu * exe.target.tiles_per_ipu + v.tile,
+                begin,
+                end,
+                vertex,
+            });
         }
     }
-    Ok(writes)
+    Ok(())
 }
 
 /// Checks a rearrangement's runs stay inside their tensors and types agree.
@@ -332,68 +357,187 @@ fn check_rearranges(exe: &Executable) -> Result<(), RuntimeError> {
             )));
         }
         Ok(())
-    })
+    })?;
+    Ok(())
 }
 
-/// Bytes `begin..end` of a tile's memory written by vertex `index`.
-type WriteRange = (u64, u64, usize);
+/// Bytes `begin..end` of tile `tile`'s memory (`ipu * tiles_per_ipu + tile`) written by
+/// vertex `vertex` of a compute set (codelet vertices numbered after the others).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct TileWrite {
+    tile: usize,
+    begin: u64,
+    end: u64,
+    vertex: usize,
+}
 
-/// Runs `check` on every item in parallel and returns the first error in item order (the
-/// same error however the threads ran).
-fn check_each<T: Sync>(
+/// Runs `check` on every item in parallel and returns what each found, or the first error
+/// in item order (the same error however the threads ran).
+fn check_each<T: Sync, R: Send>(
     items: &[T],
-    check: impl Fn(&T) -> Result<(), RuntimeError> + Sync + Send,
-) -> Result<(), RuntimeError> {
-    let results: Vec<Result<(), RuntimeError>> = items.par_iter().map(&check).collect();
+    check: impl Fn(&T) -> Result<R, RuntimeError> + Sync + Send,
+) -> Result<Vec<R>, RuntimeError> {
+    let results: Vec<Result<R, RuntimeError>> = items.par_iter().map(&check).collect();
     results.into_iter().collect()
 }
 
-fn check_compute_sets(exe: &Executable) -> Result<(), RuntimeError> {
-    check_each(&exe.compute_sets, |cs| {
-        let mut writes: HashMap<(usize, usize), Vec<WriteRange>> = HashMap::new();
-        for (i, v) in cs.vertices.iter().enumerate() {
-            for (b, e) in check_vertex(exe, &cs.name, i, v)? {
-                writes.entry((v.ipu, v.tile)).or_default().push((b, e, i));
+/// The tensors a compute set's vertices read and write, each once: what the dataflow walk
+/// needs of it, gathered while its vertices are checked.
+struct ComputeSetTensors {
+    /// `(vertex, tensor)`: each tensor read, with the first vertex reading it, in vertex
+    /// order (so the walk reports the same first unwritten read as a walk over vertices).
+    reads: Vec<(usize, TensorId)>,
+    writes: Vec<TensorId>,
+}
+
+/// Gathers a [`ComputeSetTensors`] vertex by vertex.
+#[derive(Default)]
+struct TensorUses {
+    reads: Distinct,
+    first_reader: Vec<(usize, TensorId)>,
+    writes: Distinct,
+}
+
+impl TensorUses {
+    /// Vertex `i` reads `inputs` and writes `outputs`.
+    fn add(&mut self, i: usize, inputs: &[Region], outputs: &[Region]) {
+        for r in inputs {
+            if self.reads.add(r.tensor) {
+                self.first_reader.push((i, r.tensor));
             }
+        }
+        for r in outputs {
+            self.writes.add(r.tensor);
+        }
+    }
+
+    fn done(self) -> ComputeSetTensors {
+        ComputeSetTensors {
+            reads: self.first_reader,
+            writes: self.writes.seen,
+        }
+    }
+}
+
+/// Tensors seen so far, each once, in the order first seen. A compute set touches a few
+/// tensors from many vertices: a short list searched from the latest hit, and a set once
+/// the list grows long.
+#[derive(Default)]
+struct Distinct {
+    seen: Vec<TensorId>,
+    last: usize,
+    set: std::collections::HashSet<TensorId>,
+}
+
+impl Distinct {
+    /// Whether `t` is new.
+    fn add(&mut self, t: TensorId) -> bool {
+        if self.seen.get(self.last) == Some(&t) {
+            return false;
+        }
+        let known = if self.seen.len() <= 16 {
+            self.seen
+                .iter()
+                .position(|&s| s == t)
+                .inspect(|&i| self.last = i)
+        } else {
+            if self.set.is_empty() {
+                self.set.extend(self.seen.iter().copied());
+            }
+            self.set.contains(&t).then_some(self.last)
+        };
+        if known.is_some() {
+            return false;
+        }
+        self.last = self.seen.len();
+        self.seen.push(t);
+        if !self.set.is_empty() {
+            self.set.insert(t);
+        }
+        true
+    }
+}
+
+fn check_compute_sets(exe: &Executable) -> Result<Vec<ComputeSetTensors>, RuntimeError> {
+    check_each(&exe.compute_sets, |cs| {
+        let mut writes = Vec::new();
+        let mut regions = RegionFinder::default();
+        let mut uses = TensorUses::default();
+        for (i, v) in cs.vertices.iter().enumerate() {
+            check_vertex(exe, (&cs.name, i), v, &mut regions, &mut writes)?;
+            uses.add(i, &v.inputs, &v.outputs);
         }
         let first = cs.vertices.len();
         for (i, v) in cs.codelet_vertices.iter().enumerate() {
-            for (b, e) in check_codelet_vertex(exe, &cs.name, i, v)? {
-                writes
-                    .entry((v.ipu, v.tile))
-                    .or_default()
-                    .push((b, e, first + i));
+            let at = (cs.name.as_str(), i, first + i);
+            check_codelet_vertex(exe, at, v, &mut regions, &mut writes)?;
+            uses.add(first + i, &v.inputs, &v.outputs);
+        }
+        writes.sort_unstable();
+        for w in writes.windows(2) {
+            if w[0].tile == w[1].tile && w[1].begin < w[0].end && w[0].vertex != w[1].vertex {
+                let tiles = exe.target.tiles_per_ipu;
+                return Err(invalid(format!(
+                    "compute set {}: vertices {} and {} write overlapping memory on IPU {} tile {}",
+                    cs.name,
+                    w[0].vertex,
+                    w[1].vertex,
+                    w[0].tile / tiles,
+                    w[0].tile % tiles
+                )));
             }
         }
-        for ((ipu, tile), mut ranges) in writes {
-            ranges.sort();
-            for w in ranges.windows(2) {
-                if w[1].0 < w[0].1 && w[0].2 != w[1].2 {
-                    return Err(invalid(format!(
-                        "compute set {}: vertices {} and {} write overlapping memory on IPU {ipu} tile {tile}",
-                        cs.name, w[0].2, w[1].2
-                    )));
-                }
-            }
-        }
-        Ok(())
+        Ok(uses.done())
     })
+}
+
+/// The tensors written so far, one bit per tensor (the walk asks once per vertex input:
+/// millions of times on a large program).
+#[derive(Clone)]
+struct Written(Vec<u64>);
+
+impl Written {
+    fn none(tensors: usize) -> Written {
+        Written(vec![0; tensors.div_ceil(64)])
+    }
+
+    fn contains(&self, t: TensorId) -> bool {
+        let i = t.0 as usize;
+        self.0.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
+    }
+
+    /// Marks `t` written; `t` is a tensor of the executable (checked by the caller).
+    fn insert(&mut self, t: TensorId) {
+        let i = t.0 as usize;
+        if let Some(w) = self.0.get_mut(i / 64) {
+            *w |= 1 << (i % 64);
+        }
+    }
+
+    /// Keeps only what `other` has written too.
+    fn intersect(&mut self, other: &Written) {
+        for (a, b) in self.0.iter_mut().zip(&other.0) {
+            *a &= b;
+        }
+    }
 }
 
 /// Tracks which tensors have been written while walking the program in order.
 struct Dataflow<'e> {
     exe: &'e Executable,
+    /// By compute set.
+    compute_sets: Vec<ComputeSetTensors>,
     calls: usize,
 }
 
 impl Dataflow<'_> {
     fn read(
         &self,
-        written: &HashSet<TensorId>,
+        written: &Written,
         t: TensorId,
         context: impl FnOnce() -> String,
     ) -> Result<(), RuntimeError> {
-        if written.contains(&t) {
+        if written.contains(t) {
             Ok(())
         } else {
             Err(RuntimeError::UninitialisedRead {
@@ -414,7 +558,7 @@ impl Dataflow<'_> {
         Ok(())
     }
 
-    fn walk(&mut self, p: &Program, written: &mut HashSet<TensorId>) -> Result<(), RuntimeError> {
+    fn walk(&mut self, p: &Program, written: &mut Written) -> Result<(), RuntimeError> {
         let exe = self.exe;
         match p {
             Program::Sequence(steps) => {
@@ -429,28 +573,15 @@ impl Dataflow<'_> {
                         id.0
                     ))
                 })?;
-                let inputs = cs
-                    .vertices
-                    .iter()
-                    .map(|v| &v.inputs)
-                    .chain(cs.codelet_vertices.iter().map(|v| &v.inputs));
-                for (i, ins) in inputs.enumerate() {
-                    for r in ins {
-                        self.read(written, r.tensor, || {
-                            format!("input of vertex {i} in compute set {}", cs.name)
-                        })?;
-                    }
+                let uses = &self.compute_sets[id.0 as usize];
+                for &(i, t) in &uses.reads {
+                    self.read(written, t, || {
+                        format!("input of vertex {i} in compute set {}", cs.name)
+                    })?;
                 }
-                written.extend(
-                    cs.vertices
-                        .iter()
-                        .flat_map(|v| v.outputs.iter().map(|r| r.tensor))
-                        .chain(
-                            cs.codelet_vertices
-                                .iter()
-                                .flat_map(|v| v.outputs.iter().map(|r| r.tensor)),
-                        ),
-                );
+                for &t in &uses.writes {
+                    written.insert(t);
+                }
             }
             Program::Rearrange(id) => {
                 let r = exe
@@ -499,7 +630,8 @@ impl Dataflow<'_> {
                 let (mut a, mut b) = (written.clone(), written.clone());
                 self.walk(then, &mut a)?;
                 self.walk(otherwise, &mut b)?;
-                *written = a.intersection(&b).copied().collect();
+                a.intersect(&b);
+                *written = a;
             }
             Program::Switch {
                 index,
@@ -508,16 +640,19 @@ impl Dataflow<'_> {
             } => {
                 self.scalar(*index, DType::S32, "a Switch index")?;
                 self.read(written, *index, || "Switch index".into())?;
-                let mut after: Option<HashSet<TensorId>> = None;
+                let mut after: Option<Written> = None;
                 for branch in cases.iter().chain(std::iter::once(&**default)) {
                     let mut w = written.clone();
                     self.walk(branch, &mut w)?;
-                    after = Some(match after {
-                        None => w,
-                        Some(a) => a.intersection(&w).copied().collect(),
-                    });
+                    match &mut after {
+                        None => after = Some(w),
+                        Some(a) => a.intersect(&w),
+                    }
                 }
-                *written = after.unwrap_or_default();
+                // The default branch always exists, so `after` is set.
+                if let Some(a) = after {
+                    *written = a;
+                }
             }
             Program::Call(f) => {
                 let body = exe.functions.get(f.0 as usize).ok_or_else(|| {
@@ -562,15 +697,54 @@ impl Dataflow<'_> {
 pub fn validate(exe: &Executable) -> Result<(), RuntimeError> {
     crate::device::system::System::new(exe.target.clone(), exe.num_ipus)?;
     check_tensors(exe)?;
-    check_compute_sets(exe)?;
+    let compute_sets = check_compute_sets(exe)?;
     check_rearranges(exe)?;
-    let mut flow = Dataflow { exe, calls: 0 };
-    let mut written: HashSet<TensorId> = exe
-        .tensors
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| t.init.is_some())
-        .map(|(i, _)| TensorId(i as u32))
-        .collect();
+    let mut flow = Dataflow {
+        exe,
+        compute_sets,
+        calls: 0,
+    };
+    let mut written = Written::none(exe.tensors.len());
+    for (i, t) in exe.tensors.iter().enumerate() {
+        if t.init.is_some() {
+            written.insert(TensorId(i as u32));
+        }
+    }
     flow.walk(&exe.program, &mut written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distinct_keeps_each_tensor_once_in_first_seen_order_past_the_short_list() {
+        let mut d = Distinct::default();
+        let ids: Vec<u32> = (0..40).map(|i| (i * 7) % 23).collect();
+        let fresh: Vec<bool> = ids.iter().map(|&i| d.add(TensorId(i))).collect();
+        let mut seen = Vec::new();
+        for (&i, &f) in ids.iter().zip(&fresh) {
+            assert_eq!(f, !seen.contains(&TensorId(i)), "tensor {i}");
+            if f {
+                seen.push(TensorId(i));
+            }
+        }
+        assert_eq!(d.seen, seen);
+        assert_eq!(seen.len(), 23);
+    }
+
+    #[test]
+    fn written_sets_intersect_bit_by_bit() {
+        let mut a = Written::none(130);
+        let mut b = Written::none(130);
+        for t in [0, 64, 129] {
+            a.insert(TensorId(t));
+        }
+        for t in [64, 129, 5] {
+            b.insert(TensorId(t));
+        }
+        a.intersect(&b);
+        let held: Vec<u32> = (0..131).filter(|&t| a.contains(TensorId(t))).collect();
+        assert_eq!(held, vec![64, 129]);
+    }
 }
