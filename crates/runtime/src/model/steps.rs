@@ -7,8 +7,9 @@ use crate::device::system::System;
 use crate::error::RuntimeError;
 use crate::model::cost::{self, VertexCost};
 use crate::model::exchange::{CopyCost, rearrangement_cost};
+use crate::model::layout;
 use crate::model::paging;
-use crate::model::profile::{StepKind, StepProfile};
+use crate::model::profile::{StepKind, StepProfile, TileMemory};
 use crate::program::executable::{Executable, Region, StreamId, TensorId};
 use crate::program::walk::{copies, copy_as_rearrangement, each_node, programs};
 use codegen::KernelSpec;
@@ -65,6 +66,8 @@ pub(crate) struct StepCosts {
     pub copies: HashMap<(TensorId, TensorId), CopyStep>,
     /// By `StreamCopy` (stream, tensor).
     pub streams: HashMap<(StreamId, TensorId), StreamCost>,
+    /// The memory of every tile that holds data, as every profile reports it.
+    pub tile_memory: Vec<TileMemory>,
 }
 
 impl StepCosts {
@@ -104,6 +107,7 @@ impl StepCosts {
             rearranges,
             copies,
             streams,
+            tile_memory: layout::tile_memory(exe),
         })
     }
 }

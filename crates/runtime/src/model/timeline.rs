@@ -5,7 +5,6 @@
 //! so a run's profile and its estimate cannot disagree on a cycle.
 
 use crate::error::RuntimeError;
-use crate::model::layout::tile_memory;
 use crate::model::profile::{DataDependent, OutOfCore, Profile, StepKind, StepProfile, Totals};
 use crate::model::steps::StepCosts;
 use crate::program::executable::{Executable, Program, TensorId};
@@ -241,7 +240,7 @@ impl<'e> Timeline<'e> {
             seconds: target.seconds(total_cycles),
             totals,
             steps: self.steps,
-            tiles: tile_memory(exe),
+            tiles: self.costs.tile_memory.clone(),
             out_of_core: target.is_out_of_core().then_some(OutOfCore {
                 virtual_tiles_per_ipu: target.tiles_per_ipu,
                 physical_tiles_per_ipu: target.physical_tiles_per_ipu,
