@@ -1,7 +1,8 @@
 //! Running a module on the IPU Model: compile, load (checking memory), feed the inputs,
 //! run, and read the results back as host values of the module's own result types.
 
-use compiler::{Compiled, IpuConfig, PassOptions};
+use crate::device_loop::OutfeedMode;
+use compiler::{Compiled, DeviceLoop, IpuConfig, PassOptions};
 use runtime::{Engine, EngineOptions, HostIo, Profile};
 use std::sync::Arc;
 use xla_ir::literal::ArrayLiteral;
@@ -26,6 +27,22 @@ pub struct DeviceRun {
     pub load_seconds: f64,
     /// Host seconds simulating the run.
     pub run_seconds: f64,
+    /// In a device loop: its iterations and what stayed resident.
+    pub device_loop: Option<LoopFacts>,
+}
+
+/// What a device loop kept on the device and moved per iteration, from its host streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoopFacts {
+    /// Iterations in the execution.
+    pub iterations: u64,
+    /// Bytes of parameters streamed in once and resident for every iteration (carried and
+    /// constant).
+    pub resident_bytes: u64,
+    /// Bytes fed in per iteration.
+    pub fed_bytes_per_iteration: u64,
+    /// Bytes streamed out per iteration (outputs stacked over iterations).
+    pub out_bytes_per_iteration: u64,
 }
 
 fn leaves<'a>(l: &'a Literal, out: &mut Vec<&'a ArrayLiteral>) {
@@ -37,8 +54,9 @@ fn leaves<'a>(l: &'a Literal, out: &mut Vec<&'a ArrayLiteral>) {
 }
 
 /// A module's inputs converted to device bytes once (as `jax.device_put` does), ready to
-/// feed any number of runs without copying.
-pub struct DeviceInputs(Vec<Arc<[u8]>>);
+/// feed any number of runs without copying: per input stream, its buffers (one per
+/// iteration for a stream fed every iteration of a device loop, else one).
+pub struct DeviceInputs(Vec<Vec<Arc<[u8]>>>);
 
 /// Compiles `module` for `config`, runs it once on `inputs` (one literal per parameter).
 pub fn run_on_ipu_model(
@@ -68,6 +86,36 @@ pub fn run_on_ipu_model_with(
         compile_seconds: timings.compile_seconds,
         load_seconds: timings.load_seconds,
         run_seconds: t.elapsed().as_secs_f64(),
+        device_loop: None,
+    })
+}
+
+/// Compiles `module` for `config` as a device loop (`lp`: steps per execution) and runs it
+/// once on `inputs` (one literal per parameter; fed parameters with their extra leading
+/// dimension), keeping per-iteration outputs as `mode` says.
+pub fn run_device_loop_on_ipu_model(
+    module: &Module,
+    config: &IpuConfig,
+    options: &PassOptions,
+    inputs: &[Literal],
+    lp: DeviceLoop,
+    mode: OutfeedMode,
+) -> anyhow::Result<DeviceRun> {
+    let (mut loaded, timings) =
+        LoadedModule::load_device_loop(module, config, options, EngineOptions::default(), lp)?;
+    loaded.outfeed_mode = mode;
+    let t = std::time::Instant::now();
+    let (outputs, profile) = loaded.run(inputs)?;
+    Ok(DeviceRun {
+        outputs,
+        profile,
+        compute_sets: loaded.compute_sets,
+        vertices: loaded.vertices,
+        warnings: std::mem::take(&mut loaded.warnings),
+        compile_seconds: timings.compile_seconds,
+        load_seconds: timings.load_seconds,
+        run_seconds: t.elapsed().as_secs_f64(),
+        device_loop: loaded.loop_facts(),
     })
 }
 
@@ -131,6 +179,9 @@ pub struct LoadedModule {
     streams_in: Vec<compiler::HostBuffer>,
     streams_out: Vec<compiler::HostBuffer>,
     declared: Vec<xla_ir::ArrayShape>,
+    device_loop: Option<DeviceLoop>,
+    /// In a device loop, what the host keeps of outputs produced every iteration.
+    pub outfeed_mode: OutfeedMode,
     /// Compute sets in the executable.
     pub compute_sets: usize,
     /// Vertices (JIT and codelet) in the executable.
@@ -157,13 +208,39 @@ impl LoadedModule {
         options: &PassOptions,
         engine: EngineOptions,
     ) -> anyhow::Result<(LoadedModule, LoadTimings)> {
+        LoadedModule::load_inner(module, config, options, engine, None)
+    }
+
+    /// Compiles `module` as a device loop (`lp`: its entry computation run
+    /// `lp.iterations` times in one execution, aliased parameters resident) and loads it.
+    /// Every [`LoadedModule::run`] then runs all the iterations.
+    pub fn load_device_loop(
+        module: &Module,
+        config: &IpuConfig,
+        options: &PassOptions,
+        engine: EngineOptions,
+        lp: DeviceLoop,
+    ) -> anyhow::Result<(LoadedModule, LoadTimings)> {
+        LoadedModule::load_inner(module, config, options, engine, Some(lp))
+    }
+
+    fn load_inner(
+        module: &Module,
+        config: &IpuConfig,
+        options: &PassOptions,
+        engine: EngineOptions,
+        device_loop: Option<DeviceLoop>,
+    ) -> anyhow::Result<(LoadedModule, LoadTimings)> {
         let t0 = std::time::Instant::now();
         let Compiled {
             executable,
             inputs: streams_in,
             outputs: streams_out,
             warnings,
-        } = compiler::compile_with_options(module, config, options)?;
+        } = match &device_loop {
+            None => compiler::compile_with_options(module, config, options)?,
+            Some(lp) => compiler::compile_device_loop(module, config, options, lp)?,
+        };
         let compute_sets = executable.compute_sets.len();
         let vertices = executable
             .compute_sets
@@ -186,6 +263,8 @@ impl LoadedModule {
             streams_in,
             streams_out,
             declared,
+            device_loop,
+            outfeed_mode: OutfeedMode::default(),
             compute_sets,
             vertices,
             warnings,
@@ -220,7 +299,8 @@ impl LoadedModule {
     }
 
     /// Converts `inputs` (one literal per parameter) to the device bytes the module's
-    /// host streams carry.
+    /// host streams carry; in a device loop, a fed parameter's input (with its leading
+    /// dimension of iterations) becomes one buffer per iteration.
     pub fn prepare(&self, inputs: &[Literal]) -> anyhow::Result<DeviceInputs> {
         let mut flat = Vec::new();
         for l in inputs {
@@ -233,11 +313,47 @@ impl LoadedModule {
                 flat.len()
             );
         }
-        Ok(DeviceInputs(
-            flat.iter()
-                .map(|a| compiler::device_data::to_device(&a.data).into())
-                .collect(),
-        ))
+        let iterations = self.device_loop.as_ref().map_or(1, |lp| lp.iterations);
+        let mut buffers = Vec::with_capacity(flat.len());
+        for (k, (a, s)) in flat.iter().zip(&self.streams_in).enumerate() {
+            let bytes = compiler::device_data::to_device(&a.data);
+            if !s.per_iteration {
+                buffers.push(vec![Arc::from(bytes)]);
+                continue;
+            }
+            let n = iterations as usize;
+            if a.shape.dims.first() != Some(&(n as i64)) || !bytes.len().is_multiple_of(n) {
+                anyhow::bail!(
+                    "input array {k} is fed one value per iteration, so it needs a leading dimension of {n}; it is {}",
+                    a.shape
+                );
+            }
+            let chunk = bytes.len() / n;
+            buffers.push(bytes.chunks(chunk.max(1)).map(Arc::from).collect());
+        }
+        Ok(DeviceInputs(buffers))
+    }
+
+    /// In a device loop: its iterations and the bytes its streams keep resident or move
+    /// per iteration.
+    pub fn loop_facts(&self) -> Option<LoopFacts> {
+        let lp = self.device_loop.as_ref()?;
+        let bytes = |s: &compiler::HostBuffer| {
+            let dtype = compiler::types::device_type(s.shape.element_type);
+            dtype.map_or(0, |t| t.size() as u64) * s.shape.element_count()
+        };
+        let sum = |list: &[compiler::HostBuffer], per_iteration: bool| {
+            list.iter()
+                .filter(|s| s.per_iteration == per_iteration)
+                .map(bytes)
+                .sum()
+        };
+        Some(LoopFacts {
+            iterations: lp.iterations,
+            resident_bytes: sum(&self.streams_in, false),
+            fed_bytes_per_iteration: sum(&self.streams_in, true),
+            out_bytes_per_iteration: sum(&self.streams_out, true),
+        })
     }
 
     /// Runs the program once on `inputs` (one literal per parameter): the result leaves in
@@ -253,13 +369,27 @@ impl LoadedModule {
         inputs: &DeviceInputs,
     ) -> anyhow::Result<(Vec<ArrayLiteral>, Profile)> {
         let mut io = HostIo::new();
-        for (s, bytes) in self.streams_in.iter().zip(&inputs.0) {
-            io.feed(&s.stream, Arc::clone(bytes));
+        for (s, buffers) in self.streams_in.iter().zip(&inputs.0) {
+            for bytes in buffers {
+                io.feed(&s.stream, Arc::clone(bytes));
+            }
         }
         let profile = self.engine.run(&mut io)?;
         let mut outputs = Vec::new();
         for (s, shape) in self.streams_out.iter().zip(&self.declared) {
-            let bytes = io.take(&s.stream).pop().ok_or_else(|| {
+            let mut values = io.take(&s.stream);
+            if s.per_iteration && self.outfeed_mode == OutfeedMode::All {
+                let items: Vec<ArrayLiteral> = values
+                    .iter()
+                    .map(|bytes| compiler::device_data::from_device(shape, bytes))
+                    .collect();
+                outputs.push(
+                    ArrayLiteral::stack(&items)
+                        .map_err(|e| anyhow::anyhow!("stream {}: {e}", s.stream))?,
+                );
+                continue;
+            }
+            let bytes = values.pop().ok_or_else(|| {
                 anyhow::anyhow!("the device produced nothing on stream {}", s.stream)
             })?;
             outputs.push(compiler::device_data::from_device(shape, &bytes));

@@ -7,6 +7,7 @@ pub mod bench;
 pub mod cli;
 pub mod corpus;
 pub mod device;
+pub mod device_loop;
 pub mod encoder;
 
 pub use compiler;

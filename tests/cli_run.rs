@@ -545,3 +545,101 @@ fn estimate_only_profiles_without_running() {
     assert!(err.contains("cannot be used with"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+fn loop_inputs(case: &str, count: usize) -> String {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/conformance-loops");
+    (0..count)
+        .map(|i| {
+            format!(
+                "{i}={}",
+                dir.join(case).join(format!("inputs/{i}.npy")).display()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
+fn loop_module(case: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/conformance-loops")
+        .join(case)
+        .join("module.hlo")
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// `--iterations`: carried outputs written once, the loss stacked over iterations (or the
+/// last with `--outfeed-mode last`), the loop's facts in the summary; on both engines.
+#[test]
+fn iterations_run_the_step_on_the_device_and_stack_per_step_outputs() {
+    for (engine, mode, loss) in [
+        ("ipu-model", "all", "float32 (5,)"),
+        ("reference", "all", "float32 (5,)"),
+        ("ipu-model", "last", "float32 ()"),
+        ("reference", "last", "float32 ()"),
+    ] {
+        let outdir = scratch(&format!("loop-{engine}-{mode}"));
+        let out = ipuxla(&[
+            "run",
+            &loop_module("loop_mlp_adam"),
+            "--batch-per-step",
+            "5",
+            "--outfeed-mode",
+            mode,
+            "--engine",
+            engine,
+            "--inputs",
+            &loop_inputs("loop_mlp_adam", 9),
+            "--outdir",
+            outdir.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{engine} {mode}: {}", stderr(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains(&format!("output_7.npy  {loss}")),
+            "{stdout}"
+        );
+        assert!(stdout.contains("output_6.npy  int32 ()  5"), "{stdout}");
+        if engine == "ipu-model" {
+            assert!(
+                stdout.contains("device loop: 5 iterations")
+                    && stdout.contains("B of parameters streamed in once and resident"),
+                "{stdout}"
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_iterations_are_named_and_write_nothing() {
+    let outdir = scratch("loop-bad");
+    let dir = outdir.to_str().unwrap().to_string();
+    let module = loop_module("loop_mlp_adam");
+    let inputs = loop_inputs("loop_mlp_adam", 9);
+    for (args, needle) in [
+        (
+            vec!["--iterations", "4", "--inputs", inputs.as_str()],
+            "parameter 7 (x.1) is float32 (12, 6): with --iterations 4 its file must hold float32 (12, 6) (the same every iteration) or float32 (4, 12, 6)",
+        ),
+        (
+            vec!["--iterations", "0"],
+            "invalid value '0' for '--iterations <N>'",
+        ),
+        (
+            vec!["--outfeed-mode", "last", "--inputs", inputs.as_str()],
+            "--iterations <N>",
+        ),
+        (
+            vec!["--iterations", "5", "--estimate-only"],
+            "cannot be used with",
+        ),
+    ] {
+        let mut all = vec!["run", module.as_str(), "--outdir", dir.as_str()];
+        all.extend(args.iter().copied());
+        let out = ipuxla(&all);
+        assert!(!out.status.success(), "{args:?}");
+        let err = stderr(&out);
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!outdir.exists(), "{args:?}: nothing is written");
+    }
+}

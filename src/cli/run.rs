@@ -1,6 +1,7 @@
 //! `ipuxla run`: run a module on `.npy` inputs and write `.npy` outputs, in the style of
 //! `saved_model_cli run` (`--inputs "0=a.npy;1=b.npy" --outdir DIR`).
 
+use crate::device_loop::OutfeedMode;
 use crate::npy::{numpy_name, read_npy, write_npy};
 use anyhow::{Context, anyhow, bail};
 use clap::{Args, ValueEnum};
@@ -36,6 +37,15 @@ pub enum IpuVersionArg {
     Ipu2,
 }
 
+/// What is kept of an output produced every iteration of a device loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutfeedModeArg {
+    /// Every iteration's value, stacked `[N, *shape]` (the seed's IPUOutfeedMode.ALL).
+    All,
+    /// Only the last iteration's value (IPUOutfeedMode.LAST).
+    Last,
+}
+
 /// Arguments of `ipuxla run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -62,6 +72,19 @@ pub struct RunArgs {
     /// The engine that computes the results.
     #[arg(long, value_enum, default_value_t = Engine::IpuModel)]
     pub engine: Engine,
+    /// Steps per execution: run the entry computation N times in one device execution (the
+    /// seed's `iterations_per_loop`, Keras `steps_per_execution`). A parameter the module's
+    /// `input_output_alias` names stays on the device, each iteration reading what the last
+    /// wrote (its input is the first value); an input with one more leading dimension, of
+    /// N, is fed one slice per iteration; any other input is the same every iteration.
+    /// Aliased outputs are written once (their final value), every other output stacked
+    /// `[N, *shape]` (see --outfeed-mode).
+    #[arg(long, visible_alias = "batch-per-step", value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "estimate_only")]
+    pub iterations: Option<u64>,
+    /// With --iterations: what is kept of an output produced every iteration.
+    #[arg(long, value_enum, requires = "iterations")]
+    pub outfeed_mode: Option<OutfeedModeArg>,
     /// An IpuConfig as JSON (`{"ipu_model": {"tiles_per_ipu": 4}, ...}`); the flags below
     /// override it.
     #[arg(long, value_name = "FILE.json")]
@@ -165,17 +188,44 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         .as_deref()
         .expect("clap: required unless --estimate-only");
     check_outdir(outdir, args.overwrite)?;
-    let inputs = read_inputs(&module, &args.inputs)?;
+    let inputs = read_inputs(&module, &args.inputs, args.iterations)?;
     let start = Instant::now();
-    let (outputs, device) = match args.engine {
-        Engine::Reference => (
+    let device_loop = match args.iterations {
+        Some(n) => Some(
+            crate::device_loop::device_loop_for(&module, n, &inputs)
+                .map_err(|e| anyhow!("{}: {e:#}", args.file.display()))?,
+        ),
+        None => None,
+    };
+    let mode = match args.outfeed_mode {
+        Some(OutfeedModeArg::Last) => OutfeedMode::Last,
+        Some(OutfeedModeArg::All) | None => OutfeedMode::All,
+    };
+    let (outputs, device) = match (args.engine, device_loop) {
+        (Engine::Reference, Some(lp)) => (
+            crate::device_loop::evaluate_loop(&module, &lp, &inputs, mode)
+                .map_err(|e| anyhow!("{}: {e:#}", args.file.display()))?,
+            None,
+        ),
+        (Engine::IpuModel, Some(lp)) => {
+            let options = args.passes.options();
+            let mut run = crate::device::run_device_loop_on_ipu_model(
+                &module, &config, &options, &inputs, lp, mode,
+            )
+            .map_err(|e| anyhow!("{}: {e:#}", args.file.display()))?;
+            for w in &run.warnings {
+                eprintln!("warning: {w}");
+            }
+            (std::mem::take(&mut run.outputs), Some(run))
+        }
+        (Engine::Reference, None) => (
             flatten(
                 xla_ir::eval::evaluate(&module, &inputs)
                     .map_err(|e| anyhow!("{}: {e}", args.file.display()))?,
             ),
             None,
         ),
-        Engine::IpuModel => {
+        (Engine::IpuModel, None) => {
             let options = args.passes.options();
             let mut run = crate::device::run_on_ipu_model_with(&module, &config, &options, &inputs)
                 .map_err(|e| anyhow!("{}: {e:#}", args.file.display()))?;
@@ -260,8 +310,13 @@ fn check_outdir(dir: &Path, overwrite: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Parses `--inputs` and reads each file, checking it against its parameter.
-fn read_inputs(module: &Module, spec: &str) -> anyhow::Result<Vec<Literal>> {
+/// Parses `--inputs` and reads each file, checking it against its parameter (with
+/// `--iterations N`, a file may also hold one value per iteration: a leading dimension N).
+fn read_inputs(
+    module: &Module,
+    spec: &str,
+    iterations: Option<u64>,
+) -> anyhow::Result<Vec<Literal>> {
     let entry = module.entry_computation();
     let params = entry.parameters();
     let mut given: Vec<Option<(PathBuf, Literal)>> = vec![None; params.len()];
@@ -280,7 +335,14 @@ fn read_inputs(module: &Module, spec: &str) -> anyhow::Result<Vec<Literal>> {
         }
         let param = entry.instr(params[index]);
         let literal = read_npy(&file)?;
-        check_input(index, &param.name, &param.shape, &file, &literal)?;
+        check_input(
+            index,
+            &param.name,
+            &param.shape,
+            &file,
+            &literal,
+            iterations,
+        )?;
         given[index] = Some((file, Literal::Array(literal)));
     }
     let missing: Vec<String> = params
@@ -341,12 +403,38 @@ fn check_input(
     expected: &Shape,
     file: &Path,
     literal: &ArrayLiteral,
+    iterations: Option<u64>,
 ) -> anyhow::Result<()> {
     let Some(want) = expected.as_array() else {
         bail!(
             "parameter {index} ({name}) is a tuple {expected}; it cannot be fed from one .npy file"
         );
     };
+    let got = &literal.shape;
+    let per_iteration = iterations.is_some_and(|n| {
+        got.dims.len() == want.dims.len() + 1
+            && got.dims[0] as u64 == n
+            && got.dims[1..] == want.dims[..]
+    });
+    if want.element_type == got.element_type && per_iteration {
+        return Ok(());
+    }
+    if let (Some(n), true) = (iterations, want.element_type == got.element_type) {
+        if want.dims != got.dims {
+            bail!(
+                "{}: parameter {index} ({name}) is {} {}: with --iterations {n} its file must hold {} {} (the same every iteration) or {} {} (one per iteration), but it holds {}",
+                file.display(),
+                numpy_name(want.element_type),
+                dims_text(&want.dims),
+                numpy_name(want.element_type),
+                dims_text(&want.dims),
+                numpy_name(want.element_type),
+                dims_text(&[&[n as i64], &want.dims[..]].concat()),
+                dims_text(&got.dims)
+            );
+        }
+        return Ok(());
+    }
     if want.element_type != literal.shape.element_type || want.dims != literal.shape.dims {
         bail!(
             "{}: parameter {index} ({name}) is {} {} but the file holds {} {}",

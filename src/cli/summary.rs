@@ -7,6 +7,17 @@ use std::fmt::Write;
 /// Cycles, time, memory, exchange and program size, one fact per line.
 pub fn summary(run: &DeviceRun) -> String {
     let mut s = profile_lines(&run.profile, run.compute_sets, run.vertices, "run");
+    if let Some(lp) = &run.device_loop {
+        let _ = writeln!(
+            s,
+            "device loop: {} iterations, {} cycles per iteration (the execution's cycles over its iterations); {} B of parameters streamed in once and resident, {} B fed and {} B streamed out per iteration",
+            lp.iterations,
+            run.profile.total_cycles / lp.iterations.max(1),
+            lp.resident_bytes,
+            lp.fed_bytes_per_iteration,
+            lp.out_bytes_per_iteration
+        );
+    }
     let _ = writeln!(
         s,
         "host: compile {:.1} ms, load (checks, JIT) {:.1} ms, simulate {:.1} ms",

@@ -35,6 +35,14 @@ pub enum CompileError {
     /// A tile's live tensors do not fit its memory.
     #[error(transparent)]
     OutOfMemory(Box<TileOutOfMemory>),
+    /// A device loop (steps per execution) that cannot run this module as asked.
+    #[error("device loop of {iterations} iterations: {reason}")]
+    DeviceLoop {
+        /// The iterations asked for.
+        iterations: u64,
+        /// What is wrong, naming the parameter or output.
+        reason: String,
+    },
     /// `--stop-after` names no pass of the pipeline.
     #[error("--stop-after '{name}': there is no such pass; the passes are {}", known.join(", "))]
     UnknownPass {

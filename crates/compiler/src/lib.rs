@@ -18,7 +18,7 @@ pub mod types;
 
 pub use config::IpuConfig;
 pub use error::CompileError;
-pub use lower::{Compiled, HostBuffer};
+pub use lower::{Compiled, DeviceLoop, HostBuffer, ParameterRole};
 pub use passes::{PassOptions, PipelineReport};
 
 use xla_ir::Module;
@@ -41,8 +41,34 @@ pub fn compile_with_options(
     config: &IpuConfig,
     options: &PassOptions,
 ) -> Result<Compiled, CompileError> {
+    compile_inner(module, config, options, None)
+}
+
+/// Compiles `module` to run its entry computation `device_loop.iterations` times in one
+/// device execution (steps per execution): parameters its `input_output_alias` names stay
+/// resident, fed ones come one value per iteration, other results are streamed out every
+/// iteration ([`DeviceLoop`]).
+pub fn compile_device_loop(
+    module: &Module,
+    config: &IpuConfig,
+    options: &PassOptions,
+    device_loop: &DeviceLoop,
+) -> Result<Compiled, CompileError> {
+    compile_inner(module, config, options, Some(device_loop))
+}
+
+fn compile_inner(
+    module: &Module,
+    config: &IpuConfig,
+    options: &PassOptions,
+    device_loop: Option<&DeviceLoop>,
+) -> Result<Compiled, CompileError> {
+    if let Some(lp) = device_loop {
+        // Checked before the passes, so a bad loop is reported on the module as written.
+        lp.roles(module)?;
+    }
     let (module, report) = optimise(module, config, options)?;
-    let mut compiled = out_of_core::lower_fitting(&module, config)?;
+    let mut compiled = out_of_core::lower_fitting(&module, config, device_loop)?;
     compiled.warnings.splice(0..0, report.warnings);
     Ok(compiled)
 }

@@ -7,7 +7,7 @@
 //! Streaming Memory (ipu1) or with `ipu_model.streaming_memory` off.
 
 use crate::error::TileOutOfMemory;
-use crate::lower::{self, Compiled};
+use crate::lower::{self, Compiled, DeviceLoop};
 use crate::{CompileError, IpuConfig};
 use xla_ir::Module;
 
@@ -16,9 +16,13 @@ use xla_ir::Module;
 const MAX_VIRTUAL_TILES: usize = 1 << 16;
 
 /// Lowers `module` for the config's IPU, out of core if it does not fit tile memory.
-pub(crate) fn lower_fitting(module: &Module, config: &IpuConfig) -> Result<Compiled, CompileError> {
+pub(crate) fn lower_fitting(
+    module: &Module,
+    config: &IpuConfig,
+    device_loop: Option<&DeviceLoop>,
+) -> Result<Compiled, CompileError> {
     let target = config.target()?;
-    let mut error = match lower::lower_module(module, config, target.clone()) {
+    let mut error = match lower::lower_module(module, config, target.clone(), device_loop) {
         Err(CompileError::OutOfMemory(e)) => e,
         other => return other,
     };
@@ -50,7 +54,12 @@ pub(crate) fn lower_fitting(module: &Module, config: &IpuConfig) -> Result<Compi
                 format!("out of core it would need more than {limit} virtual tiles per IPU"),
             ));
         }
-        match lower::lower_module(module, config, target.clone().out_of_core(next)) {
+        match lower::lower_module(
+            module,
+            config,
+            target.clone().out_of_core(next),
+            device_loop,
+        ) {
             Ok(mut compiled) => {
                 compiled.warnings.push(format!(
                     "the module does not fit the tile memory of {} tiles per IPU; it runs out of \

@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod activation;
+pub mod alias;
 pub mod attributes;
 pub mod builder;
 pub mod computation;
@@ -25,6 +26,7 @@ pub mod shape;
 pub mod sharding;
 
 pub use activation::Activation;
+pub use alias::{AliasKind, OutputAlias};
 pub use computation::Computation;
 pub use element_type::ElementType;
 pub use ids::{CompId, InstrId};

@@ -264,6 +264,43 @@ impl ArrayLiteral {
         }
     }
 
+    /// Element `i` of the leading dimension (rank at least 1, `i` in range): the array of
+    /// the remaining dimensions.
+    pub fn index_leading(&self, i: usize) -> ArrayLiteral {
+        let dims = &self.shape.dims[1..];
+        let n: usize = dims.iter().map(|&d| d as usize).product();
+        let indices: Vec<usize> = (i * n..(i + 1) * n).collect();
+        ArrayLiteral {
+            shape: ArrayShape::new(self.shape.element_type, dims),
+            data: self.data.take(&indices),
+        }
+    }
+
+    /// `items` (one shape, at least one of them) stacked along a new leading dimension.
+    pub fn stack(items: &[ArrayLiteral]) -> Result<ArrayLiteral, String> {
+        let first = items.first().ok_or("nothing to stack")?;
+        let mut dims = vec![items.len() as i64];
+        dims.extend_from_slice(&first.shape.dims);
+        let mut data = first.data.clone();
+        for item in &items[1..] {
+            if !item.shape.same_ignoring_layout(&first.shape) {
+                return Err(format!("cannot stack {} with {}", item.shape, first.shape));
+            }
+            macro_rules! append {
+                ($($variant:ident),*) => {
+                    match (&mut data, &item.data) {
+                        $((ArrayData::$variant(a), ArrayData::$variant(b)) => a.extend_from_slice(b),)*
+                        _ => return Err(format!("cannot stack {} data with {} data", item.data.element_type(), first.data.element_type())),
+                    }
+                };
+            }
+            append!(
+                Pred, S8, S16, S32, S64, U8, U16, U32, U64, F16, Bf16, F32, F64
+            );
+        }
+        ArrayLiteral::new(ArrayShape::new(first.shape.element_type, &dims), data)
+    }
+
     /// A rank-1 `f32` array.
     pub fn vector_f32(values: &[f32]) -> ArrayLiteral {
         ArrayLiteral {

@@ -1,5 +1,6 @@
 //! A module: computations in an arena, the entry, header attributes and debug tables.
 
+use crate::alias::OutputAlias;
 use crate::ids::CompId;
 use crate::metadata::DebugTables;
 use crate::{Computation, Shape};
@@ -23,6 +24,8 @@ pub struct Module {
     pub entry: CompId,
     /// `is_scheduled=true`: instruction order is a schedule.
     pub is_scheduled: bool,
+    /// `input_output_alias={...}`: outputs that are new values of parameters (empty: none).
+    pub input_output_alias: Vec<OutputAlias>,
     /// `entry_computation_layout={...}`: the layouts the caller sees.
     pub entry_computation_layout: Option<ProgramShape>,
     /// `replica_count=N`.
@@ -44,6 +47,7 @@ impl Module {
             computations: Vec::new(),
             entry: CompId(0),
             is_scheduled: false,
+            input_output_alias: Vec::new(),
             entry_computation_layout: None,
             replica_count: None,
             num_partitions: None,

@@ -18,6 +18,10 @@ impl fmt::Display for Module {
         if self.is_scheduled {
             f.write_str(", is_scheduled=true")?;
         }
+        if !self.input_output_alias.is_empty() {
+            let aliases = crate::alias::aliases_text(&self.input_output_alias);
+            write!(f, ", input_output_alias={aliases}")?;
+        }
         if let Some(layout) = &self.entry_computation_layout {
             f.write_str(", entry_computation_layout={(")?;
             write_indexed_list(f, &layout.parameters, |f, s| write!(f, "{s}"))?;

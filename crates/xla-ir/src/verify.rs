@@ -47,7 +47,8 @@ pub fn verify(module: &Module) -> Result<(), VerifyError> {
     for (_, comp) in module.computations() {
         verify_computation(module, comp)?;
     }
-    Ok(())
+    crate::alias::check_aliases(module)
+        .map_err(|message| computation_error(module.entry_computation(), message))
 }
 
 fn computation_error(comp: &Computation, message: String) -> VerifyError {

@@ -24,7 +24,7 @@ fn known_trip_count(backend_config: Option<&str>) -> Option<u64> {
 impl Lowerer<'_> {
     /// Copies `from`'s leaves into `into`'s, safely when some of `from` are `into` tensors
     /// (a body that swaps state): those go through temporaries first.
-    fn write_back(&mut self, from: &Value, into: &Value) {
+    pub(super) fn write_back(&mut self, from: &Value, into: &Value) {
         let (src, dst) = (from.leaves(), into.leaves());
         let carried: Vec<TensorId> = dst.iter().map(|a| a.tensor).collect();
         let mut staged: Vec<Arr> = Vec::new();
@@ -56,7 +56,7 @@ impl Lowerer<'_> {
     }
 
     /// Keeps tensors defined before step `start` and read since then live until now.
-    fn extend_lives(&mut self, start: u64) {
+    pub(super) fn extend_lives(&mut self, start: u64) {
         let now = self.step;
         for l in &mut self.life {
             if l.first < start && l.last >= start {

@@ -5,6 +5,7 @@
 mod codelet;
 mod control;
 mod conv_codelet;
+mod device_loop;
 mod dot;
 pub(crate) mod elementwise;
 mod mapping;
@@ -17,6 +18,7 @@ use crate::CompileError;
 use crate::config::{IpuConfig, PlannerOptions};
 use crate::types::{device_type, location};
 use codegen::DType;
+pub use device_loop::{DeviceLoop, ParameterRole};
 use mapping::Piece;
 use runtime::{
     Direction, Executable, ExecutableBuilder, Interval, Program, Rearrange, Target, TensorId,
@@ -45,6 +47,9 @@ pub struct HostBuffer {
     pub stream: String,
     /// The HLO shape (device bytes use [`crate::types::device_type`]).
     pub shape: ArrayShape,
+    /// In a device loop: the stream carries one value per iteration (a fed parameter, or
+    /// an output stacked over iterations); otherwise one per execution.
+    pub per_iteration: bool,
 }
 
 /// A device array: a tensor and the HLO shape it holds (row-major, logical order).
@@ -156,6 +161,7 @@ pub(crate) fn lower_module(
     module: &Module,
     config: &IpuConfig,
     target: Target,
+    device_loop: Option<&DeviceLoop>,
 ) -> Result<Compiled, CompileError> {
     let num_ipus = config.auto_select_ipus.num_ipus();
     let mut l = Lowerer {
@@ -172,30 +178,10 @@ pub(crate) fn lower_module(
         next_tile: 0,
         warnings: Vec::new(),
     };
-    let entry = module.entry_computation();
-    let mut args = Vec::new();
-    let mut inputs = Vec::new();
-    for (k, &p) in entry.parameters().iter().enumerate() {
-        let shape = &entry.instr(p).shape;
-        args.push(l.stream_in(&format!("param{k}"), shape, &mut inputs));
-    }
-    let result = l.computation(module.entry, args)?;
-    let mut outputs = Vec::new();
-    for (k, leaf) in result.leaves().into_iter().enumerate() {
-        let name = format!("out{k}");
-        let dtype = l.dtype(&leaf.shape);
-        let s =
-            l.b.stream(&name, Direction::DeviceToHost, dtype, leaf.elements());
-        l.use_tensor(leaf.tensor);
-        l.emit(Program::StreamCopy {
-            stream: s,
-            tensor: leaf.tensor,
-        });
-        outputs.push(HostBuffer {
-            stream: name,
-            shape: leaf.shape.clone(),
-        });
-    }
+    let (inputs, outputs) = match device_loop {
+        None => l.entry_once()?,
+        Some(lp) => l.entry_loop(lp)?,
+    };
     let program = Program::Sequence(l.seqs.pop().expect("the main sequence"));
     memory::allocate(&mut l)?;
     let warnings = std::mem::take(&mut l.warnings);
@@ -209,6 +195,45 @@ pub(crate) fn lower_module(
 }
 
 impl<'m> Lowerer<'m> {
+    /// The entry computation run once: every parameter streamed in, every result leaf
+    /// streamed out. Returns the input and output host buffers.
+    fn entry_once(&mut self) -> Result<(Vec<HostBuffer>, Vec<HostBuffer>), CompileError> {
+        let module = self.module;
+        let entry = module.entry_computation();
+        let mut args = Vec::new();
+        let mut inputs = Vec::new();
+        for (k, &p) in entry.parameters().iter().enumerate() {
+            let shape = &entry.instr(p).shape;
+            args.push(self.stream_in(&format!("param{k}"), shape, &mut inputs));
+        }
+        let result = self.computation(module.entry, args)?;
+        let outputs = result
+            .leaves()
+            .iter()
+            .enumerate()
+            .map(|(k, leaf)| self.stream_out(&format!("out{k}"), leaf))
+            .collect();
+        Ok((inputs, outputs))
+    }
+
+    /// A device-to-host stream named `name` and the step copying `leaf` into it.
+    fn stream_out(&mut self, name: &str, leaf: &Arr) -> HostBuffer {
+        let dtype = self.dtype(&leaf.shape);
+        let s = self
+            .b
+            .stream(name, Direction::DeviceToHost, dtype, leaf.elements());
+        self.use_tensor(leaf.tensor);
+        self.emit(Program::StreamCopy {
+            stream: s,
+            tensor: leaf.tensor,
+        });
+        HostBuffer {
+            stream: name.to_string(),
+            shape: leaf.shape.clone(),
+            per_iteration: false,
+        }
+    }
+
     /// The device type of an array shape (types were checked before lowering).
     pub fn dtype(&self, shape: &ArrayShape) -> DType {
         device_type(shape.element_type).expect("device types are checked before lowering")
@@ -350,6 +375,7 @@ impl<'m> Lowerer<'m> {
                 inputs.push(HostBuffer {
                     stream: stream_name,
                     shape: a.clone(),
+                    per_iteration: false,
                 });
                 Value::Array(arr)
             }

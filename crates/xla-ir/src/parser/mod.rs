@@ -11,6 +11,7 @@ mod literal;
 mod ops;
 mod values;
 
+use crate::alias::{AliasKind, OutputAlias};
 use crate::ids::{CompId, InstrId};
 use crate::instruction::SourceLocation;
 use crate::metadata::{FrontendAttributes, Metadata};
@@ -133,14 +134,18 @@ impl<'a> Parser<'a> {
         }
         let name = self.c.name("the module name")?;
         let mut module = Module::new(name);
-        let mut entry_layout_pos = 0;
+        let mut positions = HeaderPositions::default();
         while self.c.eat(b',') {
             let attr = self.raw_attr()?;
             let c = &self.c;
             match attr.name {
                 "is_scheduled" => module.is_scheduled = ops::value(c, attr, values::boolean)?,
+                "input_output_alias" => {
+                    positions.aliases = attr.start;
+                    module.input_output_alias = ops::value(c, attr, output_aliases)?;
+                }
                 "entry_computation_layout" => {
-                    entry_layout_pos = attr.start;
+                    positions.entry_layout = attr.start;
                     module.entry_computation_layout = Some(ops::value(c, attr, program_shape)?);
                 }
                 "replica_count" => module.replica_count = Some(ops::value(c, attr, |c| c.int())?),
@@ -155,7 +160,7 @@ impl<'a> Parser<'a> {
         while !self.c.at_end() {
             self.computation()?;
         }
-        self.finish_module(module, entry_layout_pos)
+        self.finish_module(module, positions)
     }
 
     fn raw_attr(&mut self) -> Result<RawAttr<'a>> {
@@ -496,7 +501,7 @@ impl<'a> Parser<'a> {
         Ok(comp)
     }
 
-    fn finish_module(&mut self, mut module: Module, entry_layout_pos: usize) -> Result<Module> {
+    fn finish_module(&mut self, mut module: Module, positions: HeaderPositions) -> Result<Module> {
         if self.comps.slots.is_empty() {
             return Err(self
                 .c
@@ -548,7 +553,7 @@ impl<'a> Parser<'a> {
                 && layout.result.same_ignoring_layout(&actual.result);
             if !same {
                 return Err(c.error_at(
-                    entry_layout_pos,
+                    positions.entry_layout,
                     format!(
                         "entry_computation_layout does not match the ENTRY computation: it has ({})->{}",
                         crate::printer::shapes_text(&actual.parameters),
@@ -557,8 +562,63 @@ impl<'a> Parser<'a> {
                 ));
             }
         }
+        crate::alias::check_aliases(&module).map_err(|m| c.error_at(positions.aliases, m))?;
         Ok(module)
     }
+}
+
+/// Where header attributes checked against the whole module were written.
+#[derive(Default)]
+struct HeaderPositions {
+    entry_layout: usize,
+    aliases: usize,
+}
+
+/// `{ {0}: (0, {}, may-alias), {1}: (2, {}, must-alias) }` (entries may also be empty).
+fn output_aliases(c: &mut Cursor<'_>) -> Result<Vec<OutputAlias>> {
+    c.expect(b'{')?;
+    let mut out = Vec::new();
+    while !c.eat(b'}') {
+        let output = shape_index(c)?;
+        c.expect(b':')?;
+        c.expect(b'(')?;
+        let parameter = c.int()?;
+        c.expect(b',')?;
+        let parameter_index = shape_index(c)?;
+        let kind = if c.eat(b',') {
+            match c.word() {
+                Some("may-alias") => AliasKind::MayAlias,
+                Some("must-alias") => AliasKind::MustAlias,
+                _ => return Err(c.expected("'may-alias' or 'must-alias'")),
+            }
+        } else {
+            AliasKind::MayAlias
+        };
+        c.expect(b')')?;
+        out.push(OutputAlias {
+            output,
+            parameter,
+            parameter_index,
+            kind,
+        });
+        if !c.eat(b',') && c.peek() != Some(b'}') {
+            return Err(c.expected("',' or '}'"));
+        }
+    }
+    Ok(out)
+}
+
+/// `{}` or `{1,0}`: a shape index.
+fn shape_index(c: &mut Cursor<'_>) -> Result<Vec<i64>> {
+    c.expect(b'{')?;
+    let mut out = Vec::new();
+    while !c.eat(b'}') {
+        out.push(c.int()?);
+        if !c.eat(b',') && c.peek() != Some(b'}') {
+            return Err(c.expected("',' or '}'"));
+        }
+    }
+    Ok(out)
 }
 
 /// `{a, b}`: instruction names (for control-predecessors), with their positions.
