@@ -74,7 +74,16 @@ pub fn run_on_ipu_model_with(
     options: &PassOptions,
     inputs: &[Literal],
 ) -> anyhow::Result<DeviceRun> {
-    let (mut loaded, timings) = LoadedModule::load(module, config, options)?;
+    let (loaded, timings) = LoadedModule::load(module, config, options)?;
+    run_once(loaded, timings, inputs)
+}
+
+/// Runs a freshly loaded module once on `inputs`, with its load's host times.
+fn run_once(
+    mut loaded: LoadedModule,
+    timings: LoadTimings,
+    inputs: &[Literal],
+) -> anyhow::Result<DeviceRun> {
     let t = std::time::Instant::now();
     let (outputs, profile) = loaded.run(inputs)?;
     Ok(DeviceRun {
@@ -86,7 +95,7 @@ pub fn run_on_ipu_model_with(
         compile_seconds: timings.compile_seconds,
         load_seconds: timings.load_seconds,
         run_seconds: t.elapsed().as_secs_f64(),
-        device_loop: None,
+        device_loop: loaded.loop_facts(),
     })
 }
 
@@ -104,19 +113,7 @@ pub fn run_device_loop_on_ipu_model(
     let (mut loaded, timings) =
         LoadedModule::load_device_loop(module, config, options, EngineOptions::default(), lp)?;
     loaded.outfeed_mode = mode;
-    let t = std::time::Instant::now();
-    let (outputs, profile) = loaded.run(inputs)?;
-    Ok(DeviceRun {
-        outputs,
-        profile,
-        compute_sets: loaded.compute_sets,
-        vertices: loaded.vertices,
-        warnings: std::mem::take(&mut loaded.warnings),
-        compile_seconds: timings.compile_seconds,
-        load_seconds: timings.load_seconds,
-        run_seconds: t.elapsed().as_secs_f64(),
-        device_loop: loaded.loop_facts(),
-    })
+    run_once(loaded, timings, inputs)
 }
 
 /// What the IPU Model estimates for a module without running it.

@@ -152,24 +152,19 @@ fn outfeed_mode_last_keeps_the_last_iteration_of_stacked_outputs() {
     let case = loop_case("loop_linreg_sgd");
     let (info, module, inputs) = load(&case, "module.hlo");
     let lp = device_loop_for(&module, iterations(&info), &inputs).unwrap();
-    let all = run_device_loop_on_ipu_model(
-        &module,
-        &IpuConfig::default(),
-        &PassOptions::default(),
-        &inputs,
-        lp.clone(),
-        OutfeedMode::All,
-    )
-    .unwrap();
-    let last = run_device_loop_on_ipu_model(
-        &module,
-        &IpuConfig::default(),
-        &PassOptions::default(),
-        &inputs,
-        lp.clone(),
-        OutfeedMode::Last,
-    )
-    .unwrap();
+    let run = |mode| {
+        let options = PassOptions::default();
+        run_device_loop_on_ipu_model(
+            &module,
+            &IpuConfig::default(),
+            &options,
+            &inputs,
+            lp.clone(),
+            mode,
+        )
+        .unwrap()
+    };
+    let (all, last) = (run(OutfeedMode::All), run(OutfeedMode::Last));
     let reference_last = evaluate_loop(&module, &lp, &inputs, OutfeedMode::Last).unwrap();
     let n = iterations(&info) as usize;
     let mut stacked = 0;
