@@ -5,6 +5,7 @@ use crate::device_loop::OutfeedMode;
 use compiler::{Compiled, DeviceLoop, IpuConfig, PassOptions};
 use runtime::{Engine, EngineOptions, HostIo, Profile};
 use std::sync::Arc;
+use xla_ir::eval::Feeds;
 use xla_ir::literal::ArrayLiteral;
 use xla_ir::{Literal, Module};
 
@@ -74,8 +75,20 @@ pub fn run_on_ipu_model_with(
     options: &PassOptions,
     inputs: &[Literal],
 ) -> anyhow::Result<DeviceRun> {
+    run_on_ipu_model_feeding(module, config, options, inputs, &mut Feeds::default())
+}
+
+/// [`run_on_ipu_model_with`] with host feeds for the module's infeeds and outfeeds
+/// ([`LoadedModule::run_with_feeds`]).
+pub fn run_on_ipu_model_feeding(
+    module: &Module,
+    config: &IpuConfig,
+    options: &PassOptions,
+    inputs: &[Literal],
+    feeds: &mut Feeds,
+) -> anyhow::Result<DeviceRun> {
     let (loaded, timings) = LoadedModule::load(module, config, options)?;
-    run_once(loaded, timings, inputs)
+    run_once(loaded, timings, inputs, feeds)
 }
 
 /// Runs a freshly loaded module once on `inputs`, with its load's host times.
@@ -83,9 +96,10 @@ fn run_once(
     mut loaded: LoadedModule,
     timings: LoadTimings,
     inputs: &[Literal],
+    feeds: &mut Feeds,
 ) -> anyhow::Result<DeviceRun> {
     let t = std::time::Instant::now();
-    let (outputs, profile) = loaded.run(inputs)?;
+    let (outputs, profile) = loaded.run_with_feeds(inputs, feeds)?;
     Ok(DeviceRun {
         outputs,
         profile,
@@ -101,7 +115,8 @@ fn run_once(
 
 /// Compiles `module` for `config` as a device loop (`lp`: steps per execution) and runs it
 /// once on `inputs` (one literal per parameter; fed parameters with their extra leading
-/// dimension), keeping per-iteration outputs as `mode` says.
+/// dimension), keeping per-iteration outputs as `mode` says; `feeds` serve the module's
+/// infeeds and outfeeds.
 pub fn run_device_loop_on_ipu_model(
     module: &Module,
     config: &IpuConfig,
@@ -109,11 +124,12 @@ pub fn run_device_loop_on_ipu_model(
     inputs: &[Literal],
     lp: DeviceLoop,
     mode: OutfeedMode,
+    feeds: &mut Feeds,
 ) -> anyhow::Result<DeviceRun> {
     let (mut loaded, timings) =
         LoadedModule::load_device_loop(module, config, options, EngineOptions::default(), lp)?;
     loaded.outfeed_mode = mode;
-    run_once(loaded, timings, inputs)
+    run_once(loaded, timings, inputs, feeds)
 }
 
 /// What the IPU Model estimates for a module without running it.
@@ -179,6 +195,8 @@ pub struct LoadedModule {
     device_loop: Option<DeviceLoop>,
     /// In a device loop, what the host keeps of outputs produced every iteration.
     pub outfeed_mode: OutfeedMode,
+    infeeds: Vec<compiler::Feed>,
+    outfeeds: Vec<compiler::Feed>,
     /// Compute sets in the executable.
     pub compute_sets: usize,
     /// Vertices (JIT and codelet) in the executable.
@@ -233,6 +251,8 @@ impl LoadedModule {
             executable,
             inputs: streams_in,
             outputs: streams_out,
+            infeeds,
+            outfeeds,
             warnings,
         } = match &device_loop {
             None => compiler::compile_with_options(module, config, options)?,
@@ -262,6 +282,8 @@ impl LoadedModule {
             declared,
             device_loop,
             outfeed_mode: OutfeedMode::default(),
+            infeeds,
+            outfeeds,
             compute_sets,
             vertices,
             warnings,
@@ -365,13 +387,102 @@ impl LoadedModule {
         &mut self,
         inputs: &DeviceInputs,
     ) -> anyhow::Result<(Vec<ArrayLiteral>, Profile)> {
+        self.run_prepared_with_feeds(inputs, &mut Feeds::default())
+    }
+
+    /// The names of the module's infeeds and outfeeds, in order of first use.
+    pub fn feed_names(&self) -> (Vec<&str>, Vec<&str>) {
+        fn names(feeds: &[compiler::Feed]) -> Vec<&str> {
+            feeds.iter().map(|f| f.name.as_str()).collect()
+        }
+        (names(&self.infeeds), names(&self.outfeeds))
+    }
+
+    /// [`LoadedModule::run`] with host feeds: the module's infeeds dequeue from
+    /// `feeds.infeeds` (by feed name; the values the run consumed leave the queue) and its
+    /// outfeeds append to `feeds.outfeeds`, as [`xla_ir::eval::evaluate_with_feeds`] does.
+    pub fn run_with_feeds(
+        &mut self,
+        inputs: &[Literal],
+        feeds: &mut Feeds,
+    ) -> anyhow::Result<(Vec<ArrayLiteral>, Profile)> {
+        let prepared = self.prepare(inputs)?;
+        self.run_prepared_with_feeds(&prepared, feeds)
+    }
+
+    fn run_prepared_with_feeds(
+        &mut self,
+        inputs: &DeviceInputs,
+        feeds: &mut Feeds,
+    ) -> anyhow::Result<(Vec<ArrayLiteral>, Profile)> {
         let mut io = HostIo::new();
         for (s, buffers) in self.streams_in.iter().zip(&inputs.0) {
             for bytes in buffers {
                 io.feed(&s.stream, Arc::clone(bytes));
             }
         }
+        for name in feeds.infeeds.keys() {
+            if !self.infeeds.iter().any(|f| &f.name == name) {
+                anyhow::bail!(
+                    "infeed {name} does not exist; the module's infeeds are {:?}",
+                    self.feed_names().0
+                );
+            }
+        }
+        for feed in &self.infeeds {
+            for (i, value) in feeds
+                .infeeds
+                .get(&feed.name)
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                if !value.shape().same_ignoring_layout(&feed.shape) {
+                    anyhow::bail!(
+                        "infeed {}: value {i} is {} but the feed carries {}",
+                        feed.name,
+                        value.shape(),
+                        feed.shape
+                    );
+                }
+                let mut flat = Vec::new();
+                leaves(value, &mut flat);
+                for (leaf, buffer) in flat.iter().zip(&feed.leaves) {
+                    io.feed(&buffer.stream, compiler::device_data::to_device(&leaf.data));
+                }
+            }
+        }
         let profile = self.engine.run(&mut io)?;
+        for feed in &self.infeeds {
+            let used = feed.leaves.first().map_or(0, |b| io.consumed(&b.stream));
+            if let Some(queue) = feeds.infeeds.get_mut(&feed.name) {
+                queue.drain(..used.min(queue.len()));
+            }
+            *feeds.dequeued.entry(feed.name.clone()).or_default() += used;
+        }
+        for feed in &self.outfeeds {
+            let per_leaf: Vec<Vec<Vec<u8>>> =
+                feed.leaves.iter().map(|b| io.take(&b.stream)).collect();
+            let count = per_leaf.first().map_or(0, Vec::len);
+            let sent = feeds.outfeeds.entry(feed.name.clone()).or_default();
+            for i in 0..count {
+                let arrays: Vec<Literal> = feed
+                    .leaves
+                    .iter()
+                    .zip(&per_leaf)
+                    .map(|(b, values)| {
+                        Literal::Array(compiler::device_data::from_device(&b.shape, &values[i]))
+                    })
+                    .collect();
+                sent.push(match &feed.shape {
+                    xla_ir::Shape::Tuple(_) => Literal::Tuple(arrays),
+                    _ => arrays
+                        .into_iter()
+                        .next()
+                        .expect("an array feed has one leaf"),
+                });
+            }
+        }
         let mut outputs = Vec::new();
         for (s, shape) in self.streams_out.iter().zip(&self.declared) {
             let mut values = io.take(&s.stream);

@@ -8,6 +8,7 @@
 
 use anyhow::{anyhow, bail};
 use compiler::{DeviceLoop, ParameterRole};
+use xla_ir::eval::Feeds;
 use xla_ir::literal::ArrayLiteral;
 use xla_ir::{Literal, Module};
 
@@ -74,12 +75,14 @@ pub fn device_loop_for(
 }
 
 /// Runs the loop on the reference evaluator: the oracle for the device loop, and the
-/// reference engine's `--iterations`. Returns the result leaves as the loop's outputs.
+/// reference engine's `--iterations`. Returns the result leaves as the loop's outputs;
+/// `feeds` serve the module's infeeds and outfeeds across all iterations.
 pub fn evaluate_loop(
     module: &Module,
     lp: &DeviceLoop,
     inputs: &[Literal],
     mode: OutfeedMode,
+    feeds: &mut Feeds,
 ) -> anyhow::Result<Vec<ArrayLiteral>> {
     let roles = lp.roles(module)?;
     let mut args: Vec<Literal> = inputs.to_vec();
@@ -92,7 +95,7 @@ pub fn evaluate_loop(
             }
         }
         let out = leaves(
-            xla_ir::eval::evaluate(module, &args)
+            xla_ir::eval::evaluate_with_feeds(module, &args, feeds)
                 .map_err(|e| anyhow!("iteration {i} of {}: {e}", lp.iterations))?,
         );
         for (k, role) in roles.iter().enumerate() {

@@ -627,7 +627,7 @@ fn bad_iterations_are_named_and_write_nothing() {
         ),
         (
             vec!["--outfeed-mode", "last", "--inputs", inputs.as_str()],
-            "--iterations <N>",
+            "has no outfeed and no --iterations, so nothing is produced more than once",
         ),
         (
             vec!["--iterations", "5", "--estimate-only"],

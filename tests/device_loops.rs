@@ -12,6 +12,7 @@ use ipuxla::device_loop::{OutfeedMode, device_loop_for, evaluate_loop};
 use ipuxla::runtime::EngineOptions;
 use std::path::{Path, PathBuf};
 use xla_ir::Literal;
+use xla_ir::eval::Feeds;
 use xla_ir::literal::ArrayLiteral;
 
 fn loop_case(name: &str) -> PathBuf {
@@ -45,7 +46,14 @@ fn every_loop_case_matches_xla_on_the_ipu_model_and_the_evaluator() {
         let case = loop_case(name);
         let (info, module, inputs) = load(&case, "module.hlo");
         let lp = device_loop_for(&module, iterations(&info), &inputs).unwrap();
-        let reference = evaluate_loop(&module, &lp, &inputs, OutfeedMode::All).unwrap();
+        let reference = evaluate_loop(
+            &module,
+            &lp,
+            &inputs,
+            OutfeedMode::All,
+            &mut Feeds::default(),
+        )
+        .unwrap();
         check_all(
             &format!("{name} on the evaluator"),
             &info,
@@ -62,6 +70,7 @@ fn every_loop_case_matches_xla_on_the_ipu_model_and_the_evaluator() {
                 &inputs,
                 lp.clone(),
                 OutfeedMode::All,
+                &mut Feeds::default(),
             )
             .unwrap_or_else(|e| panic!("{name} on {tiles} tiles: {e:#}"));
             check_all(
@@ -137,7 +146,14 @@ fn a_hundred_adam_steps_stream_the_weights_once_and_cost_less_per_step_than_one_
         single.profile.total_cycles
     );
     // The loop computes what the evaluator's loop does, and a second run the same again.
-    let reference = evaluate_loop(&module, &lp, &inputs, OutfeedMode::All).unwrap();
+    let reference = evaluate_loop(
+        &module,
+        &lp,
+        &inputs,
+        OutfeedMode::All,
+        &mut Feeds::default(),
+    )
+    .unwrap();
     let spec = serde_json::json!({"rtol": 2e-4, "atol": 1e-5});
     for (k, (got, want)) in outputs.iter().zip(&reference).enumerate() {
         check_output(&format!("output {k}"), got, want, &spec);
@@ -161,11 +177,19 @@ fn outfeed_mode_last_keeps_the_last_iteration_of_stacked_outputs() {
             &inputs,
             lp.clone(),
             mode,
+            &mut Feeds::default(),
         )
         .unwrap()
     };
     let (all, last) = (run(OutfeedMode::All), run(OutfeedMode::Last));
-    let reference_last = evaluate_loop(&module, &lp, &inputs, OutfeedMode::Last).unwrap();
+    let reference_last = evaluate_loop(
+        &module,
+        &lp,
+        &inputs,
+        OutfeedMode::Last,
+        &mut Feeds::default(),
+    )
+    .unwrap();
     let n = iterations(&info) as usize;
     let mut stacked = 0;
     for (k, (a, l)) in all.outputs.iter().zip(&last.outputs).enumerate() {

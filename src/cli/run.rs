@@ -7,6 +7,7 @@ use anyhow::{Context, anyhow, bail};
 use clap::{Args, ValueEnum};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+use xla_ir::eval::Feeds;
 use xla_ir::literal::ArrayLiteral;
 use xla_ir::{Literal, Module, Shape};
 
@@ -82,9 +83,18 @@ pub struct RunArgs {
     #[arg(long, visible_alias = "batch-per-step", value_name = "N",
           value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "estimate_only")]
     pub iterations: Option<u64>,
-    /// With --iterations: what is kept of an output produced every iteration.
-    #[arg(long, value_enum, requires = "iterations")]
+    /// What is kept of a value produced again and again: each outfeed's values and, with
+    /// --iterations, each output stacked over iterations (default all). Refused when the
+    /// module has neither.
+    #[arg(long, value_enum)]
     pub outfeed_mode: Option<OutfeedModeArg>,
+    /// Values for the module's infeeds as `NAME=FILE.npy` pairs separated by `;`: NAME is
+    /// an infeed's `infeed_config`, or its number among the unnamed infeeds in program
+    /// order; each slice of the file's leading dimension is one value, dequeued in order.
+    /// Outfeeds are written as `DIR/outfeed_NAME.npy` (values stacked, or the last with
+    /// `--outfeed-mode last`).
+    #[arg(long, default_value = "")]
+    pub infeed: String,
     /// An IpuConfig as JSON (`{"ipu_model": {"tiles_per_ipu": 4}, ...}`); the flags below
     /// override it.
     #[arg(long, value_name = "FILE.json")]
@@ -188,6 +198,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         .as_deref()
         .expect("clap: required unless --estimate-only");
     check_outdir(outdir, args.overwrite)?;
+    let names = xla_ir::eval::FeedNames::of(&module);
+    if args.outfeed_mode.is_some() && args.iterations.is_none() && names.outfeeds.is_empty() {
+        bail!(
+            "--outfeed-mode: {} has no outfeed and no --iterations, so nothing is produced more than once",
+            args.file.display()
+        );
+    }
+    let mut feeds = read_infeeds(&names, &args.infeed)?;
     let inputs = read_inputs(&module, &args.inputs, args.iterations)?;
     let start = Instant::now();
     let device_loop = match args.iterations {
@@ -203,14 +221,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     let (outputs, device) = match (args.engine, device_loop) {
         (Engine::Reference, Some(lp)) => (
-            crate::device_loop::evaluate_loop(&module, &lp, &inputs, mode)
+            crate::device_loop::evaluate_loop(&module, &lp, &inputs, mode, &mut feeds)
                 .map_err(|e| anyhow!("{}: {e:#}", args.file.display()))?,
             None,
         ),
         (Engine::IpuModel, Some(lp)) => {
             let options = args.passes.options();
             let mut run = crate::device::run_device_loop_on_ipu_model(
-                &module, &config, &options, &inputs, lp, mode,
+                &module, &config, &options, &inputs, lp, mode, &mut feeds,
             )
             .map_err(|e| anyhow!("{}: {e:#}", args.file.display()))?;
             for w in &run.warnings {
@@ -220,15 +238,17 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         }
         (Engine::Reference, None) => (
             flatten(
-                xla_ir::eval::evaluate(&module, &inputs)
+                xla_ir::eval::evaluate_with_feeds(&module, &inputs, &mut feeds)
                     .map_err(|e| anyhow!("{}: {e}", args.file.display()))?,
             ),
             None,
         ),
         (Engine::IpuModel, None) => {
             let options = args.passes.options();
-            let mut run = crate::device::run_on_ipu_model_with(&module, &config, &options, &inputs)
-                .map_err(|e| anyhow!("{}: {e:#}", args.file.display()))?;
+            let mut run = crate::device::run_on_ipu_model_feeding(
+                &module, &config, &options, &inputs, &mut feeds,
+            )
+            .map_err(|e| anyhow!("{}: {e:#}", args.file.display()))?;
             for w in &run.warnings {
                 eprintln!("warning: {w}");
             }
@@ -236,10 +256,16 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         }
     };
     let elapsed = start.elapsed();
+    let outfeeds = outfeed_files(&names, &mut feeds, mode)?;
     std::fs::create_dir_all(outdir)
         .with_context(|| format!("{}: cannot create the output directory", outdir.display()))?;
-    for (k, output) in outputs.iter().enumerate() {
-        let path = outdir.join(format!("output_{k}.npy"));
+    let named = outputs
+        .iter()
+        .enumerate()
+        .map(|(k, o)| (format!("output_{k}.npy"), o))
+        .chain(outfeeds.iter().map(|(f, o)| (f.clone(), o)));
+    for (file, output) in named {
+        let path = outdir.join(file);
         write_npy(&path, output)?;
         println!(
             "{}  {} {}  {}",
@@ -308,6 +334,83 @@ fn check_outdir(dir: &Path, overwrite: bool) -> anyhow::Result<()> {
         bail!("{}: exists and is not a directory", dir.display());
     }
     Ok(())
+}
+
+/// Parses `--infeed`: each feed's values, one per slice of its file's leading dimension.
+fn read_infeeds(names: &xla_ir::eval::FeedNames, spec: &str) -> anyhow::Result<Feeds> {
+    let mut feeds = Feeds::default();
+    for item in spec.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+        let (name, file) = item
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--infeed: '{item}' is not NAME=FILE.npy"))?;
+        let (name, file) = (name.trim(), PathBuf::from(file.trim()));
+        if !names.infeeds.iter().any(|n| n == name) {
+            bail!(
+                "--infeed: the module has no infeed {name}; its infeeds are {}",
+                if names.infeeds.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.infeeds.join(", ")
+                }
+            );
+        }
+        if feeds.infeeds.contains_key(name) {
+            bail!("--infeed: infeed {name} is given twice");
+        }
+        let all = read_npy(&file)?;
+        if all.shape.dims.is_empty() {
+            bail!(
+                "{}: --infeed {name} needs a leading dimension listing the values; the file holds a scalar",
+                file.display()
+            );
+        }
+        let values = (0..all.shape.dims[0] as usize)
+            .map(|i| Literal::Array(all.index_leading(i)))
+            .collect();
+        feeds.infeeds.insert(name.to_string(), values);
+    }
+    Ok(feeds)
+}
+
+/// Each outfeed's values as a file: `outfeed_NAME.npy`, stacked (or the last value).
+fn outfeed_files(
+    names: &xla_ir::eval::FeedNames,
+    feeds: &mut Feeds,
+    mode: OutfeedMode,
+) -> anyhow::Result<Vec<(String, ArrayLiteral)>> {
+    let mut files = Vec::new();
+    for name in &names.outfeeds {
+        let values = feeds.outfeeds.remove(name).unwrap_or_default();
+        let mut arrays = Vec::with_capacity(values.len());
+        for v in values {
+            match v {
+                Literal::Array(a) => arrays.push(a),
+                other => bail!(
+                    "outfeed {name} sends {}; only array outfeeds can be written as .npy",
+                    other.shape()
+                ),
+            }
+        }
+        let safe: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "_-.".contains(c) {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let value = match (mode, arrays.last()) {
+            (_, None) => continue,
+            (OutfeedMode::Last, Some(last)) => last.clone(),
+            (OutfeedMode::All, Some(_)) => {
+                ArrayLiteral::stack(&arrays).map_err(|e| anyhow!("outfeed {name}: {e}"))?
+            }
+        };
+        files.push((format!("outfeed_{safe}.npy"), value));
+    }
+    Ok(files)
 }
 
 /// Parses `--inputs` and reads each file, checking it against its parameter (with

@@ -18,7 +18,7 @@ pub mod types;
 
 pub use config::IpuConfig;
 pub use error::CompileError;
-pub use lower::{Compiled, DeviceLoop, HostBuffer, ParameterRole};
+pub use lower::{Compiled, DeviceLoop, Feed, HostBuffer, ParameterRole};
 pub use passes::{PassOptions, PipelineReport};
 
 use xla_ir::Module;
@@ -67,6 +67,19 @@ fn compile_inner(
         // Checked before the passes, so a bad loop is reported on the module as written.
         lp.roles(module)?;
     }
+    let has_feeds = module.computations().any(|(_, c)| {
+        c.instructions()
+            .any(|(_, i)| matches!(i.op, xla_ir::Op::Infeed { .. } | xla_ir::Op::Outfeed { .. }))
+    });
+    let named;
+    let module = if has_feeds {
+        let mut m = module.clone();
+        lower::name_feeds(&mut m);
+        named = m;
+        &named
+    } else {
+        module
+    };
     let (module, report) = optimise(module, config, options)?;
     let mut compiled = out_of_core::lower_fitting(&module, config, device_loop)?;
     compiled.warnings.splice(0..0, report.warnings);

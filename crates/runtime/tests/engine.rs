@@ -250,7 +250,8 @@ fn repeat_ten_times_from_an_infeed_to_an_outfeed() {
     // An eleventh read would find the infeed empty: a clear error, not a hang or a panic.
     let err = engine.run(&mut io).unwrap_err();
     assert!(
-        err.to_string().contains("stream infeed has no buffer left"),
+        err.to_string()
+            .contains("stream infeed ran dry: the program reads its value 11"),
         "{err}"
     );
 }

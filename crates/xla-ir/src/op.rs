@@ -5,7 +5,7 @@ use crate::attributes::{
     ScatterDims, SliceDim, Window,
 };
 use crate::ids::CompId;
-use crate::{ElementType, Literal};
+use crate::{ElementType, Literal, Shape};
 
 /// Element-wise operations of one operand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -439,6 +439,20 @@ pub enum Op {
     },
     /// `after-all(tokens...)`: joins ordering tokens.
     AfterAll,
+    /// `infeed(token), infeed_config="..."`: the next value of a host feed, returned as
+    /// `(value, token)`.
+    Infeed {
+        /// `infeed_config`: names the feed (empty: the feeds are told apart by order).
+        config: String,
+    },
+    /// `outfeed(value, token), outfeed_shape=.., outfeed_config="..."`: sends a value to a
+    /// host feed; returns a token.
+    Outfeed {
+        /// `outfeed_config`: names the feed (empty: told apart by order).
+        config: String,
+        /// `outfeed_shape`: the shape sent (the value's, when XLA writes it).
+        shape: Option<Shape>,
+    },
     /// `opt-barrier(x)`: a value the optimiser must not look through.
     OptimizationBarrier,
 }
@@ -486,6 +500,8 @@ impl Op {
             Op::TopK { .. } => "topk",
             Op::CustomCall { .. } => "custom-call",
             Op::AfterAll => "after-all",
+            Op::Infeed { .. } => "infeed",
+            Op::Outfeed { .. } => "outfeed",
             Op::OptimizationBarrier => "opt-barrier",
         }
     }

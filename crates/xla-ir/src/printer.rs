@@ -368,6 +368,25 @@ fn write_op_attributes<W: Write>(
                 a.attr(key, value)?;
             }
         }
+        Op::Infeed { config } => {
+            if !config.is_empty() {
+                a.attr(
+                    "infeed_config",
+                    format!("\"{}\"", crate::metadata::escape_string(config)),
+                )?;
+            }
+        }
+        Op::Outfeed { config, shape } => {
+            if let Some(shape) = shape {
+                a.attr("outfeed_shape", shape)?;
+            }
+            if !config.is_empty() {
+                a.attr(
+                    "outfeed_config",
+                    format!("\"{}\"", crate::metadata::escape_string(config)),
+                )?;
+            }
+        }
         Op::Parameter { .. }
         | Op::Constant { .. }
         | Op::Unary(_)

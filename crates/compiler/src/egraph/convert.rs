@@ -24,9 +24,16 @@ pub struct Loaded {
 
 /// Why a computation is left as it is.
 pub fn unsupported(comp: &Computation) -> Option<String> {
-    comp.instructions()
-        .find(|(_, i)| !i.control_predecessors.is_empty())
-        .map(|(_, i)| format!("'{}' has control predecessors", i.name))
+    comp.instructions().find_map(|(_, i)| {
+        if !i.control_predecessors.is_empty() {
+            Some(format!("'{}' has control predecessors", i.name))
+        } else if matches!(i.op, Op::Infeed { .. } | Op::Outfeed { .. }) {
+            // Feeds act on the host: none may merge with another or vanish unused.
+            Some(format!("'{}' is an {}", i.name, i.op.name()))
+        } else {
+            None
+        }
+    })
 }
 
 /// Adds every instruction of `comp` to `egraph`.

@@ -8,6 +8,7 @@ mod conv_codelet;
 mod device_loop;
 mod dot;
 pub(crate) mod elementwise;
+mod feeds;
 mod mapping;
 mod memory;
 mod movement;
@@ -19,6 +20,7 @@ use crate::config::{IpuConfig, PlannerOptions};
 use crate::types::{device_type, location};
 use codegen::DType;
 pub use device_loop::{DeviceLoop, ParameterRole};
+pub use feeds::{Feed, name_feeds};
 use mapping::Piece;
 use runtime::{
     Direction, Executable, ExecutableBuilder, Interval, Program, Rearrange, Target, TensorId,
@@ -36,6 +38,10 @@ pub struct Compiled {
     pub inputs: Vec<HostBuffer>,
     /// One device-to-host stream per result leaf, in result order.
     pub outputs: Vec<HostBuffer>,
+    /// The module's infeeds, in order of first use.
+    pub infeeds: Vec<Feed>,
+    /// The module's outfeeds, in order of first use.
+    pub outfeeds: Vec<Feed>,
     /// Warnings (conversions the device needed).
     pub warnings: Vec<String>,
 }
@@ -153,6 +159,9 @@ pub(crate) struct Lowerer<'m> {
     seqs: Vec<Vec<Program>>,
     next_tile: usize,
     pub warnings: Vec<String>,
+    /// Feeds made so far, with their streams.
+    infeeds: Vec<(Feed, Vec<runtime::StreamId>)>,
+    outfeeds: Vec<(Feed, Vec<runtime::StreamId>)>,
 }
 
 /// Compiles a module (types already checked and narrowed) for `target` (the config's, or
@@ -177,6 +186,8 @@ pub(crate) fn lower_module(
         seqs: vec![Vec::new()],
         next_tile: 0,
         warnings: Vec::new(),
+        infeeds: Vec::new(),
+        outfeeds: Vec::new(),
     };
     let (inputs, outputs) = match device_loop {
         None => l.entry_once()?,
@@ -185,11 +196,15 @@ pub(crate) fn lower_module(
     let program = Program::Sequence(l.seqs.pop().expect("the main sequence"));
     memory::allocate(&mut l)?;
     let warnings = std::mem::take(&mut l.warnings);
+    let infeeds = l.infeeds.drain(..).map(|(f, _)| f).collect();
+    let outfeeds = l.outfeeds.drain(..).map(|(f, _)| f).collect();
     let executable = l.b.finish(program);
     Ok(Compiled {
         executable,
         inputs,
         outputs,
+        infeeds,
+        outfeeds,
         warnings,
     })
 }
@@ -464,6 +479,8 @@ impl<'m> Lowerer<'m> {
                 _ => Err(here.unsupported("get-tuple-element of a non-tuple")),
             },
             Op::AfterAll => Ok(Value::Token),
+            Op::Infeed { .. } => self.infeed(here),
+            Op::Outfeed { .. } => self.outfeed(scope, here),
             Op::Fusion { calls, .. } | Op::Call { to_apply: calls } => {
                 let ops: Vec<InstrId> = instr.operands.to_vec();
                 let mut args = Vec::new();

@@ -25,6 +25,8 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, Default)]
 pub struct HostIo {
     inputs: HashMap<String, VecDeque<Arc<[u8]>>>,
+    /// By input stream: buffers the device has consumed.
+    consumed: HashMap<String, usize>,
     outputs: HashMap<String, Vec<Vec<u8>>>,
 }
 
@@ -47,6 +49,11 @@ impl HostIo {
     /// The buffers a device-to-host stream produced, in order (and forgets them).
     pub fn take(&mut self, stream: &str) -> Vec<Vec<u8>> {
         self.outputs.remove(stream).unwrap_or_default()
+    }
+
+    /// How many buffers of a host-to-device stream the device has consumed.
+    pub fn consumed(&self, stream: &str) -> usize {
+        self.consumed.get(stream).copied().unwrap_or(0)
     }
 }
 
@@ -425,9 +432,17 @@ impl Host for Running<'_> {
         let t = &self.exe.tensors[tensor.0 as usize];
         match s.direction {
             Direction::HostToDevice => {
+                let consumed = self.io.consumed.entry(s.name.clone()).or_default();
                 let buffer = self.io.inputs.get_mut(&s.name).and_then(VecDeque::pop_front).ok_or_else(|| {
-                    run_error(format!("stream {} has no buffer left to copy into tensor {}; feed one with HostIo::feed", s.name, t.name))
+                    run_error(format!(
+                        "stream {} ran dry: the program reads its value {} into tensor {}, {} were fed (HostIo::feed)",
+                        s.name,
+                        *consumed + 1,
+                        t.name,
+                        *consumed
+                    ))
                 })?;
+                *consumed += 1;
                 let bytes = t.elements * t.dtype.size();
                 if buffer.len() != bytes {
                     return Err(run_error(format!(

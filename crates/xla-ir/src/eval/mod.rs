@@ -11,6 +11,7 @@ mod array;
 mod calls;
 mod element;
 mod elementwise;
+mod feeds;
 mod groups;
 mod linalg;
 mod movement;
@@ -20,7 +21,10 @@ mod sort;
 use crate::ids::{CompId, InstrId};
 use crate::literal::{ArrayData, ArrayLiteral};
 use crate::{Activation, Computation, Literal, Module, Op, Shape};
+use std::cell::RefCell;
 use std::fmt;
+
+pub use feeds::{FeedNames, Feeds};
 
 /// An evaluation failure, naming the instruction (and the calls that led to it).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -100,7 +104,19 @@ pub enum EvaluateError {
 pub const MAX_VALUE_BYTES: u64 = 8 << 30;
 
 /// Evaluates the entry computation of `module` on `args` (one literal per parameter).
+/// Infeeds find no values (a module that reads one fails naming it); what outfeeds send is
+/// dropped: [`evaluate_with_feeds`] gives and keeps them.
 pub fn evaluate(module: &Module, args: &[Literal]) -> Result<Literal, EvaluateError> {
+    evaluate_with_feeds(module, args, &mut Feeds::default())
+}
+
+/// [`evaluate`], with `feeds` holding the values the module's infeeds dequeue (by feed
+/// name, see [`FeedNames`]) and receiving what its outfeeds send.
+pub fn evaluate_with_feeds(
+    module: &Module,
+    args: &[Literal],
+    feeds: &mut Feeds,
+) -> Result<Literal, EvaluateError> {
     crate::verify(module)?;
     for (_, comp) in module.computations() {
         for (_, instr) in comp.instructions() {
@@ -136,13 +152,21 @@ pub fn evaluate(module: &Module, args: &[Literal]) -> Result<Literal, EvaluateEr
             });
         }
     }
-    let evaluator = Evaluator { module };
-    Ok(evaluator.computation(module.entry, args)?)
+    let evaluator = Evaluator {
+        module,
+        names: FeedNames::of(module),
+        feeds: RefCell::new(std::mem::take(feeds)),
+    };
+    let result = evaluator.computation(module.entry, args);
+    *feeds = evaluator.feeds.into_inner();
+    Ok(result?)
 }
 
-/// Walks computations; holds the module for called computations.
+/// Walks computations; holds the module for called computations and the host feeds.
 pub(crate) struct Evaluator<'m> {
     pub module: &'m Module,
+    names: FeedNames,
+    feeds: RefCell<Feeds>,
 }
 
 /// What an op implementation returns: a value or a message (the caller adds where).
@@ -220,6 +244,13 @@ impl<'m> Evaluator<'m> {
         Ok(values[comp.root.index()]
             .take()
             .expect("the root is evaluated"))
+    }
+
+    /// The feed an infeed or outfeed instruction uses.
+    fn feed_name(&self, comp: &Computation, id: InstrId) -> Result<&str, OpError> {
+        self.names
+            .name(&comp.name, id)
+            .ok_or_else(|| OpError::Message("the feed of this instruction is unknown".into()))
     }
 
     fn instruction(
@@ -378,6 +409,24 @@ impl<'m> Evaluator<'m> {
                 ))),
             },
             Op::AfterAll => Ok(Literal::Token),
+            Op::Infeed { .. } => {
+                let name = self.feed_name(comp, id)?;
+                let value = self.feeds.borrow_mut().dequeue(name)?;
+                let want = instr.shape.as_tuple().and_then(|t| t.first());
+                if want.is_none_or(|w| !w.same_ignoring_layout(&value.shape())) {
+                    return Err(OpError::Message(format!(
+                        "infeed {name} was given {} but reads {}",
+                        value.shape(),
+                        want.map_or("a value".to_string(), |w| w.to_string())
+                    )));
+                }
+                Ok(Literal::Tuple(vec![value, Literal::Token]))
+            }
+            Op::Outfeed { .. } => {
+                let name = self.feed_name(comp, id)?;
+                self.feeds.borrow_mut().enqueue(name, operands[0].clone());
+                Ok(Literal::Token)
+            }
             Op::OptimizationBarrier => Ok(operands[0].clone()),
         }
     }

@@ -309,7 +309,8 @@ impl<'a> Cursor<'a> {
     }
 
     /// The byte range of one attribute value: a quoted string, a balanced `{..}`/`[..]`/`(..)`
-    /// group, or a run of characters up to whitespace, `,`, `}` or `)`.
+    /// group, or a run of characters (with any balanced groups in it) up to whitespace, `,`,
+    /// `}` or `)`.
     pub(crate) fn raw_value(&mut self) -> Result<(usize, usize), ParseError> {
         self.skip_trivia();
         let start = self.pos;
@@ -372,10 +373,15 @@ impl<'a> Cursor<'a> {
                 }
             }
             _ => {
-                while self.pos < self.end
-                    && !bytes[self.pos].is_ascii_whitespace()
-                    && !matches!(bytes[self.pos], b',' | b'}' | b')')
-                {
+                // Groups inside the run belong to it (a shape: `f32[4]{0}`).
+                let mut depth = 0usize;
+                while self.pos < self.end && !bytes[self.pos].is_ascii_whitespace() {
+                    match bytes[self.pos] {
+                        b'{' | b'[' | b'(' => depth += 1,
+                        b'}' | b']' | b')' if depth > 0 => depth -= 1,
+                        b',' | b'}' | b')' if depth == 0 => break,
+                        _ => {}
+                    }
                     self.pos += 1;
                 }
                 if self.pos == start {

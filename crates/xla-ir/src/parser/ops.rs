@@ -117,8 +117,6 @@ const KNOWN_UNSUPPORTED: &[&str] = &[
     "fft",
     "get-dimension-size",
     "imag",
-    "infeed",
-    "outfeed",
     "partition-id",
     "ragged-all-to-all",
     "real",
@@ -271,6 +269,17 @@ pub(crate) fn build_op<'a>(
         "tuple" => Op::Tuple,
         "dynamic-update-slice" => Op::DynamicUpdateSlice,
         "after-all" => Op::AfterAll,
+        "infeed" => Op::Infeed {
+            config: b
+                .optional("infeed_config", |c| c.string())?
+                .unwrap_or_default(),
+        },
+        "outfeed" => Op::Outfeed {
+            shape: b.optional("outfeed_shape", values::shape)?,
+            config: b
+                .optional("outfeed_config", |c| c.string())?
+                .unwrap_or_default(),
+        },
         "opt-barrier" => Op::OptimizationBarrier,
         "reduce-precision" => Op::ReducePrecision {
             exponent_bits: b.int("exponent_bits")?,

@@ -182,6 +182,59 @@ pub(super) fn custom_call(ctx: &Ctx<'_>, target: &str) -> InferResult<Shape> {
     Ok(declared.clone())
 }
 
+/// `infeed(token)`: `(value, token)`, the value's shape as declared (an array or a tuple
+/// of arrays).
+pub(super) fn infeed(ctx: &Ctx<'_>) -> InferResult<Shape> {
+    ctx.operand_count(1)?;
+    if !matches!(ctx.operands[0], Shape::Token) {
+        return Err(format!("infeed takes a token, found {}", ctx.operands[0]));
+    }
+    let declared = ctx.declared()?;
+    match declared.as_tuple() {
+        Some([value, Shape::Token]) => {
+            if contains_token(value) {
+                return Err(format!("infeed's value must hold no token, found {value}"));
+            }
+            Ok(declared.clone())
+        }
+        _ => Err(format!("infeed returns (value, token[]), found {declared}")),
+    }
+}
+
+/// `outfeed(value, token)`: a token; `outfeed_shape`, when given, is the value's shape.
+pub(super) fn outfeed(ctx: &Ctx<'_>, shape: Option<&Shape>) -> InferResult<Shape> {
+    ctx.operand_count(2)?;
+    if !matches!(ctx.operands[1], Shape::Token) {
+        return Err(format!(
+            "outfeed's second operand is a token, found {}",
+            ctx.operands[1]
+        ));
+    }
+    if contains_token(ctx.operands[0]) {
+        return Err(format!(
+            "outfeed's value must hold no token, found {}",
+            ctx.operands[0]
+        ));
+    }
+    if let Some(s) = shape
+        && !s.same_ignoring_layout(ctx.operands[0])
+    {
+        return Err(format!(
+            "outfeed_shape is {s} but the value is {}",
+            ctx.operands[0]
+        ));
+    }
+    Ok(Shape::Token)
+}
+
+fn contains_token(s: &Shape) -> bool {
+    match s {
+        Shape::Token => true,
+        Shape::Tuple(items) => items.iter().any(contains_token),
+        Shape::Array(_) => false,
+    }
+}
+
 pub(super) fn after_all(ctx: &Ctx<'_>) -> InferResult<Shape> {
     if let Some(bad) = ctx.operands.iter().find(|s| !matches!(s, Shape::Token)) {
         return Err(format!("after-all takes tokens, found {bad}"));

@@ -106,6 +106,8 @@ pub fn infer_shape(
         } => control::map(&ctx, dimensions, *to_apply),
         Op::CustomCall { target, .. } => control::custom_call(&ctx, target),
         Op::AfterAll => control::after_all(&ctx),
+        Op::Infeed { .. } => control::infeed(&ctx),
+        Op::Outfeed { shape, .. } => control::outfeed(&ctx, shape.as_ref()),
         Op::OptimizationBarrier => {
             ctx.operand_count(1)?;
             Ok(operands[0].clone())
