@@ -197,6 +197,8 @@ pub struct LoadedModule {
     pub outfeed_mode: OutfeedMode,
     infeeds: Vec<compiler::Feed>,
     outfeeds: Vec<compiler::Feed>,
+    /// A resident device loop: whether its carried parameters are on the device.
+    uploaded: bool,
     /// Compute sets in the executable.
     pub compute_sets: usize,
     /// Vertices (JIT and codelet) in the executable.
@@ -284,6 +286,7 @@ impl LoadedModule {
             outfeed_mode: OutfeedMode::default(),
             infeeds,
             outfeeds,
+            uploaded: false,
             compute_sets,
             vertices,
             warnings,
@@ -390,6 +393,13 @@ impl LoadedModule {
         self.run_prepared_with_feeds(inputs, &mut Feeds::default())
     }
 
+    /// A resident device loop ([`DeviceLoop::resident`]) streams its carried parameters in
+    /// on its first run only; after this, the next run streams them in again (from that
+    /// run's inputs), as after loading.
+    pub fn reupload(&mut self) {
+        self.uploaded = false;
+    }
+
     /// The names of the module's infeeds and outfeeds, in order of first use.
     pub fn feed_names(&self) -> (Vec<&str>, Vec<&str>) {
         fn names(feeds: &[compiler::Feed]) -> Vec<&str> {
@@ -401,6 +411,26 @@ impl LoadedModule {
     /// [`LoadedModule::run`] with host feeds: the module's infeeds dequeue from
     /// `feeds.infeeds` (by feed name; the values the run consumed leave the queue) and its
     /// outfeeds append to `feeds.outfeeds`, as [`xla_ir::eval::evaluate_with_feeds`] does.
+    ///
+    /// ```
+    /// use ipuxla::device::LoadedModule;
+    /// use ipuxla::compiler::{IpuConfig, PassOptions};
+    /// use ipuxla::xla_ir::{self, eval::Feeds, literal::ArrayLiteral, Literal};
+    ///
+    /// // A while loop that adds each infeed value to a running sum and outfeeds the sum.
+    /// let text = std::fs::read_to_string("fixtures/feeds/accumulate.hlo").unwrap();
+    /// let module = xla_ir::parse_module(&text).unwrap();
+    /// let (mut loaded, _) =
+    ///     LoadedModule::load(&module, &IpuConfig::default(), &PassOptions::default()).unwrap();
+    /// let mut feeds = Feeds::default();
+    /// let batch = |x: f32| Literal::Array(ArrayLiteral::vector_f32(&[x; 4]));
+    /// feeds.feed("batches", [batch(1.0), batch(2.0), batch(3.0)]);
+    /// let start = Literal::Array(ArrayLiteral::vector_f32(&[0.0; 4]));
+    /// let (outputs, _profile) = loaded.run_with_feeds(&[start], &mut feeds).unwrap();
+    /// let sums = feeds.dequeue("sums");
+    /// assert_eq!(sums.len(), 3);
+    /// assert_eq!(sums[2], Literal::Array(outputs[0].clone()));
+    /// ```
     pub fn run_with_feeds(
         &mut self,
         inputs: &[Literal],
@@ -452,7 +482,12 @@ impl LoadedModule {
                 }
             }
         }
+        let resident = self.device_loop.as_ref().is_some_and(|lp| lp.resident);
+        if resident {
+            io.feed(compiler::UPLOAD_STREAM, vec![u8::from(!self.uploaded)]);
+        }
         let profile = self.engine.run(&mut io)?;
+        self.uploaded = resident;
         for feed in &self.infeeds {
             let used = feed.leaves.first().map_or(0, |b| io.consumed(&b.stream));
             if let Some(queue) = feeds.infeeds.get_mut(&feed.name) {

@@ -69,7 +69,11 @@ pub fn device_loop_for(
         }
         fed.push(per_iteration && !same);
     }
-    let lp = DeviceLoop { iterations, fed };
+    let lp = DeviceLoop {
+        iterations,
+        fed,
+        resident: false,
+    };
     lp.roles(module)?;
     Ok(lp)
 }

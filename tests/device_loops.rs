@@ -23,6 +23,16 @@ fn loop_case(name: &str) -> PathBuf {
 
 const CASES: [&str; 3] = ["loop_counter_const", "loop_linreg_sgd", "loop_mlp_adam"];
 
+/// The loop on the evaluator, with no host feeds.
+fn reference_loop(
+    module: &xla_ir::Module,
+    lp: &compiler::DeviceLoop,
+    inputs: &[Literal],
+    mode: OutfeedMode,
+) -> Vec<ArrayLiteral> {
+    evaluate_loop(module, lp, inputs, mode, &mut Feeds::default()).unwrap()
+}
+
 fn iterations(info: &serde_json::Value) -> u64 {
     info["iterations"].as_u64().expect("case.json: iterations")
 }
@@ -46,14 +56,7 @@ fn every_loop_case_matches_xla_on_the_ipu_model_and_the_evaluator() {
         let case = loop_case(name);
         let (info, module, inputs) = load(&case, "module.hlo");
         let lp = device_loop_for(&module, iterations(&info), &inputs).unwrap();
-        let reference = evaluate_loop(
-            &module,
-            &lp,
-            &inputs,
-            OutfeedMode::All,
-            &mut Feeds::default(),
-        )
-        .unwrap();
+        let reference = reference_loop(&module, &lp, &inputs, OutfeedMode::All);
         check_all(
             &format!("{name} on the evaluator"),
             &info,
@@ -146,14 +149,7 @@ fn a_hundred_adam_steps_stream_the_weights_once_and_cost_less_per_step_than_one_
         single.profile.total_cycles
     );
     // The loop computes what the evaluator's loop does, and a second run the same again.
-    let reference = evaluate_loop(
-        &module,
-        &lp,
-        &inputs,
-        OutfeedMode::All,
-        &mut Feeds::default(),
-    )
-    .unwrap();
+    let reference = reference_loop(&module, &lp, &inputs, OutfeedMode::All);
     let spec = serde_json::json!({"rtol": 2e-4, "atol": 1e-5});
     for (k, (got, want)) in outputs.iter().zip(&reference).enumerate() {
         check_output(&format!("output {k}"), got, want, &spec);
@@ -182,14 +178,7 @@ fn outfeed_mode_last_keeps_the_last_iteration_of_stacked_outputs() {
         .unwrap()
     };
     let (all, last) = (run(OutfeedMode::All), run(OutfeedMode::Last));
-    let reference_last = evaluate_loop(
-        &module,
-        &lp,
-        &inputs,
-        OutfeedMode::Last,
-        &mut Feeds::default(),
-    )
-    .unwrap();
+    let reference_last = reference_loop(&module, &lp, &inputs, OutfeedMode::Last);
     let n = iterations(&info) as usize;
     let mut stacked = 0;
     for (k, (a, l)) in all.outputs.iter().zip(&last.outputs).enumerate() {
@@ -243,4 +232,56 @@ fn bad_device_loops_are_refused_naming_the_parameter() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("at least 1"), "{e}");
+}
+
+#[test]
+fn a_resident_loop_keeps_its_weights_on_the_device_between_runs() {
+    let (module, inputs) = mlp_adam_inputs(5);
+    let mut lp = device_loop_for(&module, 5, &inputs).unwrap();
+    lp.resident = true;
+    let (mut loaded, _) = LoadedModule::load_device_loop(
+        &module,
+        &IpuConfig::default(),
+        &PassOptions::default(),
+        EngineOptions::default(),
+        lp,
+    )
+    .unwrap();
+    let (first, p1) = loaded.run(&inputs).unwrap();
+    let (second, p2) = loaded.run(&inputs).unwrap();
+    let uploads = |p: &ipuxla::runtime::Profile| {
+        (0..7)
+            .map(|k| {
+                let name = format!("stream in{k}");
+                p.steps.iter().filter(|s| s.name == name).count()
+            })
+            .sum::<usize>()
+    };
+    assert_eq!(
+        uploads(&p1),
+        7,
+        "the first run streams the 7 carried parameters in"
+    );
+    assert_eq!(uploads(&p2), 0, "the second finds them on the device");
+    assert!(p2.totals.bytes_streamed < p1.totals.bytes_streamed);
+    // The second run continues where the first stopped: 10 steps on the evaluator.
+    let (_, inputs10) = mlp_adam_inputs(10);
+    let lp10 = device_loop_for(&module, 10, &inputs10).unwrap();
+    let reference = reference_loop(&module, &lp10, &inputs10, OutfeedMode::All);
+    let spec = serde_json::json!({"rtol": 2e-4, "atol": 1e-5});
+    for k in 0..7 {
+        check_output(&format!("output {k}"), &second[k], &reference[k], &spec);
+    }
+    let later_losses: Vec<ArrayLiteral> = (5..10).map(|i| reference[7].index_leading(i)).collect();
+    check_output(
+        "losses 5..10",
+        &second[7],
+        &ArrayLiteral::stack(&later_losses).unwrap(),
+        &spec,
+    );
+    // After reupload the next run starts again from the inputs.
+    loaded.reupload();
+    let (third, p3) = loaded.run(&inputs).unwrap();
+    assert_eq!(uploads(&p3), 7);
+    assert_eq!(third, first);
 }

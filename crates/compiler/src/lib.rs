@@ -18,7 +18,7 @@ pub mod types;
 
 pub use config::IpuConfig;
 pub use error::CompileError;
-pub use lower::{Compiled, DeviceLoop, Feed, HostBuffer, ParameterRole};
+pub use lower::{Compiled, DeviceLoop, Feed, HostBuffer, ParameterRole, UPLOAD_STREAM};
 pub use passes::{PassOptions, PipelineReport};
 
 use xla_ir::Module;

@@ -12,6 +12,7 @@
 
 use super::{Arr, HostBuffer, Lowerer, Value};
 use crate::CompileError;
+use codegen::DType;
 use runtime::Program;
 use xla_ir::{Module, Shape};
 
@@ -24,7 +25,17 @@ pub struct DeviceLoop {
     /// Per entry parameter: whether it is fed one value per iteration (an infeed) rather
     /// than being carried (aliased) or constant.
     pub fed: Vec<bool>,
+    /// Whether carried parameters stay on the device from one execution to the next: they
+    /// are streamed in only when the host asks (the stream [`UPLOAD_STREAM`] carries a
+    /// pred: true on the first execution, or to reset them), otherwise each execution
+    /// continues from what the previous one left. Their final values are streamed out
+    /// every execution.
+    pub resident: bool,
 }
+
+/// The host-to-device stream that tells a resident device loop whether to stream its
+/// carried parameters in (a `pred` scalar) this execution.
+pub const UPLOAD_STREAM: &str = "upload_carried";
 
 /// What a parameter is in a device loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,8 +165,40 @@ impl Lowerer<'_> {
             args[k] = Some(l.stream_in(&format!("param{k}"), &shapes[k], made));
             ranges[k] = first..made.len();
         };
+        // Resident: carried parameters are streamed in under an If the host decides, and
+        // hold their values (zeros at load) from one execution to the next.
+        let upload = lp.resident.then(|| {
+            let pred = xla_ir::ArrayShape::new(xla_ir::ElementType::Pred, &[]);
+            let flag = self.linear_arr(UPLOAD_STREAM, &pred);
+            let s = self.b.stream(
+                UPLOAD_STREAM,
+                runtime::Direction::HostToDevice,
+                DType::Pred,
+                1,
+            );
+            self.emit(Program::StreamCopy {
+                stream: s,
+                tensor: flag.tensor,
+            });
+            self.begin();
+            flag
+        });
         for (k, role) in roles.iter().enumerate() {
-            if *role != ParameterRole::Fed {
+            if matches!(role, ParameterRole::Carried { .. }) {
+                stream_in(self, k, &mut made);
+            }
+        }
+        if let Some(flag) = upload {
+            let then = self.end();
+            self.use_tensor(flag.tensor);
+            self.emit(Program::If {
+                predicate: flag.tensor,
+                then: Box::new(then),
+                otherwise: Box::new(Program::Sequence(Vec::new())),
+            });
+        }
+        for (k, role) in roles.iter().enumerate() {
+            if *role == ParameterRole::Constant {
                 stream_in(self, k, &mut made);
             }
         }
@@ -179,6 +222,18 @@ impl Lowerer<'_> {
             .into_iter()
             .map(|a| a.expect("every parameter is streamed in"))
             .collect();
+        if lp.resident {
+            for (role, p) in roles.iter().zip(&params) {
+                if let (ParameterRole::Carried { .. }, Value::Array(a)) = (role, p) {
+                    // Written at load (zeros) and kept: never shares memory.
+                    let bytes = self.b.tensor_info(a.tensor).elements * self.dtype(&a.shape).size();
+                    self.b.tensor_mut(a.tensor).init = Some(vec![0; bytes]);
+                    let life = &mut self.life[a.tensor.0 as usize];
+                    life.pinned = true;
+                    life.first = 0;
+                }
+            }
+        }
         let result = self.computation(module.entry, params.clone())?;
         let leaves = result.leaves();
         let carried: Vec<(usize, Arr)> = roles

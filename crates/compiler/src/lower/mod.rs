@@ -19,7 +19,7 @@ use crate::CompileError;
 use crate::config::{IpuConfig, PlannerOptions};
 use crate::types::{device_type, location};
 use codegen::DType;
-pub use device_loop::{DeviceLoop, ParameterRole};
+pub use device_loop::{DeviceLoop, ParameterRole, UPLOAD_STREAM};
 pub use feeds::{Feed, name_feeds};
 use mapping::Piece;
 use runtime::{

@@ -66,8 +66,23 @@ impl FeedNames {
 }
 
 impl Feeds {
-    /// Dequeues infeed `name`'s next value.
-    pub(crate) fn dequeue(&mut self, name: &str) -> Result<Literal, String> {
+    /// Queues `values` on infeed `name` (the seed's `IPUInfeedQueue` over a dataset): each
+    /// execution of the feed's infeed takes the next.
+    pub fn feed(&mut self, name: &str, values: impl IntoIterator<Item = Literal>) {
+        self.infeeds
+            .entry(name.to_string())
+            .or_default()
+            .extend(values);
+    }
+
+    /// Everything outfeed `name` has enqueued so far, oldest first, and forgets it (the
+    /// seed's `IPUOutfeedQueue.dequeue()`).
+    pub fn dequeue(&mut self, name: &str) -> Vec<Literal> {
+        self.outfeeds.remove(name).unwrap_or_default()
+    }
+
+    /// Dequeues infeed `name`'s next value for the program.
+    pub(crate) fn next_value(&mut self, name: &str) -> Result<Literal, String> {
         let taken = self.dequeued.entry(name.to_string()).or_default();
         let value = self
             .infeeds
@@ -84,8 +99,8 @@ impl Feeds {
         Ok(value)
     }
 
-    /// Enqueues `value` on outfeed `name`.
-    pub(crate) fn enqueue(&mut self, name: &str, value: Literal) {
+    /// Enqueues `value` on outfeed `name` for the host.
+    pub(crate) fn send(&mut self, name: &str, value: Literal) {
         self.outfeeds
             .entry(name.to_string())
             .or_default()

@@ -411,7 +411,7 @@ impl<'m> Evaluator<'m> {
             Op::AfterAll => Ok(Literal::Token),
             Op::Infeed { .. } => {
                 let name = self.feed_name(comp, id)?;
-                let value = self.feeds.borrow_mut().dequeue(name)?;
+                let value = self.feeds.borrow_mut().next_value(name)?;
                 let want = instr.shape.as_tuple().and_then(|t| t.first());
                 if want.is_none_or(|w| !w.same_ignoring_layout(&value.shape())) {
                     return Err(OpError::Message(format!(
@@ -424,7 +424,7 @@ impl<'m> Evaluator<'m> {
             }
             Op::Outfeed { .. } => {
                 let name = self.feed_name(comp, id)?;
-                self.feeds.borrow_mut().enqueue(name, operands[0].clone());
+                self.feeds.borrow_mut().send(name, operands[0].clone());
                 Ok(Literal::Token)
             }
             Op::OptimizationBarrier => Ok(operands[0].clone()),
