@@ -8,7 +8,7 @@ use super::analysis::{HloEGraph, canonical};
 use super::language::{HloNode, Signature, node};
 use egg::Id;
 use std::collections::{HashMap, HashSet};
-use xla_ir::{Activation, Computation, InstrId, Instruction, Op};
+use xla_ir::{Activation, CompId, Computation, InstrId, Instruction, Module, Op};
 
 /// A computation loaded into an e-graph.
 pub struct Loaded {
@@ -23,16 +23,39 @@ pub struct Loaded {
 }
 
 /// Why a computation is left as it is.
-pub fn unsupported(comp: &Computation) -> Option<String> {
+pub fn unsupported(module: &Module, comp: &Computation) -> Option<String> {
     comp.instructions().find_map(|(_, i)| {
         if !i.control_predecessors.is_empty() {
-            Some(format!("'{}' has control predecessors", i.name))
-        } else if matches!(i.op, Op::Infeed { .. } | Op::Outfeed { .. }) {
-            // Feeds act on the host: none may merge with another or vanish unused.
-            Some(format!("'{}' is an {}", i.name, i.op.name()))
-        } else {
-            None
+            return Some(format!("'{}' has control predecessors", i.name));
         }
+        if matches!(i.op, Op::Infeed { .. } | Op::Outfeed { .. }) {
+            // Feeds act on the host: none may merge with another or vanish unused.
+            return Some(format!("'{}' is an {}", i.name, i.op.name()));
+        }
+        // Two calls of a computation that reads an infeed read two values.
+        let calls_feeds =
+            i.op.called_computations()
+                .into_iter()
+                .find(|&c| uses_feeds(module, c, &mut HashSet::new()))?;
+        Some(format!(
+            "'{}' calls {}, which uses a feed",
+            i.name,
+            module.computation(calls_feeds).name
+        ))
+    })
+}
+
+/// Whether computation `id`, or one it calls, has an infeed or outfeed.
+fn uses_feeds(module: &Module, id: CompId, seen: &mut HashSet<CompId>) -> bool {
+    if !seen.insert(id) {
+        return false;
+    }
+    module.computation(id).instructions().any(|(_, i)| {
+        matches!(i.op, Op::Infeed { .. } | Op::Outfeed { .. })
+            || i.op
+                .called_computations()
+                .into_iter()
+                .any(|c| uses_feeds(module, c, seen))
     })
 }
 

@@ -123,7 +123,7 @@ pub fn optimise_computation(
         seconds: 0.0,
         kept: None,
     };
-    if let Some(why) = convert::unsupported(comp) {
+    if let Some(why) = convert::unsupported(module, comp) {
         report.kept = Some(why);
         return report;
     }
