@@ -83,6 +83,14 @@ pub struct RunArgs {
     #[arg(long, visible_alias = "batch-per-step", value_name = "N",
           value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "estimate_only")]
     pub iterations: Option<u64>,
+    /// Run N replicas of the module in lockstep (data parallelism: `replica-id` and
+    /// `partition-id` give each its number, collectives exchange between them). An input
+    /// with one more leading dimension, of N, gives replica r its slice r; any other input
+    /// goes to every replica. Every output is written stacked `[N, *shape]`, replica first.
+    /// The reference engine only, so far.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..),
+          conflicts_with_all = ["estimate_only", "iterations", "infeed", "outfeed_mode"])]
+    pub replicas: Option<u64>,
     /// What is kept of a value produced again and again: each outfeed's values and, with
     /// --iterations, each output stacked over iterations (default all). Refused when the
     /// module has neither.
@@ -206,7 +214,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         );
     }
     let mut feeds = read_infeeds(&names, &args.infeed)?;
-    let inputs = read_inputs(&module, &args.inputs, args.iterations)?;
+    if let Some(n) = args.replicas {
+        return run_replicated(&args, &module, outdir, n);
+    }
+    let leading = args.iterations.map(|count| Leading {
+        count,
+        flag: "--iterations",
+        each: "iteration",
+    });
+    let inputs = read_inputs(&module, &args.inputs, leading)?;
     let start = Instant::now();
     let device_loop = match args.iterations {
         Some(n) => Some(
@@ -293,6 +309,78 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--replicas N`: the module on N replicas in lockstep (reference engine), every output
+/// stacked replica first.
+fn run_replicated(args: &RunArgs, module: &Module, outdir: &Path, n: u64) -> anyhow::Result<()> {
+    if args.engine == Engine::IpuModel {
+        bail!(
+            "--replicas: replication on the IPU Model is not built yet; run with --engine reference"
+        );
+    }
+    if args.profile.is_some() {
+        bail!("--profile: the reference engine records no profile");
+    }
+    let declared = xla_ir::shape_inference::collective::declared_devices(module);
+    if let Some(d) = declared.filter(|&d| d as u64 != n) {
+        bail!(
+            "--replicas {n}: {} is written for {d} devices (replica_count x num_partitions)",
+            args.file.display()
+        );
+    }
+    let leading = Leading {
+        count: n,
+        flag: "--replicas",
+        each: "replica",
+    };
+    let inputs = read_inputs(module, &args.inputs, Some(leading))?;
+    let entry = module.entry_computation();
+    let per_replica: Vec<Vec<Literal>> = (0..n as usize)
+        .map(|r| {
+            inputs
+                .iter()
+                .zip(entry.parameters())
+                .map(|(l, p)| match (l, entry.instr(p).shape.as_array()) {
+                    (Literal::Array(a), Some(want))
+                        if a.shape.dims.len() == want.dims.len() + 1 =>
+                    {
+                        Literal::Array(a.index_leading(r))
+                    }
+                    _ => l.clone(),
+                })
+                .collect()
+        })
+        .collect();
+    let start = Instant::now();
+    let results = xla_ir::eval::evaluate_replicated(module, &per_replica)
+        .map_err(|e| anyhow!("{}: {e}", args.file.display()))?;
+    let elapsed = start.elapsed();
+    let leaves: Vec<Vec<ArrayLiteral>> = results.into_iter().map(flatten).collect();
+    let mut outputs = Vec::new();
+    for k in 0..leaves[0].len() {
+        let values: Vec<ArrayLiteral> = leaves.iter().map(|l| l[k].clone()).collect();
+        outputs.push(ArrayLiteral::stack(&values).map_err(|e| anyhow!("output {k}: {e}"))?);
+    }
+    std::fs::create_dir_all(outdir)
+        .with_context(|| format!("{}: cannot create the output directory", outdir.display()))?;
+    for (k, output) in outputs.iter().enumerate() {
+        let path = outdir.join(format!("output_{k}.npy"));
+        write_npy(&path, output)?;
+        println!(
+            "{}  {} {}  {}",
+            path.display(),
+            numpy_name(output.shape.element_type),
+            dims_text(&output.shape.dims),
+            preview(output)
+        );
+    }
+    println!(
+        "ran {} on {n} replicas on the reference engine in {:.3} ms",
+        args.file.display(),
+        elapsed.as_secs_f64() * 1e3
+    );
+    Ok(())
+}
+
 /// `--estimate-only`: the profile a run would record, without running.
 fn estimate(args: &RunArgs, module: &Module, config: &compiler::IpuConfig) -> anyhow::Result<()> {
     let options = args.passes.options();
@@ -334,6 +422,16 @@ fn check_outdir(dir: &Path, overwrite: bool) -> anyhow::Result<()> {
         bail!("{}: exists and is not a directory", dir.display());
     }
     Ok(())
+}
+
+/// A leading dimension inputs may carry: one value per iteration or per replica.
+#[derive(Debug, Clone, Copy)]
+struct Leading {
+    count: u64,
+    /// The flag that set it (`--iterations`).
+    flag: &'static str,
+    /// What one slice is for (`iteration`).
+    each: &'static str,
 }
 
 /// Parses `--infeed`: each feed's values, one per slice of its file's leading dimension.
@@ -414,11 +512,12 @@ fn outfeed_files(
 }
 
 /// Parses `--inputs` and reads each file, checking it against its parameter (with
-/// `--iterations N`, a file may also hold one value per iteration: a leading dimension N).
+/// `--iterations N` or `--replicas N`, a file may also hold one value per iteration or per
+/// replica: a leading dimension N).
 fn read_inputs(
     module: &Module,
     spec: &str,
-    iterations: Option<u64>,
+    leading: Option<Leading>,
 ) -> anyhow::Result<Vec<Literal>> {
     let entry = module.entry_computation();
     let params = entry.parameters();
@@ -438,14 +537,7 @@ fn read_inputs(
         }
         let param = entry.instr(params[index]);
         let literal = read_npy(&file)?;
-        check_input(
-            index,
-            &param.name,
-            &param.shape,
-            &file,
-            &literal,
-            iterations,
-        )?;
+        check_input(index, &param.name, &param.shape, &file, &literal, leading)?;
         given[index] = Some((file, Literal::Array(literal)));
     }
     let missing: Vec<String> = params
@@ -506,7 +598,7 @@ fn check_input(
     expected: &Shape,
     file: &Path,
     literal: &ArrayLiteral,
-    iterations: Option<u64>,
+    leading: Option<Leading>,
 ) -> anyhow::Result<()> {
     let Some(want) = expected.as_array() else {
         bail!(
@@ -514,7 +606,7 @@ fn check_input(
         );
     };
     let got = &literal.shape;
-    let per_iteration = iterations.is_some_and(|n| {
+    let per_iteration = leading.is_some_and(|Leading { count: n, .. }| {
         got.dims.len() == want.dims.len() + 1
             && got.dims[0] as u64 == n
             && got.dims[1..] == want.dims[..]
@@ -522,10 +614,18 @@ fn check_input(
     if want.element_type == got.element_type && per_iteration {
         return Ok(());
     }
-    if let (Some(n), true) = (iterations, want.element_type == got.element_type) {
+    if let (
+        Some(Leading {
+            count: n,
+            flag,
+            each,
+        }),
+        true,
+    ) = (leading, want.element_type == got.element_type)
+    {
         if want.dims != got.dims {
             bail!(
-                "{}: parameter {index} ({name}) is {} {}: with --iterations {n} its file must hold {} {} (the same every iteration) or {} {} (one per iteration), but it holds {}",
+                "{}: parameter {index} ({name}) is {} {}: with {flag} {n} its file must hold {} {} (the same every {each}) or {} {} (one per {each}), but it holds {}",
                 file.display(),
                 numpy_name(want.element_type),
                 dims_text(&want.dims),

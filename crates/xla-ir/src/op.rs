@@ -4,6 +4,7 @@ use crate::attributes::{
     CompareType, ComparisonDirection, ConvDims, DotDims, FusionKind, GatherDims, PadDim, Precision,
     ScatterDims, SliceDim, Window,
 };
+use crate::collective::CollectiveAttrs;
 use crate::ids::CompId;
 use crate::{ElementType, Literal, Shape};
 
@@ -439,6 +440,52 @@ pub enum Op {
     },
     /// `after-all(tokens...)`: joins ordering tokens.
     AfterAll,
+    /// `all-reduce(xs...), replica_groups=.., to_apply=c`: each replica gets the reduction
+    /// of its group's values, element by element (a tuple for several operands).
+    AllReduce {
+        /// Groups, channel, device ids.
+        attrs: CollectiveAttrs,
+        /// The scalar reduction.
+        to_apply: CompId,
+    },
+    /// `all-gather(x), dimensions={d}`: the group's values concatenated along `d`.
+    AllGather {
+        /// Groups, channel, device ids.
+        attrs: CollectiveAttrs,
+        /// The concatenated dimension.
+        dimension: i64,
+    },
+    /// `reduce-scatter(x), dimensions={d}, to_apply=c`: the group's reduction, split along
+    /// `d`; each replica keeps its block.
+    ReduceScatter {
+        /// Groups, channel, device ids.
+        attrs: CollectiveAttrs,
+        /// The split dimension.
+        dimension: i64,
+        /// The scalar reduction.
+        to_apply: CompId,
+    },
+    /// `all-to-all(xs...)`: replica i's operand j goes to the group's replica j, arriving
+    /// as element i (the tuple form); with `dimensions={d}`, one array split and
+    /// concatenated along `d`.
+    AllToAll {
+        /// Groups, channel, device ids.
+        attrs: CollectiveAttrs,
+        /// The array form's split dimension (`None`: the tuple form).
+        dimension: Option<i64>,
+    },
+    /// `collective-permute(x), source_target_pairs={{s,t},..}`: each target receives its
+    /// source's value; a replica no pair sends to receives zeros.
+    CollectivePermute {
+        /// `channel_id=N`.
+        channel_id: Option<i64>,
+        /// `(source, target)` replica pairs.
+        pairs: Vec<(i64, i64)>,
+    },
+    /// `replica-id()`: this replica's number (`u32[]`).
+    ReplicaId,
+    /// `partition-id()`: this partition's number (`u32[]`).
+    PartitionId,
     /// `infeed(token), infeed_config="..."`: the next value of a host feed, returned as
     /// `(value, token)`.
     Infeed {
@@ -500,6 +547,13 @@ impl Op {
             Op::TopK { .. } => "topk",
             Op::CustomCall { .. } => "custom-call",
             Op::AfterAll => "after-all",
+            Op::AllReduce { .. } => "all-reduce",
+            Op::AllGather { .. } => "all-gather",
+            Op::ReduceScatter { .. } => "reduce-scatter",
+            Op::AllToAll { .. } => "all-to-all",
+            Op::CollectivePermute { .. } => "collective-permute",
+            Op::ReplicaId => "replica-id",
+            Op::PartitionId => "partition-id",
             Op::Infeed { .. } => "infeed",
             Op::Outfeed { .. } => "outfeed",
             Op::OptimizationBarrier => "opt-barrier",
@@ -513,6 +567,8 @@ impl Op {
             | Op::Reduce { to_apply, .. }
             | Op::ReduceWindow { to_apply, .. }
             | Op::Call { to_apply }
+            | Op::AllReduce { to_apply, .. }
+            | Op::ReduceScatter { to_apply, .. }
             | Op::Map { to_apply, .. } => vec![*to_apply],
             Op::Sort { comparator, .. } => vec![*comparator],
             Op::SelectAndScatter {
@@ -536,6 +592,8 @@ impl Op {
             | Op::Reduce { to_apply, .. }
             | Op::ReduceWindow { to_apply, .. }
             | Op::Call { to_apply }
+            | Op::AllReduce { to_apply, .. }
+            | Op::ReduceScatter { to_apply, .. }
             | Op::Map { to_apply, .. } => *to_apply = f(*to_apply),
             Op::Sort { comparator, .. } => *comparator = f(*comparator),
             Op::SelectAndScatter {

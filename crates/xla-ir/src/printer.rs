@@ -134,6 +134,28 @@ impl<W: Write> AttrWriter<'_, W> {
         self.attr(key, &module.computation(id).name)
     }
 
+    /// A collective's attributes in XLA's order (`dimensions` after the groups).
+    fn collective(
+        &mut self,
+        attrs: &crate::collective::CollectiveAttrs,
+        dimension: Option<i64>,
+    ) -> fmt::Result {
+        if let Some(id) = attrs.channel_id {
+            self.attr("channel_id", id)?;
+        }
+        self.attr("replica_groups", &attrs.replica_groups)?;
+        if let Some(d) = dimension {
+            self.attr("dimensions", format!("{{{d}}}"))?;
+        }
+        if attrs.use_global_device_ids {
+            self.attr("use_global_device_ids", true)?;
+        }
+        if attrs.constrain_layout {
+            self.attr("constrain_layout", true)?;
+        }
+        Ok(())
+    }
+
     fn precision(&mut self, precision: &[Precision]) -> fmt::Result {
         if precision.iter().all(|p| *p == Precision::Default) {
             return Ok(());
@@ -368,6 +390,27 @@ fn write_op_attributes<W: Write>(
                 a.attr(key, value)?;
             }
         }
+        Op::AllReduce { attrs, to_apply } => {
+            a.collective(attrs, None)?;
+            a.comp("to_apply", module, *to_apply)?;
+        }
+        Op::AllGather { attrs, dimension } => a.collective(attrs, Some(*dimension))?,
+        Op::ReduceScatter {
+            attrs,
+            dimension,
+            to_apply,
+        } => {
+            a.collective(attrs, Some(*dimension))?;
+            a.comp("to_apply", module, *to_apply)?;
+        }
+        Op::AllToAll { attrs, dimension } => a.collective(attrs, *dimension)?,
+        Op::CollectivePermute { channel_id, pairs } => {
+            if let Some(id) = channel_id {
+                a.attr("channel_id", id)?;
+            }
+            let inner: Vec<String> = pairs.iter().map(|(s, t)| format!("{{{s},{t}}}")).collect();
+            a.attr("source_target_pairs", format!("{{{}}}", inner.join(",")))?;
+        }
         Op::Infeed { config } => {
             if !config.is_empty() {
                 a.attr(
@@ -399,6 +442,8 @@ fn write_op_attributes<W: Write>(
         | Op::Reshape
         | Op::DynamicUpdateSlice
         | Op::Tuple
+        | Op::ReplicaId
+        | Op::PartitionId
         | Op::AfterAll
         | Op::OptimizationBarrier => {}
     }

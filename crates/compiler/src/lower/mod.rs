@@ -479,6 +479,15 @@ impl<'m> Lowerer<'m> {
                 _ => Err(here.unsupported("get-tuple-element of a non-tuple")),
             },
             Op::AfterAll => Ok(Value::Token),
+            Op::AllReduce { .. }
+            | Op::AllGather { .. }
+            | Op::ReduceScatter { .. }
+            | Op::AllToAll { .. }
+            | Op::CollectivePermute { .. }
+            | Op::ReplicaId
+            | Op::PartitionId => Err(here.unsupported(
+                "replication on the IPU Model is not built yet; run the module with --engine reference --replicas N",
+            )),
             Op::Infeed { .. } => self.infeed(here),
             Op::Outfeed { .. } => self.outfeed(scope, here),
             Op::Fusion { calls, .. } | Op::Call { to_apply: calls } => {

@@ -16,6 +16,7 @@ mod groups;
 mod linalg;
 mod movement;
 mod reduce;
+mod replicas;
 mod sort;
 
 use crate::ids::{CompId, InstrId};
@@ -117,6 +118,70 @@ pub fn evaluate_with_feeds(
     args: &[Literal],
     feeds: &mut Feeds,
 ) -> Result<Literal, EvaluateError> {
+    check_module_and_args(module, args)?;
+    let evaluator = Evaluator {
+        module,
+        names: FeedNames::of(module),
+        feeds: RefCell::new(std::mem::take(feeds)),
+        replica: None,
+    };
+    let result = evaluator.computation(module.entry, args);
+    *feeds = evaluator.feeds.into_inner();
+    Ok(result?)
+}
+
+/// Evaluates `module` on `args.len()` replicas in lockstep, replica `r` on `args[r]` (one
+/// literal per parameter each): `replica-id` and `partition-id` give `r`, and collectives
+/// exchange values between the replicas as XLA's do (a replica no `collective-permute`
+/// pair sends to receives zeros). Returns each replica's result. The replicas run on
+/// threads; infeeds find no values.
+pub fn evaluate_replicated(
+    module: &Module,
+    args: &[Vec<Literal>],
+) -> Result<Vec<Literal>, EvaluateError> {
+    if args.is_empty() {
+        return Err(EvaluateError::ArgumentCount {
+            expected: module.entry_computation().parameters().len(),
+            given: 0,
+        });
+    }
+    // Checks (verification, argument shapes) once, on replica 0's arguments.
+    check_module_and_args(module, &args[0])?;
+    for a in &args[1..] {
+        check_args(module, a)?;
+    }
+    let names = FeedNames::of(module);
+    let results = replicas::in_lockstep(args.len(), |ctx| {
+        let id = ctx.id;
+        let evaluator = Evaluator {
+            module,
+            names: names.clone(),
+            feeds: RefCell::new(Feeds::default()),
+            replica: Some(ctx),
+        };
+        evaluator
+            .computation(module.entry, &args[id])
+            .map_err(|mut e| {
+                e.message = format!("replica {id}: {}", e.message);
+                e
+            })
+    });
+    // The failure that stopped the others is the one to report.
+    let first_cause = results.iter().find_map(|r| match r {
+        Err(e) if !e.message.contains("another replica failed") => Some(e.clone()),
+        _ => None,
+    });
+    if let Some(e) = first_cause {
+        return Err(e.into());
+    }
+    results
+        .into_iter()
+        .map(|r| r.map_err(EvaluateError::from))
+        .collect()
+}
+
+/// Verifies `module`, bounds its values' sizes and checks `args` against its parameters.
+fn check_module_and_args(module: &Module, args: &[Literal]) -> Result<(), EvaluateError> {
     crate::verify(module)?;
     for (_, comp) in module.computations() {
         for (_, instr) in comp.instructions() {
@@ -132,6 +197,11 @@ pub fn evaluate_with_feeds(
             }
         }
     }
+    check_args(module, args)
+}
+
+/// Checks `args` against the entry computation's parameters.
+fn check_args(module: &Module, args: &[Literal]) -> Result<(), EvaluateError> {
     let entry = module.entry_computation();
     let params = entry.parameters();
     if params.len() != args.len() {
@@ -152,14 +222,7 @@ pub fn evaluate_with_feeds(
             });
         }
     }
-    let evaluator = Evaluator {
-        module,
-        names: FeedNames::of(module),
-        feeds: RefCell::new(std::mem::take(feeds)),
-    };
-    let result = evaluator.computation(module.entry, args);
-    *feeds = evaluator.feeds.into_inner();
-    Ok(result?)
+    Ok(())
 }
 
 /// Walks computations; holds the module for called computations and the host feeds.
@@ -167,6 +230,8 @@ pub(crate) struct Evaluator<'m> {
     pub module: &'m Module,
     names: FeedNames,
     feeds: RefCell<Feeds>,
+    /// Among replicas in lockstep (none: a lone evaluator, replica 0 of 1).
+    replica: Option<replicas::ReplicaContext<'m>>,
 }
 
 /// What an op implementation returns: a value or a message (the caller adds where).
@@ -409,6 +474,22 @@ impl<'m> Evaluator<'m> {
                 ))),
             },
             Op::AfterAll => Ok(Literal::Token),
+            Op::ReplicaId | Op::PartitionId => self.device_id(),
+            Op::AllReduce { attrs, to_apply } => {
+                self.all_reduce(operands, &attrs.replica_groups, *to_apply)
+            }
+            Op::AllGather { attrs, dimension } => {
+                self.all_gather(operands[0], &attrs.replica_groups, *dimension)
+            }
+            Op::ReduceScatter {
+                attrs,
+                dimension,
+                to_apply,
+            } => self.reduce_scatter(operands[0], &attrs.replica_groups, *dimension, *to_apply),
+            Op::AllToAll { attrs, dimension } => {
+                self.all_to_all(operands, &attrs.replica_groups, *dimension)
+            }
+            Op::CollectivePermute { pairs, .. } => self.collective_permute(operands[0], pairs),
             Op::Infeed { .. } => {
                 let name = self.feed_name(comp, id)?;
                 let value = self.feeds.borrow_mut().next_value(name)?;

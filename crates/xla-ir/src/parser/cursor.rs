@@ -308,13 +308,29 @@ impl<'a> Cursor<'a> {
         false
     }
 
+    /// Moves past a run of characters up to whitespace, `,`, `}` or `)`, taking in any
+    /// balanced groups inside it (a shape: `f32[4]{0}`; an iota: `[2,2]<=[4]`).
+    fn rest_of_run(&mut self) {
+        let bytes = self.text.as_bytes();
+        let mut depth = 0usize;
+        while self.pos < self.end && !bytes[self.pos].is_ascii_whitespace() {
+            match bytes[self.pos] {
+                b'{' | b'[' | b'(' => depth += 1,
+                b'}' | b']' | b')' if depth > 0 => depth -= 1,
+                b',' | b'}' | b')' if depth == 0 => break,
+                _ => {}
+            }
+            self.pos += 1;
+        }
+    }
+
     /// The byte range of one attribute value: a quoted string, a balanced `{..}`/`[..]`/`(..)`
     /// group, or a run of characters (with any balanced groups in it) up to whitespace, `,`,
     /// `}` or `)`.
     pub(crate) fn raw_value(&mut self) -> Result<(usize, usize), ParseError> {
         self.skip_trivia();
         let start = self.pos;
-        let bytes = self.text.as_bytes();
+
         match self.peek_raw() {
             Some(b'"') => {
                 if !self.skip_string_raw() {
@@ -371,19 +387,11 @@ impl<'a> Cursor<'a> {
                         break;
                     }
                 }
+                // A group may be followed by more of the value (`[2,2]<=[4]`).
+                self.rest_of_run();
             }
             _ => {
-                // Groups inside the run belong to it (a shape: `f32[4]{0}`).
-                let mut depth = 0usize;
-                while self.pos < self.end && !bytes[self.pos].is_ascii_whitespace() {
-                    match bytes[self.pos] {
-                        b'{' | b'[' | b'(' => depth += 1,
-                        b'}' | b']' | b')' if depth > 0 => depth -= 1,
-                        b',' | b'}' | b')' if depth == 0 => break,
-                        _ => {}
-                    }
-                    self.pos += 1;
-                }
+                self.rest_of_run();
                 if self.pos == start {
                     return Err(self.expected("an attribute value"));
                 }

@@ -90,13 +90,10 @@ pub(crate) trait ComputationRefs {
 /// Opcodes XLA defines that ipuxla does not accept yet: named so the error says so.
 const KNOWN_UNSUPPORTED: &[&str] = &[
     "add-dependency",
-    "all-gather",
     "all-gather-start",
     "all-gather-done",
-    "all-reduce",
     "all-reduce-start",
     "all-reduce-done",
-    "all-to-all",
     "async-start",
     "async-update",
     "async-done",
@@ -105,7 +102,6 @@ const KNOWN_UNSUPPORTED: &[&str] = &[
     "batch-norm-training",
     "cholesky",
     "collective-broadcast",
-    "collective-permute",
     "collective-permute-start",
     "collective-permute-done",
     "complex",
@@ -117,13 +113,10 @@ const KNOWN_UNSUPPORTED: &[&str] = &[
     "fft",
     "get-dimension-size",
     "imag",
-    "partition-id",
     "ragged-all-to-all",
     "real",
     "recv",
     "recv-done",
-    "reduce-scatter",
-    "replica-id",
     "rng",
     "rng-bit-generator",
     "rng-get-and-update-state",
@@ -208,6 +201,19 @@ impl<'a> Builder<'_, 'a> {
         self.required("window", values::window)
     }
 
+    /// `channel_id`, `replica_groups` (default: one group of every replica),
+    /// `use_global_device_ids`, `constrain_layout`.
+    fn collective(&mut self) -> Result<crate::collective::CollectiveAttrs> {
+        Ok(crate::collective::CollectiveAttrs {
+            channel_id: self.optional("channel_id", |c| c.int())?,
+            replica_groups: self
+                .optional("replica_groups", values::replica_groups)?
+                .unwrap_or(crate::collective::ReplicaGroups::Listed(Vec::new())),
+            use_global_device_ids: self.flag("use_global_device_ids")?,
+            constrain_layout: self.flag("constrain_layout")?,
+        })
+    }
+
     fn precision(&mut self) -> Result<Vec<crate::attributes::Precision>> {
         let a = self.optional("operand_precision", values::precision_list)?;
         let b = self.optional("precision_config", values::precision_list)?;
@@ -269,6 +275,40 @@ pub(crate) fn build_op<'a>(
         "tuple" => Op::Tuple,
         "dynamic-update-slice" => Op::DynamicUpdateSlice,
         "after-all" => Op::AfterAll,
+        "all-reduce" => Op::AllReduce {
+            attrs: b.collective()?,
+            to_apply: b.comp("to_apply", comps)?,
+        },
+        "all-gather" => Op::AllGather {
+            attrs: b.collective()?,
+            dimension: b.single_dim("dimensions")?,
+        },
+        "reduce-scatter" => Op::ReduceScatter {
+            attrs: b.collective()?,
+            dimension: b.single_dim("dimensions")?,
+            to_apply: b.comp("to_apply", comps)?,
+        },
+        "all-to-all" => {
+            let attrs = b.collective()?;
+            let dims = b.dims_or_empty("dimensions")?;
+            let dimension = match dims[..] {
+                [] => None,
+                [d] => Some(d),
+                _ => {
+                    return Err(c.error_at(
+                        opcode_pos,
+                        "all-to-all takes at most one entry in dimensions=",
+                    ));
+                }
+            };
+            Op::AllToAll { attrs, dimension }
+        }
+        "collective-permute" => Op::CollectivePermute {
+            channel_id: b.optional("channel_id", |c| c.int())?,
+            pairs: b.required("source_target_pairs", values::pairs)?,
+        },
+        "replica-id" => Op::ReplicaId,
+        "partition-id" => Op::PartitionId,
         "infeed" => Op::Infeed {
             config: b
                 .optional("infeed_config", |c| c.string())?

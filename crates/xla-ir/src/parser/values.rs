@@ -195,6 +195,73 @@ pub(crate) fn int_list(c: &mut Cursor<'_>) -> Result<Vec<i64>> {
     }
 }
 
+/// `{{0,1},{2,3}}` (possibly `{}`), or the iota form `[2,2]<=[4]` / `[2,2]<=[2,2]T(1,0)`.
+pub(crate) fn replica_groups(c: &mut Cursor<'_>) -> Result<crate::collective::ReplicaGroups> {
+    use crate::collective::ReplicaGroups;
+    if c.peek() == Some(b'[') {
+        let bracketed = |c: &mut Cursor<'_>| -> Result<Vec<i64>> {
+            c.expect(b'[')?;
+            let mut out = Vec::new();
+            while !c.eat(b']') {
+                out.push(c.int()?);
+                if !c.eat(b',') && c.peek() != Some(b']') {
+                    return Err(c.expected("',' or ']'"));
+                }
+            }
+            Ok(out)
+        };
+        let shape = bracketed(c)?;
+        let [g, s] = shape[..] else {
+            return Err(c.expected("[groups,size] before '<='"));
+        };
+        if !c.eat_str("<=") {
+            return Err(c.expected("'<=' in the iota form of replica_groups"));
+        }
+        let reshape = bracketed(c)?;
+        let mut transpose = Vec::new();
+        if c.eat(b'T') {
+            c.expect(b'(')?;
+            while !c.eat(b')') {
+                transpose.push(c.int()?);
+                if !c.eat(b',') && c.peek() != Some(b')') {
+                    return Err(c.expected("',' or ')'"));
+                }
+            }
+        }
+        return Ok(ReplicaGroups::Iota {
+            groups: [g, s],
+            reshape,
+            transpose,
+        });
+    }
+    c.expect(b'{')?;
+    let mut groups = Vec::new();
+    while !c.eat(b'}') {
+        groups.push(int_list(c)?);
+        if !c.eat(b',') && c.peek() != Some(b'}') {
+            return Err(c.expected("',' or '}'"));
+        }
+    }
+    Ok(ReplicaGroups::Listed(groups))
+}
+
+/// `{{0,1},{1,2}}`: source-target pairs.
+pub(crate) fn pairs(c: &mut Cursor<'_>) -> Result<Vec<(i64, i64)>> {
+    c.expect(b'{')?;
+    let mut out = Vec::new();
+    while !c.eat(b'}') {
+        let pos = c.pos();
+        match int_list(c)?[..] {
+            [s, t] => out.push((s, t)),
+            _ => return Err(c.error_at(pos, "a source-target pair is {source,target}")),
+        }
+        if !c.eat(b',') && c.peek() != Some(b'}') {
+            return Err(c.expected("',' or '}'"));
+        }
+    }
+    Ok(out)
+}
+
 /// `true` or `false`.
 pub(crate) fn boolean(c: &mut Cursor<'_>) -> Result<bool> {
     match c.word() {

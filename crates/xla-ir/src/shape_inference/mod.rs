@@ -6,6 +6,7 @@
 //! take it from `declared` and check that it is consistent. Errors are sentences that say
 //! what was expected; the caller adds the instruction's name and location.
 
+pub mod collective;
 mod control;
 mod data_movement;
 mod elementwise;
@@ -106,6 +107,22 @@ pub fn infer_shape(
         } => control::map(&ctx, dimensions, *to_apply),
         Op::CustomCall { target, .. } => control::custom_call(&ctx, target),
         Op::AfterAll => control::after_all(&ctx),
+        Op::AllReduce { attrs, to_apply } => {
+            collective::all_reduce(&ctx, &attrs.replica_groups, *to_apply)
+        }
+        Op::AllGather { attrs, dimension } => {
+            collective::all_gather(&ctx, &attrs.replica_groups, *dimension)
+        }
+        Op::ReduceScatter {
+            attrs,
+            dimension,
+            to_apply,
+        } => collective::reduce_scatter(&ctx, &attrs.replica_groups, *dimension, *to_apply),
+        Op::AllToAll { attrs, dimension } => {
+            collective::all_to_all(&ctx, &attrs.replica_groups, *dimension)
+        }
+        Op::CollectivePermute { pairs, .. } => collective::collective_permute(&ctx, pairs),
+        Op::ReplicaId | Op::PartitionId => collective::device_id(&ctx),
         Op::Infeed { .. } => control::infeed(&ctx),
         Op::Outfeed { shape, .. } => control::outfeed(&ctx, shape.as_ref()),
         Op::OptimizationBarrier => {
