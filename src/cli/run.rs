@@ -273,24 +273,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     let elapsed = start.elapsed();
     let outfeeds = outfeed_files(&names, &mut feeds, mode)?;
-    std::fs::create_dir_all(outdir)
-        .with_context(|| format!("{}: cannot create the output directory", outdir.display()))?;
     let named = outputs
         .iter()
         .enumerate()
         .map(|(k, o)| (format!("output_{k}.npy"), o))
         .chain(outfeeds.iter().map(|(f, o)| (f.clone(), o)));
-    for (file, output) in named {
-        let path = outdir.join(file);
-        write_npy(&path, output)?;
-        println!(
-            "{}  {} {}  {}",
-            path.display(),
-            numpy_name(output.shape.element_type),
-            dims_text(&output.shape.dims),
-            preview(output)
-        );
-    }
+    write_outputs(outdir, named)?;
     println!(
         "ran {} on the {} engine in {:.3} ms",
         args.file.display(),
@@ -360,10 +348,29 @@ fn run_replicated(args: &RunArgs, module: &Module, outdir: &Path, n: u64) -> any
         let values: Vec<ArrayLiteral> = leaves.iter().map(|l| l[k].clone()).collect();
         outputs.push(ArrayLiteral::stack(&values).map_err(|e| anyhow!("output {k}: {e}"))?);
     }
+    let named = outputs
+        .iter()
+        .enumerate()
+        .map(|(k, o)| (format!("output_{k}.npy"), o));
+    write_outputs(outdir, named)?;
+    println!(
+        "ran {} on {n} replicas on the reference engine in {:.3} ms",
+        args.file.display(),
+        elapsed.as_secs_f64() * 1e3
+    );
+    Ok(())
+}
+
+/// Creates `outdir` and writes each `(file name, array)` there as `.npy`, printing a line
+/// per file with its type, shape and a preview of its values.
+fn write_outputs<'a>(
+    outdir: &Path,
+    named: impl Iterator<Item = (String, &'a ArrayLiteral)>,
+) -> anyhow::Result<()> {
     std::fs::create_dir_all(outdir)
         .with_context(|| format!("{}: cannot create the output directory", outdir.display()))?;
-    for (k, output) in outputs.iter().enumerate() {
-        let path = outdir.join(format!("output_{k}.npy"));
+    for (file, output) in named {
+        let path = outdir.join(file);
         write_npy(&path, output)?;
         println!(
             "{}  {} {}  {}",
@@ -373,11 +380,6 @@ fn run_replicated(args: &RunArgs, module: &Module, outdir: &Path, n: u64) -> any
             preview(output)
         );
     }
-    println!(
-        "ran {} on {n} replicas on the reference engine in {:.3} ms",
-        args.file.display(),
-        elapsed.as_secs_f64() * 1e3
-    );
     Ok(())
 }
 
