@@ -8,6 +8,28 @@ use crate::collective::CollectiveAttrs;
 use crate::ids::CompId;
 use crate::{ElementType, Literal, Shape};
 
+/// The algorithm of `rng-bit-generator`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RngAlgorithm {
+    /// `rng_default`: the backend's choice (Philox on XLA's CPU backend, and here).
+    Default,
+    /// `rng_philox`: Philox 4x32-10.
+    Philox,
+    /// `rng_three_fry`: ThreeFry 2x32-20.
+    ThreeFry,
+}
+
+impl RngAlgorithm {
+    /// The attribute's text.
+    pub fn name(self) -> &'static str {
+        match self {
+            RngAlgorithm::Default => "rng_default",
+            RngAlgorithm::Philox => "rng_philox",
+            RngAlgorithm::ThreeFry => "rng_three_fry",
+        }
+    }
+}
+
 /// Element-wise operations of one operand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum UnaryOp {
@@ -482,6 +504,12 @@ pub enum Op {
         /// `(source, target)` replica pairs.
         pairs: Vec<(i64, i64)>,
     },
+    /// `rng-bit-generator(state), algorithm=..`: `(new state, random bits)` from a `u64`
+    /// state vector, with XLA's algorithms.
+    RngBitGenerator {
+        /// The generator.
+        algorithm: RngAlgorithm,
+    },
     /// `replica-id()`: this replica's number (`u32[]`).
     ReplicaId,
     /// `partition-id()`: this partition's number (`u32[]`).
@@ -553,6 +581,7 @@ impl Op {
             Op::AllToAll { .. } => "all-to-all",
             Op::CollectivePermute { .. } => "collective-permute",
             Op::ReplicaId => "replica-id",
+            Op::RngBitGenerator { .. } => "rng-bit-generator",
             Op::PartitionId => "partition-id",
             Op::Infeed { .. } => "infeed",
             Op::Outfeed { .. } => "outfeed",

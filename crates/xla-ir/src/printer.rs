@@ -411,6 +411,7 @@ fn write_op_attributes<W: Write>(
             let inner: Vec<String> = pairs.iter().map(|(s, t)| format!("{{{s},{t}}}")).collect();
             a.attr("source_target_pairs", format!("{{{}}}", inner.join(",")))?;
         }
+        Op::RngBitGenerator { algorithm } => a.attr("algorithm", algorithm.name())?,
         Op::Infeed { config } => {
             if !config.is_empty() {
                 a.attr(

@@ -488,6 +488,7 @@ impl<'m> Lowerer<'m> {
             | Op::PartitionId => Err(here.unsupported(
                 "replication on the IPU Model is not built yet; run the module with --engine reference --replicas N",
             )),
+            Op::RngBitGenerator { .. } => Err(here.unsupported(crate::types::RNG_UNSUPPORTED)),
             Op::Infeed { .. } => self.infeed(here),
             Op::Outfeed { .. } => self.outfeed(scope, here),
             Op::Fusion { calls, .. } | Op::Call { to_apply: calls } => {

@@ -5,7 +5,7 @@
 use super::{Pass, PassContext};
 use crate::CompileError;
 use xla_ir::literal::{ArrayData, ArrayLiteral, Literal};
-use xla_ir::{ElementType, Module, Op, Shape};
+use xla_ir::{BinaryOp, ElementType, Module, Op, Shape};
 
 /// The pass (`int64-conversion`).
 pub struct Int64Conversion;
@@ -16,9 +16,84 @@ impl Pass for Int64Conversion {
     }
 
     fn run(&self, module: &mut Module, cx: &mut PassContext) -> Result<(), CompileError> {
+        refuse_word_reinterpretation(module)?;
         cx.warnings.extend(narrow_int64(module));
         Ok(())
     }
+}
+
+/// Whether `id` is a constant (or a broadcast or reshape of one) with an element of 32 or
+/// more: a shift by a whole 32-bit word.
+fn shifts_a_word_or_more(comp: &xla_ir::Computation, mut id: xla_ir::InstrId) -> bool {
+    loop {
+        let instr = comp.instr(id);
+        match &instr.op {
+            Op::Broadcast { .. } | Op::Reshape | Op::Bitcast => id = instr.operands[0],
+            Op::Constant {
+                literal: Literal::Array(a),
+            } => {
+                return match &a.data {
+                    ArrayData::U64(v) => v.iter().any(|&x| x >= 32),
+                    ArrayData::S64(v) => v.iter().any(|&x| x >= 32),
+                    _ => false,
+                };
+            }
+            _ => return false,
+        }
+    }
+}
+
+/// A `bitcast-convert` between 64-bit integers and 32-bit words (two `u32` as one `u64`,
+/// as random-number state is handled), or a shift of a 64-bit integer by a whole word or
+/// more, means something else once narrowed to 32 bits: an error naming it, not a wrong
+/// answer after a warning.
+fn refuse_word_reinterpretation(module: &Module) -> Result<(), CompileError> {
+    let wide = |t: ElementType| matches!(t, ElementType::S64 | ElementType::U64);
+    for (_, comp) in module.computations() {
+        for (_, instr) in comp.instructions() {
+            if let Op::Binary(
+                op @ (BinaryOp::ShiftLeft
+                | BinaryOp::ShiftRightLogical
+                | BinaryOp::ShiftRightArithmetic),
+            ) = instr.op
+                && instr.shape.as_array().is_some_and(|a| wide(a.element_type))
+                && shifts_a_word_or_more(comp, instr.operands[1])
+            {
+                return Err(CompileError::Unsupported {
+                    at: crate::types::location(comp, instr),
+                    instruction: instr.name.clone(),
+                    opcode: instr.op.name().to_string(),
+                    reason: format!(
+                        "it shifts a 64-bit integer by 32 bits or more ({}), which needs 64-bit integers; the IPU's conversion of 64-bit integers to 32 bits cannot keep it (run the module with --engine reference)",
+                        op.name()
+                    ),
+                });
+            }
+            if !matches!(instr.op, Op::BitcastConvert) {
+                continue;
+            }
+            let from = comp
+                .instr(instr.operands[0])
+                .shape
+                .as_array()
+                .map(|a| a.element_type);
+            let to = instr.shape.as_array().map(|a| a.element_type);
+            if let (Some(from), Some(to)) = (from, to)
+                && (wide(from) || wide(to))
+                && from.byte_size() != to.byte_size()
+            {
+                return Err(CompileError::Unsupported {
+                    at: crate::types::location(comp, instr),
+                    instruction: instr.name.clone(),
+                    opcode: instr.op.name().to_string(),
+                    reason: format!(
+                        "it reinterprets {from} as {to}, which needs 64-bit integers; the IPU's conversion of 64-bit integers to 32 bits cannot keep it (run the module with --engine reference)"
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 fn narrow_type(t: ElementType) -> ElementType {

@@ -15,6 +15,7 @@ mod feeds;
 mod groups;
 mod linalg;
 mod movement;
+mod random;
 mod reduce;
 mod replicas;
 mod sort;
@@ -475,6 +476,9 @@ impl<'m> Evaluator<'m> {
             },
             Op::AfterAll => Ok(Literal::Token),
             Op::ReplicaId | Op::PartitionId => self.device_id(),
+            Op::RngBitGenerator { algorithm } => {
+                random::rng_bit_generator(*algorithm, array(operands[0])?, shape)
+            }
             Op::AllReduce { attrs, to_apply } => {
                 self.all_reduce(operands, &attrs.replica_groups, *to_apply)
             }

@@ -118,7 +118,6 @@ const KNOWN_UNSUPPORTED: &[&str] = &[
     "recv",
     "recv-done",
     "rng",
-    "rng-bit-generator",
     "rng-get-and-update-state",
     "send",
     "send-done",
@@ -308,6 +307,20 @@ pub(crate) fn build_op<'a>(
             pairs: b.required("source_target_pairs", values::pairs)?,
         },
         "replica-id" => Op::ReplicaId,
+        "rng-bit-generator" => Op::RngBitGenerator {
+            algorithm: b.required("algorithm", |c| {
+                let pos = c.pos();
+                match c.word() {
+                    Some("rng_default") => Ok(crate::op::RngAlgorithm::Default),
+                    Some("rng_philox") => Ok(crate::op::RngAlgorithm::Philox),
+                    Some("rng_three_fry") => Ok(crate::op::RngAlgorithm::ThreeFry),
+                    _ => {
+                        Err(c
+                            .error_at(pos, "algorithm is rng_default, rng_philox or rng_three_fry"))
+                    }
+                }
+            })?,
+        },
         "partition-id" => Op::PartitionId,
         "infeed" => Op::Infeed {
             config: b

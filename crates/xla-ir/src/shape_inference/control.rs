@@ -182,6 +182,36 @@ pub(super) fn custom_call(ctx: &Ctx<'_>, target: &str) -> InferResult<Shape> {
     Ok(declared.clone())
 }
 
+/// `rng-bit-generator(state)`: `(state, bits)` with the bits' shape as declared (32- or
+/// 64-bit integers); the state is a `u64` vector of at least 2 words.
+pub(super) fn rng_bit_generator(ctx: &Ctx<'_>) -> InferResult<Shape> {
+    ctx.operand_count(1)?;
+    let state = ctx.array(0)?;
+    if state.element_type != ElementType::U64 || state.dims.len() != 1 || state.dims[0] < 2 {
+        return Err(format!(
+            "rng-bit-generator's state is a u64 vector of at least 2 words, found {state}"
+        ));
+    }
+    let declared = ctx.declared()?;
+    match declared.as_tuple() {
+        Some([s, Shape::Array(bits)]) if s.same_ignoring_layout(ctx.operands[0]) => {
+            if !matches!(
+                bits.element_type,
+                ElementType::U32 | ElementType::S32 | ElementType::U64 | ElementType::S64
+            ) {
+                return Err(format!(
+                    "rng-bit-generator makes 32- or 64-bit integers, not {}",
+                    bits.element_type
+                ));
+            }
+            Ok(declared.clone())
+        }
+        _ => Err(format!(
+            "rng-bit-generator returns (state {state}, bits), found {declared}"
+        )),
+    }
+}
+
 /// `infeed(token)`: `(value, token)`, the value's shape as declared (an array or a tuple
 /// of arrays).
 pub(super) fn infeed(ctx: &Ctx<'_>) -> InferResult<Shape> {

@@ -123,6 +123,7 @@ pub fn infer_shape(
         }
         Op::CollectivePermute { pairs, .. } => collective::collective_permute(&ctx, pairs),
         Op::ReplicaId | Op::PartitionId => collective::device_id(&ctx),
+        Op::RngBitGenerator { .. } => control::rng_bit_generator(&ctx),
         Op::Infeed { .. } => control::infeed(&ctx),
         Op::Outfeed { shape, .. } => control::outfeed(&ctx, shape.as_ref()),
         Op::OptimizationBarrier => {
