@@ -35,10 +35,10 @@ pub struct DevicesArgs {
     #[arg(long, default_value_t = 16)]
     pub num_ipus: usize,
     /// The IPU generation modelled.
-    #[arg(long, value_enum, default_value_t = IpuVersionArg::Ipu2)]
+    #[arg(long, value_enum, ignore_case = true, default_value_t = IpuVersionArg::Ipu2)]
     pub ipu_version: IpuVersionArg,
     /// The selection order to mark as chosen.
-    #[arg(long, value_enum, default_value_t = SelectionOrderArg::Auto)]
+    #[arg(long, value_enum, ignore_case = true, default_value_t = SelectionOrderArg::Auto)]
     pub selection_order: SelectionOrderArg,
 }
 

@@ -16,7 +16,13 @@ pub use pass_flags::PassFlags;
 
 /// ipuxla: compile XLA HLO programs for Graphcore IPUs and run them on an IPU Model.
 #[derive(Debug, Parser)]
-#[command(name = "ipuxla", version, about, long_about = None)]
+#[command(
+    name = "ipuxla",
+    version,
+    about,
+    long_about = None,
+    after_help = "Exit status: 0 when the command did what it was asked, 1 when it could not (bad input, a module that does not compile or fit, outputs that differ in bench), 2 for a command line that does not parse."
+)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -36,6 +42,12 @@ pub enum Command {
     Bench(bench::BenchArgs),
     /// List the modelled IPU system as `gc-info -l` would, and the shard to IPU orders.
     Devices(devices::DevicesArgs),
+    /// Print a completion script for a shell (`ipuxla completions bash > ~/.local/share/bash-completion/completions/ipuxla`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum, ignore_case = true)]
+        shell: clap_complete::Shell,
+    },
 }
 
 /// Runs a parsed command line.
@@ -46,5 +58,11 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Devices(args) => devices::run(args),
         Command::Schedule(args) => schedule::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut command = Cli::command();
+            clap_complete::generate(shell, &mut command, "ipuxla", &mut std::io::stdout());
+            Ok(())
+        }
     }
 }

@@ -71,7 +71,7 @@ pub struct RunArgs {
     #[arg(long, conflicts_with_all = ["inputs", "outdir", "overwrite", "engine"])]
     pub estimate_only: bool,
     /// The engine that computes the results.
-    #[arg(long, value_enum, default_value_t = Engine::IpuModel)]
+    #[arg(long, value_enum, ignore_case = true, default_value_t = Engine::IpuModel)]
     pub engine: Engine,
     /// Steps per execution: run the entry computation N times in one device execution (the
     /// seed's `iterations_per_loop`, Keras `steps_per_execution`). A parameter the module's
@@ -94,7 +94,7 @@ pub struct RunArgs {
     /// What is kept of a value produced again and again: each outfeed's values and, with
     /// --iterations, each output stacked over iterations (default all). Refused when the
     /// module has neither.
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, ignore_case = true)]
     pub outfeed_mode: Option<OutfeedModeArg>,
     /// Values for the module's infeeds as `NAME=FILE.npy` pairs separated by `;`: NAME is
     /// an infeed's `infeed_config`, or its number among the unnamed infeeds in program
@@ -117,13 +117,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "F")]
     pub conv_amp: Option<f64>,
     /// Partials type for matrix products (default float).
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, ignore_case = true)]
     pub matmul_partial_type: Option<PartialType>,
     /// Partials type for convolutions (default float).
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, ignore_case = true)]
     pub conv_partial_type: Option<PartialType>,
     /// The simulated IPU (`ipu_model.version`; default ipu2).
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, ignore_case = true)]
     pub ipu_version: Option<IpuVersionArg>,
     /// Tiles per simulated IPU (`ipu_model.tiles_per_ipu`; default: the version's count).
     #[arg(long)]
