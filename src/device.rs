@@ -486,7 +486,22 @@ impl LoadedModule {
         if resident {
             io.feed(compiler::UPLOAD_STREAM, vec![u8::from(!self.uploaded)]);
         }
-        let profile = self.engine.run(&mut io)?;
+        let profile = self.engine.run(&mut io).map_err(|e| {
+            let dry_feed = self.infeeds.iter().find(|f| {
+                f.leaves.iter().any(|b| {
+                    e.to_string()
+                        .contains(&format!("stream {} ran dry", b.stream))
+                })
+            });
+            match dry_feed {
+                Some(f) => anyhow::anyhow!(
+                    "{e}: infeed {} needs more values (`--infeed {}=FILE.npy`, or `Feeds::feed`)",
+                    f.name,
+                    f.name
+                ),
+                None => anyhow::Error::from(e),
+            }
+        })?;
         self.uploaded = resident;
         for feed in &self.infeeds {
             let used = feed.leaves.first().map_or(0, |b| io.consumed(&b.stream));

@@ -129,7 +129,9 @@ fn an_infeed_that_runs_dry_or_carries_the_wrong_shape_is_named() {
     )
     .unwrap_err();
     assert!(
-        format!("{e:#}").contains("stream infeed.batches ran dry: the program reads its value 3"),
+        format!("{e:#}").contains("stream infeed.batches ran dry: the program reads its value 3")
+            && format!("{e:#}")
+                .contains("infeed batches needs more values (`--infeed batches=FILE.npy`"),
         "{e:#}"
     );
     let mut wrong = Feeds::default();

@@ -435,7 +435,7 @@ impl Host for Running<'_> {
                 let consumed = self.io.consumed.entry(s.name.clone()).or_default();
                 let buffer = self.io.inputs.get_mut(&s.name).and_then(VecDeque::pop_front).ok_or_else(|| {
                     run_error(format!(
-                        "stream {} ran dry: the program reads its value {} into tensor {}, {} were fed (HostIo::feed)",
+                        "stream {} ran dry: the program reads its value {} into tensor {}, {} were fed",
                         s.name,
                         *consumed + 1,
                         t.name,
