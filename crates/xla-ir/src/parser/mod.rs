@@ -579,12 +579,12 @@ fn output_aliases(c: &mut Cursor<'_>) -> Result<Vec<OutputAlias>> {
     c.expect(b'{')?;
     let mut out = Vec::new();
     while !c.eat(b'}') {
-        let output = shape_index(c)?;
+        let output = values::int_list(c)?;
         c.expect(b':')?;
         c.expect(b'(')?;
         let parameter = c.int()?;
         c.expect(b',')?;
-        let parameter_index = shape_index(c)?;
+        let parameter_index = values::int_list(c)?;
         let kind = if c.eat(b',') {
             match c.word() {
                 Some("may-alias") => AliasKind::MayAlias,
@@ -601,19 +601,6 @@ fn output_aliases(c: &mut Cursor<'_>) -> Result<Vec<OutputAlias>> {
             parameter_index,
             kind,
         });
-        if !c.eat(b',') && c.peek() != Some(b'}') {
-            return Err(c.expected("',' or '}'"));
-        }
-    }
-    Ok(out)
-}
-
-/// `{}` or `{1,0}`: a shape index.
-fn shape_index(c: &mut Cursor<'_>) -> Result<Vec<i64>> {
-    c.expect(b'{')?;
-    let mut out = Vec::new();
-    while !c.eat(b'}') {
-        out.push(c.int()?);
         if !c.eat(b',') && c.peek() != Some(b'}') {
             return Err(c.expected("',' or '}'"));
         }
