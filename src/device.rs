@@ -487,13 +487,14 @@ impl LoadedModule {
             io.feed(compiler::UPLOAD_STREAM, vec![u8::from(!self.uploaded)]);
         }
         let profile = self.engine.run(&mut io).map_err(|e| {
-            let dry_feed = self.infeeds.iter().find(|f| {
-                f.leaves.iter().any(|b| {
-                    e.to_string()
-                        .contains(&format!("stream {} ran dry", b.stream))
-                })
-            });
-            match dry_feed {
+            let dry = match &e {
+                runtime::RuntimeError::StreamDry { stream, .. } => self
+                    .infeeds
+                    .iter()
+                    .find(|f| f.leaves.iter().any(|b| &b.stream == stream)),
+                _ => None,
+            };
+            match dry {
                 Some(f) => anyhow::anyhow!(
                     "{e}: infeed {} needs more values (`--infeed {}=FILE.npy`, or `Feeds::feed`)",
                     f.name,

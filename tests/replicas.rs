@@ -12,13 +12,7 @@ use xla_ir::eval::evaluate_replicated;
 use xla_ir::literal::ArrayLiteral;
 
 fn spmd_cases() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/conformance-spmd");
-    let mut cases: Vec<PathBuf> = std::fs::read_dir(&root)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.join("case.json").is_file())
-        .collect();
-    cases.sort();
+    let cases = common::case_dirs("fixtures/conformance-spmd");
     assert_eq!(cases.len(), 12);
     cases
 }

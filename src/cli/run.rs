@@ -253,7 +253,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             (std::mem::take(&mut run.outputs), Some(run))
         }
         (Engine::Reference, None) => (
-            flatten(
+            crate::device_loop::leaves(
                 xla_ir::eval::evaluate_with_feeds(&module, &inputs, &mut feeds)
                     .map_err(|e| anyhow!("{}: {e}", args.file.display()))?,
             ),
@@ -342,7 +342,10 @@ fn run_replicated(args: &RunArgs, module: &Module, outdir: &Path, n: u64) -> any
     let results = xla_ir::eval::evaluate_replicated(module, &per_replica)
         .map_err(|e| anyhow!("{}: {e}", args.file.display()))?;
     let elapsed = start.elapsed();
-    let leaves: Vec<Vec<ArrayLiteral>> = results.into_iter().map(flatten).collect();
+    let leaves: Vec<Vec<ArrayLiteral>> = results
+        .into_iter()
+        .map(crate::device_loop::leaves)
+        .collect();
     let mut outputs = Vec::new();
     for k in 0..leaves[0].len() {
         let values: Vec<ArrayLiteral> = leaves.iter().map(|l| l[k].clone()).collect();
@@ -651,15 +654,6 @@ fn check_input(
         );
     }
     Ok(())
-}
-
-/// The leaves of a (possibly nested) result tuple, in order.
-fn flatten(result: Literal) -> Vec<ArrayLiteral> {
-    match result {
-        Literal::Array(a) => vec![a],
-        Literal::Tuple(elems) => elems.into_iter().flat_map(flatten).collect(),
-        Literal::Token => vec![],
-    }
 }
 
 fn dims_text(dims: &[i64]) -> String {

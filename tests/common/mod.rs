@@ -8,18 +8,27 @@ use xla_ir::literal::ArrayLiteral;
 
 /// The fixture cases that have inputs (all but the bench cases).
 pub fn cases() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/conformance");
-    let mut cases: Vec<PathBuf> = std::fs::read_dir(&root)
-        .unwrap()
-        .map(|e| e.unwrap().path())
+    let cases: Vec<PathBuf> = case_dirs("fixtures/conformance")
+        .into_iter()
         .filter(|p| p.join("inputs").is_dir())
         .collect();
-    cases.sort();
     assert!(
         cases.len() >= 45,
         "expected every non-bench case, found {}",
         cases.len()
     );
+    cases
+}
+
+/// The case directories (those with a `case.json`) of a fixture folder, sorted.
+pub fn case_dirs(folder: &str) -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(folder);
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("case.json").is_file())
+        .collect();
+    cases.sort();
     cases
 }
 

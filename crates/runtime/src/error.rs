@@ -45,6 +45,20 @@ pub enum RuntimeError {
         /// What the compiler said.
         message: String,
     },
+    /// A host-to-device stream had no buffer left when the program read it.
+    #[error(
+        "stream {stream} ran dry: the program reads its value {wanted} into tensor {tensor}, {fed} were fed"
+    )]
+    StreamDry {
+        /// The stream.
+        stream: String,
+        /// The tensor it was to fill.
+        tensor: String,
+        /// Which value the program asked for (1-based).
+        wanted: usize,
+        /// How many values the host fed.
+        fed: usize,
+    },
     /// A problem while running: host buffers missing or of the wrong size.
     #[error("{0}")]
     Run(String),

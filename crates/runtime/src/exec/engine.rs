@@ -433,15 +433,17 @@ impl Host for Running<'_> {
         match s.direction {
             Direction::HostToDevice => {
                 let consumed = self.io.consumed.entry(s.name.clone()).or_default();
-                let buffer = self.io.inputs.get_mut(&s.name).and_then(VecDeque::pop_front).ok_or_else(|| {
-                    run_error(format!(
-                        "stream {} ran dry: the program reads its value {} into tensor {}, {} were fed",
-                        s.name,
-                        *consumed + 1,
-                        t.name,
-                        *consumed
-                    ))
-                })?;
+                let buffer = self
+                    .io
+                    .inputs
+                    .get_mut(&s.name)
+                    .and_then(VecDeque::pop_front)
+                    .ok_or_else(|| RuntimeError::StreamDry {
+                        stream: s.name.clone(),
+                        tensor: t.name.clone(),
+                        wanted: *consumed + 1,
+                        fed: *consumed,
+                    })?;
                 *consumed += 1;
                 let bytes = t.elements * t.dtype.size();
                 if buffer.len() != bytes {

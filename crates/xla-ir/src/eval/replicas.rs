@@ -215,10 +215,7 @@ impl Evaluator<'_> {
         ))?;
         let mut results = Vec::with_capacity(operands.len());
         for k in 0..operands.len() {
-            let values = group
-                .iter()
-                .map(|&r| member_operand(&all, r, k))
-                .collect::<Result<Vec<_>, _>>()?;
+            let values = group_arrays(&all, &group, k)?;
             results.push(Literal::Array(self.fold_replicas(to_apply, &values)?));
         }
         Ok(single_or_tuple(results))
@@ -233,10 +230,7 @@ impl Evaluator<'_> {
     ) -> OpResult {
         let (group, _) = self.my_group(groups)?;
         let all = self.meet(operand.clone())?;
-        let parts = group
-            .iter()
-            .map(|&r| member_operand(&all, r, usize::MAX))
-            .collect::<Result<Vec<_>, _>>()?;
+        let parts = group_arrays(&all, &group, usize::MAX)?;
         Ok(Literal::Array(concatenate(&parts, dimension as usize)))
     }
 
@@ -250,10 +244,7 @@ impl Evaluator<'_> {
     ) -> OpResult {
         let (group, at) = self.my_group(groups)?;
         let all = self.meet(operand.clone())?;
-        let values = group
-            .iter()
-            .map(|&r| member_operand(&all, r, usize::MAX))
-            .collect::<Result<Vec<_>, _>>()?;
+        let values = group_arrays(&all, &group, usize::MAX)?;
         let reduced = self.fold_replicas(to_apply, &values)?;
         Ok(Literal::Array(block(
             &reduced,
@@ -351,6 +342,15 @@ fn member_operand(all: &[Literal], r: i64, k: usize) -> Result<&ArrayLiteral, Op
             other.shape()
         ))),
     }
+}
+
+/// The group members' values at a collective, in group order (see [`member_operand`]).
+fn group_arrays<'a>(
+    all: &'a [Literal],
+    group: &[i64],
+    k: usize,
+) -> Result<Vec<&'a ArrayLiteral>, OpError> {
+    group.iter().map(|&r| member_operand(all, r, k)).collect()
 }
 
 fn single_or_tuple(mut items: Vec<Literal>) -> Literal {
