@@ -9,6 +9,7 @@ pub mod corpus;
 pub mod device;
 pub mod device_loop;
 pub mod encoder;
+pub mod replicas;
 
 pub use compiler;
 pub use runtime;

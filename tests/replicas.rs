@@ -1,7 +1,7 @@
 //! Replicated programs (`fixtures/conformance-spmd`, XLA's SPMD output with every
 //! replica's inputs and outputs): collectives parse, print back and verify, and the
-//! reference evaluator runs N replicas in lockstep and matches XLA; bad groups and
-//! diverging replicas are errors, never a hang.
+//! reference evaluator and the IPU Model run N replicas in lockstep and match XLA; bad
+//! groups and diverging replicas are errors, never a hang.
 
 mod common;
 use common::{check_output, ipuxla};
@@ -56,6 +56,127 @@ fn every_spmd_case_matches_xla_on_the_evaluator_in_lockstep() {
             "{name}: print and parse back"
         );
     }
+}
+
+fn per_replica_inputs(c: &ipuxla::corpus::Case, n: usize) -> Vec<Vec<Literal>> {
+    let stacked = c.stored_inputs().unwrap().unwrap();
+    (0..n)
+        .map(|r| {
+            stacked
+                .iter()
+                .map(|l| match l {
+                    Literal::Array(a) => Literal::Array(a.index_leading(r)),
+                    other => other.clone(),
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn every_spmd_case_matches_xla_on_the_ipu_model() {
+    let config = compiler::IpuConfig::default();
+    let options = compiler::PassOptions::default();
+    for case in spmd_cases() {
+        let name = case.file_name().unwrap().to_string_lossy().into_owned();
+        let c = ipuxla::corpus::Case::read(&case, "module.opt.hlo").unwrap();
+        let n = c.info["replicas"].as_u64().unwrap() as usize;
+        let run = ipuxla::replicas::run_replicated_on_ipu_model(
+            &c.module,
+            &config,
+            &options,
+            &per_replica_inputs(&c, n),
+        )
+        .unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        for k in 0..run.outputs[0].len() {
+            let (want, spec) = c.expected_output(k).unwrap().expect("stored");
+            let got: Vec<ArrayLiteral> = run.outputs.iter().map(|l| l[k].clone()).collect();
+            let got = ArrayLiteral::stack(&got).unwrap();
+            check_output(&format!("{name} output {k}"), &got, &want, &spec);
+        }
+        // Every replica runs the same steps; the collectives cross the IPU-Links.
+        let p = &run.profiles[0];
+        assert!(p.totals.bytes_over_links > 0, "{name}");
+        assert!(
+            p.steps
+                .iter()
+                .any(|s| s.kind == runtime::StepKind::Collective),
+            "{name}"
+        );
+        // The estimate (replica 0, nobody waits) is the run of a replica that never waited.
+        let exe = compiler::compile(&c.module, &config).unwrap();
+        let system = runtime::System::new(exe.target.clone(), exe.num_ipus).unwrap();
+        let estimate = runtime::estimate_replaying(&exe, &system, &p.decisions).unwrap();
+        if !p
+            .steps
+            .iter()
+            .any(|s| s.name.contains("waiting for the other replicas"))
+        {
+            assert_eq!(&estimate, p, "{name}: estimate and run");
+        }
+    }
+}
+
+#[test]
+fn replicas_compute_the_same_bytes_on_any_number_of_host_threads() {
+    let case =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/conformance-spmd/spmd_dp_mlp_train");
+    let c = ipuxla::corpus::Case::read(&case, "module.opt.hlo").unwrap();
+    let inputs = per_replica_inputs(&c, 4);
+    let run = |threads| {
+        let options = runtime::EngineOptions {
+            threads,
+            ..Default::default()
+        };
+        ipuxla::replicas::run_replicated_with(
+            &c.module,
+            &compiler::IpuConfig::default(),
+            &compiler::PassOptions::default(),
+            &inputs,
+            options,
+        )
+        .unwrap()
+    };
+    let (one, four) = (run(1), run(4));
+    assert_eq!(one.outputs, four.outputs);
+    assert_eq!(one.profiles, four.profiles);
+}
+
+#[test]
+fn selection_order_places_replicas_and_snake_pays_for_its_open_ring() {
+    let case = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/conformance-spmd/spmd_8way_gather_sum");
+    let c = ipuxla::corpus::Case::read(&case, "module.opt.hlo").unwrap();
+    let cycles = |order: &str| {
+        let config = compiler::IpuConfig {
+            selection_order: order.into(),
+            ..Default::default()
+        };
+        let exe = compiler::compile(&c.module, &config).unwrap();
+        let system = runtime::System::new(exe.target.clone(), exe.num_ipus).unwrap();
+        let p = runtime::estimate(&exe, &system).unwrap();
+        let ring: Vec<runtime::StepProfile> = p
+            .steps
+            .into_iter()
+            .filter(|s| s.kind == runtime::StepKind::Collective)
+            .collect();
+        (
+            ring.iter().map(|s| s.cycles).sum::<u64>(),
+            ring[0].name.clone(),
+        )
+    };
+    let (hoof, hoof_name) = cycles("HOOF");
+    let (snake, snake_name) = cycles("snake");
+    assert_eq!(cycles("AUTO").0, hoof, "AUTO places replicas as HOOF");
+    assert!(snake > hoof, "SNAKE {snake} vs HOOF {hoof}");
+    assert!(snake_name.contains("IPU 6 -> 0 (3 hops)"), "{snake_name}");
+    assert!(hoof_name.contains("(1 hops)"), "{hoof_name}");
+    let bad = compiler::IpuConfig {
+        selection_order: "spiral".into(),
+        ..Default::default()
+    };
+    let e = compiler::compile(&c.module, &bad).unwrap_err().to_string();
+    assert!(e.contains("selection_order is 'spiral'"), "{e}");
 }
 
 const RING: &str = "HloModule ring, num_partitions=4
@@ -150,10 +271,23 @@ ENTRY main {
         e.contains("replica 0 finished its program without reaching this collective"),
         "{e}"
     );
+    // The same on the IPU Model: replica 1 waits for replica 0, whose program has ended.
+    let e = ipuxla::replicas::run_replicated_on_ipu_model(
+        &m,
+        &compiler::IpuConfig::default(),
+        &compiler::PassOptions::default(),
+        &args,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("for replica 0, whose program ended without reaching it"),
+        "{e}"
+    );
 }
 
 #[test]
-fn the_command_line_runs_replicas_on_the_reference_engine_and_refuses_the_ipu_model_for_now() {
+fn the_command_line_runs_replicas_on_both_engines() {
     let case = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("fixtures/conformance-spmd/spmd_psum_axis_index");
     let hlo = case.join("module.opt.hlo");
@@ -184,15 +318,24 @@ fn the_command_line_runs_replicas_on_the_reference_engine_and_refuses_the_ipu_mo
         stdout.contains("output_0.npy  float32 (4, 1, 3)"),
         "{stdout}"
     );
+    let out = run(&["--replicas", "4"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("on 4 replicas on the ipu-model engine")
+            && stdout.contains("replication: 4 replicas, one IPU each in AUTO order (as HOOF)"),
+        "{stdout}"
+    );
     for (extra, needle) in [
-        (
-            &["--replicas", "4"][..],
-            "replication on the IPU Model is not built yet",
-        ),
         (
             &["--engine", "reference", "--replicas", "2"][..],
             "--replicas 2: ",
         ),
+        (&["--replicas", "2"][..], "is written for 4 devices"),
     ] {
         let out = run(extra);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -201,11 +344,12 @@ fn the_command_line_runs_replicas_on_the_reference_engine_and_refuses_the_ipu_mo
             "{extra:?}: {err}"
         );
     }
-    // The IPU lowering names the collective it cannot run yet.
+    // The estimate is replica 0's run: its collectives over the IPU-Links.
     let out = ipuxla(&["run", hlo.to_str().unwrap(), "--estimate-only"]);
-    let err = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        !out.status.success() && err.contains("replication on the IPU Model is not built yet"),
-        "{err}"
+        out.status.success() && stdout.contains("over IPU-Links"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }

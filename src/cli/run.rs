@@ -297,21 +297,22 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `--replicas N`: the module on N replicas in lockstep (reference engine), every output
-/// stacked replica first.
+/// `--replicas N`: the module on N replicas in lockstep, every output stacked replica
+/// first.
 fn run_replicated(args: &RunArgs, module: &Module, outdir: &Path, n: u64) -> anyhow::Result<()> {
-    if args.engine == Engine::IpuModel {
-        bail!(
-            "--replicas: replication on the IPU Model is not built yet; run with --engine reference"
-        );
-    }
-    if args.profile.is_some() {
-        bail!("--profile: the reference engine records no profile");
+    if args.profile.is_some() && args.engine == Engine::Reference {
+        bail!("--profile: the reference engine records no profile; run on the ipu-model engine");
     }
     let declared = xla_ir::shape_inference::collective::declared_devices(module);
     if let Some(d) = declared.filter(|&d| d as u64 != n) {
         bail!(
             "--replicas {n}: {} is written for {d} devices (replica_count x num_partitions)",
+            args.file.display()
+        );
+    }
+    if declared.is_none() && n > 1 && args.engine == Engine::IpuModel {
+        bail!(
+            "--replicas {n}: {} declares no replica_count or num_partitions, so it is compiled for one device; give its header num_partitions={n} (as XLA's SPMD partitioner writes it)",
             args.file.display()
         );
     }
@@ -339,13 +340,33 @@ fn run_replicated(args: &RunArgs, module: &Module, outdir: &Path, n: u64) -> any
         })
         .collect();
     let start = Instant::now();
-    let results = xla_ir::eval::evaluate_replicated(module, &per_replica)
-        .map_err(|e| anyhow!("{}: {e}", args.file.display()))?;
+    let (leaves, device) = match args.engine {
+        Engine::Reference => {
+            let results = xla_ir::eval::evaluate_replicated(module, &per_replica)
+                .map_err(|e| anyhow!("{}: {e}", args.file.display()))?;
+            let leaves: Vec<Vec<ArrayLiteral>> = results
+                .into_iter()
+                .map(crate::device_loop::leaves)
+                .collect();
+            (leaves, None)
+        }
+        Engine::IpuModel => {
+            let config = config_of(args)?;
+            let options = args.passes.options();
+            let mut run = crate::replicas::run_replicated_on_ipu_model(
+                module,
+                &config,
+                &options,
+                &per_replica,
+            )
+            .map_err(|e| anyhow!("{}: {e:#}", args.file.display()))?;
+            for w in &run.warnings {
+                eprintln!("warning: {w}");
+            }
+            (std::mem::take(&mut run.outputs), Some(run))
+        }
+    };
     let elapsed = start.elapsed();
-    let leaves: Vec<Vec<ArrayLiteral>> = results
-        .into_iter()
-        .map(crate::device_loop::leaves)
-        .collect();
     let mut outputs = Vec::new();
     for k in 0..leaves[0].len() {
         let values: Vec<ArrayLiteral> = leaves.iter().map(|l| l[k].clone()).collect();
@@ -357,10 +378,23 @@ fn run_replicated(args: &RunArgs, module: &Module, outdir: &Path, n: u64) -> any
         .map(|(k, o)| (format!("output_{k}.npy"), o));
     write_outputs(outdir, named)?;
     println!(
-        "ran {} on {n} replicas on the reference engine in {:.3} ms",
+        "ran {} on {n} replicas on the {} engine in {:.3} ms",
         args.file.display(),
+        match args.engine {
+            Engine::Reference => "reference",
+            Engine::IpuModel => "ipu-model",
+        },
         elapsed.as_secs_f64() * 1e3
     );
+    if let Some(run) = device {
+        print!("{}", super::summary::replicated_summary(&run));
+        if let Some(path) = args.profile.as_deref() {
+            let json = serde_json::to_string_pretty(&run.profiles)?;
+            std::fs::write(path, json)
+                .with_context(|| format!("{}: cannot write the profile", path.display()))?;
+            println!("profiles of the {n} replicas written to {}", path.display());
+        }
+    }
     Ok(())
 }
 

@@ -28,6 +28,32 @@ pub fn summary(run: &DeviceRun) -> String {
     s
 }
 
+/// [`summary`] for a replicated run: the slowest replica's facts, then the replication's.
+pub fn replicated_summary(run: &crate::replicas::ReplicatedRun) -> String {
+    let slowest = run.slowest();
+    let mut s = summary(&run.replica(slowest));
+    let p = &run.profiles[slowest];
+    let collective_cycles: u64 = p
+        .steps
+        .iter()
+        .filter(|s| s.kind == runtime::StepKind::Collective)
+        .map(|s| s.cycles)
+        .sum();
+    let _ = writeln!(
+        s,
+        "replication: {} replicas, one IPU each in {} order{}; the facts above are replica {slowest}'s (the slowest); collectives {collective_cycles} cycles, {} B over IPU-Links per replica",
+        run.profiles.len(),
+        run.selection_order.name(),
+        if run.selection_order == runtime::SelectionOrder::Auto {
+            " (as HOOF)"
+        } else {
+            ""
+        },
+        p.totals.bytes_over_links
+    );
+    s
+}
+
 /// [`summary`] for an estimate: the same facts, what the estimate could not know, and its
 /// host times.
 pub fn estimate_summary(e: &DeviceEstimate) -> String {

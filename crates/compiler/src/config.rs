@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The IPU configuration (the seed's `IPUConfig` hierarchy, for the options used so far).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct IpuConfig {
     /// `ipu_model.*`: the simulated IPU.
@@ -25,6 +25,26 @@ pub struct IpuConfig {
     pub scheduling: SchedulingConfig,
     /// `optimizations.*`: graph optimisations.
     pub optimizations: OptimizationsConfig,
+    /// `selection_order`: the order in which the replicas of a replicated module take the
+    /// IPUs of the ladder: "AUTO" (the default; replicas in HOOF order, so ring
+    /// collectives close on a direct link), "ZIGZAG", "SNAKE" or "HOOF". Only replicated
+    /// modules use it; any other order for a module that is not replicated is an error.
+    pub selection_order: String,
+}
+
+impl Default for IpuConfig {
+    fn default() -> IpuConfig {
+        IpuConfig {
+            ipu_model: IpuModelConfig::default(),
+            auto_select_ipus: AutoSelectIpus::default(),
+            matmuls: PlannerConfig::default(),
+            convolutions: PlannerConfig::default(),
+            floating_point_behaviour: FloatingPointBehaviour::default(),
+            scheduling: SchedulingConfig::default(),
+            optimizations: OptimizationsConfig::default(),
+            selection_order: "AUTO".into(),
+        }
+    }
 }
 
 /// `auto_select_ipus`: an int, or a list with one entry per device (the IPUs it controls).
@@ -278,8 +298,19 @@ impl IpuConfig {
         })
     }
 
+    /// `selection_order`, parsed.
+    pub fn selection_order(&self) -> Result<runtime::SelectionOrder, CompileError> {
+        runtime::SelectionOrder::from_name(&self.selection_order).ok_or_else(|| {
+            CompileError::Config(format!(
+                "selection_order is '{}'; it must be AUTO, ZIGZAG, SNAKE or HOOF",
+                self.selection_order
+            ))
+        })
+    }
+
     /// Checks every option (called by `compile`).
     pub fn check(&self) -> Result<(), CompileError> {
+        self.selection_order()?;
         let standard = runtime::Target::of(self.version()?).tiles_per_ipu;
         if self.ipu_model.tiles_per_ipu > standard {
             return Err(CompileError::Config(format!(
@@ -342,6 +373,7 @@ mod tests {
         assert_eq!(m.available_memory_proportion, 0.6);
         assert_eq!(m.partials, PartialsType::Float);
         assert_eq!(c.scheduling.algorithm, "CHOOSE_BEST");
+        assert_eq!(c.selection_order, "AUTO");
         assert!(!c.floating_point_behaviour.esr);
         c.check().unwrap();
     }

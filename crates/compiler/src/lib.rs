@@ -18,7 +18,9 @@ pub mod types;
 
 pub use config::IpuConfig;
 pub use error::CompileError;
-pub use lower::{Compiled, DeviceLoop, Feed, HostBuffer, ParameterRole, UPLOAD_STREAM};
+pub use lower::{
+    Compiled, DeviceLoop, Feed, HostBuffer, ParameterRole, UPLOAD_STREAM, replication,
+};
 pub use passes::{PassOptions, PipelineReport};
 
 use xla_ir::Module;

@@ -30,6 +30,7 @@ pub use device::system::{Hop, LinkKind, System};
 pub use device::target::{IpuVersion, Target};
 pub use error::RuntimeError;
 pub use exec::engine::{Engine, EngineOptions, HostIo, HostTimes};
+pub use exec::replicated::{COLLECTIVE_WAIT_LIMIT, ReplicatedEngine};
 pub use model::cost;
 pub use model::estimate::{estimate, estimate_replaying};
 pub use model::profile::{
@@ -37,6 +38,7 @@ pub use model::profile::{
 };
 pub use program::builder::ExecutableBuilder;
 pub use program::codelet::{Codelet, CodeletRef, VertexCost};
+pub use program::collective::{Blocks, Collective, CollectiveId, CollectiveKind, Replication};
 pub use program::executable::{
     CodeletId, CodeletVertex, ComputeSet, ComputeSetId, Direction, Executable, FunctionId,
     Interval, Program, Rearrange, RearrangeId, Region, Run, RunSource, Stream, StreamId, Tensor,

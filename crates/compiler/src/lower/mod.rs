@@ -3,6 +3,7 @@
 //! shares (tensor creation, program emission, liveness steps).
 
 mod codelet;
+mod collectives;
 mod control;
 mod conv_codelet;
 mod device_loop;
@@ -162,6 +163,11 @@ pub(crate) struct Lowerer<'m> {
     /// Feeds made so far, with their streams.
     infeeds: Vec<(Feed, Vec<runtime::StreamId>)>,
     outfeeds: Vec<(Feed, Vec<runtime::StreamId>)>,
+    /// Devices the module runs on (`replica_count × num_partitions`): the executable's
+    /// replicas.
+    pub replicas: usize,
+    /// `num_partitions`.
+    pub partitions: usize,
 }
 
 /// Compiles a module (types already checked and narrowed) for `target` (the config's, or
@@ -172,10 +178,31 @@ pub(crate) fn lower_module(
     target: Target,
     device_loop: Option<&DeviceLoop>,
 ) -> Result<Compiled, CompileError> {
-    let num_ipus = config.auto_select_ipus.num_ipus();
+    let (replicas, partitions) = replication(module);
+    let requested = config.auto_select_ipus.num_ipus();
+    let order = config.selection_order()?;
+    let num_ipus = if replicas == 1 {
+        if order != runtime::SelectionOrder::Auto {
+            return Err(CompileError::Config(format!(
+                "selection_order {} places replicas; this module runs on one device (no replica_count or num_partitions above 1), so only AUTO applies",
+                config.selection_order
+            )));
+        }
+        requested
+    } else if requested == 1 || requested == replicas {
+        1
+    } else {
+        return Err(CompileError::Config(format!(
+            "auto_select_ipus asks for {requested} IPUs but the module runs on {replicas} devices (replica_count x num_partitions), one IPU each: ask for {replicas} (or leave it unset)"
+        )));
+    };
+    let mut b = ExecutableBuilder::new(target.clone(), num_ipus);
+    if replicas > 1 {
+        b.replicate(runtime::Replication { replicas, order });
+    }
     let mut l = Lowerer {
         module,
-        b: ExecutableBuilder::new(target.clone(), num_ipus),
+        b,
         tiles: target.tiles_per_ipu * num_ipus,
         target,
         matmul: config.matmuls.options("matmuls")?,
@@ -188,6 +215,8 @@ pub(crate) fn lower_module(
         warnings: Vec::new(),
         infeeds: Vec::new(),
         outfeeds: Vec::new(),
+        replicas,
+        partitions,
     };
     let (inputs, outputs) = match device_loop {
         None => l.entry_once()?,
@@ -207,6 +236,14 @@ pub(crate) fn lower_module(
         outfeeds,
         warnings,
     })
+}
+
+/// `(devices, partitions)` of a module: `replica_count × num_partitions` and
+/// `num_partitions` (1 and 1 when the header names neither).
+pub fn replication(module: &Module) -> (usize, usize) {
+    let devices = xla_ir::shape_inference::collective::declared_devices(module).unwrap_or(1);
+    let partitions = module.num_partitions.unwrap_or(1).max(1);
+    (devices.max(1) as usize, partitions as usize)
 }
 
 impl<'m> Lowerer<'m> {
@@ -485,9 +522,7 @@ impl<'m> Lowerer<'m> {
             | Op::AllToAll { .. }
             | Op::CollectivePermute { .. }
             | Op::ReplicaId
-            | Op::PartitionId => Err(here.unsupported(
-                "replication on the IPU Model is not built yet; run the module with --engine reference --replicas N",
-            )),
+            | Op::PartitionId => self.collective(scope, here),
             Op::RngBitGenerator { .. } => Err(here.unsupported(crate::types::RNG_UNSUPPORTED)),
             Op::Infeed { .. } => self.infeed(here),
             Op::Outfeed { .. } => self.outfeed(scope, here),

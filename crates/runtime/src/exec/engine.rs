@@ -5,9 +5,11 @@
 
 use crate::device::system::System;
 use crate::error::RuntimeError;
+use crate::exec::collective;
 use crate::exec::compute::LoadedComputeSet;
 use crate::exec::copy::{LoadedRearrange, Scratch};
 use crate::exec::memory::{self, f32_bytes, f32_bytes_mut};
+use crate::exec::rendezvous::{Arrival, Rendezvous};
 use crate::exec::shortcuts::HostPlan;
 use crate::model::profile::Profile;
 use crate::model::steps::StepCosts;
@@ -266,6 +268,22 @@ impl Engine {
 
     /// Runs the main program once.
     pub fn run(&mut self, io: &mut HostIo) -> Result<Profile, RuntimeError> {
+        let replicas = self.exe.replication.replicas;
+        if replicas > 1 {
+            return Err(run_error(format!(
+                "the executable is replicated {replicas} times; run it on a ReplicatedEngine"
+            )));
+        }
+        self.run_seated(io, None)
+    }
+
+    /// Runs the main program once as one replica of several, meeting the others at every
+    /// collective (`seat`), or alone.
+    pub(crate) fn run_seated(
+        &mut self,
+        io: &mut HostIo,
+        seat: Option<Seat<'_>>,
+    ) -> Result<Profile, RuntimeError> {
         self.host = HostTimes::default();
         // The steps run on a pool thread: each superstep's parallel work then starts where
         // it is, instead of being handed from this thread to the pool and back (two context
@@ -285,6 +303,7 @@ impl Engine {
             io,
             times: host,
             pool,
+            seat,
         };
         pool.install(|| timeline::run(exe, costs, &mut running))
     }
@@ -364,6 +383,17 @@ impl Tiles {
     }
 }
 
+/// A replica's place among the others: its number, where they meet, and how many
+/// collectives it has run.
+pub(crate) struct Seat<'r> {
+    /// The replica's number.
+    pub replica: usize,
+    /// Where the replicas meet.
+    pub rendezvous: &'r Rendezvous,
+    /// Collectives run so far (the next one's round).
+    pub round: u64,
+}
+
 /// The engine carrying out one run's steps.
 struct Running<'a> {
     exe: &'a Executable,
@@ -372,6 +402,7 @@ struct Running<'a> {
     io: &'a mut HostIo,
     times: &'a mut HostTimes,
     pool: &'a rayon::ThreadPool,
+    seat: Option<Seat<'a>>,
 }
 
 impl Host for Running<'_> {
@@ -468,6 +499,39 @@ impl Host for Running<'_> {
         }
         self.times.streams += t0.elapsed();
         Ok(())
+    }
+
+    /// Reads the inputs, meets the other replicas (if any), and writes what the collective
+    /// gives this replica.
+    fn collective(&mut self, c: usize, arrival: u64) -> Result<u64, RuntimeError> {
+        let t0 = Instant::now();
+        let col = &self.exe.collectives[c];
+        let inputs: Vec<Vec<u8>> = col
+            .inputs
+            .iter()
+            .map(|&t| self.tiles.read_tensor(self.exe, self.system, t))
+            .collect();
+        let mine = Arrival {
+            cycle: arrival,
+            inputs: Arc::new(inputs),
+        };
+        let (me, all) = match &mut self.seat {
+            None => (0, vec![mine]),
+            Some(seat) => {
+                let round = seat.round;
+                seat.round += 1;
+                let all = seat.rendezvous.meet(round, seat.replica, &col.name, mine)?;
+                (seat.replica, all)
+            }
+        };
+        let latest = all.iter().map(|a| a.cycle).max().unwrap_or(arrival);
+        let given: Vec<&[Vec<u8>]> = all.iter().map(|a| a.inputs.as_slice()).collect();
+        let outputs = collective::outputs(self.exe, col, me, &given);
+        for (&t, bytes) in col.outputs.iter().zip(&outputs) {
+            memory::write(self.exe, &mut self.tiles.memory, t, bytes);
+        }
+        self.times.exchange += t0.elapsed();
+        Ok(latest)
     }
 
     fn decide(&mut self, t: TensorId) -> Result<Option<i64>, RuntimeError> {

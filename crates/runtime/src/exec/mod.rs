@@ -4,9 +4,12 @@
 //! a profile comes from `model/`; nothing here computes a cost.
 
 pub(crate) mod buckets;
+pub(crate) mod collective;
 pub(crate) mod compute;
 pub(crate) mod copy;
 pub(crate) mod engine;
 pub(crate) mod memory;
 pub(crate) mod parallel;
+pub(crate) mod rendezvous;
+pub(crate) mod replicated;
 pub(crate) mod shortcuts;

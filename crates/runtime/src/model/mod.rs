@@ -3,6 +3,7 @@
 //!
 //! - `layout`: where a tensor's elements live, the regions of vertices, tile extents;
 //! - `cost`: the cycle formulas (vertices, tiles, exchange, host link, paging);
+//! - `collective`: what a collective costs over the IPU-Links, and the replication checks;
 //! - `exchange`: the traffic of a rearrangement or copy, piece by piece, and its cost;
 //! - `paging`: out of core, how virtual tiles fold onto physical ones;
 //! - `steps`: one cost per kind of program step (`StepCosts`) and the step profiles;
@@ -13,6 +14,7 @@
 //! - `validate`: the load-time checks (mappings, memory per tile, regions, dataflow), which
 //!   every cost above relies on.
 
+pub(crate) mod collective;
 pub mod cost;
 pub(crate) mod estimate;
 pub(crate) mod exchange;

@@ -11,8 +11,11 @@ pub enum StepKind {
     Copy,
     /// A host stream transfer.
     StreamCopy,
-    /// A sync, or the sync a branch decision costs.
+    /// A sync, or the sync a branch decision costs (or a replica's wait for the others
+    /// at a collective).
     Sync,
+    /// A phase of a collective between replicas (IPU-Links).
+    Collective,
 }
 
 /// One executed program step.

@@ -5,6 +5,7 @@
 
 use crate::device::system::System;
 use crate::error::RuntimeError;
+use crate::model::collective::{self, CollectiveCost, PhaseCost};
 use crate::model::cost::{self, VertexCost};
 use crate::model::exchange::{CopyCost, rearrangement_cost};
 use crate::model::layout;
@@ -68,6 +69,8 @@ pub(crate) struct StepCosts {
     pub streams: HashMap<(StreamId, TensorId), StreamCost>,
     /// The memory of every tile that holds data, as every profile reports it.
     pub tile_memory: Vec<TileMemory>,
+    /// By collective.
+    pub collectives: Vec<CollectiveCost>,
 }
 
 impl StepCosts {
@@ -101,7 +104,17 @@ impl StepCosts {
                 }
             });
         }
+        let collectives = if exe.collectives.is_empty() {
+            Vec::new()
+        } else {
+            let whole = collective::replicated_system(exe)?;
+            exe.collectives
+                .iter()
+                .map(|c| collective::collective_cost(exe, &whole, c))
+                .collect::<Result<Vec<_>, RuntimeError>>()?
+        };
         Ok(StepCosts {
+            collectives,
             sync_cycles: sync_cycles(system),
             compute_sets,
             rearranges,
@@ -233,6 +246,22 @@ impl StepProfile {
             exchange_cycles: c.transfer_cycles,
             bytes_moved: c.bytes,
             bytes_over_links: 0,
+            paging_cycles: 0,
+            bytes_paged: 0,
+        }
+    }
+
+    /// One phase of a collective: its links (or the tiles' exchange), combining, syncs.
+    pub(crate) fn collective(p: &PhaseCost) -> StepProfile {
+        StepProfile {
+            name: p.name.clone(),
+            kind: StepKind::Collective,
+            cycles: p.compute_cycles + p.sync_cycles + p.exchange_cycles,
+            compute_cycles: p.compute_cycles,
+            sync_cycles: p.sync_cycles,
+            exchange_cycles: p.exchange_cycles,
+            bytes_moved: p.bytes_over_links,
+            bytes_over_links: p.bytes_over_links,
             paging_cycles: 0,
             bytes_paged: 0,
         }

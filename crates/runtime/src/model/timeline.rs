@@ -19,6 +19,10 @@ pub(crate) trait Host {
     fn copy(&mut self, src: TensorId, dst: TensorId) -> Result<(), RuntimeError>;
     /// Moves one buffer between host stream `stream` and `tensor`.
     fn stream(&mut self, stream: usize, tensor: TensorId) -> Result<(), RuntimeError>;
+    /// Runs collective `c` with the other replicas, this replica having reached it at
+    /// cycle `arrival`; returns the cycle the last replica reached it (an estimate, or a
+    /// replica alone: `arrival`).
+    fn collective(&mut self, c: usize, arrival: u64) -> Result<u64, RuntimeError>;
     /// The value of the one-element predicate or index `t` (a pred reads 0 or 1), or `None`
     /// when it is not known (an estimate).
     fn decide(&mut self, t: TensorId) -> Result<Option<i64>, RuntimeError>;
@@ -173,6 +177,21 @@ impl<'e> Timeline<'e> {
             Program::Sync => self
                 .steps
                 .push(StepProfile::sync("sync".into(), costs.sync_cycles)),
+            Program::Collective(id) => {
+                let c = id.0 as usize;
+                let arrival = self.cycles_since(0);
+                let latest = host.collective(c, arrival)?;
+                let name = &exe.collectives[c].name;
+                if latest > arrival {
+                    self.steps.push(StepProfile::sync(
+                        format!("{name}: waiting for the other replicas"),
+                        latest - arrival,
+                    ));
+                }
+                for phase in &costs.collectives[c].phases {
+                    self.steps.push(StepProfile::collective(phase));
+                }
+            }
         }
         Ok(())
     }
@@ -224,7 +243,7 @@ impl<'e> Timeline<'e> {
             totals.bytes_paged += s.bytes_paged;
             match s.kind {
                 StepKind::StreamCopy => totals.bytes_streamed += s.bytes_moved,
-                StepKind::Copy => {
+                StepKind::Copy | StepKind::Collective => {
                     totals.bytes_exchanged += s.bytes_moved - s.bytes_over_links;
                     totals.bytes_over_links += s.bytes_over_links;
                 }

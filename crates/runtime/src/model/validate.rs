@@ -688,6 +688,18 @@ impl Dataflow<'_> {
                 }
             }
             Program::Sync => {}
+            Program::Collective(id) => {
+                let c = exe
+                    .collectives
+                    .get(id.0 as usize)
+                    .ok_or_else(|| invalid(format!("Collective {} which does not exist", id.0)))?;
+                for &t in &c.inputs {
+                    self.read(written, t, || format!("collective {}", c.name))?;
+                }
+                for &t in &c.outputs {
+                    written.insert(t);
+                }
+            }
         }
         Ok(())
     }
@@ -699,6 +711,7 @@ pub fn validate(exe: &Executable) -> Result<(), RuntimeError> {
     check_tensors(exe)?;
     let compute_sets = check_compute_sets(exe)?;
     check_rearranges(exe)?;
+    crate::model::collective::check(exe)?;
     let mut flow = Dataflow {
         exe,
         compute_sets,

@@ -3,6 +3,7 @@
 
 use crate::device::target::Target;
 use crate::program::codelet::CodeletRef;
+use crate::program::collective::{Collective, CollectiveId, Replication};
 use crate::program::executable::{
     CodeletId, CodeletVertex, ComputeSet, ComputeSetId, Direction, Executable, FunctionId,
     Interval, Program, Rearrange, RearrangeId, Region, Stream, StreamId, Tensor, TensorId, Vertex,
@@ -33,6 +34,8 @@ impl ExecutableBuilder {
                 functions: Vec::new(),
                 rearranges: Vec::new(),
                 codelets: Vec::new(),
+                collectives: Vec::new(),
+                replication: Default::default(),
                 program: Program::Sequence(vec![]),
             },
             next_offset: HashMap::new(),
@@ -161,6 +164,17 @@ impl ExecutableBuilder {
     pub fn rearrange(&mut self, r: Rearrange) -> RearrangeId {
         self.exe.rearranges.push(r);
         RearrangeId(self.exe.rearranges.len() as u32 - 1)
+    }
+
+    /// A collective programs can run.
+    pub fn collective(&mut self, c: Collective) -> CollectiveId {
+        self.exe.collectives.push(c);
+        CollectiveId(self.exe.collectives.len() as u32 - 1)
+    }
+
+    /// Makes the executable run on `replication.replicas` replicas.
+    pub fn replicate(&mut self, replication: Replication) {
+        self.exe.replication = replication;
     }
 
     /// A codelet vertices can run.

@@ -3,12 +3,11 @@
 
 use crate::device::target::Target;
 use crate::program::codelet::CodeletRef;
+use crate::program::collective::{Collective, CollectiveId, Replication};
 use codegen::{DType, KernelSpec};
 use serde::{Deserialize, Serialize};
 
-/// Index of a tensor in [`Executable::tensors`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct TensorId(pub u32);
+pub use crate::program::tensor_id::TensorId;
 
 /// Index of a stream in [`Executable::streams`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -267,6 +266,8 @@ pub enum Program {
     },
     /// A barrier across all tiles (and IPUs).
     Sync,
+    /// Run a collective with the other replicas (a replicated executable).
+    Collective(CollectiveId),
 }
 
 /// Everything an engine needs to run a program.
@@ -291,6 +292,12 @@ pub struct Executable {
     /// from JSON has none, and one whose compute sets use them fails to load).
     #[serde(skip)]
     pub codelets: Vec<CodeletRef>,
+    /// Collectives programs run.
+    #[serde(default)]
+    pub collectives: Vec<Collective>,
+    /// How many replicas run the program, and where they sit.
+    #[serde(default)]
+    pub replication: Replication,
     /// The main program.
     pub program: Program,
 }

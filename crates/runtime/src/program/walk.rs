@@ -33,7 +33,8 @@ pub(crate) fn each_child<'p>(p: &'p Program, mut f: impl FnMut(&'p Program)) {
         | Program::Copy { .. }
         | Program::Call(_)
         | Program::StreamCopy { .. }
-        | Program::Sync => {}
+        | Program::Sync
+        | Program::Collective(_) => {}
     }
 }
 
@@ -102,6 +103,11 @@ fn direct_uses(
             read(*predicate)
         }
         Program::Switch { index, .. } => read(*index),
+        Program::Collective(id) => {
+            let c = &exe.collectives[id.0 as usize];
+            c.inputs.iter().copied().for_each(&mut read);
+            c.outputs.iter().copied().for_each(&mut write);
+        }
         Program::Sequence(_)
         | Program::Execute(_)
         | Program::Rearrange(_)

@@ -307,7 +307,8 @@ impl<'e> Places<'e> {
                 Program::Copy { .. }
                 | Program::Call(_)
                 | Program::StreamCopy { .. }
-                | Program::Sync => {}
+                | Program::Sync
+                | Program::Collective(_) => {}
             }
         }
     }
