@@ -3,7 +3,7 @@
 
 use crate::device_loop::OutfeedMode;
 use compiler::{Compiled, DeviceLoop, IpuConfig, PassOptions};
-use runtime::{Engine, EngineOptions, HostIo, Profile};
+use runtime::{Engine, EngineOptions, HostIo, Profile, ReplicatedEngine};
 use std::sync::Arc;
 use xla_ir::eval::Feeds;
 use xla_ir::literal::ArrayLiteral;
@@ -186,9 +186,10 @@ pub struct LoadTimings {
     pub load_seconds: f64,
 }
 
-/// A module compiled and loaded on the IPU Model, ready to run any number of times.
+/// A module compiled and loaded on the IPU Model, ready to run any number of times: one
+/// engine per replica (one, unless the module's header says it runs on several devices).
 pub struct LoadedModule {
-    engine: Engine,
+    engine: ReplicatedEngine,
     streams_in: Vec<compiler::HostBuffer>,
     streams_out: Vec<compiler::HostBuffer>,
     declared: Vec<xla_ir::ArrayShape>,
@@ -267,7 +268,7 @@ impl LoadedModule {
             .map(|c| c.vertices.len() + c.codelet_vertices.len())
             .sum();
         let t1 = std::time::Instant::now();
-        let engine = Engine::load_with(executable, engine)?;
+        let engine = ReplicatedEngine::load_with(executable, engine)?;
         let t2 = std::time::Instant::now();
         let declared = module
             .entry_computation()
@@ -298,16 +299,22 @@ impl LoadedModule {
         Ok((loaded, timings))
     }
 
-    /// The engine the module is loaded on (its executable, system, tensors).
+    /// The engine the module is loaded on (its executable, system, tensors); replica 0's
+    /// when it is replicated.
     pub fn engine(&self) -> &Engine {
-        &self.engine
+        self.engine.engine(0)
+    }
+
+    /// How many replicas run the module (its header's `replica_count × num_partitions`).
+    pub fn replicas(&self) -> usize {
+        self.engine.replicas()
     }
 
     /// The profile a run would record, without running ([`runtime::estimate`]): loops whose
     /// trip count depends on data count one iteration, data-dependent branches their
     /// costliest branch, unless `decisions` (a run's `Profile::decisions`) say otherwise.
     pub fn estimate(&self, decisions: &[i64]) -> anyhow::Result<Profile> {
-        let e = &self.engine;
+        let e = self.engine.engine(0);
         Ok(runtime::estimate_replaying(
             e.executable(),
             e.system(),
@@ -317,7 +324,7 @@ impl LoadedModule {
 
     /// Where the host's time went in the last run, by kind of step.
     pub fn host_times(&self) -> runtime::HostTimes {
-        self.engine.host_times()
+        self.engine.engine(0).host_times()
     }
 
     /// Converts `inputs` (one literal per parameter) to the device bytes the module's
@@ -339,6 +346,24 @@ impl LoadedModule {
         let mut buffers = Vec::with_capacity(flat.len());
         for (k, (a, s)) in flat.iter().zip(&self.streams_in).enumerate() {
             let bytes = compiler::device_data::to_device(&a.data);
+            let per_value = a.shape.element_count() / iterations.max(1);
+            let count = if s.per_iteration {
+                per_value
+            } else {
+                a.shape.element_count()
+            };
+            if a.shape.element_type != s.shape.element_type || count != s.shape.element_count() {
+                anyhow::bail!(
+                    "input array {k} is {} but the module takes {}{}",
+                    a.shape,
+                    s.shape,
+                    if s.per_iteration {
+                        " per iteration"
+                    } else {
+                        ""
+                    }
+                );
+            }
             if !s.per_iteration {
                 buffers.push(vec![Arc::from(bytes)]);
                 continue;
@@ -445,6 +470,63 @@ impl LoadedModule {
         inputs: &DeviceInputs,
         feeds: &mut Feeds,
     ) -> anyhow::Result<(Vec<ArrayLiteral>, Profile)> {
+        self.single_replica()?;
+        let mut ios = vec![self.host_io(inputs, feeds)?];
+        let mut profiles = self.run_ios(&mut ios)?;
+        let mut io = ios.pop().expect("one replica");
+        self.take_feeds(&mut io, feeds);
+        let outputs = self.outputs(&mut io)?;
+        Ok((outputs, profiles.pop().expect("one replica")))
+    }
+
+    fn single_replica(&self) -> anyhow::Result<()> {
+        let n = self.replicas();
+        if n > 1 {
+            anyhow::bail!(
+                "the module runs on {n} replicas (its replica_count x num_partitions): run it with run_replicated, one set of inputs per replica"
+            );
+        }
+        Ok(())
+    }
+
+    /// Runs the program once on every replica, replica `r` taking `inputs[r]` (one literal
+    /// per parameter): each replica's result leaves (in the module's declared types) and
+    /// profile. A replica that reaches a collective before the others shows the wait.
+    pub fn run_replicated(
+        &mut self,
+        inputs: &[Vec<Literal>],
+    ) -> anyhow::Result<(Vec<Vec<ArrayLiteral>>, Vec<Profile>)> {
+        let n = self.replicas();
+        if inputs.len() != n {
+            anyhow::bail!(
+                "the module runs on {n} replicas (its replica_count x num_partitions) but inputs for {} were given",
+                inputs.len()
+            );
+        }
+        if !self.infeeds.is_empty() || !self.outfeeds.is_empty() {
+            anyhow::bail!("a replicated module with infeeds or outfeeds is not supported yet");
+        }
+        let mut ios = Vec::with_capacity(n);
+        for (r, given) in inputs.iter().enumerate() {
+            let prepared = self
+                .prepare(given)
+                .map_err(|e| anyhow::anyhow!("replica {r}: {e:#}"))?;
+            ios.push(self.host_io(&prepared, &Feeds::default())?);
+        }
+        let profiles = self.run_ios(&mut ios)?;
+        let mut outputs = Vec::with_capacity(n);
+        for (r, io) in ios.iter_mut().enumerate() {
+            outputs.push(
+                self.outputs(io)
+                    .map_err(|e| anyhow::anyhow!("replica {r}: {e:#}"))?,
+            );
+        }
+        Ok((outputs, profiles))
+    }
+
+    /// The host buffers of one replica's run: its inputs, the feeds' values, and in a
+    /// resident device loop whether to upload the carried parameters.
+    fn host_io(&self, inputs: &DeviceInputs, feeds: &Feeds) -> anyhow::Result<HostIo> {
         let mut io = HostIo::new();
         for (s, buffers) in self.streams_in.iter().zip(&inputs.0) {
             for bytes in buffers {
@@ -482,11 +564,15 @@ impl LoadedModule {
                 }
             }
         }
-        let resident = self.device_loop.as_ref().is_some_and(|lp| lp.resident);
-        if resident {
+        if self.device_loop.as_ref().is_some_and(|lp| lp.resident) {
             io.feed(compiler::UPLOAD_STREAM, vec![u8::from(!self.uploaded)]);
         }
-        let profile = self.engine.run(&mut io).map_err(|e| {
+        Ok(io)
+    }
+
+    /// Runs every replica on its host buffers; a dry infeed is named.
+    fn run_ios(&mut self, ios: &mut [HostIo]) -> anyhow::Result<Vec<Profile>> {
+        let profiles = self.engine.run(ios).map_err(|e| {
             let dry = match &e {
                 runtime::RuntimeError::StreamDry { stream, .. } => self
                     .infeeds
@@ -503,7 +589,13 @@ impl LoadedModule {
                 None => anyhow::Error::from(e),
             }
         })?;
-        self.uploaded = resident;
+        self.uploaded = self.device_loop.as_ref().is_some_and(|lp| lp.resident);
+        Ok(profiles)
+    }
+
+    /// What a run consumed of the infeeds leaves their queues; what it sent to the outfeeds
+    /// joins theirs.
+    fn take_feeds(&self, io: &mut HostIo, feeds: &mut Feeds) {
         for feed in &self.infeeds {
             let used = feed.leaves.first().map_or(0, |b| io.consumed(&b.stream));
             if let Some(queue) = feeds.infeeds.get_mut(&feed.name) {
@@ -534,6 +626,11 @@ impl LoadedModule {
                 });
             }
         }
+    }
+
+    /// The result leaves a run left in `io`, in the module's declared types (stacked over
+    /// iterations where the outfeed mode keeps them all).
+    fn outputs(&self, io: &mut HostIo) -> anyhow::Result<Vec<ArrayLiteral>> {
         let mut outputs = Vec::new();
         for (s, shape) in self.streams_out.iter().zip(&self.declared) {
             let mut values = io.take(&s.stream);
@@ -553,6 +650,6 @@ impl LoadedModule {
             })?;
             outputs.push(compiler::device_data::from_device(shape, &bytes));
         }
-        Ok((outputs, profile))
+        Ok(outputs)
     }
 }

@@ -134,6 +134,7 @@ fn replicas_compute_the_same_bytes_on_any_number_of_host_threads() {
             &compiler::PassOptions::default(),
             &inputs,
             options,
+            None,
         )
         .unwrap()
     };
@@ -352,4 +353,99 @@ fn the_command_line_runs_replicas_on_both_engines() {
         "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[test]
+fn replicas_run_steps_per_execution_as_a_device_loop() {
+    // XLA's data-parallel training step with its weights aliased to its new weights: three
+    // steps in one execution on 4 replicas equal three single-step runs fed back.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text =
+        std::fs::read_to_string(root.join("fixtures/replicas/dp_mlp_train_steps.hlo")).unwrap();
+    let module = xla_ir::parse_module(&text).unwrap();
+    let case = root.join("fixtures/conformance-spmd/spmd_dp_mlp_train");
+    let c = ipuxla::corpus::Case::read(&case, "module.opt.hlo").unwrap();
+    let first = per_replica_inputs(&c, 4);
+    let scale = |l: &Literal, k: f32| match l {
+        Literal::Array(a) => {
+            let xla_ir::literal::ArrayData::F32(v) = &a.data else {
+                panic!("f32")
+            };
+            let mut b = a.clone();
+            b.data = xla_ir::literal::ArrayData::F32(v.iter().map(|x| x * k).collect());
+            b
+        }
+        _ => panic!("array"),
+    };
+    let factors = [1.0f32, 0.5, -1.0];
+    let config = compiler::IpuConfig::default();
+    let options = compiler::PassOptions::default();
+    // Three single steps, the new weights fed back.
+    let mut weights: Vec<Vec<Literal>> = first.iter().map(|r| r[..4].to_vec()).collect();
+    let mut losses: Vec<Vec<ArrayLiteral>> = vec![Vec::new(); 4];
+    for k in factors {
+        let inputs: Vec<Vec<Literal>> = (0..4)
+            .map(|r| {
+                let mut v = weights[r].clone();
+                v.push(Literal::Array(scale(&first[r][4], k)));
+                v.push(Literal::Array(scale(&first[r][5], k)));
+                v
+            })
+            .collect();
+        let run =
+            ipuxla::replicas::run_replicated_on_ipu_model(&module, &config, &options, &inputs)
+                .unwrap();
+        for r in 0..4 {
+            losses[r].push(run.outputs[r][0].clone());
+            weights[r] = run.outputs[r][1..]
+                .iter()
+                .cloned()
+                .map(Literal::Array)
+                .collect();
+        }
+    }
+    // One execution of three iterations: x and y fed per iteration.
+    let looped: Vec<Vec<Literal>> = (0..4)
+        .map(|r| {
+            let mut v = first[r][..4].to_vec();
+            for k in [4, 5] {
+                let steps: Vec<ArrayLiteral> =
+                    factors.iter().map(|&f| scale(&first[r][k], f)).collect();
+                v.push(Literal::Array(ArrayLiteral::stack(&steps).unwrap()));
+            }
+            v
+        })
+        .collect();
+    let lp = ipuxla::device_loop::device_loop_for(&module, 3, &looped[0]).unwrap();
+    let run = ipuxla::replicas::run_replicated_with(
+        &module,
+        &config,
+        &options,
+        &looped,
+        runtime::EngineOptions::default(),
+        Some((lp, ipuxla::device_loop::OutfeedMode::All)),
+    )
+    .unwrap();
+    let spec = serde_json::json!({"rtol": 1e-5, "atol": 1e-6});
+    for r in 0..4 {
+        let want = ArrayLiteral::stack(&losses[r]).unwrap();
+        check_output(
+            &format!("replica {r} losses"),
+            &run.outputs[r][0],
+            &want,
+            &spec,
+        );
+        for (k, w) in weights[r].iter().enumerate() {
+            let Literal::Array(w) = w else {
+                panic!("array")
+            };
+            check_output(
+                &format!("replica {r} weight {k}"),
+                &run.outputs[r][k + 1],
+                w,
+                &spec,
+            );
+        }
+    }
+    assert_eq!(run.device_loop.unwrap().iterations, 3);
 }

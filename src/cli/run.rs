@@ -87,9 +87,15 @@ pub struct RunArgs {
     /// `partition-id` give each its number, collectives exchange between them). An input
     /// with one more leading dimension, of N, gives replica r its slice r; any other input
     /// goes to every replica. Every output is written stacked `[N, *shape]`, replica first.
-    /// The reference engine only, so far.
+    /// On the IPU Model each replica runs on its own IPU (placed by `selection_order` in
+    /// --config; AUTO is HOOF), collectives cross the IPU-Links, and --profile writes a
+    /// JSON list of the replicas' profiles. The module's header must say it runs on N
+    /// devices (`replica_count` x `num_partitions`). With --iterations (the IPU Model),
+    /// every replica runs the device loop; a file may then hold the value, one per replica
+    /// `[N, ...]`, one per iteration `[I, ...]`, or both, replica first `[N, I, ...]`
+    /// (when N = I, a single leading dimension is the replicas').
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..),
-          conflicts_with_all = ["estimate_only", "iterations", "infeed", "outfeed_mode"])]
+          conflicts_with_all = ["estimate_only", "infeed"])]
     pub replicas: Option<u64>,
     /// What is kept of a value produced again and again: each outfeed's values and, with
     /// --iterations, each output stacked over iterations (default all). Refused when the
@@ -217,12 +223,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(n) = args.replicas {
         return run_replicated(&args, &module, outdir, n);
     }
-    let leading = args.iterations.map(|count| Leading {
-        count,
-        flag: "--iterations",
-        each: "iteration",
-    });
-    let inputs = read_inputs(&module, &args.inputs, leading)?;
+    let leading: Vec<Leading> = args
+        .iterations
+        .map(iterations_leading)
+        .into_iter()
+        .collect();
+    let inputs = read_inputs(&module, &args.inputs, &leading)?;
     let start = Instant::now();
     let device_loop = match args.iterations {
         Some(n) => Some(
@@ -316,13 +322,16 @@ fn run_replicated(args: &RunArgs, module: &Module, outdir: &Path, n: u64) -> any
             args.file.display()
         );
     }
-    let leading = Leading {
+    let mut leading = vec![Leading {
         count: n,
         flag: "--replicas",
         each: "replica",
-    };
-    let inputs = read_inputs(module, &args.inputs, Some(leading))?;
+    }];
+    leading.extend(args.iterations.map(iterations_leading));
+    let inputs = read_inputs(module, &args.inputs, &leading)?;
     let entry = module.entry_computation();
+    // A file with the replica dimension (first, when both are there) gives replica r its
+    // slice r.
     let per_replica: Vec<Vec<Literal>> = (0..n as usize)
         .map(|r| {
             inputs
@@ -330,7 +339,9 @@ fn run_replicated(args: &RunArgs, module: &Module, outdir: &Path, n: u64) -> any
                 .zip(entry.parameters())
                 .map(|(l, p)| match (l, entry.instr(p).shape.as_array()) {
                     (Literal::Array(a), Some(want))
-                        if a.shape.dims.len() == want.dims.len() + 1 =>
+                        if a.shape.dims.len() == want.dims.len() + 2
+                            || (a.shape.dims.len() == want.dims.len() + 1
+                                && a.shape.dims[0] as u64 == n) =>
                     {
                         Literal::Array(a.index_leading(r))
                     }
@@ -339,9 +350,20 @@ fn run_replicated(args: &RunArgs, module: &Module, outdir: &Path, n: u64) -> any
                 .collect()
         })
         .collect();
+    let device_loop = match args.iterations {
+        Some(i) => Some(
+            crate::device_loop::device_loop_for(module, i, &per_replica[0])
+                .map_err(|e| anyhow!("{}: {e:#}", args.file.display()))?,
+        ),
+        None => None,
+    };
+    let mode = match args.outfeed_mode {
+        Some(OutfeedModeArg::Last) => OutfeedMode::Last,
+        Some(OutfeedModeArg::All) | None => OutfeedMode::All,
+    };
     let start = Instant::now();
-    let (leaves, device) = match args.engine {
-        Engine::Reference => {
+    let (leaves, device) = match (args.engine, device_loop) {
+        (Engine::Reference, None) => {
             let results = xla_ir::eval::evaluate_replicated(module, &per_replica)
                 .map_err(|e| anyhow!("{}: {e}", args.file.display()))?;
             let leaves: Vec<Vec<ArrayLiteral>> = results
@@ -350,14 +372,19 @@ fn run_replicated(args: &RunArgs, module: &Module, outdir: &Path, n: u64) -> any
                 .collect();
             (leaves, None)
         }
-        Engine::IpuModel => {
+        (Engine::Reference, Some(_)) => bail!(
+            "--replicas with --iterations runs on the ipu-model engine only, so far (the reference engine runs either)"
+        ),
+        (Engine::IpuModel, device_loop) => {
             let config = config_of(args)?;
             let options = args.passes.options();
-            let mut run = crate::replicas::run_replicated_on_ipu_model(
+            let mut run = crate::replicas::run_replicated_with(
                 module,
                 &config,
                 &options,
                 &per_replica,
+                runtime::EngineOptions::default(),
+                device_loop.map(|lp| (lp, mode)),
             )
             .map_err(|e| anyhow!("{}: {e:#}", args.file.display()))?;
             for w in &run.warnings {
@@ -463,6 +490,15 @@ fn check_outdir(dir: &Path, overwrite: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--iterations N`'s leading dimension.
+fn iterations_leading(count: u64) -> Leading {
+    Leading {
+        count,
+        flag: "--iterations",
+        each: "iteration",
+    }
+}
+
 /// A leading dimension inputs may carry: one value per iteration or per replica.
 #[derive(Debug, Clone, Copy)]
 struct Leading {
@@ -553,11 +589,7 @@ fn outfeed_files(
 /// Parses `--inputs` and reads each file, checking it against its parameter (with
 /// `--iterations N` or `--replicas N`, a file may also hold one value per iteration or per
 /// replica: a leading dimension N).
-fn read_inputs(
-    module: &Module,
-    spec: &str,
-    leading: Option<Leading>,
-) -> anyhow::Result<Vec<Literal>> {
+fn read_inputs(module: &Module, spec: &str, leading: &[Leading]) -> anyhow::Result<Vec<Literal>> {
     let entry = module.entry_computation();
     let params = entry.parameters();
     let mut given: Vec<Option<(PathBuf, Literal)>> = vec![None; params.len()];
@@ -637,7 +669,7 @@ fn check_input(
     expected: &Shape,
     file: &Path,
     literal: &ArrayLiteral,
-    leading: Option<Leading>,
+    leading: &[Leading],
 ) -> anyhow::Result<()> {
     let Some(want) = expected.as_array() else {
         bail!(
@@ -645,37 +677,72 @@ fn check_input(
         );
     };
     let got = &literal.shape;
-    let per_iteration = leading.is_some_and(|Leading { count: n, .. }| {
-        got.dims.len() == want.dims.len() + 1
-            && got.dims[0] as u64 == n
-            && got.dims[1..] == want.dims[..]
-    });
-    if want.element_type == got.element_type && per_iteration {
+    // The file may hold the value itself, or one per slice of any of the leading
+    // dimensions, in their order (`--replicas` before `--iterations`).
+    let prefixes: Vec<Vec<&Leading>> = (0..1usize << leading.len())
+        .map(|mask| {
+            leading
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| mask & (1 << i) != 0)
+                .map(|(_, l)| l)
+                .collect()
+        })
+        .collect();
+    let fits = |p: &Vec<&Leading>| {
+        got.dims.len() == want.dims.len() + p.len()
+            && p.iter().zip(&got.dims).all(|(l, &d)| d as u64 == l.count)
+            && got.dims[p.len()..] == want.dims[..]
+    };
+    if want.element_type == got.element_type && prefixes.iter().any(fits) {
         return Ok(());
     }
-    if let (
-        Some(Leading {
-            count: n,
-            flag,
-            each,
-        }),
-        true,
-    ) = (leading, want.element_type == got.element_type)
-    {
-        if want.dims != got.dims {
-            bail!(
-                "{}: parameter {index} ({name}) is {} {}: with {flag} {n} its file must hold {} {} (the same every {each}) or {} {} (one per {each}), but it holds {}",
-                file.display(),
-                numpy_name(want.element_type),
-                dims_text(&want.dims),
-                numpy_name(want.element_type),
-                dims_text(&want.dims),
-                numpy_name(want.element_type),
-                dims_text(&[&[n as i64], &want.dims[..]].concat()),
-                dims_text(&got.dims)
-            );
-        }
-        return Ok(());
+    if !leading.is_empty() && want.element_type == got.element_type {
+        let ways: Vec<String> = prefixes
+            .iter()
+            .map(|p| {
+                let dims: Vec<i64> = p
+                    .iter()
+                    .map(|l| l.count as i64)
+                    .chain(want.dims.iter().copied())
+                    .collect();
+                let what = match p.as_slice() {
+                    [] => format!(
+                        "the same every {}",
+                        leading
+                            .iter()
+                            .map(|l| l.each)
+                            .collect::<Vec<_>>()
+                            .join(" and ")
+                    ),
+                    some => format!(
+                        "one per {}",
+                        some.iter()
+                            .map(|l| l.each)
+                            .collect::<Vec<_>>()
+                            .join(" per ")
+                    ),
+                };
+                format!(
+                    "{} {} ({what})",
+                    numpy_name(want.element_type),
+                    dims_text(&dims)
+                )
+            })
+            .collect();
+        let flags: Vec<String> = leading
+            .iter()
+            .map(|l| format!("{} {}", l.flag, l.count))
+            .collect();
+        bail!(
+            "{}: parameter {index} ({name}) is {} {}: with {} its file must hold {}, but it holds {}",
+            file.display(),
+            numpy_name(want.element_type),
+            dims_text(&want.dims),
+            flags.join(" and "),
+            ways.join(" or "),
+            dims_text(&got.dims)
+        );
     }
     if want.element_type != literal.shape.element_type || want.dims != literal.shape.dims {
         bail!(
