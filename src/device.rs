@@ -226,7 +226,7 @@ impl LoadedModule {
         options: &PassOptions,
         engine: EngineOptions,
     ) -> anyhow::Result<(LoadedModule, LoadTimings)> {
-        LoadedModule::load_inner(module, config, options, engine, None)
+        LoadedModule::load_inner(module, config, options, engine, None, None)
     }
 
     /// Compiles `module` as a device loop (`lp`: its entry computation run
@@ -239,7 +239,21 @@ impl LoadedModule {
         engine: EngineOptions,
         lp: DeviceLoop,
     ) -> anyhow::Result<(LoadedModule, LoadTimings)> {
-        LoadedModule::load_inner(module, config, options, engine, Some(lp))
+        LoadedModule::load_inner(module, config, options, engine, Some(lp), None)
+    }
+
+    /// Compiles `module` (as a device loop with `device_loop`) and loads the replicas
+    /// `local` of it only: this process's share of a run across processes
+    /// ([`LoadedModule::run_replicas_across`]).
+    pub fn load_local(
+        module: &Module,
+        config: &IpuConfig,
+        options: &PassOptions,
+        engine: EngineOptions,
+        device_loop: Option<DeviceLoop>,
+        local: std::ops::Range<usize>,
+    ) -> anyhow::Result<(LoadedModule, LoadTimings)> {
+        LoadedModule::load_inner(module, config, options, engine, device_loop, Some(local))
     }
 
     fn load_inner(
@@ -248,6 +262,7 @@ impl LoadedModule {
         options: &PassOptions,
         engine: EngineOptions,
         device_loop: Option<DeviceLoop>,
+        local: Option<std::ops::Range<usize>>,
     ) -> anyhow::Result<(LoadedModule, LoadTimings)> {
         let t0 = std::time::Instant::now();
         let Compiled {
@@ -268,7 +283,10 @@ impl LoadedModule {
             .map(|c| c.vertices.len() + c.codelet_vertices.len())
             .sum();
         let t1 = std::time::Instant::now();
-        let engine = ReplicatedEngine::load_with(executable, engine)?;
+        let engine = match local {
+            None => ReplicatedEngine::load_with(executable, engine)?,
+            Some(local) => ReplicatedEngine::load_local(executable, engine, local)?,
+        };
         let t2 = std::time::Instant::now();
         let declared = module
             .entry_computation()
@@ -472,7 +490,7 @@ impl LoadedModule {
     ) -> anyhow::Result<(Vec<ArrayLiteral>, Profile)> {
         self.single_replica()?;
         let mut ios = vec![self.host_io(inputs, feeds)?];
-        let mut profiles = self.run_ios(&mut ios)?;
+        let mut profiles = self.run_ios(&mut ios, None)?;
         let mut io = ios.pop().expect("one replica");
         self.take_feeds(&mut io, feeds);
         let outputs = self.outputs(&mut io)?;
@@ -503,19 +521,38 @@ impl LoadedModule {
                 inputs.len()
             );
         }
+        self.run_replicas_across(inputs, None)
+    }
+
+    /// Runs this process's replicas ([`LoadedModule::load_local`]) once, local replica `i`
+    /// taking `inputs[i]`, their collectives reaching the other processes' replicas
+    /// through `transport`: this process's replicas' result leaves and profiles.
+    pub fn run_replicas_across(
+        &mut self,
+        inputs: &[Vec<Literal>],
+        transport: Option<&dyn runtime::Transport>,
+    ) -> anyhow::Result<(Vec<Vec<ArrayLiteral>>, Vec<Profile>)> {
+        let local = self.engine.local();
+        let n = local.len();
+        if inputs.len() != n {
+            anyhow::bail!(
+                "this process runs replicas {local:?} but inputs for {} were given",
+                inputs.len()
+            );
+        }
         if !self.infeeds.is_empty() || !self.outfeeds.is_empty() {
             anyhow::bail!("a replicated module with infeeds or outfeeds is not supported yet");
         }
         let mut ios = Vec::with_capacity(n);
-        for (r, given) in inputs.iter().enumerate() {
+        for (r, given) in local.clone().zip(inputs) {
             let prepared = self
                 .prepare(given)
                 .map_err(|e| anyhow::anyhow!("replica {r}: {e:#}"))?;
             ios.push(self.host_io(&prepared, &Feeds::default())?);
         }
-        let profiles = self.run_ios(&mut ios)?;
+        let profiles = self.run_ios(&mut ios, transport)?;
         let mut outputs = Vec::with_capacity(n);
-        for (r, io) in ios.iter_mut().enumerate() {
+        for (r, io) in local.zip(ios.iter_mut()) {
             outputs.push(
                 self.outputs(io)
                     .map_err(|e| anyhow::anyhow!("replica {r}: {e:#}"))?,
@@ -571,8 +608,12 @@ impl LoadedModule {
     }
 
     /// Runs every replica on its host buffers; a dry infeed is named.
-    fn run_ios(&mut self, ios: &mut [HostIo]) -> anyhow::Result<Vec<Profile>> {
-        let profiles = self.engine.run(ios).map_err(|e| {
+    fn run_ios(
+        &mut self,
+        ios: &mut [HostIo],
+        transport: Option<&dyn runtime::Transport>,
+    ) -> anyhow::Result<Vec<Profile>> {
+        let profiles = self.engine.run_across(ios, transport).map_err(|e| {
             let dry = match &e {
                 runtime::RuntimeError::StreamDry { stream, .. } => self
                     .infeeds

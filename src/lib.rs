@@ -9,6 +9,8 @@ pub mod corpus;
 pub mod device;
 pub mod device_loop;
 pub mod encoder;
+#[cfg(feature = "mpi")]
+pub mod mpi;
 pub mod replicas;
 
 pub use compiler;

@@ -5,7 +5,8 @@
 use crate::device::{DeviceRun, LoadedModule, LoopFacts};
 use crate::device_loop::OutfeedMode;
 use compiler::{DeviceLoop, IpuConfig, PassOptions};
-use runtime::{EngineOptions, Profile};
+use runtime::{EngineOptions, Profile, Transport};
+use std::ops::Range;
 use std::time::Instant;
 use xla_ir::literal::ArrayLiteral;
 use xla_ir::{Literal, Module};
@@ -80,12 +81,39 @@ pub fn run_replicated_on_ipu_model(
         inputs,
         EngineOptions::default(),
         None,
+        None,
     )
 }
 
+/// How a run is shared among processes: this process runs its share of the replicas
+/// (process `p` of `P` runs replicas `p·N/P .. (p+1)·N/P`) and reaches the others through
+/// `transport` (MPI, with the `mpi` feature).
+#[derive(Clone, Copy)]
+pub struct Processes<'t> {
+    /// The other processes.
+    pub transport: &'t dyn Transport,
+}
+
+impl Processes<'_> {
+    /// The replicas this process runs, of `replicas`; an error when the processes do not
+    /// divide them.
+    pub fn share(&self, replicas: usize) -> anyhow::Result<Range<usize>> {
+        let (p, size) = (self.transport.rank(), self.transport.size());
+        if size == 0 || !replicas.is_multiple_of(size) {
+            anyhow::bail!(
+                "{size} processes cannot share {replicas} replicas equally: give mpirun -np a divisor of {replicas}"
+            );
+        }
+        let each = replicas / size;
+        Ok(p * each..(p + 1) * each)
+    }
+}
+
 /// [`run_replicated_on_ipu_model`] with the engines' host options (threads per replica,
-/// shortcuts), which change neither a byte nor a cycle, and optionally as a device loop
-/// (`lp`, its per-iteration outputs kept as `mode` says) on every replica.
+/// shortcuts), which change neither a byte nor a cycle, optionally as a device loop (`lp`,
+/// its per-iteration outputs kept as `mode` says) on every replica, and optionally shared
+/// among processes (`processes`: every process gets every replica's outputs and profile;
+/// `inputs` still holds every replica's).
 pub fn run_replicated_with(
     module: &Module,
     config: &IpuConfig,
@@ -93,18 +121,33 @@ pub fn run_replicated_with(
     inputs: &[Vec<Literal>],
     engine: EngineOptions,
     device_loop: Option<(DeviceLoop, OutfeedMode)>,
+    processes: Option<Processes<'_>>,
 ) -> anyhow::Result<ReplicatedRun> {
-    let (mut loaded, timings) = match device_loop {
-        None => LoadedModule::load_with(module, config, options, engine)?,
-        Some((lp, mode)) => {
-            let (mut loaded, timings) =
-                LoadedModule::load_device_loop(module, config, options, engine, lp)?;
-            loaded.outfeed_mode = mode;
-            (loaded, timings)
-        }
+    let (replicas, _) = compiler::replication(module);
+    if inputs.len() != replicas {
+        anyhow::bail!(
+            "the module runs on {replicas} devices (replica_count x num_partitions) but inputs for {} replicas were given",
+            inputs.len()
+        );
+    }
+    let local = match &processes {
+        Some(p) => p.share(replicas)?,
+        None => 0..replicas,
     };
+    let (lp, mode) = match device_loop {
+        Some((lp, mode)) => (Some(lp), mode),
+        None => (None, OutfeedMode::default()),
+    };
+    let (mut loaded, timings) =
+        LoadedModule::load_local(module, config, options, engine, lp, local.clone())?;
+    loaded.outfeed_mode = mode;
     let t = Instant::now();
-    let (outputs, profiles) = loaded.run_replicated(inputs)?;
+    let transport = processes.map(|p| p.transport);
+    let (mut outputs, mut profiles) =
+        loaded.run_replicas_across(&inputs[local.clone()], transport)?;
+    if let Some(t) = transport {
+        (outputs, profiles) = gather(t, module, &outputs, &profiles)?;
+    }
     let run_seconds = t.elapsed().as_secs_f64();
     Ok(ReplicatedRun {
         outputs,
@@ -118,4 +161,96 @@ pub fn run_replicated_with(
         selection_order: loaded.engine().executable().replication.order,
         device_loop: loaded.loop_facts(),
     })
+}
+
+/// The tag of the exchange that gathers every process's results (collectives use their
+/// round numbers).
+pub const RESULTS_TAG: u64 = u64::MAX;
+
+/// Every replica's outputs and profile, from this process's and the others'.
+fn gather(
+    t: &dyn Transport,
+    module: &Module,
+    outputs: &[Vec<ArrayLiteral>],
+    profiles: &[Profile],
+) -> anyhow::Result<(Vec<Vec<ArrayLiteral>>, Vec<Profile>)> {
+    let mut mine = Vec::new();
+    let put = |out: &mut Vec<u8>, bytes: &[u8]| {
+        out.extend((bytes.len() as u64).to_le_bytes());
+        out.extend(bytes);
+    };
+    mine.extend((outputs.len() as u64).to_le_bytes());
+    for (leaves, profile) in outputs.iter().zip(profiles) {
+        put(&mut mine, &serde_json::to_vec(profile)?);
+        mine.extend((leaves.len() as u64).to_le_bytes());
+        for leaf in leaves {
+            let dims: Vec<u8> = leaf
+                .shape
+                .dims
+                .iter()
+                .flat_map(|d| d.to_le_bytes())
+                .collect();
+            put(&mut mine, &dims);
+            put(&mut mine, &compiler::device_data::to_device(&leaf.data));
+        }
+    }
+    let parts = t
+        .all_gather(RESULTS_TAG, &mine)
+        .map_err(|e| anyhow::anyhow!("gathering the replicas' results: {e}"))?;
+    let declared: Vec<xla_ir::ArrayShape> = module
+        .entry_computation()
+        .root_instr()
+        .shape
+        .leaf_arrays()
+        .into_iter()
+        .cloned()
+        .collect();
+    let (mut all_outputs, mut all_profiles) = (Vec::new(), Vec::new());
+    for (p, bytes) in parts.iter().enumerate() {
+        let mut r = Reader { bytes, at: 0 };
+        let bad = || anyhow::anyhow!("process {p} sent results that do not parse");
+        let count = r.word().ok_or_else(bad)?;
+        for _ in 0..count {
+            all_profiles.push(serde_json::from_slice(r.chunk().ok_or_else(bad)?)?);
+            let leaves = r.word().ok_or_else(bad)? as usize;
+            let mut list = Vec::with_capacity(leaves);
+            for k in 0..leaves {
+                let dims: Vec<i64> = r
+                    .chunk()
+                    .ok_or_else(bad)?
+                    .chunks_exact(8)
+                    .map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes")))
+                    .collect();
+                let element = declared.get(k).ok_or_else(bad)?.element_type;
+                let shape = xla_ir::ArrayShape::new(element, &dims);
+                list.push(compiler::device_data::from_device(
+                    &shape,
+                    r.chunk().ok_or_else(bad)?,
+                ));
+            }
+            all_outputs.push(list);
+        }
+    }
+    Ok((all_outputs, all_profiles))
+}
+
+/// Reads the length-prefixed pieces [`gather`] writes.
+struct Reader<'b> {
+    bytes: &'b [u8],
+    at: usize,
+}
+
+impl<'b> Reader<'b> {
+    fn word(&mut self) -> Option<u64> {
+        let w = self.bytes.get(self.at..self.at + 8)?;
+        self.at += 8;
+        Some(u64::from_le_bytes(w.try_into().ok()?))
+    }
+
+    fn chunk(&mut self) -> Option<&'b [u8]> {
+        let len = self.word()? as usize;
+        let c = self.bytes.get(self.at..self.at + len)?;
+        self.at += len;
+        Some(c)
+    }
 }

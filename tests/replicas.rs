@@ -135,6 +135,7 @@ fn replicas_compute_the_same_bytes_on_any_number_of_host_threads() {
             &inputs,
             options,
             None,
+            None,
         )
         .unwrap()
     };
@@ -424,6 +425,7 @@ fn replicas_run_steps_per_execution_as_a_device_loop() {
         &looped,
         runtime::EngineOptions::default(),
         Some((lp, ipuxla::device_loop::OutfeedMode::All)),
+        None,
     )
     .unwrap();
     let spec = serde_json::json!({"rtol": 1e-5, "atol": 1e-6});

@@ -93,7 +93,9 @@ pub struct RunArgs {
     /// devices (`replica_count` x `num_partitions`). With --iterations (the IPU Model),
     /// every replica runs the device loop; a file may then hold the value, one per replica
     /// `[N, ...]`, one per iteration `[I, ...]`, or both, replica first `[N, I, ...]`
-    /// (when N = I, a single leading dimension is the replicas').
+    /// (when N = I, a single leading dimension is the replicas'). Built with the `mpi`
+    /// feature and started by `mpirun -np P`, the P processes share the replicas (P must
+    /// divide N) and process 0 writes the outputs.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..),
           conflicts_with_all = ["estimate_only", "infeed"])]
     pub replicas: Option<u64>,
@@ -220,8 +222,28 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         );
     }
     let mut feeds = read_infeeds(&names, &args.infeed)?;
+    #[cfg(feature = "mpi")]
+    let mpi = crate::mpi::Mpi::from_launcher()?.filter(|m| runtime::Transport::size(m) > 1);
+    #[cfg(feature = "mpi")]
+    if let Some(mpi) = &mpi {
+        let Some(n) = args.replicas else {
+            bail!(
+                "under mpirun ({} processes) ipuxla run needs --replicas N: the processes share the replicas",
+                runtime::Transport::size(mpi)
+            );
+        };
+        let processes = crate::replicas::Processes { transport: mpi };
+        return match run_replicated(&args, &module, outdir, n, Some(processes)) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                // The other processes may be waiting at a collective for this one.
+                eprintln!("error: process {}: {e:#}", runtime::Transport::rank(mpi));
+                mpi.abort(1)
+            }
+        };
+    }
     if let Some(n) = args.replicas {
-        return run_replicated(&args, &module, outdir, n);
+        return run_replicated(&args, &module, outdir, n, None);
     }
     let leading: Vec<Leading> = args
         .iterations
@@ -305,7 +327,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
 
 /// `--replicas N`: the module on N replicas in lockstep, every output stacked replica
 /// first.
-fn run_replicated(args: &RunArgs, module: &Module, outdir: &Path, n: u64) -> anyhow::Result<()> {
+fn run_replicated(
+    args: &RunArgs,
+    module: &Module,
+    outdir: &Path,
+    n: u64,
+    processes: Option<crate::replicas::Processes<'_>>,
+) -> anyhow::Result<()> {
     if args.profile.is_some() && args.engine == Engine::Reference {
         bail!("--profile: the reference engine records no profile; run on the ipu-model engine");
     }
@@ -363,6 +391,9 @@ fn run_replicated(args: &RunArgs, module: &Module, outdir: &Path, n: u64) -> any
     };
     let start = Instant::now();
     let (leaves, device) = match (args.engine, device_loop) {
+        (Engine::Reference, _) if processes.is_some() => {
+            bail!("under mpirun the replicas run on the ipu-model engine only")
+        }
         (Engine::Reference, None) => {
             let results = xla_ir::eval::evaluate_replicated(module, &per_replica)
                 .map_err(|e| anyhow!("{}: {e}", args.file.display()))?;
@@ -385,6 +416,7 @@ fn run_replicated(args: &RunArgs, module: &Module, outdir: &Path, n: u64) -> any
                 &per_replica,
                 runtime::EngineOptions::default(),
                 device_loop.map(|lp| (lp, mode)),
+                processes,
             )
             .map_err(|e| anyhow!("{}: {e:#}", args.file.display()))?;
             for w in &run.warnings {
@@ -394,6 +426,12 @@ fn run_replicated(args: &RunArgs, module: &Module, outdir: &Path, n: u64) -> any
         }
     };
     let elapsed = start.elapsed();
+    // Across processes, process 0 writes every replica's results; the others say nothing.
+    if let Some(p) = &processes
+        && p.transport.rank() != 0
+    {
+        return Ok(());
+    }
     let mut outputs = Vec::new();
     for k in 0..leaves[0].len() {
         let values: Vec<ArrayLiteral> = leaves.iter().map(|l| l[k].clone()).collect();
@@ -404,8 +442,11 @@ fn run_replicated(args: &RunArgs, module: &Module, outdir: &Path, n: u64) -> any
         .enumerate()
         .map(|(k, o)| (format!("output_{k}.npy"), o));
     write_outputs(outdir, named)?;
+    let across = processes.map_or(String::new(), |p| {
+        format!(" ({} processes)", p.transport.size())
+    });
     println!(
-        "ran {} on {n} replicas on the {} engine in {:.3} ms",
+        "ran {} on {n} replicas{across} on the {} engine in {:.3} ms",
         args.file.display(),
         match args.engine {
             Engine::Reference => "reference",

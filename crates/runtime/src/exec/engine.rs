@@ -15,6 +15,7 @@ use crate::model::profile::Profile;
 use crate::model::steps::StepCosts;
 use crate::model::timeline::{self, Host};
 use crate::model::validate::validate;
+use crate::program::collective::CollectiveKind;
 use crate::program::executable::{Direction, Executable, RunSource, TensorId};
 use crate::program::walk::{copies, copy_as_rearrangement};
 use codegen::KernelCache;
@@ -389,7 +390,7 @@ pub(crate) struct Seat<'r> {
     /// The replica's number.
     pub replica: usize,
     /// Where the replicas meet.
-    pub rendezvous: &'r Rendezvous,
+    pub rendezvous: &'r Rendezvous<'r>,
     /// Collectives run so far (the next one's round).
     pub round: u64,
 }
@@ -506,17 +507,30 @@ impl Host for Running<'_> {
     fn collective(&mut self, c: usize, arrival: u64) -> Result<u64, RuntimeError> {
         let t0 = Instant::now();
         let col = &self.exe.collectives[c];
+        if let CollectiveKind::ReplicaIndex { .. } = col.kind {
+            // A value of the replica's own: nobody to meet.
+            let me = self.seat.as_ref().map_or(0, |s| s.replica);
+            let outputs = collective::outputs(self.exe, col, me, &[]);
+            memory::write(
+                self.exe,
+                &mut self.tiles.memory,
+                col.outputs[0],
+                &outputs[0],
+            );
+            return Ok(arrival);
+        }
         let inputs: Vec<Vec<u8>> = col
             .inputs
             .iter()
             .map(|&t| self.tiles.read_tensor(self.exe, self.system, t))
             .collect();
         let mine = Arrival {
+            collective: c as u32,
             cycle: arrival,
             inputs: Arc::new(inputs),
         };
         let (me, all) = match &mut self.seat {
-            None => (0, vec![mine]),
+            None => (0, Arc::new(vec![mine])),
             Some(seat) => {
                 let round = seat.round;
                 seat.round += 1;

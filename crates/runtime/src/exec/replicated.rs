@@ -5,17 +5,20 @@
 
 use crate::error::RuntimeError;
 use crate::exec::engine::{Engine, EngineOptions, HostIo, Seat};
-use crate::exec::rendezvous::Rendezvous;
+use crate::exec::rendezvous::{Rendezvous, Transport};
 use crate::model::profile::Profile;
 use crate::program::executable::Executable;
+use std::ops::Range;
 use std::time::Duration;
 
 /// How long a replica waits at a collective for the others before giving up.
 pub const COLLECTIVE_WAIT_LIMIT: Duration = Duration::from_secs(120);
 
-/// A replicated executable loaded once per replica.
+/// A replicated executable loaded once per replica (of those this process runs).
 pub struct ReplicatedEngine {
     engines: Vec<Engine>,
+    /// The replicas this process runs.
+    local: Range<usize>,
 }
 
 impl ReplicatedEngine {
@@ -27,6 +30,23 @@ impl ReplicatedEngine {
         options: EngineOptions,
     ) -> Result<ReplicatedEngine, RuntimeError> {
         let n = exe.replication.replicas.max(1);
+        ReplicatedEngine::load_local(exe, options, 0..n)
+    }
+
+    /// Loads the replicas `local` of `exe` only: this process's share when other
+    /// processes run the others ([`ReplicatedEngine::run_across`]).
+    pub fn load_local(
+        exe: Executable,
+        options: EngineOptions,
+        local: Range<usize>,
+    ) -> Result<ReplicatedEngine, RuntimeError> {
+        let total = exe.replication.replicas.max(1);
+        if local.is_empty() || local.end > total {
+            return Err(RuntimeError::Run(format!(
+                "replicas {local:?} of an executable of {total} replicas"
+            )));
+        }
+        let n = local.len();
         let threads = match options.threads {
             0 => (std::thread::available_parallelism().map_or(1, |c| c.get()) / n).max(1),
             t => t,
@@ -50,15 +70,21 @@ impl ReplicatedEngine {
         });
         Ok(ReplicatedEngine {
             engines: loaded.into_iter().collect::<Result<_, _>>()?,
+            local,
         })
     }
 
-    /// Number of replicas.
+    /// Number of replicas of the executable.
     pub fn replicas(&self) -> usize {
-        self.engines.len()
+        self.engines[0].executable().replication.replicas.max(1)
     }
 
-    /// Replica `r`'s engine (its tensors, its host times).
+    /// The replicas this process runs.
+    pub fn local(&self) -> Range<usize> {
+        self.local.clone()
+    }
+
+    /// The engine of local replica `r` (counted from the first this process runs).
     pub fn engine(&self, r: usize) -> &Engine {
         &self.engines[r]
     }
@@ -66,6 +92,16 @@ impl ReplicatedEngine {
     /// Runs every replica's program once, replica `r` exchanging buffers with the host
     /// through `ios[r]`; returns each replica's profile.
     pub fn run(&mut self, ios: &mut [HostIo]) -> Result<Vec<Profile>, RuntimeError> {
+        self.run_across(ios, None)
+    }
+
+    /// Runs this process's replicas once (`ios[i]`: local replica `i`'s host buffers),
+    /// the collectives reaching the other processes' replicas through `transport`.
+    pub fn run_across(
+        &mut self,
+        ios: &mut [HostIo],
+        transport: Option<&dyn Transport>,
+    ) -> Result<Vec<Profile>, RuntimeError> {
         let n = self.engines.len();
         if ios.len() != n {
             return Err(RuntimeError::Run(format!(
@@ -73,15 +109,23 @@ impl ReplicatedEngine {
                 ios.len()
             )));
         }
-        let rendezvous = Rendezvous::new(n, COLLECTIVE_WAIT_LIMIT);
+        if let ([engine], [io], None) = (&mut self.engines[..], &mut ios[..], transport)
+            && self.local == (0..1)
+        {
+            // One replica meets nobody: it runs on this thread.
+            return Ok(vec![engine.run_seated(io, None)?]);
+        }
+        let rendezvous = Rendezvous::new(self.local.clone(), COLLECTIVE_WAIT_LIMIT, transport);
+        let first = self.local.start;
         let results: Vec<Result<Profile, RuntimeError>> = std::thread::scope(|s| {
             let handles: Vec<_> = self
                 .engines
                 .iter_mut()
                 .zip(ios.iter_mut())
                 .enumerate()
-                .map(|(r, (engine, io))| {
+                .map(|(i, (engine, io))| {
                     let rendezvous = &rendezvous;
+                    let r = first + i;
                     s.spawn(move || {
                         let seat = Seat {
                             replica: r,
@@ -100,7 +144,8 @@ impl ReplicatedEngine {
             handles
                 .into_iter()
                 .enumerate()
-                .map(|(r, h)| {
+                .map(|(i, h)| {
+                    let r = first + i;
                     h.join().unwrap_or_else(|_| {
                         Err(RuntimeError::Run(format!("replica {r}'s run panicked")))
                     })
