@@ -222,6 +222,16 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         );
     }
     let mut feeds = read_infeeds(&names, &args.infeed)?;
+    #[cfg(not(feature = "mpi"))]
+    if let Some(size) = std::env::var("OMPI_COMM_WORLD_SIZE")
+        .ok()
+        .and_then(|s| s.parse::<usize>().ok())
+        .filter(|&p| p > 1)
+    {
+        bail!(
+            "started by mpirun as one of {size} processes, but this ipuxla was built without the mpi feature: every process would run every replica (cargo build --release --features mpi)"
+        );
+    }
     #[cfg(feature = "mpi")]
     let mpi = crate::mpi::Mpi::from_launcher()?.filter(|m| runtime::Transport::size(m) > 1);
     #[cfg(feature = "mpi")]

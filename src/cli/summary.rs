@@ -33,6 +33,7 @@ pub fn replicated_summary(run: &crate::replicas::ReplicatedRun) -> String {
     let slowest = run.slowest();
     let mut s = summary(&run.replica(slowest));
     let p = &run.profiles[slowest];
+    let replica_bytes: u64 = p.tiles.iter().map(|t| t.bytes_used).sum();
     let collective_cycles: u64 = p
         .steps
         .iter()
@@ -41,7 +42,7 @@ pub fn replicated_summary(run: &crate::replicas::ReplicatedRun) -> String {
         .sum();
     let _ = writeln!(
         s,
-        "replication: {} replicas, one IPU each in {} order{}; the facts above are replica {slowest}'s (the slowest); collectives {collective_cycles} cycles, {} B over IPU-Links per replica",
+        "replication: {} replicas, one IPU each in {} order{}; the facts above are replica {slowest}'s (the slowest); collectives {collective_cycles} cycles, {} B over IPU-Links per replica; memory {} B per replica, {} B on all {} IPUs",
         run.profiles.len(),
         run.selection_order.name(),
         if run.selection_order == runtime::SelectionOrder::Auto {
@@ -49,7 +50,10 @@ pub fn replicated_summary(run: &crate::replicas::ReplicatedRun) -> String {
         } else {
             ""
         },
-        p.totals.bytes_over_links
+        p.totals.bytes_over_links,
+        replica_bytes,
+        replica_bytes * run.profiles.len() as u64,
+        run.profiles.len()
     );
     s
 }

@@ -4,8 +4,10 @@
 //! selection order; AUTO is HOOF). The algorithms are those of Graphcore's collectives
 //! (GCL, summarised in ANCHORS.md): an all-reduce is a ring reduce-scatter then a ring
 //! all-gather over the group in its order, `n − 1` steps each, every member sending a
-//! `1/n` chunk to the next; an all-gather and a reduce-scatter are one of those rings; an
-//! all-to-all and a permute send every part directly. A step costs the slowest transfer
+//! `1/n` chunk to the next; an all-gather and a reduce-scatter are one of those rings.
+//! Small values go directly instead (every member sending to every other in one step) when
+//! that costs fewer cycles than the ring's steps; an all-to-all and a permute always send
+//! every part directly. A step costs the slowest transfer
 //! over the IPU-Links ([`transfer_cycles`]: store-and-forward per hop, each directed link's
 //! bandwidth shared by every transfer crossing it in the step; the link figures are
 //! `Target`'s, each cited there), or the busiest tile's exchange if that is slower, plus
@@ -226,51 +228,74 @@ pub(crate) fn collective_cost(
         CollectiveKind::AllReduce { op } => {
             let chunk = input_bytes.div_ceil(n);
             let d = dtype(&c.inputs).unwrap_or(DType::F32);
-            let per_tile = busiest(&c.inputs).div_ceil(n);
-            phases.extend(ring.phase(
+            let whole_tile = busiest(&c.inputs);
+            let per_tile = whole_tile.div_ceil(n);
+            let mut ring_phases = Vec::new();
+            ring_phases.extend(ring.phase(
                 label(&format!("reduce-scatter ({})", op_name(*op))),
                 chunk,
                 per_tile,
                 Some((d, elements_of(per_tile.min(chunk), d))),
             )?);
-            phases.extend(ring.phase(label("all-gather"), chunk, per_tile, None)?);
+            ring_phases.extend(ring.phase(label("all-gather"), chunk, per_tile, None)?);
+            let direct_phase = direct(
+                exe,
+                system,
+                label(&format!("all-reduce ({}), direct", op_name(*op))),
+                &pairs(&groups, &ipus, |_, _| input_bytes),
+                whole_tile,
+                Some((d, elements_of(whole_tile, d) * (n - 1))),
+            )?;
+            phases.extend(cheaper(ring_phases, direct_phase));
         }
         CollectiveKind::AllGather { .. } => {
-            phases.extend(ring.phase(
-                label("all-gather"),
-                input_bytes,
+            let ring_phases: Vec<PhaseCost> = ring
+                .phase(label("all-gather"), input_bytes, busiest(&c.inputs), None)?
+                .into_iter()
+                .collect();
+            let direct_phase = direct(
+                exe,
+                system,
+                label("all-gather, direct"),
+                &pairs(&groups, &ipus, |_, _| input_bytes),
                 busiest(&c.inputs),
                 None,
-            )?);
+            )?;
+            phases.extend(cheaper(ring_phases, direct_phase));
         }
         CollectiveKind::ReduceScatter { op, .. } => {
             let chunk = c.outputs.iter().map(|&t| bytes_of(exe, t)).sum();
             let d = dtype(&c.inputs).unwrap_or(DType::F32);
             let per_tile = busiest(&c.outputs);
-            phases.extend(ring.phase(
-                label(&format!("reduce-scatter ({})", op_name(*op))),
-                chunk,
+            let ring_phases: Vec<PhaseCost> = ring
+                .phase(
+                    label(&format!("reduce-scatter ({})", op_name(*op))),
+                    chunk,
+                    per_tile,
+                    Some((d, elements_of(per_tile.min(chunk), d))),
+                )?
+                .into_iter()
+                .collect();
+            let direct_phase = direct(
+                exe,
+                system,
+                label(&format!("reduce-scatter ({}), direct", op_name(*op))),
+                &pairs(&groups, &ipus, |_, _| chunk),
                 per_tile,
-                Some((d, elements_of(per_tile.min(chunk), d))),
-            )?);
+                Some((d, elements_of(per_tile.min(chunk), d) * (n - 1))),
+            )?;
+            phases.extend(cheaper(ring_phases, direct_phase));
         }
         CollectiveKind::AllToAll { .. } => {
             let part = input_bytes.div_ceil(n);
-            let transfers: Vec<Transfer> = groups
-                .iter()
-                .flat_map(|g| g.iter().flat_map(|&i| g.iter().map(move |&j| (i, j))))
-                .map(|(i, j)| Transfer {
-                    from: ipus[i],
-                    to: ipus[j],
-                    bytes: part,
-                })
-                .collect();
+            let transfers = pairs(&groups, &ipus, |_, _| part);
             phases.extend(direct(
                 exe,
                 system,
                 label("all-to-all, direct"),
                 &transfers,
                 busiest(&c.inputs),
+                None,
             )?);
         }
         CollectiveKind::Permute { pairs } => {
@@ -288,6 +313,7 @@ pub(crate) fn collective_cost(
                 label("permute, direct"),
                 &transfers,
                 busiest(&c.inputs),
+                None,
             )?);
         }
         CollectiveKind::ReplicaIndex { .. } => {}
@@ -307,31 +333,71 @@ pub(crate) fn collective_cost(
     Ok(CollectiveCost { phases })
 }
 
-/// One step of simultaneous direct transfers.
+/// One step of simultaneous direct transfers, then (`combine`: type and elements on the
+/// busiest tile) combining what arrived.
 fn direct(
     exe: &Executable,
     system: &System,
     label: String,
     transfers: &[Transfer],
     busiest_tile: u64,
+    combine: Option<(DType, u64)>,
 ) -> Result<Option<PhaseCost>, RuntimeError> {
     let link = transfer_cycles(system, transfers)?;
     if link.bytes_over_links == 0 {
         return Ok(None);
     }
     let mut name = label;
+    let most = transfers.iter().map(|t| t.bytes).max().unwrap_or(0);
+    let _ = write!(
+        name,
+        ", {} sends of up to {most} B",
+        transfers.iter().filter(|t| t.from != t.to).count()
+    );
     if let Some((from, to, hops)) = link.slowest {
         let _ = write!(name, "; slowest link IPU {from} -> {to} ({hops} hops)");
     }
     Ok(Some(PhaseCost {
         name,
-        compute_cycles: 0,
+        compute_cycles: combine.map_or(0, |(d, elements)| combine_cycles(exe, d, elements)),
         sync_cycles: system.global_sync_cycles(),
         exchange_cycles: link
             .cycles
             .max(cost::exchange_cycles(&exe.target, busiest_tile)),
         bytes_over_links: link.bytes_over_links,
     }))
+}
+
+/// Every member of every group sending `bytes(i, j)` to every other member `j`.
+fn pairs(
+    groups: &[Vec<usize>],
+    ipus: &[usize],
+    bytes: impl Fn(usize, usize) -> u64,
+) -> Vec<Transfer> {
+    let mut out = Vec::new();
+    for g in groups {
+        for &i in g {
+            for &j in g.iter().filter(|&&j| j != i) {
+                out.push(Transfer {
+                    from: ipus[i],
+                    to: ipus[j],
+                    bytes: bytes(i, j),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The ring's phases or the direct exchange, whichever takes fewer cycles (the ring when
+/// equal): GCL sends small values directly, where the ring's `2(n - 1)` steps would cost
+/// more syncs and link latencies than bandwidth.
+fn cheaper(ring: Vec<PhaseCost>, direct: Option<PhaseCost>) -> Vec<PhaseCost> {
+    let cycles = |p: &PhaseCost| p.compute_cycles + p.sync_cycles + p.exchange_cycles;
+    match direct {
+        Some(d) if ring.is_empty() || cycles(&d) < ring.iter().map(cycles).sum() => vec![d],
+        _ => ring,
+    }
 }
 
 fn op_name(op: ReduceOp) -> &'static str {
