@@ -333,7 +333,7 @@ fn the_command_line_runs_replicas_on_both_engines() {
     );
     assert!(
         stdout.contains("on 4 replicas on the ipu-model engine")
-            && stdout.contains("replication: 4 replicas, one IPU each in AUTO order (as HOOF)"),
+            && stdout.contains("replication: 4 replicas of 1 IPU each in AUTO order (as HOOF)"),
         "{stdout}"
     );
     for (extra, needle) in [
@@ -454,4 +454,44 @@ fn replicas_run_steps_per_execution_as_a_device_loop() {
         }
     }
     assert_eq!(run.device_loop.unwrap().iterations, 3);
+}
+
+#[test]
+fn replicas_of_two_ipus_each_send_each_ipus_share() {
+    // auto_select_ipus = replicas x IPUs per replica (the seed's rule): 4 replicas of 2.
+    let case =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/conformance-spmd/spmd_dp_mlp_train");
+    let c = ipuxla::corpus::Case::read(&case, "module.opt.hlo").unwrap();
+    let config = compiler::IpuConfig {
+        auto_select_ipus: compiler::config::AutoSelectIpus::Count(8),
+        ..Default::default()
+    };
+    let run = ipuxla::replicas::run_replicated_on_ipu_model(
+        &c.module,
+        &config,
+        &compiler::PassOptions::default(),
+        &per_replica_inputs(&c, 4),
+    )
+    .unwrap();
+    for k in 0..run.outputs[0].len() {
+        let (want, spec) = c.expected_output(k).unwrap().expect("stored");
+        let got: Vec<ArrayLiteral> = run.outputs.iter().map(|l| l[k].clone()).collect();
+        check_output(
+            &format!("output {k}"),
+            &ArrayLiteral::stack(&got).unwrap(),
+            &want,
+            &spec,
+        );
+    }
+    assert_eq!(run.profiles[0].num_ipus, 2);
+    assert!(
+        run.profiles[0].tiles.iter().any(|t| t.ipu == 1),
+        "both IPUs hold data"
+    );
+    let odd = compiler::IpuConfig {
+        auto_select_ipus: compiler::config::AutoSelectIpus::Count(6),
+        ..Default::default()
+    };
+    let e = compiler::compile(&c.module, &odd).unwrap_err().to_string();
+    assert!(e.contains("ask for a multiple of 4"), "{e}");
 }

@@ -42,8 +42,10 @@ pub fn replicated_summary(run: &crate::replicas::ReplicatedRun) -> String {
         .sum();
     let _ = writeln!(
         s,
-        "replication: {} replicas, one IPU each in {} order{}; the facts above are replica {slowest}'s (the slowest); collectives {collective_cycles} cycles, {} B over IPU-Links per replica; memory {} B per replica, {} B on all {} IPUs",
+        "replication: {} replicas of {} IPU{} each in {} order{}; the facts above are replica {slowest}'s (the slowest); collectives {collective_cycles} cycles, {} B over IPU-Links per replica; memory {} B per replica, {} B on all {} IPUs",
         run.profiles.len(),
+        p.num_ipus,
+        if p.num_ipus == 1 { "" } else { "s" },
         run.selection_order.name(),
         if run.selection_order == runtime::SelectionOrder::Auto {
             " (as HOOF)"
@@ -53,7 +55,7 @@ pub fn replicated_summary(run: &crate::replicas::ReplicatedRun) -> String {
         p.totals.bytes_over_links,
         replica_bytes,
         replica_bytes * run.profiles.len() as u64,
-        run.profiles.len()
+        run.profiles.len() * p.num_ipus
     );
     s
 }

@@ -576,7 +576,7 @@ impl Lowerer<'_> {
             }
             _ => None,
         };
-        let tiles: Vec<usize> = (0..parts).map(|p| (start + p) % self.tiles).collect();
+        let tiles: Vec<usize> = (0..parts).map(|p| self.tile_at(start + p)).collect();
         // Operand k of part p: its shape and region on the part's tile.
         let mut part_ins: Vec<Vec<(ArrayShape, Region)>> = vec![Vec::new(); parts];
         for (k, a) in operands.iter().enumerate() {

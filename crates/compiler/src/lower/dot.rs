@@ -225,7 +225,7 @@ impl Lowerer<'_> {
                 for in_ in 0..p.pn {
                     for ik in 0..p.pk {
                         blocks.push(Block {
-                            tile: (start + idx) % self.tiles,
+                            tile: self.tile_at(start + idx),
                             b: part(b, p.pb, ib),
                             m: part(m, p.pm, im),
                             n: part(n, p.pn, in_),

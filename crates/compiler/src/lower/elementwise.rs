@@ -327,10 +327,11 @@ impl Lowerer<'_> {
     /// The mapping element-wise work follows: the most spread input's, or linear when that
     /// spreads wider.
     pub(crate) fn follow_mapping(&self, inputs: &[Arr], elements: usize) -> Vec<Piece> {
-        let linear = mapping::linear(elements, self.tiles);
+        let linear = self.linear_pieces(elements);
         let best = inputs
             .iter()
             .map(|a| self.mapping(a.tensor))
+            .filter(|m| self.within_placement(m))
             .max_by_key(|m| mapping::tile_count(m));
         match best {
             Some(m) if mapping::tile_count(m) >= mapping::tile_count(&linear) => m.to_vec(),

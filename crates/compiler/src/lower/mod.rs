@@ -15,6 +15,7 @@ mod memory;
 mod movement;
 mod reduce;
 mod scatter;
+mod sharding;
 
 use crate::CompileError;
 use crate::config::{IpuConfig, PlannerOptions};
@@ -144,6 +145,8 @@ pub(crate) struct Scope {
     pub env: HashMap<InstrId, Value>,
     /// Element-wise instructions inlined into their single consumer's kernel.
     pub fused: HashSet<InstrId>,
+    /// The IPU of each instruction, where the computation is sharded (`sharding.rs`).
+    pub shards: HashMap<InstrId, usize>,
 }
 
 /// Lowers HLO into an executable.
@@ -151,7 +154,11 @@ pub(crate) struct Lowerer<'m> {
     pub module: &'m Module,
     pub b: ExecutableBuilder,
     pub target: Target,
+    /// Tiles new values may be placed on: all of the IPUs', or one IPU's for an instruction
+    /// sharded onto it (see `sharding.rs`), from global tile `tile_base` on.
     pub tiles: usize,
+    /// The first global tile of the placement.
+    pub tile_base: usize,
     pub matmul: PlannerOptions,
     pub conv: PlannerOptions,
     pub step: u64,
@@ -163,6 +170,10 @@ pub(crate) struct Lowerer<'m> {
     /// Feeds made so far, with their streams.
     infeeds: Vec<(Feed, Vec<runtime::StreamId>)>,
     outfeeds: Vec<(Feed, Vec<runtime::StreamId>)>,
+    /// Values copied onto another IPU for sharded users, `(tensor, tile base) -> copy`: one
+    /// layer per nested sequence being built (a copy made inside a loop body or branch is
+    /// not there after it).
+    shard_copies: Vec<HashMap<(TensorId, usize), TensorId>>,
     /// Devices the module runs on (`replica_count × num_partitions`): the executable's
     /// replicas.
     pub replicas: usize,
@@ -189,11 +200,14 @@ pub(crate) fn lower_module(
             )));
         }
         requested
-    } else if requested == 1 || requested == replicas {
+    } else if requested == 1 {
         1
+    } else if requested.is_multiple_of(replicas) {
+        // The seed's rule: the IPUs requested are replicas x IPUs per replica.
+        requested / replicas
     } else {
         return Err(CompileError::Config(format!(
-            "auto_select_ipus asks for {requested} IPUs but the module runs on {replicas} devices (replica_count x num_partitions), one IPU each: ask for {replicas} (or leave it unset)"
+            "auto_select_ipus asks for {requested} IPUs but the module runs on {replicas} devices (replica_count x num_partitions): ask for a multiple of {replicas} (replicas x IPUs per replica), or leave it unset for one IPU each"
         )));
     };
     let mut b = ExecutableBuilder::new(target.clone(), num_ipus);
@@ -204,6 +218,7 @@ pub(crate) fn lower_module(
         module,
         b,
         tiles: target.tiles_per_ipu * num_ipus,
+        tile_base: 0,
         target,
         matmul: config.matmuls.options("matmuls")?,
         conv: config.convolutions.options("convolutions")?,
@@ -215,9 +230,11 @@ pub(crate) fn lower_module(
         warnings: Vec::new(),
         infeeds: Vec::new(),
         outfeeds: Vec::new(),
+        shard_copies: vec![HashMap::new()],
         replicas,
         partitions,
     };
+    l.check_shards()?;
     let (inputs, outputs) = match device_loop {
         None => l.entry_once()?,
         Some(lp) => l.entry_loop(lp)?,
@@ -254,9 +271,14 @@ impl<'m> Lowerer<'m> {
         let entry = module.entry_computation();
         let mut args = Vec::new();
         let mut inputs = Vec::new();
+        let shards = sharding::shards_of(entry);
         for (k, &p) in entry.parameters().iter().enumerate() {
             let shape = &entry.instr(p).shape;
-            args.push(self.stream_in(&format!("param{k}"), shape, &mut inputs));
+            let name = format!("param{k}");
+            args.push(match shards.get(&p) {
+                Some(&ipu) => self.on_ipu(ipu, |l| l.stream_in(&name, shape, &mut inputs)),
+                None => self.stream_in(&name, shape, &mut inputs),
+            });
         }
         let result = self.computation(module.entry, args)?;
         let outputs = result
@@ -300,10 +322,12 @@ impl<'m> Lowerer<'m> {
     /// Starts collecting steps into a nested sequence.
     pub fn begin(&mut self) {
         self.seqs.push(Vec::new());
+        self.shard_copies.push(HashMap::new());
     }
 
     /// Ends the nested sequence, returning it.
     pub fn end(&mut self) -> Program {
+        self.shard_copies.pop();
         Program::Sequence(self.seqs.pop().expect("begin before end"))
     }
 
@@ -341,7 +365,7 @@ impl<'m> Lowerer<'m> {
     /// A new array with a linear mapping.
     pub fn linear_arr(&mut self, name: &str, shape: &ArrayShape) -> Arr {
         let n = shape.element_count() as usize;
-        let pieces = mapping::linear(n, self.tiles);
+        let pieces = self.linear_pieces(n);
         self.arr_mapped(name, shape, pieces)
     }
 
@@ -366,7 +390,33 @@ impl<'m> Lowerer<'m> {
         &self.mappings[t.0 as usize]
     }
 
-    /// A tile for work that runs on one tile, chosen round-robin.
+    /// `n` elements spread linearly over the placement's tiles.
+    pub fn linear_pieces(&self, n: usize) -> Vec<Piece> {
+        self.placed(mapping::linear(n, self.tiles))
+    }
+
+    /// Pieces laid out on tiles `0..self.tiles`, moved onto the placement's tiles.
+    pub fn placed(&self, mut pieces: Vec<Piece>) -> Vec<Piece> {
+        for p in &mut pieces {
+            p.tile += self.tile_base;
+        }
+        pieces
+    }
+
+    /// The global tile of the placement's tile `local` (wrapping round).
+    pub fn tile_at(&self, local: usize) -> usize {
+        self.tile_base + local % self.tiles
+    }
+
+    /// Whether every piece lies on the placement's tiles.
+    pub fn within_placement(&self, pieces: &[Piece]) -> bool {
+        pieces
+            .iter()
+            .all(|p| (self.tile_base..self.tile_base + self.tiles).contains(&p.tile))
+    }
+
+    /// A tile for work that runs on one tile, chosen round-robin (a placement's local
+    /// index: see [`Lowerer::tile_at`]).
     pub fn next_tile(&mut self) -> usize {
         let t = self.next_tile % self.tiles;
         self.next_tile += 97;
@@ -445,10 +495,14 @@ impl<'m> Lowerer<'m> {
     /// Lowers computation `id` with `args` bound to its parameters; returns its root value.
     pub fn computation(&mut self, id: CompId, args: Vec<Value>) -> Result<Value, CompileError> {
         let comp = self.module.computation(id);
+        let shards = sharding::shards_of(comp);
+        let mut fused = elementwise::fusion_candidates(self.module, comp);
+        sharding::keep_fusion_on_one_ipu(comp, &shards, &mut fused);
         let mut scope = Scope {
             comp: id,
             env: HashMap::new(),
-            fused: elementwise::fusion_candidates(self.module, comp),
+            fused,
+            shards,
         };
         for (&p, arg) in comp.parameters().iter().zip(args) {
             scope.env.insert(p, arg);
@@ -491,8 +545,20 @@ impl<'m> Lowerer<'m> {
         }
     }
 
-    /// Lowers one instruction.
+    /// Lowers one instruction, on its IPU where the computation is sharded.
     fn instruction(&mut self, scope: &mut Scope, id: InstrId) -> Result<Value, CompileError> {
+        match scope.shards.get(&id) {
+            Some(&ipu) => self.sharded_instruction(scope, id, ipu),
+            None => self.unsharded_instruction(scope, id),
+        }
+    }
+
+    /// Lowers one instruction where the placement is.
+    fn unsharded_instruction(
+        &mut self,
+        scope: &mut Scope,
+        id: InstrId,
+    ) -> Result<Value, CompileError> {
         let module = self.module;
         let comp = module.computation(scope.comp);
         let instr = comp.instr(id);
@@ -573,9 +639,10 @@ impl<'m> Lowerer<'m> {
             xla_ir::Literal::Array(a) => {
                 let n = a.shape.element_count() as usize;
                 let pieces = if n * 4 <= 4096 {
-                    mapping::single(n, self.next_tile())
+                    let local = self.next_tile();
+                    mapping::single(n, self.tile_at(local))
                 } else {
-                    mapping::linear(n, self.tiles)
+                    self.linear_pieces(n)
                 };
                 let arr = self.arr_mapped(name, &a.shape, pieces);
                 self.b.tensor_mut(arr.tensor).init = Some(crate::device_data::to_device(&a.data));

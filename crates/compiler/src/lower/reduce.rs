@@ -98,12 +98,12 @@ impl Lowerer<'_> {
             let out = self.arr_mapped(
                 &format!("{name}.layout"),
                 &pshape,
-                mapping::linear_grain(
+                self.placed(mapping::linear_grain(
                     rows * run,
                     self.tiles,
                     grain.max(1),
                     mapping::MIN_ELEMENTS_PER_TILE,
-                ),
+                )),
             );
             let runs = super::movement::runs_of(&permuted_dims, |o| {
                 for (k, &p) in perm.iter().enumerate() {
@@ -300,7 +300,7 @@ impl Lowerer<'_> {
                 Some(f)
             })
             .collect();
-        let out_pieces = mapping::linear(rows, self.tiles);
+        let out_pieces = self.linear_pieces(rows);
         let gathered_pieces: Vec<Piece> = out_pieces
             .iter()
             .map(|p| {

@@ -74,7 +74,7 @@ impl Lowerer<'_> {
         let mut slices: Vec<Arr> = Vec::new();
         for p in 0..parts {
             let (s, len) = super::dot::part(od[d], parts, p);
-            let tile = (start_tile + p) % self.tiles;
+            let tile = self.tile_at(start_tile + p);
             slices.push(self.slice_on_tile(
                 op,
                 Some((d, s, len)),
@@ -88,7 +88,7 @@ impl Lowerer<'_> {
             let mut next = Vec::new();
             let mut reads = Vec::new();
             for (p, slice) in slices.iter().enumerate() {
-                let tile = (start_tile + p) % self.tiles;
+                let tile = self.tile_at(start_tile + p);
                 let ic = self.slice_on_tile(
                     idx,
                     Some((ib, r0, rn)),

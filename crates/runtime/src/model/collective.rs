@@ -102,13 +102,53 @@ pub(crate) fn transfer_cycles(
     Ok(out)
 }
 
-/// The IPU of each replica on `system` (one IPU per replica).
-pub(crate) fn replica_ipus(exe: &Executable) -> Vec<usize> {
-    let total = exe.replication.replicas * exe.num_ipus;
-    let order = exe.replication.effective_order().order(total);
-    (0..exe.replication.replicas)
-        .map(|r| order[r * exe.num_ipus])
-        .collect()
+/// Where the replicas sit and how a collective's bytes spread over each replica's IPUs:
+/// replica `r`'s logical IPU `i` is `ipus[r][i]`, and a replica of several IPUs sends the
+/// share of a value its IPU `i` holds to the other replica's IPU `i` (one ring per IPU of
+/// a replica, as GCL runs them side by side).
+pub(crate) struct Placement {
+    /// By replica, its IPUs.
+    pub ipus: Vec<Vec<usize>>,
+    /// By logical IPU, the bytes of the collective's values it holds.
+    share: Vec<u64>,
+}
+
+impl Placement {
+    /// The placement of `exe`'s replicas, with shares from tensors `values`.
+    pub(crate) fn of(exe: &Executable, values: &[TensorId]) -> Placement {
+        let k = exe.num_ipus.max(1);
+        let total = exe.replication.replicas * k;
+        let order = exe.replication.effective_order().order(total);
+        let ipus = (0..exe.replication.replicas)
+            .map(|r| order[r * k..(r + 1) * k].to_vec())
+            .collect();
+        let mut share = vec![0u64; k];
+        for &v in values {
+            let t = &exe.tensors[v.0 as usize];
+            for iv in &t.mapping {
+                share[iv.ipu] += (iv.len * t.dtype.size()) as u64;
+            }
+        }
+        if share.iter().all(|&b| b == 0) {
+            share[0] = 1;
+        }
+        Placement { ipus, share }
+    }
+
+    /// Replica `a` sending `bytes` to replica `b`: one transfer per IPU of a replica, each
+    /// carrying that IPU's share.
+    fn transfers(&self, a: usize, b: usize, bytes: u64) -> impl Iterator<Item = Transfer> + '_ {
+        let total: u64 = self.share.iter().sum();
+        self.share
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| **s > 0)
+            .map(move |(i, &s)| Transfer {
+                from: self.ipus[a][i],
+                to: self.ipus[b][i],
+                bytes: (bytes as u128 * s as u128).div_ceil(total as u128) as u64,
+            })
+    }
 }
 
 /// The whole system a replicated executable runs on: every replica's IPUs.
@@ -153,7 +193,7 @@ fn combine_cycles(exe: &Executable, dtype: DType, elements: u64) -> u64 {
 struct Ring<'a> {
     exe: &'a Executable,
     system: &'a System,
-    ipus: &'a [usize],
+    place: &'a Placement,
     groups: &'a [Vec<usize>],
 }
 
@@ -174,11 +214,8 @@ impl Ring<'_> {
             .groups
             .iter()
             .flat_map(|g| {
-                (0..g.len()).map(move |i| Transfer {
-                    from: self.ipus[g[i]],
-                    to: self.ipus[g[(i + 1) % g.len()]],
-                    bytes: chunk,
-                })
+                (0..g.len())
+                    .flat_map(move |i| self.place.transfers(g[i], g[(i + 1) % g.len()], chunk))
             })
             .collect();
         let link = transfer_cycles(self.system, &transfers)?;
@@ -209,13 +246,18 @@ pub(crate) fn collective_cost(
     c: &Collective,
 ) -> Result<CollectiveCost, RuntimeError> {
     let replicas = exe.replication.replicas;
-    let ipus = replica_ipus(exe);
+    let values: Vec<TensorId> = if c.inputs.is_empty() {
+        c.outputs.clone()
+    } else {
+        c.inputs.clone()
+    };
+    let place = Placement::of(exe, &values);
     let groups = c.groups_of(replicas);
     let n = groups.first().map_or(1, Vec::len) as u64;
     let ring = Ring {
         exe,
         system,
-        ipus: &ipus,
+        place: &place,
         groups: &groups,
     };
     let label = |what: &str| format!("{}: {what}", c.name);
@@ -242,7 +284,7 @@ pub(crate) fn collective_cost(
                 exe,
                 system,
                 label(&format!("all-reduce ({}), direct", op_name(*op))),
-                &pairs(&groups, &ipus, |_, _| input_bytes),
+                &pairs(&groups, &place, |_, _| input_bytes),
                 whole_tile,
                 Some((d, elements_of(whole_tile, d) * (n - 1))),
             )?;
@@ -257,7 +299,7 @@ pub(crate) fn collective_cost(
                 exe,
                 system,
                 label("all-gather, direct"),
-                &pairs(&groups, &ipus, |_, _| input_bytes),
+                &pairs(&groups, &place, |_, _| input_bytes),
                 busiest(&c.inputs),
                 None,
             )?;
@@ -280,7 +322,7 @@ pub(crate) fn collective_cost(
                 exe,
                 system,
                 label(&format!("reduce-scatter ({}), direct", op_name(*op))),
-                &pairs(&groups, &ipus, |_, _| chunk),
+                &pairs(&groups, &place, |_, _| chunk),
                 per_tile,
                 Some((d, elements_of(per_tile.min(chunk), d) * (n - 1))),
             )?;
@@ -288,7 +330,7 @@ pub(crate) fn collective_cost(
         }
         CollectiveKind::AllToAll { .. } => {
             let part = input_bytes.div_ceil(n);
-            let transfers = pairs(&groups, &ipus, |_, _| part);
+            let transfers = pairs(&groups, &place, |_, _| part);
             phases.extend(direct(
                 exe,
                 system,
@@ -301,11 +343,7 @@ pub(crate) fn collective_cost(
         CollectiveKind::Permute { pairs } => {
             let transfers: Vec<Transfer> = pairs
                 .iter()
-                .map(|&(s, t)| Transfer {
-                    from: ipus[s],
-                    to: ipus[t],
-                    bytes: input_bytes,
-                })
+                .flat_map(|&(s, t)| place.transfers(s, t, input_bytes))
                 .collect();
             phases.extend(direct(
                 exe,
@@ -371,18 +409,14 @@ fn direct(
 /// Every member of every group sending `bytes(i, j)` to every other member `j`.
 fn pairs(
     groups: &[Vec<usize>],
-    ipus: &[usize],
+    place: &Placement,
     bytes: impl Fn(usize, usize) -> u64,
 ) -> Vec<Transfer> {
     let mut out = Vec::new();
     for g in groups {
         for &i in g {
             for &j in g.iter().filter(|&&j| j != i) {
-                out.push(Transfer {
-                    from: ipus[i],
-                    to: ipus[j],
-                    bytes: bytes(i, j),
-                });
+                out.extend(place.transfers(i, j, bytes(i, j)));
             }
         }
     }
@@ -424,12 +458,6 @@ pub(crate) fn check(exe: &Executable) -> Result<(), RuntimeError> {
         return Err(invalid("a replication factor of 0".into()));
     }
     if replicas > 1 {
-        if exe.num_ipus != 1 {
-            return Err(invalid(format!(
-                "{replicas} replicas of {} IPUs each: replicas of more than one IPU are not modelled yet",
-                exe.num_ipus
-            )));
-        }
         replicated_system(exe)?;
     }
     for c in &exe.collectives {

@@ -166,6 +166,11 @@ impl ExecutableBuilder {
         RearrangeId(self.exe.rearranges.len() as u32 - 1)
     }
 
+    /// IPUs the executable uses (per replica).
+    pub fn num_ipus(&self) -> usize {
+        self.exe.num_ipus
+    }
+
     /// A collective programs can run.
     pub fn collective(&mut self, c: Collective) -> CollectiveId {
         self.exe.collectives.push(c);
