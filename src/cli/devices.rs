@@ -18,7 +18,7 @@ pub enum IpuVersionArg {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 #[value(rename_all = "UPPER")]
 pub enum SelectionOrderArg {
-    /// Chosen by ipuxla (SNAKE).
+    /// Chosen by ipuxla (per program; SNAKE in this listing).
     Auto,
     /// 0, 1, 2, 3, ...
     Zigzag,
@@ -26,6 +26,18 @@ pub enum SelectionOrderArg {
     Snake,
     /// 0, 2, 4, ..., 5, 3, 1.
     Hoof,
+}
+
+impl SelectionOrderArg {
+    /// The seed's name (`AUTO`, `ZIGZAG`, `SNAKE`, `HOOF`).
+    pub fn name(self) -> &'static str {
+        match self {
+            SelectionOrderArg::Auto => "AUTO",
+            SelectionOrderArg::Zigzag => "ZIGZAG",
+            SelectionOrderArg::Snake => "SNAKE",
+            SelectionOrderArg::Hoof => "HOOF",
+        }
+    }
 }
 
 /// Arguments of `ipuxla devices`.

@@ -115,9 +115,16 @@ pub struct RunArgs {
     /// override it.
     #[arg(long, value_name = "FILE.json")]
     pub config: Option<PathBuf>,
-    /// IPUs to use (`auto_select_ipus`; default 1).
+    /// IPUs to use (`auto_select_ipus`; default 1): the shards of a module with
+    /// `sharding={maximal device=K}` each on its IPU; a module without shardings spread
+    /// over all of them; with --replicas, replicas x IPUs per replica.
     #[arg(long)]
     pub num_ipus: Option<usize>,
+    /// The order the program's IPUs take the ladder's (`selection_order`; default AUTO:
+    /// HOOF for replicas and for shards whose first and last IPUs exchange values, else
+    /// SNAKE).
+    #[arg(long, value_enum, ignore_case = true)]
+    pub selection_order: Option<super::devices::SelectionOrderArg>,
     /// availableMemoryProportion for matrix products, 0.0 to 1.0 (default 0.6).
     #[arg(long, value_name = "F")]
     pub matmul_amp: Option<f64>,
@@ -154,6 +161,9 @@ fn config_of(args: &RunArgs) -> anyhow::Result<compiler::IpuConfig> {
     args.passes.apply(&mut c);
     if let Some(n) = args.num_ipus {
         c.auto_select_ipus = compiler::config::AutoSelectIpus::Count(n);
+    }
+    if let Some(o) = args.selection_order {
+        c.selection_order = o.name().into();
     }
     for (flag, amp, planner) in [
         ("--matmul-amp", args.matmul_amp, &mut c.matmuls),

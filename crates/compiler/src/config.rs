@@ -25,10 +25,12 @@ pub struct IpuConfig {
     pub scheduling: SchedulingConfig,
     /// `optimizations.*`: graph optimisations.
     pub optimizations: OptimizationsConfig,
-    /// `selection_order`: the order in which the replicas of a replicated module take the
-    /// IPUs of the ladder: "AUTO" (the default; replicas in HOOF order, so ring
-    /// collectives close on a direct link), "ZIGZAG", "SNAKE" or "HOOF". Only replicated
-    /// modules use it; any other order for a module that is not replicated is an error.
+    /// `selection_order`: the order in which the program's IPUs (its shards, and the
+    /// replicas of a replicated module) take the IPUs of the ladder: "AUTO" (the default:
+    /// replicas in HOOF order, so ring collectives close on a direct link; shards in HOOF
+    /// order when the first and last exchange values, else SNAKE; a flat multi-IPU program
+    /// in natural order), "ZIGZAG", "SNAKE" or "HOOF". A program of one IPU refuses any
+    /// order but AUTO.
     pub selection_order: String,
 }
 

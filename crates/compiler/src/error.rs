@@ -35,6 +35,21 @@ pub enum CompileError {
     /// A tile's live tensors do not fit its memory.
     #[error(transparent)]
     OutOfMemory(Box<TileOutOfMemory>),
+    /// An instruction sharded onto an IPU the program does not have.
+    #[error(
+        "{at}: instruction '{instruction}' is sharded onto IPU {device} (sharding={{maximal device={device}}}) but the program has {ipus} IPU{}: ask for more with auto_select_ipus or --num-ipus",
+        if *ipus == 1 { "" } else { "s" }
+    )]
+    Sharding {
+        /// Where.
+        at: String,
+        /// The instruction.
+        instruction: String,
+        /// The IPU its sharding names.
+        device: i64,
+        /// IPUs the program has.
+        ipus: usize,
+    },
     /// A device loop (steps per execution) that cannot run this module as asked.
     #[error("device loop of {iterations} iterations: {reason}")]
     DeviceLoop {

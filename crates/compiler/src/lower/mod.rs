@@ -174,6 +174,8 @@ pub(crate) struct Lowerer<'m> {
     /// layer per nested sequence being built (a copy made inside a loop body or branch is
     /// not there after it).
     shard_copies: Vec<HashMap<(TensorId, usize), TensorId>>,
+    /// `(from, to)` IPUs of every value copied for a sharded user.
+    crossings: HashSet<(usize, usize)>,
     /// Devices the module runs on (`replica_count × num_partitions`): the executable's
     /// replicas.
     pub replicas: usize,
@@ -193,9 +195,9 @@ pub(crate) fn lower_module(
     let requested = config.auto_select_ipus.num_ipus();
     let order = config.selection_order()?;
     let num_ipus = if replicas == 1 {
-        if order != runtime::SelectionOrder::Auto {
+        if order != runtime::SelectionOrder::Auto && requested == 1 {
             return Err(CompileError::Config(format!(
-                "selection_order {} places replicas; this module runs on one device (no replica_count or num_partitions above 1), so only AUTO applies",
+                "selection_order {} places IPUs on the ladder, but this module runs on one IPU (one device, auto_select_ipus 1), so only AUTO applies",
                 config.selection_order
             )));
         }
@@ -211,9 +213,7 @@ pub(crate) fn lower_module(
         )));
     };
     let mut b = ExecutableBuilder::new(target.clone(), num_ipus);
-    if replicas > 1 {
-        b.replicate(runtime::Replication { replicas, order });
-    }
+    b.replicate(runtime::Replication { replicas, order });
     let mut l = Lowerer {
         module,
         b,
@@ -231,6 +231,7 @@ pub(crate) fn lower_module(
         infeeds: Vec::new(),
         outfeeds: Vec::new(),
         shard_copies: vec![HashMap::new()],
+        crossings: HashSet::new(),
         replicas,
         partitions,
     };
@@ -244,6 +245,12 @@ pub(crate) fn lower_module(
     let warnings = std::mem::take(&mut l.warnings);
     let infeeds = l.infeeds.drain(..).map(|(f, _)| f).collect();
     let outfeeds = l.outfeeds.drain(..).map(|(f, _)| f).collect();
+    if replicas == 1 && order == runtime::SelectionOrder::Auto && !l.crossings.is_empty() {
+        l.b.replicate(runtime::Replication {
+            replicas,
+            order: sharding::auto_order(&l.crossings, num_ipus),
+        });
+    }
     let executable = l.b.finish(program);
     Ok(Compiled {
         executable,

@@ -60,6 +60,21 @@ pub(crate) fn shards_of(comp: &Computation) -> HashMap<InstrId, usize> {
     shard
 }
 
+/// The order AUTO chooses for a sharded program from the IPUs its values cross between
+/// (`crossings`): HOOF when the last IPU and the first exchange values (a ring), else
+/// SNAKE (consecutive IPUs directly linked, as chains of shards need).
+pub(crate) fn auto_order(
+    crossings: &std::collections::HashSet<(usize, usize)>,
+    ipus: usize,
+) -> runtime::SelectionOrder {
+    let last = ipus.saturating_sub(1);
+    if last > 1 && (crossings.contains(&(last, 0)) || crossings.contains(&(0, last))) {
+        runtime::SelectionOrder::Hoof
+    } else {
+        runtime::SelectionOrder::Snake
+    }
+}
+
 /// Takes out of `fused` every instruction whose user runs on another IPU: an instruction
 /// inlined into its user's kernel would run on the user's IPU, not its own.
 pub(crate) fn keep_fusion_on_one_ipu(
@@ -89,14 +104,11 @@ impl Lowerer<'_> {
                     && !usize::try_from(*device).is_ok_and(|d| d < ipus)
                 {
                     let instr = comp.instr(i);
-                    return Err(CompileError::Unsupported {
+                    return Err(CompileError::Sharding {
                         at: location(comp, instr),
                         instruction: instr.name.clone(),
-                        opcode: instr.op.name().to_string(),
-                        reason: format!(
-                            "sharding={{maximal device={device}}} but the program has {ipus} IPU{} (auto_select_ipus, --num-ipus)",
-                            if ipus == 1 { "" } else { "s" }
-                        ),
+                        device: *device,
+                        ipus,
                     });
                 }
             }
@@ -159,6 +171,14 @@ impl Lowerer<'_> {
                         shape: a.shape.clone(),
                     }));
                 }
+                let tpi = self.target.tiles_per_ipu;
+                let to = self.tile_base / tpi;
+                let from: Vec<usize> = self
+                    .mapping(a.tensor)
+                    .iter()
+                    .map(|p| p.tile / tpi)
+                    .collect();
+                self.crossings.extend(from.into_iter().map(|f| (f, to)));
                 let pieces = self.linear_pieces(a.elements());
                 let copy = self.with_mapping(a, &pieces);
                 self.shard_copies

@@ -37,12 +37,15 @@ pub struct Hop {
     pub kind: LinkKind,
 }
 
-/// N modelled IPUs of one target, linked as a ladder of C2 cards.
+/// N modelled IPUs of one target, linked as a ladder of C2 cards, and the logical IPUs a
+/// program uses placed on them (by a selection order; identity unless placed).
 #[derive(Debug, Clone)]
 pub struct System {
     /// The target every IPU models.
     pub target: Target,
     graph: UnGraph<usize, LinkKind>,
+    /// By logical IPU, the physical IPU it runs on.
+    logical: Vec<usize>,
 }
 
 impl System {
@@ -69,12 +72,39 @@ impl System {
                 );
             }
         }
-        Ok(System { target, graph })
+        Ok(System {
+            target,
+            graph,
+            logical: (0..num_ipus).collect(),
+        })
     }
 
-    /// Number of IPUs.
+    /// A system of `physical` IPUs whose logical IPU `i` is physical IPU `logical[i]` (a
+    /// selection order's choice): routes and costs between logical IPUs follow the physical
+    /// ladder.
+    pub fn placed(
+        target: Target,
+        physical: usize,
+        logical: Vec<usize>,
+    ) -> Result<System, RuntimeError> {
+        let mut system = System::new(target, physical)?;
+        if let Some(&bad) = logical.iter().find(|&&p| p >= physical) {
+            return Err(RuntimeError::InvalidSystem(format!(
+                "logical IPUs placed on IPU {bad} of a system of {physical}"
+            )));
+        }
+        system.logical = logical;
+        Ok(system)
+    }
+
+    /// Number of (logical) IPUs.
     pub fn num_ipus(&self) -> usize {
-        self.graph.node_count()
+        self.logical.len()
+    }
+
+    /// The physical IPU of logical IPU `ipu`.
+    pub fn physical(&self, ipu: usize) -> usize {
+        self.logical.get(ipu).copied().unwrap_or(ipu)
     }
 
     /// The link joining two IPUs directly, if any.
@@ -83,8 +113,9 @@ impl System {
         Some(self.graph[e])
     }
 
-    /// The hops from `from` to `to` on a shortest route: crossing the card first when the
-    /// IPUs sit on different sides, then stepping up or down the ladder (as PopLibs routes).
+    /// The hops from logical IPU `from` to `to` on a shortest route between their physical
+    /// IPUs: crossing the card first when they sit on different sides, then stepping up or
+    /// down the ladder (as PopLibs routes). Hops name physical IPUs.
     pub fn route(&self, from: usize, to: usize) -> Result<Vec<Hop>, RuntimeError> {
         let n = self.num_ipus();
         if from >= n || to >= n {
@@ -92,6 +123,7 @@ impl System {
                 "no route from IPU {from} to IPU {to} in a system of {n} IPUs"
             )));
         }
+        let (from, to) = (self.logical[from], self.logical[to]);
         let mut hops = Vec::new();
         let mut at = from;
         if at % 2 != to % 2 && at / 2 != to / 2 {
@@ -140,13 +172,20 @@ impl System {
             .sum())
     }
 
-    /// Cycles of a sync across all IPUs (the ladder's diameter in hops, there and back).
+    /// Cycles of a sync across all the (logical) IPUs: the farthest two apart on the
+    /// ladder, in hops, there and back. Where the IPUs sit does not change it for a
+    /// system that uses all of its IPUs.
     pub fn global_sync_cycles(&self) -> u64 {
         let n = self.num_ipus();
         if n == 1 {
             return 0;
         }
-        let diameter = self.hops(0, n - 1).unwrap_or(1).max(1);
+        let mut diameter = 1;
+        for a in 0..n {
+            for b in a + 1..n {
+                diameter = diameter.max(self.hops(a, b).unwrap_or(1));
+            }
+        }
         self.target.global_sync_cycles(diameter)
     }
 }

@@ -143,7 +143,7 @@ impl Engine {
             .build()
             .map_err(|e| run_error(format!("cannot start host threads: {e}")))?;
         pool.install(|| validate(&exe))?;
-        let system = System::new(exe.target.clone(), exe.num_ipus)?;
+        let system = crate::model::collective::replica_system(&exe)?;
         let costs = pool.install(|| StepCosts::of(&exe, &system))?;
         let mut kernels = KernelCache::new().map_err(|e| run_error(e.to_string()))?;
         // Kernels compile one after another (one JIT module); the compute sets then load

@@ -117,8 +117,7 @@ impl Placement {
     /// The placement of `exe`'s replicas, with shares from tensors `values`.
     pub(crate) fn of(exe: &Executable, values: &[TensorId]) -> Placement {
         let k = exe.num_ipus.max(1);
-        let total = exe.replication.replicas * k;
-        let order = exe.replication.effective_order().order(total);
+        let order = exe.replication.placement(k);
         let ipus = (0..exe.replication.replicas)
             .map(|r| order[r * k..(r + 1) * k].to_vec())
             .collect();
@@ -149,6 +148,19 @@ impl Placement {
                 bytes: (bytes as u128 * s as u128).div_ceil(total as u128) as u64,
             })
     }
+}
+
+/// The system one replica of `exe` sees: every replica's IPUs, its own logical IPUs placed
+/// on them by the selection order (replica 0's place; the model costs every replica's
+/// steps as replica 0's).
+pub(crate) fn replica_system(exe: &Executable) -> Result<System, RuntimeError> {
+    let k = exe.num_ipus;
+    let placement = exe.replication.placement(k);
+    System::placed(
+        exe.target.clone(),
+        placement.len(),
+        placement.into_iter().take(k).collect(),
+    )
 }
 
 /// The whole system a replicated executable runs on: every replica's IPUs.

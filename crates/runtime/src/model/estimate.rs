@@ -42,6 +42,8 @@ pub fn estimate_replaying(
         )));
     }
     validate(exe)?;
+    // The executable's own placement of its IPUs on the ladder (its selection order).
+    let system = &crate::model::collective::replica_system(exe)?;
     let costs = StepCosts::of(exe, system)?;
     timeline::run(exe, &costs, &mut Replay(decisions.iter()))
 }

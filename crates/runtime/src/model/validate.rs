@@ -707,7 +707,7 @@ impl Dataflow<'_> {
 
 /// Every load-time check, in order.
 pub fn validate(exe: &Executable) -> Result<(), RuntimeError> {
-    crate::device::system::System::new(exe.target.clone(), exe.num_ipus)?;
+    crate::model::collective::replica_system(exe)?;
     check_tensors(exe)?;
     let compute_sets = check_compute_sets(exe)?;
     check_rearranges(exe)?;

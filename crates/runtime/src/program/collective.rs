@@ -18,9 +18,10 @@ pub struct CollectiveId(pub u32);
 pub struct Replication {
     /// Replicas (1: not replicated). Each occupies `Executable::num_ipus` IPUs.
     pub replicas: usize,
-    /// The order replicas take the system's IPUs in: replica `r`'s IPU `i` is
-    /// `order.order(total)[r * num_ipus + i]`. Ring collectives follow replica order, so an
-    /// order whose last IPU is linked to its first (HOOF) closes the ring.
+    /// The order replicas (and a replica's IPUs, its shards) take the system's IPUs in:
+    /// replica `r`'s IPU `i` is `order.order(total)[r * num_ipus + i]`. Ring collectives
+    /// follow replica order, so an order whose last IPU is linked to its first (HOOF)
+    /// closes the ring.
     pub order: SelectionOrder,
 }
 
@@ -35,12 +36,20 @@ impl Default for Replication {
 
 impl Replication {
     /// The order in effect: AUTO places replicas in HOOF order (every replica, the last
-    /// included, next to the one after it on the ring).
+    /// included, next to the one after it on the ring); one replica's IPUs in their natural
+    /// order (a compiler resolves AUTO for its shards before it gets here).
     pub fn effective_order(&self) -> SelectionOrder {
-        match self.order {
-            SelectionOrder::Auto => SelectionOrder::Hoof,
-            o => o,
+        match (self.order, self.replicas) {
+            (SelectionOrder::Auto, 1) => SelectionOrder::Zigzag,
+            (SelectionOrder::Auto, _) => SelectionOrder::Hoof,
+            (o, _) => o,
         }
+    }
+
+    /// The physical IPU of every logical one, replica by replica (`num_ipus` per replica).
+    pub fn placement(&self, num_ipus: usize) -> Vec<usize> {
+        self.effective_order()
+            .order(self.replicas.max(1) * num_ipus)
     }
 }
 
