@@ -27,18 +27,7 @@ fn every_spmd_case_matches_xla_on_the_evaluator_in_lockstep() {
         let name = case.file_name().unwrap().to_string_lossy().into_owned();
         let c = ipuxla::corpus::Case::read(&case, "module.opt.hlo").unwrap();
         let n = c.info["replicas"].as_u64().unwrap() as usize;
-        let stacked = c.stored_inputs().unwrap().unwrap();
-        let args: Vec<Vec<Literal>> = (0..n)
-            .map(|r| {
-                stacked
-                    .iter()
-                    .map(|l| match l {
-                        Literal::Array(a) => Literal::Array(a.index_leading(r)),
-                        other => other.clone(),
-                    })
-                    .collect()
-            })
-            .collect();
+        let args = per_replica_inputs(&c, n);
         let results =
             evaluate_replicated(&c.module, &args).unwrap_or_else(|e| panic!("{name}: {e}"));
         let per_replica: Vec<Vec<ArrayLiteral>> = results.into_iter().map(leaves).collect();
@@ -494,4 +483,46 @@ fn replicas_of_two_ipus_each_send_each_ipus_share() {
     };
     let e = compiler::compile(&c.module, &odd).unwrap_err().to_string();
     assert!(e.contains("ask for a multiple of 4"), "{e}");
+}
+
+#[test]
+fn replica_and_partition_ids_split_the_device_number_on_both_engines() {
+    // Devices are numbered replica x num_partitions + partition.
+    let text = "HloModule ids, replica_count=2, num_partitions=2
+
+ENTRY main {
+  x = f32[] parameter(0)
+  r = u32[] replica-id()
+  p = u32[] partition-id()
+  ROOT t = (u32[], u32[]) tuple(r, p)
+}
+";
+    let m = xla_ir::parse_module(text).unwrap();
+    let args = vec![vec![Literal::Array(ArrayLiteral::scalar_f32(0.0))]; 4];
+    let ids = |outs: Vec<Vec<ArrayLiteral>>| -> Vec<(u32, u32)> {
+        outs.iter()
+            .map(|l| {
+                let v = |a: &ArrayLiteral| match &a.data {
+                    xla_ir::literal::ArrayData::U32(v) => v[0],
+                    _ => panic!("u32"),
+                };
+                (v(&l[0]), v(&l[1]))
+            })
+            .collect()
+    };
+    let want = vec![(0, 0), (0, 1), (1, 0), (1, 1)];
+    let reference: Vec<Vec<ArrayLiteral>> = evaluate_replicated(&m, &args)
+        .unwrap()
+        .into_iter()
+        .map(leaves)
+        .collect();
+    assert_eq!(ids(reference), want);
+    let run = ipuxla::replicas::run_replicated_on_ipu_model(
+        &m,
+        &compiler::IpuConfig::default(),
+        &compiler::PassOptions::default(),
+        &args,
+    )
+    .unwrap();
+    assert_eq!(ids(run.outputs), want);
 }

@@ -150,6 +150,18 @@ fn profile_lines(p: &Profile, compute_sets: usize, vertices: usize, steps: &str)
             p.tiles.len()
         );
     }
+    if p.num_ipus > 1 {
+        for ipu in 0..p.num_ipus {
+            let tiles: Vec<_> = p.tiles.iter().filter(|t| t.ipu == ipu).collect();
+            let peak = tiles.iter().map(|t| t.bytes_used).max().unwrap_or(0);
+            let sum: u64 = tiles.iter().map(|t| t.bytes_used).sum();
+            let _ = writeln!(
+                s,
+                "  IPU {ipu}: peak tile {peak} B, total {sum} B on {} tiles",
+                tiles.len()
+            );
+        }
+    }
     let _ = writeln!(
         s,
         "exchange: {} B between tiles, {} B over IPU-Links, {} B streamed to/from the host",

@@ -475,7 +475,8 @@ impl<'m> Evaluator<'m> {
                 ))),
             },
             Op::AfterAll => Ok(Literal::Token),
-            Op::ReplicaId | Op::PartitionId => self.device_id(),
+            Op::ReplicaId => self.device_id(true),
+            Op::PartitionId => self.device_id(false),
             Op::RngBitGenerator { algorithm } => {
                 random::rng_bit_generator(*algorithm, array(operands[0])?, shape)
             }

@@ -133,11 +133,19 @@ impl Evaluator<'_> {
         self.replica.as_ref().map_or(0, |r| r.id)
     }
 
-    /// `replica-id()` and `partition-id()`: this replica's number.
-    pub(super) fn device_id(&self) -> OpResult {
+    /// `replica-id()` (`replica`) or `partition-id()`: with the devices numbered
+    /// `replica x num_partitions + partition`, this device's replica or partition.
+    pub(super) fn device_id(&self, replica: bool) -> OpResult {
+        let partitions = self.module.num_partitions.unwrap_or(1).max(1) as usize;
+        let d = self.replica_id();
+        let id = if replica {
+            d / partitions
+        } else {
+            d % partitions
+        };
         Ok(Literal::Array(ArrayLiteral {
             shape: ArrayShape::new(crate::ElementType::U32, &[]),
-            data: ArrayData::U32(vec![self.replica_id() as u32]),
+            data: ArrayData::U32(vec![id as u32]),
         }))
     }
 
