@@ -1244,3 +1244,127 @@ fn k_parts_summed_from_the_host_scratch_match_k_parts_written_to_the_tiles() {
     assert_eq!(host_only(&scratch), [true, true]);
     assert_eq!(host_only(&written), [false, true]);
 }
+
+/// Two branches on two IPUs: `x + x` twice on IPU 0, `y + y` once on IPU 1. Run side by side
+/// (`Parallel`) or one after the other (`Sequence`).
+fn two_ipu_branches(parallel: bool) -> (Vec<Vec<f32>>, runtime::Profile, runtime::Profile) {
+    let n = 4096;
+    let mut b = ExecutableBuilder::new(Target::ipu2().with_tiles_per_ipu(4), 2);
+    let x = b.tensor_spread("x", DType::F32, n, 0, 4);
+    let x2 = b.tensor_spread("x2", DType::F32, n, 0, 4);
+    let x4 = b.tensor_spread("x4", DType::F32, n, 0, 4);
+    let y = b.tensor_spread("y", DType::F32, n, 1, 4);
+    let y2 = b.tensor_spread("y2", DType::F32, n, 1, 4);
+    let sx = b.stream("x", Direction::HostToDevice, DType::F32, n);
+    let sy = b.stream("y", Direction::HostToDevice, DType::F32, n);
+    let ox = b.stream("x4", Direction::DeviceToHost, DType::F32, n);
+    let oy = b.stream("y2", Direction::DeviceToHost, DType::F32, n);
+    let v = b.elementwise_vertices(&add_kernel(), &[x, x], &[x2]);
+    let a0 = b.compute_set("x2", v);
+    let v = b.elementwise_vertices(&add_kernel(), &[x2, x2], &[x4]);
+    let a1 = b.compute_set("x4", v);
+    let v = b.elementwise_vertices(&add_kernel(), &[y, y], &[y2]);
+    let b0 = b.compute_set("y2", v);
+    let branches = vec![
+        Program::Sequence(vec![Program::Execute(a0), Program::Execute(a1)]),
+        Program::Execute(b0),
+    ];
+    let middle = if parallel {
+        Program::Parallel(branches)
+    } else {
+        Program::Sequence(branches)
+    };
+    let exe = b.finish(Program::Sequence(vec![
+        Program::StreamCopy {
+            stream: sx,
+            tensor: x,
+        },
+        Program::StreamCopy {
+            stream: sy,
+            tensor: y,
+        },
+        middle,
+        Program::StreamCopy {
+            stream: ox,
+            tensor: x4,
+        },
+        Program::StreamCopy {
+            stream: oy,
+            tensor: y2,
+        },
+    ]));
+    let system = runtime::System::new(exe.target.clone(), 2).unwrap();
+    let estimate = runtime::estimate(&exe, &system).unwrap();
+    let mut engine = Engine::load(exe).unwrap();
+    let mut io = HostIo::new();
+    io.feed("x", f32_bytes(&vec![1.0; n]));
+    io.feed("y", f32_bytes(&vec![3.0; n]));
+    let profile = engine.run(&mut io).unwrap();
+    let outs = ["x4", "y2"].map(|s| f32_values(&io.take(s)[0])).to_vec();
+    (outs, profile, estimate)
+}
+
+#[test]
+fn parallel_branches_on_disjoint_ipus_run_their_supersteps_side_by_side() {
+    let (outs, parallel, estimate) = two_ipu_branches(true);
+    assert_eq!(outs[0], vec![4.0; 4096]);
+    assert_eq!(outs[1], vec![6.0; 4096]);
+    assert_eq!(parallel, estimate, "the estimate is the run");
+    let (_, sequential, _) = two_ipu_branches(false);
+    // y2's superstep runs beside x2's (the same size, so as long): it costs nothing more.
+    let y2 = sequential
+        .steps
+        .iter()
+        .find(|s| s.name == "y2")
+        .unwrap()
+        .cycles;
+    assert_eq!(parallel.total_cycles, sequential.total_cycles - y2);
+    let beside = parallel
+        .steps
+        .iter()
+        .find(|s| s.name.starts_with("y2 (beside"))
+        .unwrap();
+    assert_eq!((beside.cycles, beside.name.as_str()), (0, "y2 (beside x2)"));
+}
+
+#[test]
+fn parallel_branches_may_not_share_an_ipu_or_branch_on_data() {
+    let e = load_error(|b| {
+        let t = b.tensor_spread("t", DType::F32, 8, 0, 2);
+        let u = b.tensor_spread("u", DType::F32, 8, 0, 2);
+        let s = b.stream("t", Direction::HostToDevice, DType::F32, 8);
+        let v = b.elementwise_vertices(&add_kernel(), &[t, t], &[u]);
+        let c1 = b.compute_set("one", v.clone());
+        let c2 = b.compute_set("two", v);
+        Program::Sequence(vec![
+            Program::StreamCopy {
+                stream: s,
+                tensor: t,
+            },
+            Program::Parallel(vec![Program::Execute(c1), Program::Execute(c2)]),
+        ])
+    });
+    assert!(
+        e.contains("branches 0 and 1 of a Parallel both run compute sets on IPU 0"),
+        "{e}"
+    );
+    let e = load_error(|b| {
+        let p = b.tensor("p", DType::Pred, &[(0, 0, 1)]);
+        let s = b.stream("p", Direction::HostToDevice, DType::Pred, 1);
+        Program::Sequence(vec![
+            Program::StreamCopy {
+                stream: s,
+                tensor: p,
+            },
+            Program::Parallel(vec![Program::If {
+                predicate: p,
+                then: Box::new(Program::Sync),
+                otherwise: Box::new(Program::Sync),
+            }]),
+        ])
+    });
+    assert!(
+        e.contains("branch 0 of a Parallel holds data-dependent control flow"),
+        "{e}"
+    );
+}

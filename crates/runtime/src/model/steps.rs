@@ -267,6 +267,30 @@ impl StepProfile {
         }
     }
 
+    /// Steps of parallel branches that run together: the slowest as it is (its cycles are
+    /// the superstep's), then each other one with its bytes but no cycles of its own,
+    /// named `NAME (beside SLOWEST)`, so the totals count every byte once and the cycles of
+    /// the slowest only.
+    pub(crate) fn side_by_side(steps: &[StepProfile]) -> Vec<StepProfile> {
+        let Some(slowest) = (0..steps.len()).max_by_key(|&i| (steps[i].cycles, usize::MAX - i))
+        else {
+            return Vec::new();
+        };
+        let mut out = vec![steps[slowest].clone()];
+        for (_, s) in steps.iter().enumerate().filter(|(i, _)| *i != slowest) {
+            out.push(StepProfile {
+                name: format!("{} (beside {})", s.name, steps[slowest].name),
+                cycles: 0,
+                compute_cycles: 0,
+                sync_cycles: 0,
+                exchange_cycles: 0,
+                paging_cycles: 0,
+                ..s.clone()
+            });
+        }
+        out
+    }
+
     /// A sync step: a `Sync` program, or the sync a branch decision costs.
     pub(crate) fn sync(name: String, sync_cycles: u64) -> StepProfile {
         StepProfile {

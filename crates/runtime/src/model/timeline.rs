@@ -177,6 +177,22 @@ impl<'e> Timeline<'e> {
             Program::Sync => self
                 .steps
                 .push(StepProfile::sync("sync".into(), costs.sync_cycles)),
+            Program::Parallel(branches) => {
+                // Each branch's supersteps, then merged in lockstep.
+                let outer = std::mem::take(&mut self.steps);
+                let mut lists = Vec::with_capacity(branches.len());
+                for b in branches {
+                    self.walk(b, host)?;
+                    lists.push(std::mem::take(&mut self.steps));
+                }
+                self.steps = outer;
+                let depth = lists.iter().map(Vec::len).max().unwrap_or(0);
+                for k in 0..depth {
+                    let together: Vec<StepProfile> =
+                        lists.iter().filter_map(|l| l.get(k)).cloned().collect();
+                    self.steps.extend(StepProfile::side_by_side(&together));
+                }
+            }
             Program::Collective(id) => {
                 let c = id.0 as usize;
                 let arrival = self.cycles_since(0);

@@ -688,6 +688,12 @@ impl Dataflow<'_> {
                 }
             }
             Program::Sync => {}
+            Program::Parallel(branches) => {
+                self.check_parallel(branches)?;
+                for b in branches {
+                    self.walk(b, written)?;
+                }
+            }
             Program::Collective(id) => {
                 let c = exe
                     .collectives
@@ -699,6 +705,66 @@ impl Dataflow<'_> {
                 for &t in &c.outputs {
                     written.insert(t);
                 }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Dataflow<'_> {
+    /// The branches of a `Parallel`: no data-dependent control flow (its profile notes
+    /// could not be merged), and no two running compute sets on one IPU.
+    fn check_parallel(&self, branches: &[Program]) -> Result<(), RuntimeError> {
+        let exe = self.exe;
+        let mut owner: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
+        for (b, branch) in branches.iter().enumerate() {
+            let mut problem = None;
+            // The branch and every function it calls (each once).
+            let mut todo = vec![branch];
+            let mut called = std::collections::HashSet::new();
+            let mut nodes = Vec::new();
+            while let Some(p) = todo.pop() {
+                crate::program::walk::each_node(p, &mut |q| {
+                    nodes.push(q);
+                    if let Program::Call(f) = q
+                        && called.insert(f.0)
+                        && let Some(body) = exe.functions.get(f.0 as usize)
+                    {
+                        todo.push(body);
+                    }
+                });
+            }
+            nodes.into_iter().for_each(|p| match p {
+                Program::RepeatWhileTrue { .. } | Program::If { .. } | Program::Switch { .. } => {
+                    problem.get_or_insert_with(|| {
+                        format!("branch {b} of a Parallel holds data-dependent control flow")
+                    });
+                }
+                Program::Execute(id) => {
+                    let Some(cs) = exe.compute_sets.get(id.0 as usize) else {
+                        return;
+                    };
+                    let ipus = cs
+                        .vertices
+                        .iter()
+                        .map(|v| v.ipu)
+                        .chain(cs.codelet_vertices.iter().map(|v| v.ipu));
+                    for ipu in ipus {
+                        let o = *owner.entry(ipu).or_insert(b);
+                        if o != b {
+                            problem.get_or_insert_with(|| {
+                                format!(
+                                    "branches {o} and {b} of a Parallel both run compute sets on IPU {ipu} ({})",
+                                    cs.name
+                                )
+                            });
+                        }
+                    }
+                }
+                _ => {}
+            });
+            if let Some(m) = problem {
+                return Err(invalid(m));
             }
         }
         Ok(())

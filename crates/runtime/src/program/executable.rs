@@ -268,6 +268,11 @@ pub enum Program {
     Sync,
     /// Run a collective with the other replicas (a replicated executable).
     Collective(CollectiveId),
+    /// Branches on disjoint IPUs (pipeline stages, say) run side by side in lockstep: the
+    /// k-th superstep of every branch runs together and lasts as long as the slowest of
+    /// them. A branch holds no data-dependent control flow and runs no compute set on
+    /// another branch's IPUs.
+    Parallel(Vec<Program>),
 }
 
 /// Everything an engine needs to run a program.

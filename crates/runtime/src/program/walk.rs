@@ -28,6 +28,7 @@ pub(crate) fn each_child<'p>(p: &'p Program, mut f: impl FnMut(&'p Program)) {
             cases.iter().for_each(&mut f);
             f(default);
         }
+        Program::Parallel(branches) => branches.iter().for_each(f),
         Program::Execute(_)
         | Program::Rearrange(_)
         | Program::Copy { .. }
@@ -109,6 +110,7 @@ fn direct_uses(
             c.outputs.iter().copied().for_each(&mut write);
         }
         Program::Sequence(_)
+        | Program::Parallel(_)
         | Program::Execute(_)
         | Program::Rearrange(_)
         | Program::Repeat { .. }

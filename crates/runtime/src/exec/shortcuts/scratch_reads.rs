@@ -304,6 +304,7 @@ impl<'e> Places<'e> {
                     cases.iter().for_each(|c| walk(c, self));
                     walk(default, self);
                 }
+                Program::Parallel(branches) => branches.iter().for_each(|b| walk(b, self)),
                 Program::Copy { .. }
                 | Program::Call(_)
                 | Program::StreamCopy { .. }
