@@ -212,6 +212,16 @@ impl Stack<'_, '_> {
 /// An encoder stack of `layers` layers: parameter 0 is the input `[seq, d]`, then twelve
 /// weights per layer; the result is the last layer's output.
 pub fn encoder_stack(layers: usize, sizes: EncoderSizes) -> Result<Module, BuildError> {
+    encoder_stages(layers, sizes, 1)
+}
+
+/// [`encoder_stack`] as a pipeline of `stages` stages: layer `i` (its weights and ops)
+/// carries `frontend_attributes={ipu_stage="i * stages / layers"}`.
+pub fn encoder_stages(
+    layers: usize,
+    sizes: EncoderSizes,
+    stages: usize,
+) -> Result<Module, BuildError> {
     let mut m = ModuleBuilder::new(format!("encoder_stack{layers}"));
     let mut c = m.computation("main");
     let add = c.scalar_binary_computation("add", BinaryOp::Add, ElementType::F32)?;
@@ -224,8 +234,25 @@ pub fn encoder_stack(layers: usize, sizes: EncoderSizes) -> Result<Module, Build
         params: 0,
     };
     let mut x = stack.param(&[sizes.seq, sizes.d], "x")?;
+    let mut params = stack.params;
     for i in 0..layers {
-        x = stack.layer(x, i)?;
+        let layer = |c: &mut ComputationBuilder<'_>| {
+            let mut stack = Stack {
+                c,
+                s: sizes,
+                add,
+                max,
+                params,
+            };
+            let y = stack.layer(x, i)?;
+            Ok::<_, BuildError>((y, stack.params))
+        };
+        (x, params) = if stages > 1 {
+            let stage = (i * stages / layers.max(1)).to_string();
+            c.with_frontend_attribute("ipu_stage", stage, layer)?
+        } else {
+            layer(&mut c)?
+        };
     }
     let entry = c.finish(x)?;
     m.finish(entry)

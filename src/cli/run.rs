@@ -79,7 +79,9 @@ pub struct RunArgs {
     /// wrote (its input is the first value); an input with one more leading dimension, of
     /// N, is fed one slice per iteration; any other input is the same every iteration.
     /// Aliased outputs are written once (their final value), every other output stacked
-    /// `[N, *shape]` (see --outfeed-mode).
+    /// `[N, *shape]` (see --outfeed-mode). A module whose instructions carry
+    /// `frontend_attributes={ipu_stage="K"}` runs as a pipeline over the N micro-batches,
+    /// stage K on IPU K (--num-ipus).
     #[arg(long, visible_alias = "batch-per-step", value_name = "N",
           value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "estimate_only")]
     pub iterations: Option<u64>,

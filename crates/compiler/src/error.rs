@@ -35,6 +35,9 @@ pub enum CompileError {
     /// A tile's live tensors do not fit its memory.
     #[error(transparent)]
     OutOfMemory(Box<TileOutOfMemory>),
+    /// A pipeline the compiler cannot build (stages, parameters, results).
+    #[error("pipeline: {0}")]
+    Pipeline(String),
     /// An instruction sharded onto an IPU the program does not have.
     #[error(
         "{at}: instruction '{instruction}' is sharded onto IPU {device} (sharding={{maximal device={device}}}) but the program has {ipus} IPU{}: ask for more with auto_select_ipus or --num-ipus",

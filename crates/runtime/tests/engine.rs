@@ -1324,7 +1324,10 @@ fn parallel_branches_on_disjoint_ipus_run_their_supersteps_side_by_side() {
         .iter()
         .find(|s| s.name.starts_with("y2 (beside"))
         .unwrap();
-    assert_eq!((beside.cycles, beside.name.as_str()), (0, "y2 (beside x2)"));
+    assert_eq!(
+        (beside.cycles, beside.name.as_str()),
+        (0, "y2 (beside branch 0)")
+    );
 }
 
 #[test]

@@ -13,6 +13,7 @@ mod feeds;
 mod mapping;
 mod memory;
 mod movement;
+mod pipeline;
 mod reduce;
 mod scatter;
 mod sharding;
@@ -238,7 +239,10 @@ pub(crate) fn lower_module(
     l.check_shards()?;
     let (inputs, outputs) = match device_loop {
         None => l.entry_once()?,
-        Some(lp) => l.entry_loop(lp)?,
+        Some(lp) => match pipeline::stages_of(module.entry_computation()) {
+            Some(stages) => l.entry_pipeline(lp, stages)?,
+            None => l.entry_loop(lp)?,
+        },
     };
     let program = Program::Sequence(l.seqs.pop().expect("the main sequence"));
     memory::allocate(&mut l)?;

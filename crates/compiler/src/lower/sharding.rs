@@ -25,10 +25,19 @@ pub(crate) fn shards_of(comp: &Computation) -> HashMap<InstrId, usize> {
         Some(Sharding::Maximal { device }) => usize::try_from(*device).ok(),
         _ => None,
     };
-    let order = comp.order();
-    if !order.iter().any(|&i| explicit(i).is_some()) {
+    if !comp.order().iter().any(|&i| explicit(i).is_some()) {
         return HashMap::new();
     }
+    propagate(comp, explicit)
+}
+
+/// Every instruction's place (IPU, stage): `explicit`'s, else its first operand's, else
+/// its first user's, else 0.
+pub(crate) fn propagate(
+    comp: &Computation,
+    explicit: impl Fn(InstrId) -> Option<usize>,
+) -> HashMap<InstrId, usize> {
+    let order = comp.order();
     let mut shard: HashMap<InstrId, usize> = HashMap::new();
     for &i in order {
         let from_operand = || {

@@ -267,26 +267,32 @@ impl StepProfile {
         }
     }
 
-    /// Steps of parallel branches that run together: the slowest as it is (its cycles are
-    /// the superstep's), then each other one with its bytes but no cycles of its own,
-    /// named `NAME (beside SLOWEST)`, so the totals count every byte once and the cycles of
-    /// the slowest only.
-    pub(crate) fn side_by_side(steps: &[StepProfile]) -> Vec<StepProfile> {
-        let Some(slowest) = (0..steps.len()).max_by_key(|&i| (steps[i].cycles, usize::MAX - i))
+    /// The steps of branches that run side by side, each on its own IPUs: the slowest
+    /// branch's steps as they are (its cycles are the `Parallel`'s), then every other
+    /// branch's with their bytes but no cycles of their own, named `NAME (beside branch
+    /// K)`, so the totals count every byte once and the slowest branch's cycles only.
+    pub(crate) fn side_by_side(branches: Vec<Vec<StepProfile>>) -> Vec<StepProfile> {
+        let total = |l: &Vec<StepProfile>| l.iter().map(|s| s.cycles).sum::<u64>();
+        let Some(slowest) =
+            (0..branches.len()).max_by_key(|&i| (total(&branches[i]), usize::MAX - i))
         else {
             return Vec::new();
         };
-        let mut out = vec![steps[slowest].clone()];
-        for (_, s) in steps.iter().enumerate().filter(|(i, _)| *i != slowest) {
-            out.push(StepProfile {
-                name: format!("{} (beside {})", s.name, steps[slowest].name),
+        let mut out = branches[slowest].clone();
+        for (_, list) in branches
+            .into_iter()
+            .enumerate()
+            .filter(|(b, _)| *b != slowest)
+        {
+            out.extend(list.into_iter().map(|s| StepProfile {
+                name: format!("{} (beside branch {slowest})", s.name),
                 cycles: 0,
                 compute_cycles: 0,
                 sync_cycles: 0,
                 exchange_cycles: 0,
                 paging_cycles: 0,
-                ..s.clone()
-            });
+                ..s
+            }));
         }
         out
     }

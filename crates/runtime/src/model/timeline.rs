@@ -178,7 +178,7 @@ impl<'e> Timeline<'e> {
                 .steps
                 .push(StepProfile::sync("sync".into(), costs.sync_cycles)),
             Program::Parallel(branches) => {
-                // Each branch's supersteps, then merged in lockstep.
+                // Each branch's steps on its own IPUs; the slowest branch's count.
                 let outer = std::mem::take(&mut self.steps);
                 let mut lists = Vec::with_capacity(branches.len());
                 for b in branches {
@@ -186,12 +186,7 @@ impl<'e> Timeline<'e> {
                     lists.push(std::mem::take(&mut self.steps));
                 }
                 self.steps = outer;
-                let depth = lists.iter().map(Vec::len).max().unwrap_or(0);
-                for k in 0..depth {
-                    let together: Vec<StepProfile> =
-                        lists.iter().filter_map(|l| l.get(k)).cloned().collect();
-                    self.steps.extend(StepProfile::side_by_side(&together));
-                }
+                self.steps.extend(StepProfile::side_by_side(lists));
             }
             Program::Collective(id) => {
                 let c = id.0 as usize;

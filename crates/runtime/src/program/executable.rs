@@ -268,10 +268,10 @@ pub enum Program {
     Sync,
     /// Run a collective with the other replicas (a replicated executable).
     Collective(CollectiveId),
-    /// Branches on disjoint IPUs (pipeline stages, say) run side by side in lockstep: the
-    /// k-th superstep of every branch runs together and lasts as long as the slowest of
-    /// them. A branch holds no data-dependent control flow and runs no compute set on
-    /// another branch's IPUs.
+    /// Branches on disjoint IPUs (pipeline stages, say) run side by side, each through its
+    /// own steps on its own IPUs (the seed's stages "working on different micro-batches at
+    /// once"); the `Parallel` lasts as long as its slowest branch. A branch holds no
+    /// data-dependent control flow and runs no compute set on another branch's IPUs.
     Parallel(Vec<Program>),
 }
 

@@ -1,0 +1,307 @@
+//! Pipelining (inference): an entry computation whose instructions carry the frontend
+//! attribute `ipu_stage="K"` runs as a pipeline over the micro-batches of a device loop
+//! (`--iterations M`, the fed parameters' slices). Stage K runs on IPU K; at pipeline step
+//! `t` stage K works on micro-batch `t - K`, every active stage side by side
+//! (`Program::Parallel`), then each stage's values for the next stage are copied over the
+//! IPU-Links into that stage's input buffers. Ramp-up and ramp-down steps run the stages
+//! that have work; the steady state is one `Repeat`. This is the seed's Grouped schedule
+//! for a forward-only pipeline (`pipelining_ops.pipeline` with no optimiser).
+//!
+//! Stages are propagated as shards are (an unannotated instruction takes its first
+//! operand's stage, else its first user's); a stage may read only the stage before it
+//! (the seed's rule), fed parameters feed stage 0, and results come from the last stage.
+
+use super::device_loop::{DeviceLoop, ParameterRole};
+use super::{Arr, HostBuffer, Lowerer, Scope, Value, elementwise, sharding};
+use crate::CompileError;
+use runtime::{FunctionId, Program, TensorId};
+use std::collections::HashMap;
+use xla_ir::Computation;
+use xla_ir::ids::InstrId;
+
+/// The attribute that names an instruction's pipeline stage.
+pub const STAGE_ATTRIBUTE: &str = "ipu_stage";
+
+/// The stage of every instruction of `comp`, when any carries `ipu_stage`.
+pub(crate) fn stages_of(comp: &Computation) -> Option<HashMap<InstrId, usize>> {
+    let explicit = |i: InstrId| {
+        comp.instr(i)
+            .frontend_attributes
+            .get(STAGE_ATTRIBUTE)
+            .and_then(|v| v.trim().parse::<usize>().ok())
+    };
+    comp.order()
+        .iter()
+        .any(|&i| explicit(i).is_some())
+        .then(|| sharding::propagate(comp, explicit))
+}
+
+fn error(reason: impl Into<String>) -> CompileError {
+    CompileError::Pipeline(reason.into())
+}
+
+impl Lowerer<'_> {
+    /// The entry computation as a pipeline over `lp.iterations` micro-batches: constant
+    /// parameters streamed in once onto their stage's IPU, fed ones into stage 0 every
+    /// step it runs, results streamed out of the last stage every step it runs.
+    pub(crate) fn entry_pipeline(
+        &mut self,
+        lp: &DeviceLoop,
+        stages: HashMap<InstrId, usize>,
+    ) -> Result<(Vec<HostBuffer>, Vec<HostBuffer>), CompileError> {
+        let module = self.module;
+        let entry = module.entry_computation();
+        let roles = lp.roles(module)?;
+        let count = stages.values().copied().max().unwrap_or(0) + 1;
+        let ipus = self.b.num_ipus();
+        if count > ipus {
+            return Err(error(format!(
+                "the entry computation has {count} pipeline stages (ipu_stage 0..{}) but the program has {ipus} IPU{}: ask for {count} (auto_select_ipus, --num-ipus)",
+                count - 1,
+                if ipus == 1 { "" } else { "s" }
+            )));
+        }
+        if roles
+            .iter()
+            .any(|r| matches!(r, ParameterRole::Carried { .. }))
+        {
+            return Err(error(
+                "a pipeline with aliased (trained) parameters is not built yet: only forward (inference) pipelines run so far",
+            ));
+        }
+        let params = entry.parameters();
+        let shapes = entry.parameter_shapes();
+        let stage_of = |i: InstrId| stages.get(&i).copied().unwrap_or(0);
+        for (k, (&p, role)) in params.iter().zip(&roles).enumerate() {
+            if *role == ParameterRole::Fed && stage_of(p) != 0 {
+                return Err(error(format!(
+                    "parameter {k} ({}) is fed one micro-batch per step but stage {} reads it; fed parameters feed stage 0",
+                    entry.instr(p).name,
+                    stage_of(p)
+                )));
+            }
+        }
+        // Constants (weights) once, each on its stage's IPU.
+        let mut made: Vec<HostBuffer> = Vec::new();
+        let mut ranges = vec![0..0; params.len()];
+        let mut args: Vec<Option<Value>> = vec![None; params.len()];
+        for (k, (&p, role)) in params.iter().zip(&roles).enumerate() {
+            if *role == ParameterRole::Constant {
+                let first = made.len();
+                let v = self.on_ipu(stage_of(p), |l| {
+                    l.stream_in(&format!("param{k}"), &shapes[k], &mut made)
+                });
+                args[k] = Some(v);
+                ranges[k] = first..made.len();
+            }
+        }
+        let start = self.step;
+        let mut fused = elementwise::fusion_candidates(module, entry);
+        sharding::keep_fusion_on_one_ipu(entry, &stages, &mut fused);
+        let mut scope = Scope {
+            comp: module.entry,
+            env: HashMap::new(),
+            fused,
+            shards: stages.clone(),
+        };
+        // By receiving stage: (the producer's tensor, the buffer the stage reads).
+        let mut handoffs: Vec<Vec<(TensorId, TensorId)>> = Vec::with_capacity(count);
+        let mut functions: Vec<FunctionId> = Vec::with_capacity(count);
+        let mut outputs: Vec<HostBuffer> = Vec::new();
+        for s in 0..count {
+            self.begin();
+            if s == 0 {
+                for (k, role) in roles.iter().enumerate() {
+                    if *role == ParameterRole::Fed {
+                        let first = made.len();
+                        let v = self.on_ipu(0, |l| {
+                            l.stream_in(&format!("param{k}"), &shapes[k], &mut made)
+                        });
+                        args[k] = Some(v);
+                        ranges[k] = first..made.len();
+                    }
+                }
+                for (&p, a) in params.iter().zip(&args) {
+                    scope
+                        .env
+                        .insert(p, a.clone().expect("every parameter is streamed in"));
+                }
+            }
+            let mut buffers: HashMap<TensorId, Arr> = HashMap::new();
+            let mut incoming = Vec::new();
+            for &i in entry.order() {
+                if stage_of(i) != s
+                    || scope.env.contains_key(&i)
+                    || scope.fused.contains(&i)
+                    || elementwise::is_lazy_constant(entry, i)
+                {
+                    continue;
+                }
+                // Values of the stage before come through this stage's buffers.
+                let mut restore = Vec::new();
+                for &o in entry.instr(i).operands.iter() {
+                    let from = stage_of(o);
+                    if let Some(k) = params.iter().position(|&q| q == o) {
+                        // Weights are the same at every step (copied where needed); a
+                        // micro-batch is stage 0's alone.
+                        if roles[k] == ParameterRole::Fed && s != 0 {
+                            return Err(error(format!(
+                                "instruction {} (stage {s}) reads parameter {k} ({}), which is fed one micro-batch per step; fed parameters feed stage 0 only",
+                                entry.instr(i).name,
+                                entry.instr(o).name
+                            )));
+                        }
+                        continue;
+                    }
+                    if from == s {
+                        continue;
+                    }
+                    if from + 1 != s {
+                        return Err(error(format!(
+                            "instruction {} (stage {s}) reads {} of stage {from}: a stage reads only the stage before it",
+                            entry.instr(i).name,
+                            entry.instr(o).name
+                        )));
+                    }
+                    let Some(v) = scope.env.get(&o).cloned() else {
+                        continue;
+                    };
+                    let buffered = self.buffered(&v, s, &mut buffers, &mut incoming);
+                    scope.env.insert(o, buffered);
+                    restore.push((o, v));
+                }
+                let v = self.sharded_instruction(&mut scope, i, s)?;
+                scope.env.insert(i, v);
+                for (o, v) in restore {
+                    scope.env.insert(o, v);
+                }
+            }
+            if s == count - 1 {
+                let root = self.value(&mut scope, entry.root)?;
+                let tiles = self.target.tiles_per_ipu;
+                for (j, leaf) in root.leaves().iter().enumerate() {
+                    if self
+                        .mapping(leaf.tensor)
+                        .iter()
+                        .any(|p| p.tile / tiles != s)
+                    {
+                        return Err(error(format!(
+                            "result {j} does not come from the last stage ({s}); every result of a pipeline does"
+                        )));
+                    }
+                    let mut b = self.stream_out(&format!("out{j}"), leaf);
+                    b.per_iteration = true;
+                    outputs.push(b);
+                }
+            }
+            let body = self.end();
+            functions.push(self.b.function(body));
+            handoffs.push(incoming);
+        }
+        for (range, role) in ranges.iter().zip(&roles) {
+            for b in &mut made[range.clone()] {
+                b.per_iteration = *role == ParameterRole::Fed;
+            }
+        }
+        let inputs = ranges
+            .iter()
+            .flat_map(|r| made[r.clone()].iter().cloned())
+            .collect();
+        self.pipeline_steps(lp.iterations, &functions, &handoffs);
+        // Every tensor of the pipeline holds a micro-batch's value from one step to the
+        // next: none shares memory with another.
+        let now = self.step;
+        self.extend_lives(start);
+        for l in self.life.iter_mut().filter(|l| l.first >= start) {
+            l.last = now;
+        }
+        Ok((inputs, outputs))
+    }
+
+    /// `v` as stage `s` reads it: each array through a buffer on IPU `s` (made once per
+    /// producer tensor), which the step before fills from the producer.
+    fn buffered(
+        &mut self,
+        v: &Value,
+        s: usize,
+        buffers: &mut HashMap<TensorId, Arr>,
+        handoffs: &mut Vec<(TensorId, TensorId)>,
+    ) -> Value {
+        match v {
+            Value::Array(a) => {
+                let buf = match buffers.get(&a.tensor) {
+                    Some(b) => b.clone(),
+                    None => {
+                        let name = format!("{}.stage{s}", self.b.tensor_info(a.tensor).name);
+                        let b = self.on_ipu(s, |l| l.linear_arr(&name, &a.shape));
+                        buffers.insert(a.tensor, b.clone());
+                        handoffs.push((a.tensor, b.tensor));
+                        b
+                    }
+                };
+                Value::Array(Arr {
+                    tensor: buf.tensor,
+                    shape: a.shape.clone(),
+                })
+            }
+            Value::Tuple(items) => Value::Tuple(
+                items
+                    .iter()
+                    .map(|x| self.buffered(x, s, buffers, handoffs))
+                    .collect(),
+            ),
+            Value::Token => Value::Token,
+        }
+    }
+
+    /// The pipeline's steps for `m` micro-batches: at step `t` the stages `s` with
+    /// `0 <= t - s < m` run side by side, then the stages that run at `t + 1` get their
+    /// inputs; runs of equal steps become one `Repeat`.
+    fn pipeline_steps(
+        &mut self,
+        m: u64,
+        functions: &[FunctionId],
+        handoffs: &[Vec<(TensorId, TensorId)>],
+    ) {
+        let count = functions.len() as u64;
+        let active = |t: u64| -> Vec<usize> {
+            (0..count)
+                .filter(|&s| t >= s && t - s < m)
+                .map(|s| s as usize)
+                .collect()
+        };
+        let mut steps: Vec<(Vec<usize>, Vec<usize>)> = Vec::new();
+        for t in 0..m + count - 1 {
+            let next: Vec<usize> = active(t + 1).into_iter().filter(|&s| s > 0).collect();
+            steps.push((active(t), next));
+        }
+        let mut t = 0;
+        while t < steps.len() {
+            let mut same = 1;
+            while t + same < steps.len() && steps[t + same] == steps[t] {
+                same += 1;
+            }
+            let (now, next) = &steps[t];
+            let mut body = vec![Program::Parallel(
+                now.iter().map(|&s| Program::Call(functions[s])).collect(),
+            )];
+            for &s in next {
+                for &(src, dst) in &handoffs[s] {
+                    self.use_tensor(src);
+                    self.use_tensor(dst);
+                    body.push(Program::Copy { src, dst });
+                }
+            }
+            let step = Program::Sequence(body);
+            self.emit(if same == 1 {
+                step
+            } else {
+                Program::Repeat {
+                    count: same as u64,
+                    body: Box::new(step),
+                }
+            });
+            t += same;
+        }
+    }
+}
