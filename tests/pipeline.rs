@@ -41,23 +41,32 @@ fn run(stages: usize, ipus: usize) -> ipuxla::device::DeviceRun {
         seq: 64,
         ..EncoderSizes::default()
     };
-    let module = encoder_stages(8, sizes, stages).unwrap();
-    let args = inputs(&module, 16);
-    let lp = ipuxla::device_loop::device_loop_for(&module, 16, &args).unwrap();
     let config = compiler::IpuConfig {
         auto_select_ipus: compiler::config::AutoSelectIpus::Count(ipus),
         ..Default::default()
     };
+    run_with(8, sizes, stages, 16, &config).unwrap()
+}
+
+fn run_with(
+    layers: usize,
+    sizes: EncoderSizes,
+    stages: usize,
+    micro_batches: i64,
+    config: &compiler::IpuConfig,
+) -> anyhow::Result<ipuxla::device::DeviceRun> {
+    let module = encoder_stages(layers, sizes, stages).unwrap();
+    let args = inputs(&module, micro_batches);
+    let lp = ipuxla::device_loop::device_loop_for(&module, micro_batches as u64, &args).unwrap();
     ipuxla::device::run_device_loop_on_ipu_model(
         &module,
-        &config,
+        config,
         &compiler::PassOptions::default(),
         &args,
         lp,
         OutfeedMode::All,
         &mut Feeds::default(),
     )
-    .unwrap()
 }
 
 #[test]
@@ -79,4 +88,99 @@ fn an_8_layer_encoder_in_4_stages_pipelines_16_micro_batches() {
     );
     assert!(ratio <= 0.5, "pipelined/unpipelined = {ratio:.3}");
     assert!(four.profile.totals.bytes_over_links > 0);
+}
+
+#[test]
+fn schedules_and_device_mappings_keep_the_outputs() {
+    let sizes = EncoderSizes {
+        seq: 16,
+        d: 64,
+        heads: 2,
+        ffn: 128,
+    };
+    let config = |schedule: &str, mapping: Vec<usize>| compiler::IpuConfig {
+        auto_select_ipus: compiler::config::AutoSelectIpus::Count(4),
+        pipelining: compiler::config::PipeliningConfig {
+            pipeline_schedule: schedule.into(),
+            device_mapping: mapping,
+        },
+        ..Default::default()
+    };
+    let grouped = run_with(4, sizes, 4, 8, &config("Grouped", vec![])).unwrap();
+    let sequential = run_with(4, sizes, 4, 8, &config("sequential", vec![])).unwrap();
+    let mapped = run_with(4, sizes, 4, 8, &config("Grouped", vec![3, 2, 1, 0])).unwrap();
+    assert_eq!(sequential.outputs, grouped.outputs);
+    assert_eq!(mapped.outputs, grouped.outputs);
+    // One stage at a time: no overlap.
+    assert!(
+        sequential.profile.total_cycles > 2 * grouped.profile.total_cycles,
+        "sequential {} vs grouped {}",
+        sequential.profile.total_cycles,
+        grouped.profile.total_cycles
+    );
+    for (cfg, needle) in [
+        (
+            config("Interleaved", vec![]),
+            "Interleaved alternates forward and backward stages",
+        ),
+        (
+            config("Grouped", vec![0, 1, 1, 2]),
+            "puts two stages on IPU 1",
+        ),
+        (
+            config("Grouped", vec![0, 1]),
+            "names 2 IPUs but the entry computation has 4 stages",
+        ),
+    ] {
+        let e = format!("{:#}", run_with(4, sizes, 4, 8, &cfg).unwrap_err());
+        assert!(e.contains(needle), "{e}");
+    }
+}
+
+#[test]
+fn the_command_line_pipelines_a_two_stage_module() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/pipeline");
+    let out = std::env::temp_dir().join(format!("ipuxla-pipeline-{}", std::process::id()));
+    let inputs = format!(
+        "0={};1={}",
+        dir.join("x.npy").display(),
+        dir.join("w.npy").display()
+    );
+    let run = |extra: &[&str]| {
+        let hlo = dir.join("two_stages.hlo");
+        let mut args = vec![
+            "run",
+            hlo.to_str().unwrap(),
+            "--iterations",
+            "3",
+            "--inputs",
+            &inputs,
+            "--outdir",
+            out.to_str().unwrap(),
+            "--overwrite",
+        ];
+        args.extend_from_slice(extra);
+        common::ipuxla(&args)
+    };
+    for extra in [
+        &["--num-ipus", "2"][..],
+        &["--num-ipus", "2", "--pipeline-schedule", "sequential"],
+        &["--num-ipus", "2", "--device-mapping", "1,0"],
+    ] {
+        let o = run(extra);
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success()
+                && stdout
+                    .contains("[[1, 16, 81, 256], [25, 144, 441, 1024], [81, 400, 1089, 2304]]"),
+            "{extra:?}: {stdout}{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let o = run(&[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("stage 1 runs on IPU 1 but the program has 1 IPU"),
+        "{err}"
+    );
 }

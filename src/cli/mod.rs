@@ -35,7 +35,7 @@ pub enum Command {
     /// Parse and verify an HLO text module, then print it in canonical form (or a summary).
     Dump(dump::DumpArgs),
     /// Run a module on .npy inputs and write its results as .npy files.
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// Schedule a module's instructions for peak memory and print the order and peak.
     Schedule(schedule::ScheduleArgs),
     /// Compile and run corpus cases, timing them against XLA's figures in `case.json`.
@@ -54,7 +54,7 @@ pub enum Command {
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Dump(args) => dump::run(args),
-        Command::Run(args) => run::run(args),
+        Command::Run(args) => run::run(*args),
         Command::Devices(args) => devices::run(args),
         Command::Schedule(args) => schedule::run(args),
         Command::Bench(args) => bench::run(args),

@@ -47,6 +47,17 @@ pub enum OutfeedModeArg {
     Last,
 }
 
+/// A pipeline schedule, as the seed names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PipelineScheduleArg {
+    /// Every stage at once, each on its own micro-batch (the default).
+    Grouped,
+    /// Forward and backward stages alternating (training pipelines; refused so far).
+    Interleaved,
+    /// One stage at a time (the seed's debugging schedule).
+    Sequential,
+}
+
 /// Arguments of `ipuxla run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -127,6 +138,14 @@ pub struct RunArgs {
     /// SNAKE).
     #[arg(long, value_enum, ignore_case = true)]
     pub selection_order: Option<super::devices::SelectionOrderArg>,
+    /// How a module with `ipu_stage` attributes pipelines under --iterations
+    /// (`pipelining.pipeline_schedule`; default grouped).
+    #[arg(long, value_enum, ignore_case = true)]
+    pub pipeline_schedule: Option<PipelineScheduleArg>,
+    /// The IPU of each pipeline stage, e.g. `3,2,1,0` (`pipelining.device_mapping`;
+    /// default: stage K on IPU K).
+    #[arg(long, value_delimiter = ',', value_name = "IPU,IPU,...")]
+    pub device_mapping: Option<Vec<usize>>,
     /// availableMemoryProportion for matrix products, 0.0 to 1.0 (default 0.6).
     #[arg(long, value_name = "F")]
     pub matmul_amp: Option<f64>,
@@ -166,6 +185,17 @@ fn config_of(args: &RunArgs) -> anyhow::Result<compiler::IpuConfig> {
     }
     if let Some(o) = args.selection_order {
         c.selection_order = o.name().into();
+    }
+    if let Some(s) = args.pipeline_schedule {
+        c.pipelining.pipeline_schedule = match s {
+            PipelineScheduleArg::Grouped => "Grouped",
+            PipelineScheduleArg::Interleaved => "Interleaved",
+            PipelineScheduleArg::Sequential => "Sequential",
+        }
+        .into();
+    }
+    if let Some(m) = &args.device_mapping {
+        c.pipelining.device_mapping = m.clone();
     }
     for (flag, amp, planner) in [
         ("--matmul-amp", args.matmul_amp, &mut c.matmuls),

@@ -32,6 +32,56 @@ pub struct IpuConfig {
     /// in natural order), "ZIGZAG", "SNAKE" or "HOOF". A program of one IPU refuses any
     /// order but AUTO.
     pub selection_order: String,
+    /// `pipelining.*` (ipuxla's own section, with the seed's `pipeline()` argument names):
+    /// how a module with `ipu_stage` attributes runs under `--iterations`.
+    pub pipelining: PipeliningConfig,
+}
+
+/// `pipelining.*`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PipeliningConfig {
+    /// `pipeline_schedule`: "Grouped" (the default: every stage works at once, each on
+    /// its own micro-batch) or "Sequential" (one stage at a time, the seed's debug mode).
+    /// "Interleaved" alternates forward and backward stages, which a forward pipeline does
+    /// not have: refused until training pipelines exist.
+    pub pipeline_schedule: String,
+    /// `device_mapping`: the IPU of each stage (empty, the default: stage K on IPU K).
+    pub device_mapping: Vec<usize>,
+}
+
+impl Default for PipeliningConfig {
+    fn default() -> PipeliningConfig {
+        PipeliningConfig {
+            pipeline_schedule: "Grouped".into(),
+            device_mapping: Vec::new(),
+        }
+    }
+}
+
+/// A pipeline schedule (`pipelining.pipeline_schedule`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PipelineSchedule {
+    /// Every stage at once, each on its own micro-batch.
+    Grouped,
+    /// One stage at a time.
+    Sequential,
+}
+
+impl PipeliningConfig {
+    /// The schedule, checked.
+    pub fn schedule(&self) -> Result<PipelineSchedule, CompileError> {
+        match self.pipeline_schedule.to_ascii_lowercase().as_str() {
+            "grouped" => Ok(PipelineSchedule::Grouped),
+            "sequential" => Ok(PipelineSchedule::Sequential),
+            "interleaved" => Err(CompileError::Config(
+                "pipelining.pipeline_schedule Interleaved alternates forward and backward stages; forward pipelines (all that run so far) have none: use Grouped or Sequential".into(),
+            )),
+            other => Err(CompileError::Config(format!(
+                "pipelining.pipeline_schedule is '{other}'; it must be Grouped, Interleaved or Sequential"
+            ))),
+        }
+    }
 }
 
 impl Default for IpuConfig {
@@ -45,6 +95,7 @@ impl Default for IpuConfig {
             scheduling: SchedulingConfig::default(),
             optimizations: OptimizationsConfig::default(),
             selection_order: "AUTO".into(),
+            pipelining: PipeliningConfig::default(),
         }
     }
 }
@@ -313,6 +364,7 @@ impl IpuConfig {
     /// Checks every option (called by `compile`).
     pub fn check(&self) -> Result<(), CompileError> {
         self.selection_order()?;
+        self.pipelining.schedule()?;
         let standard = runtime::Target::of(self.version()?).tiles_per_ipu;
         if self.ipu_model.tiles_per_ipu > standard {
             return Err(CompileError::Config(format!(

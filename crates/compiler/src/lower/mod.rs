@@ -182,6 +182,8 @@ pub(crate) struct Lowerer<'m> {
     pub replicas: usize,
     /// `num_partitions`.
     pub partitions: usize,
+    /// How a staged module pipelines.
+    pub pipelining: crate::config::PipeliningConfig,
 }
 
 /// Compiles a module (types already checked and narrowed) for `target` (the config's, or
@@ -235,6 +237,7 @@ pub(crate) fn lower_module(
         crossings: HashSet::new(),
         replicas,
         partitions,
+        pipelining: config.pipelining.clone(),
     };
     l.check_shards()?;
     let (inputs, outputs) = match device_loop {

@@ -14,6 +14,7 @@
 use super::device_loop::{DeviceLoop, ParameterRole};
 use super::{Arr, HostBuffer, Lowerer, Scope, Value, elementwise, sharding};
 use crate::CompileError;
+use crate::config::PipelineSchedule;
 use runtime::{FunctionId, Program, TensorId};
 use std::collections::HashMap;
 use xla_ir::Computation;
@@ -54,13 +55,32 @@ impl Lowerer<'_> {
         let roles = lp.roles(module)?;
         let count = stages.values().copied().max().unwrap_or(0) + 1;
         let ipus = self.b.num_ipus();
-        if count > ipus {
-            return Err(error(format!(
-                "the entry computation has {count} pipeline stages (ipu_stage 0..{}) but the program has {ipus} IPU{}: ask for {count} (auto_select_ipus, --num-ipus)",
-                count - 1,
-                if ipus == 1 { "" } else { "s" }
-            )));
+        let schedule = self.pipelining.schedule()?;
+        let mapping: Vec<usize> = match &self.pipelining.device_mapping {
+            m if m.is_empty() => (0..count).collect(),
+            m if m.len() != count => {
+                return Err(error(format!(
+                    "device_mapping names {} IPUs but the entry computation has {count} stages",
+                    m.len()
+                )));
+            }
+            m => m.clone(),
+        };
+        let mut seen = std::collections::HashSet::new();
+        for (s, &ipu) in mapping.iter().enumerate() {
+            if ipu >= ipus {
+                return Err(error(format!(
+                    "stage {s} runs on IPU {ipu} but the program has {ipus} IPU{}: ask for more (auto_select_ipus, --num-ipus) or change device_mapping",
+                    if ipus == 1 { "" } else { "s" }
+                )));
+            }
+            if !seen.insert(ipu) {
+                return Err(error(format!(
+                    "device_mapping puts two stages on IPU {ipu}: stages sharing an IPU are not built yet"
+                )));
+            }
         }
+        let ipu_of = |s: usize| mapping[s];
         if roles
             .iter()
             .any(|r| matches!(r, ParameterRole::Carried { .. }))
@@ -88,7 +108,7 @@ impl Lowerer<'_> {
         for (k, (&p, role)) in params.iter().zip(&roles).enumerate() {
             if *role == ParameterRole::Constant {
                 let first = made.len();
-                let v = self.on_ipu(stage_of(p), |l| {
+                let v = self.on_ipu(ipu_of(stage_of(p)), |l| {
                     l.stream_in(&format!("param{k}"), &shapes[k], &mut made)
                 });
                 args[k] = Some(v);
@@ -102,7 +122,7 @@ impl Lowerer<'_> {
             comp: module.entry,
             env: HashMap::new(),
             fused,
-            shards: stages.clone(),
+            shards: stages.iter().map(|(&i, &s)| (i, ipu_of(s))).collect(),
         };
         // By receiving stage: (the producer's tensor, the buffer the stage reads).
         let mut handoffs: Vec<Vec<(TensorId, TensorId)>> = Vec::with_capacity(count);
@@ -114,7 +134,7 @@ impl Lowerer<'_> {
                 for (k, role) in roles.iter().enumerate() {
                     if *role == ParameterRole::Fed {
                         let first = made.len();
-                        let v = self.on_ipu(0, |l| {
+                        let v = self.on_ipu(ipu_of(0), |l| {
                             l.stream_in(&format!("param{k}"), &shapes[k], &mut made)
                         });
                         args[k] = Some(v);
@@ -166,11 +186,11 @@ impl Lowerer<'_> {
                     let Some(v) = scope.env.get(&o).cloned() else {
                         continue;
                     };
-                    let buffered = self.buffered(&v, s, &mut buffers, &mut incoming);
+                    let buffered = self.buffered(&v, s, ipu_of(s), &mut buffers, &mut incoming);
                     scope.env.insert(o, buffered);
                     restore.push((o, v));
                 }
-                let v = self.sharded_instruction(&mut scope, i, s)?;
+                let v = self.sharded_instruction(&mut scope, i, ipu_of(s))?;
                 scope.env.insert(i, v);
                 for (o, v) in restore {
                     scope.env.insert(o, v);
@@ -183,7 +203,7 @@ impl Lowerer<'_> {
                     if self
                         .mapping(leaf.tensor)
                         .iter()
-                        .any(|p| p.tile / tiles != s)
+                        .any(|p| p.tile / tiles != ipu_of(s))
                     {
                         return Err(error(format!(
                             "result {j} does not come from the last stage ({s}); every result of a pipeline does"
@@ -207,7 +227,25 @@ impl Lowerer<'_> {
             .iter()
             .flat_map(|r| made[r.clone()].iter().cloned())
             .collect();
-        self.pipeline_steps(lp.iterations, &functions, &handoffs);
+        match schedule {
+            PipelineSchedule::Grouped => self.pipeline_steps(lp.iterations, &functions, &handoffs),
+            PipelineSchedule::Sequential => {
+                // One stage at a time, each stage's values handed on right after it.
+                let mut body = Vec::new();
+                for (s, &f) in functions.iter().enumerate() {
+                    body.push(Program::Call(f));
+                    for &(src, dst) in handoffs.get(s + 1).into_iter().flatten() {
+                        self.use_tensor(src);
+                        self.use_tensor(dst);
+                        body.push(Program::Copy { src, dst });
+                    }
+                }
+                self.emit(Program::Repeat {
+                    count: lp.iterations,
+                    body: Box::new(Program::Sequence(body)),
+                });
+            }
+        }
         // Every tensor of the pipeline holds a micro-batch's value from one step to the
         // next: none shares memory with another.
         let now = self.step;
@@ -224,6 +262,7 @@ impl Lowerer<'_> {
         &mut self,
         v: &Value,
         s: usize,
+        ipu: usize,
         buffers: &mut HashMap<TensorId, Arr>,
         handoffs: &mut Vec<(TensorId, TensorId)>,
     ) -> Value {
@@ -233,7 +272,7 @@ impl Lowerer<'_> {
                     Some(b) => b.clone(),
                     None => {
                         let name = format!("{}.stage{s}", self.b.tensor_info(a.tensor).name);
-                        let b = self.on_ipu(s, |l| l.linear_arr(&name, &a.shape));
+                        let b = self.on_ipu(ipu, |l| l.linear_arr(&name, &a.shape));
                         buffers.insert(a.tensor, b.clone());
                         handoffs.push((a.tensor, b.tensor));
                         b
@@ -247,7 +286,7 @@ impl Lowerer<'_> {
             Value::Tuple(items) => Value::Tuple(
                 items
                     .iter()
-                    .map(|x| self.buffered(x, s, buffers, handoffs))
+                    .map(|x| self.buffered(x, s, ipu, buffers, handoffs))
                     .collect(),
             ),
             Value::Token => Value::Token,
