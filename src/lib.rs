@@ -12,6 +12,7 @@ pub mod encoder;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 pub mod replicas;
+pub mod trace;
 
 pub use compiler;
 pub use runtime;

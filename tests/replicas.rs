@@ -313,7 +313,22 @@ fn the_command_line_runs_replicas_on_both_engines() {
         stdout.contains("output_0.npy  float32 (4, 1, 3)"),
         "{stdout}"
     );
-    let out = run(&["--replicas", "4"]);
+    let trace = std::env::temp_dir().join(format!("ipuxla-trace-{}.json", std::process::id()));
+    let out = run(&["--replicas", "4", "--trace", trace.to_str().unwrap()]);
+    let events: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let processes: Vec<&str> = events["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["name"] == "process_name")
+        .map(|e| e["args"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        processes,
+        ["replica 0", "replica 1", "replica 2", "replica 3"]
+    );
+    let _ = std::fs::remove_file(&trace);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

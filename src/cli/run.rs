@@ -172,6 +172,11 @@ pub struct RunArgs {
     /// Write the run's profile (cycles and bytes per step, memory per tile) as JSON.
     #[arg(long, value_name = "FILE.json")]
     pub profile: Option<PathBuf>,
+    /// Write the run as a Chrome/Perfetto trace (open in ui.perfetto.dev): one process per
+    /// replica, tracks for compute, exchange, sync, IPU-Links and host streams, a slice per
+    /// step in simulated time.
+    #[arg(long, value_name = "FILE.json")]
+    pub trace: Option<PathBuf>,
     #[command(flatten)]
     pub passes: super::PassFlags,
 }
@@ -371,8 +376,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(run) = device {
         print!("{}", super::summary::summary(&run));
         write_profile(args.profile.as_deref(), &run.profile)?;
-    } else if args.profile.is_some() {
-        bail!("--profile: the reference engine records no profile; run on the ipu-model engine");
+        write_trace(args.trace.as_deref(), &[("IPU Model".into(), &run.profile)])?;
+    } else if args.profile.is_some() || args.trace.is_some() {
+        bail!(
+            "--profile, --trace: the reference engine records no profile; run on the ipu-model engine"
+        );
     }
     Ok(())
 }
@@ -386,8 +394,10 @@ fn run_replicated(
     n: u64,
     processes: Option<crate::replicas::Processes<'_>>,
 ) -> anyhow::Result<()> {
-    if args.profile.is_some() && args.engine == Engine::Reference {
-        bail!("--profile: the reference engine records no profile; run on the ipu-model engine");
+    if (args.profile.is_some() || args.trace.is_some()) && args.engine == Engine::Reference {
+        bail!(
+            "--profile, --trace: the reference engine records no profile; run on the ipu-model engine"
+        );
     }
     let declared = xla_ir::shape_inference::collective::declared_devices(module);
     if let Some(d) = declared.filter(|&d| d as u64 != n) {
@@ -514,6 +524,13 @@ fn run_replicated(
                 .with_context(|| format!("{}: cannot write the profile", path.display()))?;
             println!("profiles of the {n} replicas written to {}", path.display());
         }
+        let named: Vec<(String, &runtime::Profile)> = run
+            .profiles
+            .iter()
+            .enumerate()
+            .map(|(r, p)| (format!("replica {r}"), p))
+            .collect();
+        write_trace(args.trace.as_deref(), &named)?;
     }
     Ok(())
 }
@@ -553,7 +570,22 @@ fn estimate(args: &RunArgs, module: &Module, config: &compiler::IpuConfig) -> an
         args.file.display()
     );
     print!("{}", super::summary::estimate_summary(&e));
+    write_trace(
+        args.trace.as_deref(),
+        &[("IPU Model (estimate)".into(), &e.profile)],
+    )?;
     write_profile(args.profile.as_deref(), &e.profile)
+}
+
+/// Writes the trace of `runs` to `path`, when given.
+fn write_trace(path: Option<&Path>, runs: &[(String, &runtime::Profile)]) -> anyhow::Result<()> {
+    if let Some(path) = path {
+        let json = serde_json::to_string(&crate::trace::chrome_trace(runs))?;
+        std::fs::write(path, json)
+            .with_context(|| format!("{}: cannot write the trace", path.display()))?;
+        println!("trace written to {}", path.display());
+    }
+    Ok(())
 }
 
 /// Writes `profile` as JSON to `path`, when given.
