@@ -290,7 +290,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             );
         };
         let processes = crate::replicas::Processes { transport: mpi };
-        return match run_replicated(&args, &module, outdir, n, Some(processes)) {
+        return match run_replicated(&args, &module, &config, outdir, n, Some(processes)) {
             Ok(()) => Ok(()),
             Err(e) => {
                 // The other processes may be waiting at a collective for this one.
@@ -300,7 +300,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         };
     }
     if let Some(n) = args.replicas {
-        return run_replicated(&args, &module, outdir, n, None);
+        return run_replicated(&args, &module, &config, outdir, n, None);
     }
     let leading: Vec<Leading> = args
         .iterations
@@ -390,6 +390,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
 fn run_replicated(
     args: &RunArgs,
     module: &Module,
+    config: &compiler::IpuConfig,
     outdir: &Path,
     n: u64,
     processes: Option<crate::replicas::Processes<'_>>,
@@ -469,11 +470,10 @@ fn run_replicated(
             "--replicas with --iterations runs on the ipu-model engine only, so far (the reference engine runs either)"
         ),
         (Engine::IpuModel, device_loop) => {
-            let config = config_of(args)?;
             let options = args.passes.options();
             let mut run = crate::replicas::run_replicated_with(
                 module,
-                &config,
+                config,
                 &options,
                 &per_replica,
                 runtime::EngineOptions::default(),

@@ -8,7 +8,9 @@ use std::fmt::Write;
 /// The order in which shards are mapped to the IPUs of a multi-IPU device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum SelectionOrder {
-    /// Chosen by ipuxla: SNAKE, so consecutive shards are always direct neighbours.
+    /// Chosen by ipuxla per program: the compiler places replicas, and shards whose first
+    /// and last IPUs exchange values, in HOOF order, other shards in SNAKE order; `order`
+    /// (and the `ipuxla devices` listing) reads it as SNAKE.
     Auto,
     /// The natural order 0, 1, 2, ...
     Zigzag,
