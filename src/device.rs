@@ -92,7 +92,7 @@ pub fn run_on_ipu_model_feeding(
 }
 
 /// Runs a freshly loaded module once on `inputs`, with its load's host times.
-fn run_once(
+pub(crate) fn run_once(
     mut loaded: LoadedModule,
     timings: LoadTimings,
     inputs: &[Literal],
@@ -265,6 +265,38 @@ impl LoadedModule {
         local: Option<std::ops::Range<usize>>,
     ) -> anyhow::Result<(LoadedModule, LoadTimings)> {
         let t0 = std::time::Instant::now();
+        let compiled = match &device_loop {
+            None => compiler::compile_with_options(module, config, options)?,
+            Some(lp) => compiler::compile_device_loop(module, config, options, lp)?,
+        };
+        let compile_seconds = t0.elapsed().as_secs_f64();
+        let declared = module
+            .entry_computation()
+            .root_instr()
+            .shape
+            .leaf_arrays()
+            .into_iter()
+            .cloned()
+            .collect();
+        let (loaded, load_seconds) =
+            LoadedModule::from_compiled(compiled, declared, device_loop, engine, local)?;
+        let timings = LoadTimings {
+            compile_seconds,
+            load_seconds,
+        };
+        Ok((loaded, timings))
+    }
+
+    /// Loads an executable the compiler built (a module's, or a training pipeline's):
+    /// `declared` are the host types of its result leaves, `device_loop` how many
+    /// iterations a run feeds and collects. Returns it with the host seconds loading took.
+    pub fn from_compiled(
+        compiled: Compiled,
+        declared: Vec<xla_ir::ArrayShape>,
+        device_loop: Option<DeviceLoop>,
+        engine: EngineOptions,
+        local: Option<std::ops::Range<usize>>,
+    ) -> anyhow::Result<(LoadedModule, f64)> {
         let Compiled {
             executable,
             inputs: streams_in,
@@ -272,10 +304,7 @@ impl LoadedModule {
             infeeds,
             outfeeds,
             warnings,
-        } = match &device_loop {
-            None => compiler::compile_with_options(module, config, options)?,
-            Some(lp) => compiler::compile_device_loop(module, config, options, lp)?,
-        };
+        } = compiled;
         let compute_sets = executable.compute_sets.len();
         let vertices = executable
             .compute_sets
@@ -287,15 +316,6 @@ impl LoadedModule {
             None => ReplicatedEngine::load_with(executable, engine)?,
             Some(local) => ReplicatedEngine::load_local(executable, engine, local)?,
         };
-        let t2 = std::time::Instant::now();
-        let declared = module
-            .entry_computation()
-            .root_instr()
-            .shape
-            .leaf_arrays()
-            .into_iter()
-            .cloned()
-            .collect();
         let loaded = LoadedModule {
             engine,
             streams_in,
@@ -310,11 +330,7 @@ impl LoadedModule {
             vertices,
             warnings,
         };
-        let timings = LoadTimings {
-            compile_seconds: (t1 - t0).as_secs_f64(),
-            load_seconds: (t2 - t1).as_secs_f64(),
-        };
-        Ok((loaded, timings))
+        Ok((loaded, t1.elapsed().as_secs_f64()))
     }
 
     /// The engine the module is loaded on (its executable, system, tensors); replica 0's

@@ -11,6 +11,7 @@ pub mod device_loop;
 pub mod encoder;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+pub mod pipeline;
 pub mod replicas;
 pub mod trace;
 

@@ -42,9 +42,9 @@ pub struct IpuConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct PipeliningConfig {
     /// `pipeline_schedule`: "Grouped" (the default: every stage works at once, each on
-    /// its own micro-batch) or "Sequential" (one stage at a time, the seed's debug mode).
-    /// "Interleaved" alternates forward and backward stages, which a forward pipeline does
-    /// not have: refused until training pipelines exist.
+    /// its own micro-batch), "Interleaved" (a training pipeline's IPUs alternate forward
+    /// and backward stages; a forward pipeline, which has no backward stages, refuses it)
+    /// or "Sequential" (one stage at a time, the seed's debug mode).
     pub pipeline_schedule: String,
     /// `device_mapping`: the IPU of each stage (empty, the default: stage K on IPU K).
     pub device_mapping: Vec<usize>,
@@ -62,25 +62,36 @@ impl Default for PipeliningConfig {
 /// A pipeline schedule (`pipelining.pipeline_schedule`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PipelineSchedule {
-    /// Every stage at once, each on its own micro-batch.
+    /// Every stage at once, each on its own micro-batch; in training, each IPU runs its
+    /// stage's forward pass and then its backward pass in every step (the seed's default).
     Grouped,
-    /// One stage at a time.
+    /// Training only: in each step an IPU runs either a forward or a backward stage, a
+    /// backward stage as soon as its activations arrive: fewer activations are stashed
+    /// (less memory), but steps mixing forward and backward stages last as long as the
+    /// backward ones (slower).
+    Interleaved,
+    /// One stage at a time (the seed's debug mode: scheduled as a sharded model).
     Sequential,
+}
+
+impl PipelineSchedule {
+    /// The schedule named `name` (case-insensitive: grouped, interleaved, sequential).
+    pub fn parse(name: &str) -> Result<PipelineSchedule, CompileError> {
+        match name.to_ascii_lowercase().as_str() {
+            "grouped" => Ok(PipelineSchedule::Grouped),
+            "interleaved" => Ok(PipelineSchedule::Interleaved),
+            "sequential" => Ok(PipelineSchedule::Sequential),
+            other => Err(CompileError::Config(format!(
+                "pipelining.pipeline_schedule is '{other}'; it must be Grouped, Interleaved or Sequential"
+            ))),
+        }
+    }
 }
 
 impl PipeliningConfig {
     /// The schedule, checked.
     pub fn schedule(&self) -> Result<PipelineSchedule, CompileError> {
-        match self.pipeline_schedule.to_ascii_lowercase().as_str() {
-            "grouped" => Ok(PipelineSchedule::Grouped),
-            "sequential" => Ok(PipelineSchedule::Sequential),
-            "interleaved" => Err(CompileError::Config(
-                "pipelining.pipeline_schedule Interleaved alternates forward and backward stages; forward pipelines (all that run so far) have none: use Grouped or Sequential".into(),
-            )),
-            other => Err(CompileError::Config(format!(
-                "pipelining.pipeline_schedule is '{other}'; it must be Grouped, Interleaved or Sequential"
-            ))),
-        }
+        PipelineSchedule::parse(&self.pipeline_schedule)
     }
 }
 

@@ -14,6 +14,7 @@ mod lower;
 mod out_of_core;
 pub mod passes;
 pub mod schedule;
+pub mod training_pipeline;
 pub mod types;
 
 pub use config::IpuConfig;

@@ -17,6 +17,8 @@ mod pipeline;
 mod reduce;
 mod scatter;
 mod sharding;
+mod training;
+mod training_schedule;
 
 use crate::CompileError;
 use crate::config::{IpuConfig, PlannerOptions};
@@ -29,6 +31,7 @@ use runtime::{
     Direction, Executable, ExecutableBuilder, Interval, Program, Rearrange, Target, TensorId,
 };
 use std::collections::{HashMap, HashSet};
+pub(crate) use training::{StageModules, lower_training_pipeline};
 use xla_ir::ids::{CompId, InstrId};
 use xla_ir::{ArrayShape, Computation, Instruction, Module, Op, Shape};
 
@@ -215,30 +218,8 @@ pub(crate) fn lower_module(
             "auto_select_ipus asks for {requested} IPUs but the module runs on {replicas} devices (replica_count x num_partitions): ask for a multiple of {replicas} (replicas x IPUs per replica), or leave it unset for one IPU each"
         )));
     };
-    let mut b = ExecutableBuilder::new(target.clone(), num_ipus);
-    b.replicate(runtime::Replication { replicas, order });
-    let mut l = Lowerer {
-        module,
-        b,
-        tiles: target.tiles_per_ipu * num_ipus,
-        tile_base: 0,
-        target,
-        matmul: config.matmuls.options("matmuls")?,
-        conv: config.convolutions.options("convolutions")?,
-        step: 0,
-        life: Vec::new(),
-        mappings: Vec::new(),
-        seqs: vec![Vec::new()],
-        next_tile: 0,
-        warnings: Vec::new(),
-        infeeds: Vec::new(),
-        outfeeds: Vec::new(),
-        shard_copies: vec![HashMap::new()],
-        crossings: HashSet::new(),
-        replicas,
-        partitions,
-        pipelining: config.pipelining.clone(),
-    };
+    let mut l = Lowerer::new(module, config, target, num_ipus, replicas, partitions)?;
+    l.b.replicate(runtime::Replication { replicas, order });
     l.check_shards()?;
     let (inputs, outputs) = match device_loop {
         None => l.entry_once()?,
@@ -278,6 +259,40 @@ pub fn replication(module: &Module) -> (usize, usize) {
 }
 
 impl<'m> Lowerer<'m> {
+    /// A lowerer for `module` on `num_ipus` IPUs of `target` (per replica).
+    pub(crate) fn new(
+        module: &'m Module,
+        config: &IpuConfig,
+        target: Target,
+        num_ipus: usize,
+        replicas: usize,
+        partitions: usize,
+    ) -> Result<Lowerer<'m>, CompileError> {
+        let b = ExecutableBuilder::new(target.clone(), num_ipus);
+        Ok(Lowerer {
+            module,
+            b,
+            tiles: target.tiles_per_ipu * num_ipus,
+            tile_base: 0,
+            target,
+            matmul: config.matmuls.options("matmuls")?,
+            conv: config.convolutions.options("convolutions")?,
+            step: 0,
+            life: Vec::new(),
+            mappings: Vec::new(),
+            seqs: vec![Vec::new()],
+            next_tile: 0,
+            warnings: Vec::new(),
+            infeeds: Vec::new(),
+            outfeeds: Vec::new(),
+            shard_copies: vec![HashMap::new()],
+            crossings: HashSet::new(),
+            replicas,
+            partitions,
+            pipelining: config.pipelining.clone(),
+        })
+    }
+
     /// The entry computation run once: every parameter streamed in, every result leaf
     /// streamed out. Returns the input and output host buffers.
     fn entry_once(&mut self) -> Result<(Vec<HostBuffer>, Vec<HostBuffer>), CompileError> {

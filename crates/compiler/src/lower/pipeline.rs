@@ -56,6 +56,11 @@ impl Lowerer<'_> {
         let count = stages.values().copied().max().unwrap_or(0) + 1;
         let ipus = self.b.num_ipus();
         let schedule = self.pipelining.schedule()?;
+        if schedule == PipelineSchedule::Interleaved {
+            return Err(error(
+                "pipeline_schedule Interleaved alternates forward and backward stages, and a forward (inference) pipeline has no backward stages: use Grouped or Sequential, or build a training pipeline (compiler::training_pipeline)",
+            ));
+        }
         let mapping: Vec<usize> = match &self.pipelining.device_mapping {
             m if m.is_empty() => (0..count).collect(),
             m if m.len() != count => {
@@ -228,6 +233,7 @@ impl Lowerer<'_> {
             .flat_map(|r| made[r.clone()].iter().cloned())
             .collect();
         match schedule {
+            PipelineSchedule::Interleaved => unreachable!("refused above"),
             PipelineSchedule::Grouped => self.pipeline_steps(lp.iterations, &functions, &handoffs),
             PipelineSchedule::Sequential => {
                 // One stage at a time, each stage's values handed on right after it.
