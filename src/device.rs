@@ -30,6 +30,8 @@ pub struct DeviceRun {
     pub run_seconds: f64,
     /// In a device loop: its iterations and what stayed resident.
     pub device_loop: Option<LoopFacts>,
+    /// A pipelined program: its phases and its bubble.
+    pub pipeline: Option<PipelineReport>,
 }
 
 /// What a device loop kept on the device and moved per iteration, from its host streams.
@@ -110,6 +112,7 @@ pub(crate) fn run_once(
         load_seconds: timings.load_seconds,
         run_seconds: t.elapsed().as_secs_f64(),
         device_loop: loaded.loop_facts(),
+        pipeline: loaded.pipeline_report()?,
     })
 }
 
@@ -206,6 +209,37 @@ pub struct LoadedModule {
     pub vertices: usize,
     /// Compiler warnings (conversions the device needed).
     pub warnings: Vec<String>,
+    /// A pipeline's phases.
+    pipeline: Option<compiler::PipelineLayout>,
+}
+
+/// How a pipeline's run splits into its phases, and how busy each IPU is in each.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PipelineReport {
+    /// The IPU of each stage.
+    pub stage_ipus: Vec<usize>,
+    /// Pipeline runs per execution (`repeat_count`); the phases are per run.
+    pub runs: u64,
+    /// The phases of one run, in order.
+    pub phases: Vec<PhaseReport>,
+    /// The fraction of the stages' IPUs' time spent waiting during the pipeline's steps
+    /// (ramp-up, steady state, ramp-down): the pipeline's bubble.
+    pub bubble_fraction: f64,
+}
+
+/// One phase of a pipeline run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PhaseReport {
+    /// "ramp-up", "steady state", "ramp-down", ...
+    pub name: String,
+    /// Pipeline steps in the phase.
+    pub steps: u64,
+    /// Per stage: steps of the phase in which it works.
+    pub working_steps: Vec<u64>,
+    /// The phase's cycles.
+    pub cycles: u64,
+    /// Per stage: the cycles its IPU is busy in the phase.
+    pub busy_cycles: Vec<u64>,
 }
 
 impl LoadedModule {
@@ -304,6 +338,7 @@ impl LoadedModule {
             infeeds,
             outfeeds,
             warnings,
+            pipeline,
         } = compiled;
         let compute_sets = executable.compute_sets.len();
         let vertices = executable
@@ -329,6 +364,7 @@ impl LoadedModule {
             compute_sets,
             vertices,
             warnings,
+            pipeline,
         };
         Ok((loaded, t1.elapsed().as_secs_f64()))
     }
@@ -337,6 +373,49 @@ impl LoadedModule {
     /// when it is replicated.
     pub fn engine(&self) -> &Engine {
         self.engine.engine(0)
+    }
+
+    /// A pipelined program: its phases' cycles and each stage's IPU's busy cycles in them,
+    /// estimated from the executable (a run's cycles are the same: the phases hold no
+    /// control flow on data).
+    pub fn pipeline_report(&self) -> anyhow::Result<Option<PipelineReport>> {
+        let Some(layout) = &self.pipeline else {
+            return Ok(None);
+        };
+        let engine = self.engine();
+        let parts: Vec<&runtime::Program> = layout.phases.iter().map(|p| &p.program).collect();
+        let profiles = runtime::estimate_parts(engine.executable(), engine.system(), &parts)?;
+        let busy_of = |p: &runtime::Profile, ipu: usize| {
+            p.ipus
+                .get(ipu)
+                .map_or(p.total_cycles, |a| a.busy_cycles.min(p.total_cycles))
+        };
+        let phases: Vec<PhaseReport> = layout
+            .phases
+            .iter()
+            .zip(&profiles)
+            .map(|(phase, p)| PhaseReport {
+                name: phase.name.clone(),
+                steps: phase.steps,
+                working_steps: phase.working.clone(),
+                cycles: p.total_cycles,
+                busy_cycles: layout.stage_ipus.iter().map(|&i| busy_of(p, i)).collect(),
+            })
+            .collect();
+        let stepping: Vec<&PhaseReport> = phases.iter().filter(|p| p.steps > 0).collect();
+        let total: u64 = stepping.iter().map(|p| p.cycles).sum();
+        let busy: u64 = stepping.iter().flat_map(|p| &p.busy_cycles).sum();
+        let capacity = total as f64 * layout.stage_ipus.len() as f64;
+        Ok(Some(PipelineReport {
+            stage_ipus: layout.stage_ipus.clone(),
+            runs: layout.runs,
+            phases,
+            bubble_fraction: if capacity > 0.0 {
+                1.0 - busy as f64 / capacity
+            } else {
+                0.0
+            },
+        }))
     }
 
     /// How many replicas run the module (its header's `replica_count × num_partitions`).

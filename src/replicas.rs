@@ -62,6 +62,7 @@ impl ReplicatedRun {
             load_seconds: self.load_seconds,
             run_seconds: self.run_seconds,
             device_loop: self.device_loop,
+            pipeline: None,
         }
     }
 }

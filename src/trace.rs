@@ -113,6 +113,7 @@ mod tests {
             out_of_core: None,
             decisions: Vec::new(),
             data_dependent: Vec::new(),
+            ipus: Vec::new(),
         };
         let t = chrome_trace(&[("replica 0".into(), &p)]);
         let slices: Vec<&Value> = t["traceEvents"]

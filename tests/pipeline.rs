@@ -88,6 +88,22 @@ fn an_8_layer_encoder_in_4_stages_pipelines_16_micro_batches() {
     );
     assert!(ratio <= 0.5, "pipelined/unpipelined = {ratio:.3}");
     assert!(four.profile.totals.bytes_over_links > 0);
+    // The profile's phases: 3 steps of ramp-up and of ramp-down around 13 steady steps, in
+    // which every stage works; the bubble is the IPUs' waiting.
+    let report = four.pipeline.as_ref().expect("a pipeline report");
+    let steps: Vec<(&str, u64)> = report
+        .phases
+        .iter()
+        .map(|p| (p.name.as_str(), p.steps))
+        .collect();
+    assert_eq!(
+        steps,
+        [("ramp-up", 3), ("steady state", 13), ("ramp-down", 3)]
+    );
+    assert_eq!(report.phases[1].working_steps, vec![13; 4]);
+    println!("bubble {:.3}", report.bubble_fraction);
+    assert!(report.bubble_fraction > 0.0 && report.bubble_fraction < 0.5);
+    assert!(one.pipeline.is_none());
 }
 
 #[test]

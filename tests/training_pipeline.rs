@@ -84,6 +84,7 @@ fn a_4_stage_mlp_pipeline_trains_as_one_step_on_the_accumulated_batch() {
         evaluate_training_pipeline(&whole, &weights(), &data(1, ACCUMULATION * BATCH)).unwrap();
     let spec = serde_json::json!({"rtol": 1e-4, "atol": 1e-5});
     let mut profiles = Vec::new();
+    let mut bubbles = Vec::new();
     for schedule in [
         PipelineSchedule::Grouped,
         PipelineSchedule::Interleaved,
@@ -108,6 +109,38 @@ fn a_4_stage_mlp_pipeline_trains_as_one_step_on_the_accumulated_batch() {
             common::check_output(&what, &run.outputs[1 + k], &expected[1 + k], &spec);
         }
         assert!(run.profile.totals.bytes_over_links > 0);
+        // The profile's pipeline phases: their cycles are the run's, less streaming the
+        // weights in and out.
+        let report = run.pipeline.as_ref().expect("a pipeline report");
+        let names: Vec<&str> = report.phases.iter().map(|p| p.name.as_str()).collect();
+        let phase_cycles: u64 = report.phases.iter().map(|p| p.cycles).sum();
+        assert!(phase_cycles <= run.profile.total_cycles);
+        assert!(
+            phase_cycles * 10 > run.profile.total_cycles * 8,
+            "{phase_cycles}"
+        );
+        assert!(report.bubble_fraction > 0.0 && report.bubble_fraction < 1.0);
+        match schedule {
+            PipelineSchedule::Sequential => assert_eq!(
+                names,
+                [
+                    "accumulators zeroed",
+                    "one stage at a time",
+                    "weight update"
+                ]
+            ),
+            _ => assert_eq!(
+                names,
+                [
+                    "accumulators zeroed",
+                    "ramp-up",
+                    "steady state",
+                    "ramp-down",
+                    "weight update"
+                ]
+            ),
+        }
+        bubbles.push(report.bubble_fraction);
         profiles.push((schedule, run.profile));
     }
     let (grouped, interleaved, sequential) = (&profiles[0].1, &profiles[1].1, &profiles[2].1);
@@ -125,6 +158,12 @@ fn a_4_stage_mlp_pipeline_trains_as_one_step_on_the_accumulated_batch() {
     assert!(peak_tile_bytes(interleaved) < peak_tile_bytes(grouped));
     assert!(grouped.total_cycles < interleaved.total_cycles);
     assert!(grouped.total_cycles < sequential.total_cycles);
+    println!(
+        "bubble grouped {:.3} interleaved {:.3} sequential {:.3}",
+        bubbles[0], bubbles[1], bubbles[2]
+    );
+    // One stage at a time leaves three of four IPUs waiting.
+    assert!(bubbles[0] < bubbles[2] && bubbles[2] > 0.7, "{bubbles:?}");
 }
 
 fn error_of(p: &TrainingPipeline, config: &compiler::IpuConfig) -> String {

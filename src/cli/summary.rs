@@ -18,6 +18,9 @@ pub fn summary(run: &DeviceRun) -> String {
             lp.out_bytes_per_iteration
         );
     }
+    if let Some(report) = &run.pipeline {
+        s.push_str(&pipeline_lines(report));
+    }
     let _ = writeln!(
         s,
         "host: compile {:.1} ms, load (checks, JIT) {:.1} ms, simulate {:.1} ms",
@@ -25,6 +28,54 @@ pub fn summary(run: &DeviceRun) -> String {
         run.load_seconds * 1e3,
         run.run_seconds * 1e3
     );
+    s
+}
+
+/// A pipeline's phases: per phase its steps and cycles, and each stage's IPU's share.
+pub fn pipeline_lines(r: &crate::device::PipelineReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "pipeline: {} stages on IPUs {:?}; bubble {:.1}% (the stages' IPUs' idle time in the pipeline's steps){}",
+        r.stage_ipus.len(),
+        r.stage_ipus,
+        100.0 * r.bubble_fraction,
+        if r.runs > 1 {
+            format!("; {} runs, each:", r.runs)
+        } else {
+            String::new()
+        }
+    );
+    for p in &r.phases {
+        let stages: Vec<String> = p
+            .busy_cycles
+            .iter()
+            .enumerate()
+            .map(|(k, &b)| {
+                format!(
+                    "stage {k} {:.0}%{}",
+                    100.0 * b as f64 / p.cycles.max(1) as f64,
+                    if p.steps > 0 {
+                        format!(" ({}/{} steps)", p.working_steps[k], p.steps)
+                    } else {
+                        String::new()
+                    }
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "  {}: {} cycles{}; busy: {}",
+            p.name,
+            p.cycles,
+            if p.steps > 0 {
+                format!(" in {} steps", p.steps)
+            } else {
+                String::new()
+            },
+            stages.join(", ")
+        );
+    }
     s
 }
 
@@ -155,10 +206,26 @@ fn profile_lines(p: &Profile, compute_sets: usize, vertices: usize, steps: &str)
             let tiles: Vec<_> = p.tiles.iter().filter(|t| t.ipu == ipu).collect();
             let peak = tiles.iter().map(|t| t.bytes_used).max().unwrap_or(0);
             let sum: u64 = tiles.iter().map(|t| t.bytes_used).sum();
+            let activity = match p.ipus.get(ipu) {
+                Some(a) => format!(
+                    "; busy {} cycles ({:.0}%), {} B over IPU-Links",
+                    a.busy_cycles,
+                    100.0 * a.busy_cycles as f64 / p.total_cycles.max(1) as f64,
+                    a.bytes_over_links
+                ),
+                None => String::new(),
+            };
             let _ = writeln!(
                 s,
-                "  IPU {ipu}: peak tile {peak} B, total {sum} B on {} tiles",
+                "  IPU {ipu}: peak tile {peak} B, total {sum} B on {} tiles{activity}",
                 tiles.len()
+            );
+        }
+        if !p.ipus.is_empty() {
+            let _ = writeln!(
+                s,
+                "  idle: {:.1}% of the IPUs' time (waiting in syncs or for other IPUs)",
+                100.0 * p.idle_fraction()
             );
         }
     }

@@ -20,7 +20,8 @@ pub mod types;
 pub use config::IpuConfig;
 pub use error::CompileError;
 pub use lower::{
-    Compiled, DeviceLoop, Feed, HostBuffer, ParameterRole, UPLOAD_STREAM, replication,
+    Compiled, DeviceLoop, Feed, HostBuffer, ParameterRole, PipelineLayout, PipelinePhase,
+    UPLOAD_STREAM, replication,
 };
 pub use passes::{PassOptions, PipelineReport};
 

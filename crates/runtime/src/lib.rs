@@ -33,9 +33,9 @@ pub use exec::engine::{Engine, EngineOptions, HostIo, HostTimes};
 pub use exec::rendezvous::Transport;
 pub use exec::replicated::{COLLECTIVE_WAIT_LIMIT, ReplicatedEngine};
 pub use model::cost;
-pub use model::estimate::{estimate, estimate_replaying};
+pub use model::estimate::{estimate, estimate_parts, estimate_replaying};
 pub use model::profile::{
-    DataDependent, OutOfCore, Profile, StepKind, StepProfile, TileMemory, Totals,
+    DataDependent, IpuActivity, OutOfCore, Profile, StepKind, StepProfile, TileMemory, Totals,
 };
 pub use program::builder::ExecutableBuilder;
 pub use program::codelet::{Codelet, CodeletRef, VertexCost};

@@ -50,6 +50,33 @@ pub struct Compiled {
     pub outfeeds: Vec<Feed>,
     /// Warnings (conversions the device needed).
     pub warnings: Vec<String>,
+    /// A pipeline: its phases, for profiles.
+    pub pipeline: Option<PipelineLayout>,
+}
+
+/// Where a pipeline's phases are in its executable, so a profile can show them.
+#[derive(Debug, Clone)]
+pub struct PipelineLayout {
+    /// The IPU of each stage.
+    pub stage_ipus: Vec<usize>,
+    /// The phases of one pipeline run, in order.
+    pub phases: Vec<PipelinePhase>,
+    /// Pipeline runs per execution (`repeat_count`).
+    pub runs: u64,
+}
+
+/// One phase of a pipeline run: the ramp-up, the steady state, the ramp-down (or a
+/// training pipeline's zeroing of accumulators and weight update).
+#[derive(Debug, Clone)]
+pub struct PipelinePhase {
+    /// "ramp-up", "steady state", ...
+    pub name: String,
+    /// The phase's program (part of the executable's main program tree).
+    pub program: Program,
+    /// Pipeline steps in the phase.
+    pub steps: u64,
+    /// Per stage: the steps of the phase in which it works.
+    pub working: Vec<u64>,
 }
 
 /// A host stream and the HLO shape of the values it carries.
@@ -187,6 +214,8 @@ pub(crate) struct Lowerer<'m> {
     pub partitions: usize,
     /// How a staged module pipelines.
     pub pipelining: crate::config::PipeliningConfig,
+    /// A pipeline's phases, once lowered.
+    pub pipeline_layout: Option<PipelineLayout>,
 }
 
 /// Compiles a module (types already checked and narrowed) for `target` (the config's, or
@@ -247,6 +276,7 @@ pub(crate) fn lower_module(
         infeeds,
         outfeeds,
         warnings,
+        pipeline: l.pipeline_layout.take(),
     })
 }
 
@@ -290,6 +320,7 @@ impl<'m> Lowerer<'m> {
             replicas,
             partitions,
             pipelining: config.pipelining.clone(),
+            pipeline_layout: None,
         })
     }
 

@@ -12,7 +12,10 @@
 //! (the seed's rule), fed parameters feed stage 0, and results come from the last stage.
 
 use super::device_loop::{DeviceLoop, ParameterRole};
-use super::{Arr, HostBuffer, Lowerer, Scope, Value, elementwise, sharding};
+use super::{
+    Arr, HostBuffer, Lowerer, PipelineLayout, PipelinePhase, Scope, Value, elementwise, sharding,
+    training_schedule,
+};
 use crate::CompileError;
 use crate::config::PipelineSchedule;
 use runtime::{FunctionId, Program, TensorId};
@@ -232,7 +235,7 @@ impl Lowerer<'_> {
             .iter()
             .flat_map(|r| made[r.clone()].iter().cloned())
             .collect();
-        match schedule {
+        let phases = match schedule {
             PipelineSchedule::Interleaved => unreachable!("refused above"),
             PipelineSchedule::Grouped => self.pipeline_steps(lp.iterations, &functions, &handoffs),
             PipelineSchedule::Sequential => {
@@ -246,12 +249,25 @@ impl Lowerer<'_> {
                         body.push(Program::Copy { src, dst });
                     }
                 }
-                self.emit(Program::Repeat {
-                    count: lp.iterations,
-                    body: Box::new(Program::Sequence(body)),
-                });
+                vec![PipelinePhase {
+                    name: "one stage at a time".into(),
+                    program: Program::Repeat {
+                        count: lp.iterations,
+                        body: Box::new(Program::Sequence(body)),
+                    },
+                    steps: lp.iterations * count as u64,
+                    working: vec![lp.iterations; count],
+                }]
             }
+        };
+        for p in &phases {
+            self.emit(p.program.clone());
         }
+        self.pipeline_layout = Some(PipelineLayout {
+            stage_ipus: mapping.clone(),
+            phases,
+            runs: 1,
+        });
         // Every tensor of the pipeline holds a micro-batch's value from one step to the
         // next: none shares memory with another.
         let now = self.step;
@@ -301,13 +317,14 @@ impl Lowerer<'_> {
 
     /// The pipeline's steps for `m` micro-batches: at step `t` the stages `s` with
     /// `0 <= t - s < m` run side by side, then the stages that run at `t + 1` get their
-    /// inputs; runs of equal steps become one `Repeat`.
+    /// inputs; runs of equal steps become one `Repeat`. Returns the phases (ramp-up, steady
+    /// state, ramp-down), each one program.
     fn pipeline_steps(
         &mut self,
         m: u64,
         functions: &[FunctionId],
         handoffs: &[Vec<(TensorId, TensorId)>],
-    ) {
+    ) -> Vec<PipelinePhase> {
         let count = functions.len() as u64;
         let active = |t: u64| -> Vec<usize> {
             (0..count)
@@ -320,33 +337,53 @@ impl Lowerer<'_> {
             let next: Vec<usize> = active(t + 1).into_iter().filter(|&s| s > 0).collect();
             steps.push((active(t), next));
         }
-        let mut t = 0;
-        while t < steps.len() {
-            let mut same = 1;
-            while t + same < steps.len() && steps[t + same] == steps[t] {
-                same += 1;
-            }
-            let (now, next) = &steps[t];
-            let mut body = vec![Program::Parallel(
-                now.iter().map(|&s| Program::Call(functions[s])).collect(),
-            )];
-            for &s in next {
-                for &(src, dst) in &handoffs[s] {
-                    self.use_tensor(src);
-                    self.use_tensor(dst);
-                    body.push(Program::Copy { src, dst });
+        let all_working = |t: usize| steps[t].0.len() == functions.len();
+        let mut out = Vec::new();
+        for (name, range) in training_schedule::phases(steps.len(), all_working) {
+            let mut items = Vec::new();
+            let mut t = range.start;
+            while t < range.end {
+                let mut same = 1;
+                while t + same < range.end && steps[t + same] == steps[t] {
+                    same += 1;
                 }
-            }
-            let step = Program::Sequence(body);
-            self.emit(if same == 1 {
-                step
-            } else {
-                Program::Repeat {
-                    count: same as u64,
-                    body: Box::new(step),
+                let (now, next) = &steps[t];
+                let mut body = vec![Program::Parallel(
+                    now.iter().map(|&s| Program::Call(functions[s])).collect(),
+                )];
+                for &s in next {
+                    for &(src, dst) in &handoffs[s] {
+                        self.use_tensor(src);
+                        self.use_tensor(dst);
+                        body.push(Program::Copy { src, dst });
+                    }
                 }
+                let step = Program::Sequence(body);
+                items.push(if same == 1 {
+                    step
+                } else {
+                    Program::Repeat {
+                        count: same as u64,
+                        body: Box::new(step),
+                    }
+                });
+                t += same;
+            }
+            let working = (0..functions.len())
+                .map(|s| {
+                    steps[range.clone()]
+                        .iter()
+                        .filter(|x| x.0.contains(&s))
+                        .count() as u64
+                })
+                .collect();
+            out.push(PipelinePhase {
+                name: name.into(),
+                program: Program::Sequence(items),
+                steps: range.len() as u64,
+                working,
             });
-            t += same;
         }
+        out
     }
 }

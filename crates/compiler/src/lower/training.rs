@@ -14,8 +14,8 @@
 //! live within it and may share memory with other functions' temporaries, since an IPU runs
 //! one function at a time.
 
-use super::training_schedule::{Work, repeats, stash_depths, training_steps};
-use super::{Arr, Compiled, HostBuffer, Lowerer, Value};
+use super::training_schedule::{Work, phases, repeats, stash_depths, training_steps};
+use super::{Arr, Compiled, HostBuffer, Lowerer, PipelineLayout, PipelinePhase, Value};
 use crate::training_pipeline::{StageShapes, TrainingPipeline};
 use crate::{CompileError, IpuConfig};
 use runtime::{FunctionId, Program, TensorId};
@@ -76,6 +76,7 @@ pub(crate) fn lower_training_pipeline(
     let program = Program::Sequence(l.seqs.pop().expect("the main sequence"));
     super::memory::allocate(&mut l)?;
     let warnings = std::mem::take(&mut l.warnings);
+    let pipeline = l.pipeline_layout.take();
     let executable = l.b.finish(program);
     Ok(Compiled {
         executable,
@@ -84,6 +85,7 @@ pub(crate) fn lower_training_pipeline(
         infeeds: Vec::new(),
         outfeeds: Vec::new(),
         warnings,
+        pipeline,
     })
 }
 
@@ -268,31 +270,74 @@ impl<'m> Lowerer<'m> {
         {
             persistent.push(a.tensor);
         }
-        // One pipeline run: zero the accumulators, the steps, update the weights.
-        let mut run = vec![self.parallel(stages.iter().map(|st| Program::Call(st.zero)))];
-        for (count, block) in repeats(&steps, 2 * n) {
-            let body: Vec<Program> = block
+        // One pipeline run: zero the accumulators, the steps phase by phase, update the
+        // weights.
+        let zero = self.parallel(stages.iter().map(|st| Program::Call(st.zero)));
+        let update = self.parallel(stages.iter().map(|st| Program::Call(st.update)));
+        let every = |n: u64| vec![n; stages.len()];
+        let mut layout = vec![PipelinePhase {
+            name: "accumulators zeroed".into(),
+            program: zero,
+            steps: 0,
+            working: every(0),
+        }];
+        let all_working = |t: usize| {
+            steps[t]
                 .iter()
-                .map(|&t| self.step_program(&stages, &steps[t]))
+                .all(|w| w.forward.is_some() || w.backward.is_some())
+        };
+        for (name, range) in phases(steps.len(), all_working) {
+            let mut items = Vec::new();
+            for (count, block) in repeats(&steps[range.clone()], 2 * n) {
+                let body: Vec<Program> = block
+                    .iter()
+                    .map(|&t| self.step_program(&stages, &steps[range.start + t]))
+                    .collect();
+                let body = if body.len() == 1 {
+                    body.into_iter().next().expect("one step")
+                } else {
+                    Program::Sequence(body)
+                };
+                items.push(if count == 1 {
+                    body
+                } else {
+                    Program::Repeat {
+                        count,
+                        body: Box::new(body),
+                    }
+                });
+            }
+            let working = (0..n)
+                .map(|s| {
+                    steps[range.clone()]
+                        .iter()
+                        .filter(|row| row[s].forward.is_some() || row[s].backward.is_some())
+                        .count() as u64
+                })
                 .collect();
-            let body = if body.len() == 1 {
-                body.into_iter().next().expect("one step")
-            } else {
-                Program::Sequence(body)
-            };
-            run.push(if count == 1 {
-                body
-            } else {
-                Program::Repeat {
-                    count,
-                    body: Box::new(body),
-                }
+            layout.push(PipelinePhase {
+                name: name.into(),
+                program: Program::Sequence(items),
+                steps: range.len() as u64,
+                working,
             });
         }
-        run.push(self.parallel(stages.iter().map(|st| Program::Call(st.update))));
+        layout.push(PipelinePhase {
+            name: "weight update".into(),
+            program: update,
+            steps: 0,
+            working: every(0),
+        });
         self.emit(Program::Repeat {
             count: pipeline.repeat_count,
-            body: Box::new(Program::Sequence(run)),
+            body: Box::new(Program::Sequence(
+                layout.iter().map(|p| p.program.clone()).collect(),
+            )),
+        });
+        self.pipeline_layout = Some(PipelineLayout {
+            stage_ipus: ipus.to_vec(),
+            phases: layout,
+            runs: pipeline.repeat_count,
         });
         for a in weights.iter().flatten() {
             let j = host_out.len();

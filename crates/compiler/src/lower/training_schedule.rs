@@ -126,6 +126,28 @@ pub(crate) fn repeats(steps: &[Vec<Work>], max_period: usize) -> Vec<(u64, Vec<u
     out
 }
 
+/// The steps `0..total` as the pipeline's phases: the ramp-up (before the first step in
+/// which every stage works), the steady state (from it to the last such step) and the
+/// ramp-down (after it); empty phases are left out, and a pipeline in which no step keeps
+/// every stage working is one phase, "one stage at a time".
+pub(crate) fn phases(
+    total: usize,
+    all_working: impl Fn(usize) -> bool,
+) -> Vec<(&'static str, std::ops::Range<usize>)> {
+    let full: Vec<usize> = (0..total).filter(|&t| all_working(t)).collect();
+    let (Some(&first), Some(&last)) = (full.first(), full.last()) else {
+        return vec![("one stage at a time", 0..total)];
+    };
+    [
+        ("ramp-up", 0..first),
+        ("steady state", first..last + 1),
+        ("ramp-down", last + 1..total),
+    ]
+    .into_iter()
+    .filter(|(_, r)| !r.is_empty())
+    .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,6 +222,26 @@ mod tests {
                 .sum::<usize>();
             assert_eq!(passes, 1);
         }
+    }
+
+    #[test]
+    fn phases_split_at_the_steps_that_keep_every_stage_working() {
+        let steps = check(PipelineSchedule::Grouped, 4, 8);
+        let working = |t: usize| {
+            steps[t]
+                .iter()
+                .all(|w| w.forward.is_some() || w.backward.is_some())
+        };
+        let p = phases(steps.len(), working);
+        assert_eq!(
+            p,
+            vec![
+                ("ramp-up", 0..3),
+                ("steady state", 3..11),
+                ("ramp-down", 11..14)
+            ]
+        );
+        assert_eq!(phases(4, |_| false), vec![("one stage at a time", 0..4)]);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::model::profile::Profile;
 use crate::model::steps::StepCosts;
 use crate::model::timeline::{self, Host};
 use crate::model::validate::validate;
-use crate::program::executable::{Executable, TensorId};
+use crate::program::executable::{Executable, Program, TensorId};
 
 /// The [`Profile`] a run of `exe` on `system` would record (every step, cycles, bytes,
 /// memory per tile), computed without executing a vertex. Data-dependent loops count one
@@ -46,6 +46,28 @@ pub fn estimate_replaying(
     let system = &crate::model::collective::replica_system(exe)?;
     let costs = StepCosts::of(exe, system)?;
     timeline::run(exe, &costs, &mut Replay(decisions.iter()))
+}
+
+/// The profiles of `parts` of `exe`'s programs (each a program of its tree: a pipeline's
+/// ramp-up, say), estimated as [`estimate`] does, each on its own: how a run's cycles,
+/// bytes and per-IPU activity split between them. The steps are costed once for all parts.
+pub fn estimate_parts(
+    exe: &Executable,
+    system: &System,
+    parts: &[&Program],
+) -> Result<Vec<Profile>, RuntimeError> {
+    validate(exe)?;
+    if system.target != exe.target || system.num_ipus() != exe.num_ipus {
+        return Err(RuntimeError::InvalidSystem(
+            "the executable is laid out for another system".into(),
+        ));
+    }
+    let system = &crate::model::collective::replica_system(exe)?;
+    let costs = StepCosts::of(exe, system)?;
+    parts
+        .iter()
+        .map(|p| timeline::run_program(exe, &costs, p, &mut Replay([].iter())))
+        .collect()
 }
 
 /// A host that runs nothing and knows the decisions it was given.

@@ -120,6 +120,38 @@ pub struct Profile {
     /// does not have, and how each was counted (absent when none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub data_dependent: Vec<DataDependent>,
+    /// A program on several IPUs: what each IPU did (absent for one IPU).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ipus: Vec<IpuActivity>,
+}
+
+/// What one IPU of a multi-IPU program did during a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IpuActivity {
+    /// The IPU.
+    pub ipu: usize,
+    /// Cycles of the steps it took part in: computing on its tiles, exchanging from or to
+    /// them, streaming to or from the host (a branch of a `Parallel` counts its own
+    /// cycles). The rest of the run it waited: in syncs, or for other IPUs.
+    pub busy_cycles: u64,
+    /// Bytes over IPU-Links in the steps it took part in (sent or received).
+    pub bytes_over_links: u64,
+}
+
+impl Profile {
+    /// The fraction of the IPUs' time spent waiting (`1 - Σ busy / (IPUs × total)`): a
+    /// pipeline's bubble, a sharded program's idle shards. 0 for one IPU.
+    pub fn idle_fraction(&self) -> f64 {
+        if self.ipus.is_empty() || self.total_cycles == 0 {
+            return 0.0;
+        }
+        let busy: u64 = self
+            .ipus
+            .iter()
+            .map(|a| a.busy_cycles.min(self.total_cycles))
+            .sum();
+        1.0 - busy as f64 / (self.ipus.len() as f64 * self.total_cycles as f64)
+    }
 }
 
 /// A loop or branch whose course an estimate could not know, and how it was counted.

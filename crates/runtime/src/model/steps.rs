@@ -40,6 +40,8 @@ pub(crate) struct CopyStep {
     pub name: String,
     /// What it costs.
     pub cost: CopyCost,
+    /// The IPUs it reads or writes.
+    pub ipus: Vec<usize>,
 }
 
 /// What a host stream transfer costs.
@@ -52,6 +54,8 @@ pub(crate) struct StreamCost {
     pub transfer_cycles: u64,
     /// Bytes moved.
     pub bytes: u64,
+    /// The IPUs the tensor lives on.
+    pub ipus: Vec<usize>,
 }
 
 /// The cost of every step an executable's programs can run.
@@ -71,13 +75,28 @@ pub(crate) struct StepCosts {
     pub tile_memory: Vec<TileMemory>,
     /// By collective.
     pub collectives: Vec<CollectiveCost>,
+    /// The IPUs each compute set runs vertices on.
+    pub compute_set_ipus: Vec<Vec<usize>>,
+    /// The IPUs each rearrangement reads or writes.
+    pub rearrange_ipus: Vec<Vec<usize>>,
+}
+
+/// The IPUs `tensors` live on, in order.
+pub(crate) fn ipus_of(exe: &Executable, tensors: impl IntoIterator<Item = TensorId>) -> Vec<usize> {
+    let mut ipus: Vec<usize> = tensors
+        .into_iter()
+        .flat_map(|t| exe.tensors[t.0 as usize].mapping.iter().map(|i| i.ipu))
+        .collect();
+    ipus.sort_unstable();
+    ipus.dedup();
+    ipus
 }
 
 impl StepCosts {
     /// Costs every step of `exe` (validated) on `system`; compute sets and rearrangements
     /// are costed in parallel.
     pub(crate) fn of(exe: &Executable, system: &System) -> Result<StepCosts, RuntimeError> {
-        let compute_sets = (0..exe.compute_sets.len())
+        let compute_sets: Vec<ComputeCost> = (0..exe.compute_sets.len())
             .into_par_iter()
             .map(|cs| compute_set_cost(exe, cs))
             .collect();
@@ -91,7 +110,15 @@ impl StepCosts {
             .map(|(src, dst)| {
                 let r = copy_as_rearrangement(exe, src, dst);
                 let cost = rearrangement_cost(system, &exe.tensors, &r)?;
-                Ok(((src, dst), CopyStep { name: r.name, cost }))
+                let ipus = ipus_of(exe, [src, dst]);
+                Ok((
+                    (src, dst),
+                    CopyStep {
+                        name: r.name,
+                        cost,
+                        ipus,
+                    },
+                ))
             })
             .collect::<Result<HashMap<_, _>, RuntimeError>>()?;
         let mut streams = HashMap::new();
@@ -113,7 +140,16 @@ impl StepCosts {
                 .map(|c| collective::collective_cost(exe, &whole, c))
                 .collect::<Result<Vec<_>, RuntimeError>>()?
         };
+        let tpi = exe.target.tiles_per_ipu.max(1);
+        let compute_set_ipus = compute_sets_costs_ipus(&compute_sets, tpi);
+        let rearrange_ipus = exe
+            .rearranges
+            .iter()
+            .map(|r| ipus_of(exe, r.sources.iter().copied().chain([r.dst])))
+            .collect();
         Ok(StepCosts {
+            compute_set_ipus,
+            rearrange_ipus,
             collectives,
             sync_cycles: sync_cycles(system),
             compute_sets,
@@ -123,6 +159,22 @@ impl StepCosts {
             tile_memory: layout::tile_memory(exe),
         })
     }
+}
+
+/// The IPUs of the tiles each compute set runs vertices on.
+fn compute_sets_costs_ipus(costs: &[ComputeCost], tiles_per_ipu: usize) -> Vec<Vec<usize>> {
+    costs
+        .iter()
+        .map(|c| {
+            let mut ipus: Vec<usize> = c
+                .tile_cycles
+                .iter()
+                .map(|&(t, _)| t / tiles_per_ipu)
+                .collect();
+            ipus.dedup();
+            ipus
+        })
+        .collect()
 }
 
 /// Cycles of one sync on `system`: on-chip for one IPU, across the ladder for several.
@@ -199,6 +251,7 @@ fn stream_cost(exe: &Executable, stream: StreamId, tensor: TensorId) -> StreamCo
         transfer_cycles: cost::host_cycles(target, bytes)
             .max(cost::exchange_cycles(target, busiest)),
         bytes,
+        ipus: ipus_of(exe, [tensor]),
     }
 }
 

@@ -5,7 +5,9 @@
 //! so a run's profile and its estimate cannot disagree on a cycle.
 
 use crate::error::RuntimeError;
-use crate::model::profile::{DataDependent, OutOfCore, Profile, StepKind, StepProfile, Totals};
+use crate::model::profile::{
+    DataDependent, IpuActivity, OutOfCore, Profile, StepKind, StepProfile, Totals,
+};
 use crate::model::steps::StepCosts;
 use crate::program::executable::{Executable, Program, TensorId};
 
@@ -34,14 +36,27 @@ pub(crate) fn run(
     costs: &StepCosts,
     host: &mut impl Host,
 ) -> Result<Profile, RuntimeError> {
+    run_program(exe, costs, &exe.program, host)
+}
+
+/// Walks `program` (one of `exe`'s, or part of one) on `host`, recording the profile.
+pub(crate) fn run_program<'e>(
+    exe: &'e Executable,
+    costs: &'e StepCosts,
+    program: &'e Program,
+    host: &mut impl Host,
+) -> Result<Profile, RuntimeError> {
+    let ipus = if exe.num_ipus > 1 { exe.num_ipus } else { 0 };
     let mut t = Timeline {
         exe,
         costs,
         steps: Vec::new(),
         decisions: Vec::new(),
         data_dependent: Vec::new(),
+        busy: vec![0; ipus],
+        links: vec![0; ipus],
     };
-    t.walk(&exe.program, host)?;
+    t.walk(program, host)?;
     Ok(t.profile())
 }
 
@@ -51,6 +66,9 @@ struct Timeline<'e> {
     steps: Vec<StepProfile>,
     decisions: Vec<i64>,
     data_dependent: Vec<DataDependent>,
+    /// A multi-IPU program: each IPU's busy cycles and IPU-Link bytes so far.
+    busy: Vec<u64>,
+    links: Vec<u64>,
 }
 
 impl<'e> Timeline<'e> {
@@ -72,6 +90,17 @@ impl<'e> Timeline<'e> {
         Ok(value)
     }
 
+    /// Records `step`, which `ipus` take part in.
+    fn record(&mut self, step: StepProfile, ipus: &[usize]) {
+        if !self.busy.is_empty() {
+            for &i in ipus {
+                self.busy[i] += step.cycles;
+                self.links[i] += step.bytes_over_links;
+            }
+        }
+        self.steps.push(step);
+    }
+
     fn cycles_since(&self, first: usize) -> u64 {
         self.steps[first..].iter().map(|s| s.cycles).sum()
     }
@@ -87,25 +116,27 @@ impl<'e> Timeline<'e> {
             Program::Execute(id) => {
                 let cs = id.0 as usize;
                 host.execute(cs)?;
-                self.steps.push(StepProfile::execute(
-                    exe.compute_sets[cs].name.clone(),
-                    &costs.compute_sets[cs],
-                    costs.sync_cycles,
-                ));
+                self.record(
+                    StepProfile::execute(
+                        exe.compute_sets[cs].name.clone(),
+                        &costs.compute_sets[cs],
+                        costs.sync_cycles,
+                    ),
+                    &costs.compute_set_ipus[cs],
+                );
             }
             Program::Rearrange(id) => {
                 let r = id.0 as usize;
                 host.rearrange(r)?;
-                self.steps.push(StepProfile::copy(
-                    exe.rearranges[r].name.clone(),
-                    &costs.rearranges[r],
-                ));
+                self.record(
+                    StepProfile::copy(exe.rearranges[r].name.clone(), &costs.rearranges[r]),
+                    &costs.rearrange_ipus[r],
+                );
             }
             Program::Copy { src, dst } => {
                 host.copy(*src, *dst)?;
                 let copy = &costs.copies[&(*src, *dst)];
-                self.steps
-                    .push(StepProfile::copy(copy.name.clone(), &copy.cost));
+                self.record(StepProfile::copy(copy.name.clone(), &copy.cost), &copy.ipus);
             }
             Program::Repeat { count, body } => {
                 for _ in 0..*count {
@@ -168,11 +199,10 @@ impl<'e> Timeline<'e> {
             Program::StreamCopy { stream, tensor } => {
                 host.stream(stream.0 as usize, *tensor)?;
                 let cost = &costs.streams[&(*stream, *tensor)];
-                self.steps.push(StepProfile::stream(
-                    cost.name.clone(),
-                    cost,
-                    costs.sync_cycles,
-                ));
+                self.record(
+                    StepProfile::stream(cost.name.clone(), cost, costs.sync_cycles),
+                    &cost.ipus,
+                );
             }
             Program::Sync => self
                 .steps
@@ -199,8 +229,9 @@ impl<'e> Timeline<'e> {
                         latest - arrival,
                     ));
                 }
+                let all: Vec<usize> = (0..self.busy.len()).collect();
                 for phase in &costs.collectives[c].phases {
-                    self.steps.push(StepProfile::collective(phase));
+                    self.record(StepProfile::collective(phase), &all);
                 }
             }
         }
@@ -217,17 +248,30 @@ impl<'e> Timeline<'e> {
         host: &mut impl Host,
     ) -> Result<(), RuntimeError> {
         let (first, notes) = (self.steps.len(), self.data_dependent.len());
-        let mut best: Option<(u64, usize, Vec<StepProfile>, Vec<DataDependent>)> = None;
+        let before = (self.busy.clone(), self.links.clone());
+        type Kept = (
+            u64,
+            usize,
+            Vec<StepProfile>,
+            Vec<DataDependent>,
+            (Vec<u64>, Vec<u64>),
+        );
+        let mut best: Option<Kept> = None;
         for (i, b) in branches.iter().enumerate() {
             self.walk(b, host)?;
             let cycles = self.cycles_since(first);
             let steps = self.steps.split_off(first);
             let inner = self.data_dependent.split_off(notes);
+            let activity = (
+                std::mem::replace(&mut self.busy, before.0.clone()),
+                std::mem::replace(&mut self.links, before.1.clone()),
+            );
             if best.as_ref().is_none_or(|(c, ..)| cycles > *c) {
-                best = Some((cycles, i, steps, inner));
+                best = Some((cycles, i, steps, inner, activity));
             }
         }
-        let (_, taken, steps, inner) = best.expect("a branch has at least one program");
+        let (_, taken, steps, inner, activity) = best.expect("a branch has at least one program");
+        (self.busy, self.links) = activity;
         let count = steps.len();
         // Notes inside the kept branch point at its steps, which stay where they were.
         self.steps.extend(steps);
@@ -277,6 +321,17 @@ impl<'e> Timeline<'e> {
             }),
             decisions: self.decisions,
             data_dependent: self.data_dependent,
+            ipus: self
+                .busy
+                .iter()
+                .zip(&self.links)
+                .enumerate()
+                .map(|(ipu, (&busy_cycles, &bytes_over_links))| IpuActivity {
+                    ipu,
+                    busy_cycles,
+                    bytes_over_links,
+                })
+                .collect(),
         }
     }
 }
