@@ -244,3 +244,33 @@ fn dump_passes_turns_each_gelu_of_the_seed_program_into_one_op() {
         assert!(stderr.contains("e-graph "), "{stderr}");
     }
 }
+
+#[test]
+fn dump_passes_shows_every_instructions_shard_and_stage() {
+    let out = ipuxla(&["dump", "--passes", &fixture("pipeline/two_stages.hlo")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    // `w` and `x` carry no stage in the file: they take their first user's.
+    for (name, stage) in [("x", 0), ("w", 0), ("a", 0), ("b", 1), ("c", 1)] {
+        let line = text
+            .lines()
+            .find(|l| {
+                l.trim_start()
+                    .trim_start_matches("ROOT ")
+                    .starts_with(&format!("{name} ="))
+            })
+            .unwrap_or_else(|| panic!("no {name} in\n{text}"));
+        assert!(
+            line.contains(&format!("ipu_stage=\"{stage}\"")),
+            "{name}: {line}"
+        );
+    }
+    // The annotated module lowers as the original did: dumping it again changes nothing.
+    let again = scratch("two_stages_placed.hlo", &out.stdout);
+    let second = ipuxla(&["dump", "--passes", again.to_str().unwrap()]);
+    assert_eq!(String::from_utf8_lossy(&second.stdout), text);
+}

@@ -18,7 +18,10 @@ pub struct DumpArgs {
     /// result shapes.
     #[arg(long)]
     pub json: bool,
-    /// Run the pass pipeline (the passes `run` compiles with) and print the result.
+    /// Run the pass pipeline (the passes `run` compiles with) and print the result, with
+    /// the shard (`sharding={maximal device=K}`) and pipeline stage (`ipu_stage`) of every
+    /// instruction of a sharded or staged computation as lowering places it (propagated
+    /// from the annotated instructions: operands first, then users).
     #[arg(long)]
     pub passes: bool,
     /// An IpuConfig as JSON for `--passes` (`{"scheduling": {"algorithm": "LOOK_AHEAD"}}`).
@@ -43,6 +46,8 @@ pub fn run(args: DumpArgs) -> anyhow::Result<()> {
         let (optimised, report) = compiler::optimise(&module, &config, &flags.options())
             .map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
         module = optimised;
+        // Every instruction's shard and stage as lowering will place it.
+        compiler::placement::annotate_placement(&mut module);
         for w in &report.warnings {
             eprintln!("warning: {w}");
         }

@@ -13,6 +13,7 @@ pub mod error;
 mod lower;
 mod out_of_core;
 pub mod passes;
+pub mod placement;
 pub mod schedule;
 pub mod training_pipeline;
 pub mod types;

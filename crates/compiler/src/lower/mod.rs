@@ -27,9 +27,12 @@ use codegen::DType;
 pub use device_loop::{DeviceLoop, ParameterRole, UPLOAD_STREAM};
 pub use feeds::{Feed, name_feeds};
 use mapping::Piece;
+pub(crate) use pipeline::STAGE_ATTRIBUTE;
+pub(crate) use pipeline::stages_of as propagated_stages;
 use runtime::{
     Direction, Executable, ExecutableBuilder, Interval, Program, Rearrange, Target, TensorId,
 };
+pub(crate) use sharding::shards_of as propagated_shards;
 use std::collections::{HashMap, HashSet};
 pub(crate) use training::{StageModules, lower_training_pipeline};
 use xla_ir::ids::{CompId, InstrId};
