@@ -222,8 +222,8 @@ pub struct PipelineReport {
     pub runs: u64,
     /// The phases of one run, in order.
     pub phases: Vec<PhaseReport>,
-    /// The fraction of the stages' IPUs' time spent waiting during the pipeline's steps
-    /// (ramp-up, steady state, ramp-down): the pipeline's bubble.
+    /// The fraction of the stages' IPUs' time (each IPU once) spent waiting during the
+    /// pipeline's steps (ramp-up, steady state, ramp-down): the pipeline's bubble.
     pub bubble_fraction: f64,
 }
 
@@ -402,10 +402,22 @@ impl LoadedModule {
                 busy_cycles: layout.stage_ipus.iter().map(|&i| busy_of(p, i)).collect(),
             })
             .collect();
-        let stepping: Vec<&PhaseReport> = phases.iter().filter(|p| p.steps > 0).collect();
-        let total: u64 = stepping.iter().map(|p| p.cycles).sum();
-        let busy: u64 = stepping.iter().flat_map(|p| &p.busy_cycles).sum();
-        let capacity = total as f64 * layout.stage_ipus.len() as f64;
+        // Over the stages' IPUs, each once (stages may share one).
+        let mut ipus = layout.stage_ipus.clone();
+        ipus.sort_unstable();
+        ipus.dedup();
+        let stepping: Vec<(&compiler::PipelinePhase, &runtime::Profile)> = layout
+            .phases
+            .iter()
+            .zip(&profiles)
+            .filter(|(p, _)| p.steps > 0)
+            .collect();
+        let total: u64 = stepping.iter().map(|(_, p)| p.total_cycles).sum();
+        let busy: u64 = stepping
+            .iter()
+            .flat_map(|(_, p)| ipus.iter().map(|&i| busy_of(p, i)))
+            .sum();
+        let capacity = total as f64 * ipus.len() as f64;
         Ok(Some(PipelineReport {
             stage_ipus: layout.stage_ipus.clone(),
             runs: layout.runs,

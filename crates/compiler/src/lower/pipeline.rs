@@ -40,6 +40,34 @@ pub(crate) fn stages_of(comp: &Computation) -> Option<HashMap<InstrId, usize>> {
         .then(|| sharding::propagate(comp, explicit))
 }
 
+/// Stages' programs `(IPU, program)` side by side: one `Parallel` branch per IPU, running
+/// the programs of the stages that share it one after another (in the order given); one
+/// branch alone is just its program.
+pub(super) fn side_by_side(programs: impl IntoIterator<Item = (usize, Program)>) -> Program {
+    let mut branches: Vec<(usize, Vec<Program>)> = Vec::new();
+    for (ipu, p) in programs {
+        match branches.iter_mut().find(|(i, _)| *i == ipu) {
+            Some((_, list)) => list.push(p),
+            None => branches.push((ipu, vec![p])),
+        }
+    }
+    let mut list: Vec<Program> = branches
+        .into_iter()
+        .map(|(_, mut ps)| {
+            if ps.len() == 1 {
+                ps.pop().expect("one program")
+            } else {
+                Program::Sequence(ps)
+            }
+        })
+        .collect();
+    if list.len() == 1 {
+        list.pop().expect("one branch")
+    } else {
+        Program::Parallel(list)
+    }
+}
+
 fn error(reason: impl Into<String>) -> CompileError {
     CompileError::Pipeline(reason.into())
 }
@@ -74,17 +102,11 @@ impl Lowerer<'_> {
             }
             m => m.clone(),
         };
-        let mut seen = std::collections::HashSet::new();
         for (s, &ipu) in mapping.iter().enumerate() {
             if ipu >= ipus {
                 return Err(error(format!(
                     "stage {s} runs on IPU {ipu} but the program has {ipus} IPU{}: ask for more (auto_select_ipus, --num-ipus) or change device_mapping",
                     if ipus == 1 { "" } else { "s" }
-                )));
-            }
-            if !seen.insert(ipu) {
-                return Err(error(format!(
-                    "device_mapping puts two stages on IPU {ipu}: stages sharing an IPU are not built yet"
                 )));
             }
         }
@@ -237,7 +259,9 @@ impl Lowerer<'_> {
             .collect();
         let phases = match schedule {
             PipelineSchedule::Interleaved => unreachable!("refused above"),
-            PipelineSchedule::Grouped => self.pipeline_steps(lp.iterations, &functions, &handoffs),
+            PipelineSchedule::Grouped => {
+                self.pipeline_steps(lp.iterations, &mapping, &functions, &handoffs)
+            }
             PipelineSchedule::Sequential => {
                 // One stage at a time, each stage's values handed on right after it.
                 let mut body = Vec::new();
@@ -322,6 +346,7 @@ impl Lowerer<'_> {
     fn pipeline_steps(
         &mut self,
         m: u64,
+        mapping: &[usize],
         functions: &[FunctionId],
         handoffs: &[Vec<(TensorId, TensorId)>],
     ) -> Vec<PipelinePhase> {
@@ -348,8 +373,9 @@ impl Lowerer<'_> {
                     same += 1;
                 }
                 let (now, next) = &steps[t];
-                let mut body = vec![Program::Parallel(
-                    now.iter().map(|&s| Program::Call(functions[s])).collect(),
+                let mut body = vec![side_by_side(
+                    now.iter()
+                        .map(|&s| (mapping[s], Program::Call(functions[s]))),
                 )];
                 for &s in next {
                     for &(src, dst) in &handoffs[s] {

@@ -14,6 +14,7 @@
 //! live within it and may share memory with other functions' temporaries, since an IPU runs
 //! one function at a time.
 
+use super::pipeline::side_by_side;
 use super::training_schedule::{Work, phases, repeats, stash_depths, training_steps};
 use super::{Arr, Compiled, HostBuffer, Lowerer, PipelineLayout, PipelinePhase, Value};
 use crate::training_pipeline::{StageShapes, TrainingPipeline};
@@ -34,6 +35,7 @@ pub(crate) struct StageModules {
 
 /// A stage's functions and the tensors they share with the steps.
 struct Stage {
+    ipu: usize,
     forward: FunctionId,
     backward: FunctionId,
     zero: FunctionId,
@@ -248,6 +250,7 @@ impl<'m> Lowerer<'m> {
                     .map(|a| a.tensor),
             );
             stages.push(Stage {
+                ipu,
                 forward,
                 backward,
                 zero,
@@ -272,8 +275,8 @@ impl<'m> Lowerer<'m> {
         }
         // One pipeline run: zero the accumulators, the steps phase by phase, update the
         // weights.
-        let zero = self.parallel(stages.iter().map(|st| Program::Call(st.zero)));
-        let update = self.parallel(stages.iter().map(|st| Program::Call(st.update)));
+        let zero = side_by_side(stages.iter().map(|st| (st.ipu, Program::Call(st.zero))));
+        let update = side_by_side(stages.iter().map(|st| (st.ipu, Program::Call(st.update))));
         let every = |n: u64| vec![n; stages.len()];
         let mut layout = vec![PipelinePhase {
             name: "accumulators zeroed".into(),
@@ -388,16 +391,6 @@ impl<'m> Lowerer<'m> {
             .collect()
     }
 
-    /// `Parallel` of `branches`, or the one branch alone.
-    fn parallel(&self, branches: impl Iterator<Item = Program>) -> Program {
-        let mut list: Vec<Program> = branches.collect();
-        if list.len() == 1 {
-            list.pop().expect("one branch")
-        } else {
-            Program::Parallel(list)
-        }
-    }
-
     /// The program of one step: each working stage's passes and stash moves side by side,
     /// then activations handed forward and gradients backward.
     fn step_program(&mut self, stages: &[Stage], work: &[Work]) -> Program {
@@ -432,10 +425,10 @@ impl<'m> Lowerer<'m> {
                 }
             }
             if !seq.is_empty() {
-                branches.push(Program::Sequence(seq));
+                branches.push((st.ipu, Program::Sequence(seq)));
             }
         }
-        let mut body = vec![self.parallel(branches.into_iter())];
+        let mut body = vec![side_by_side(branches)];
         for (src, dst) in handoffs {
             body.push(self.copy(&src, &dst));
         }
