@@ -62,6 +62,8 @@ fn leaves<'a>(l: &'a Literal, out: &mut Vec<&'a ArrayLiteral>) {
 pub struct DeviceInputs(Vec<Vec<Arc<[u8]>>>);
 
 /// Compiles `module` for `config`, runs it once on `inputs` (one literal per parameter).
+/// With `device_loop.iterations_per_loop` N in the config, one execution runs it N times
+/// ([`run_device_loop_on_ipu_model`], the fed parameters worked out from the inputs).
 pub fn run_on_ipu_model(
     module: &Module,
     config: &IpuConfig,
@@ -89,6 +91,16 @@ pub fn run_on_ipu_model_feeding(
     inputs: &[Literal],
     feeds: &mut Feeds,
 ) -> anyhow::Result<DeviceRun> {
+    if let Some(n) = config.device_loop.iterations_per_loop {
+        // Steps per execution from the config: the inputs say which parameters are fed.
+        let lp = crate::device_loop::device_loop_for(module, n, inputs)?;
+        let mode = if config.device_loop.keeps_last_only()? {
+            OutfeedMode::Last
+        } else {
+            OutfeedMode::All
+        };
+        return run_device_loop_on_ipu_model(module, config, options, inputs, lp, mode, feeds);
+    }
     let (loaded, timings) = LoadedModule::load(module, config, options)?;
     run_once(loaded, timings, inputs, feeds)
 }

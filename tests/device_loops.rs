@@ -285,3 +285,51 @@ fn a_resident_loop_keeps_its_weights_on_the_device_between_runs() {
     assert_eq!(uploads(&p3), 7);
     assert_eq!(third, first);
 }
+
+#[test]
+fn the_configs_device_loop_keys_act_like_the_flags() {
+    let case = loop_case("loop_linreg_sgd");
+    let (info, module, inputs) = load(&case, "module.hlo");
+    let n = iterations(&info);
+    // Library: run_on_ipu_model with device_loop.iterations_per_loop runs the loop.
+    let mut config = IpuConfig::default();
+    config.device_loop.iterations_per_loop = Some(n);
+    let run = run_on_ipu_model(&module, &config, &inputs).unwrap();
+    check_all("iterations_per_loop", &info, &case, &run.outputs);
+    assert_eq!(run.device_loop.unwrap().iterations, n);
+    // LAST keeps the last iteration of the stacked outputs.
+    config.device_loop.outfeed_mode = "last".into();
+    let last = run_on_ipu_model(&module, &config, &inputs).unwrap();
+    let lp = device_loop_for(&module, n, &inputs).unwrap();
+    let want = reference_loop(&module, &lp, &inputs, OutfeedMode::Last);
+    assert_eq!(last.outputs.len(), want.len());
+    for (got, want) in last.outputs.iter().zip(&want) {
+        check_output(
+            "outfeed_mode LAST",
+            got,
+            want,
+            &serde_json::json!({"rtol": 1e-5, "atol": 1e-6}),
+        );
+    }
+    // compile() cannot know which parameters are fed: refused, saying what to use.
+    let e = compiler::compile(&module, &config).unwrap_err().to_string();
+    assert!(e.contains("compile with compile_device_loop"), "{e}");
+    for (bad, needle) in [
+        (
+            r#"{"device_loop": {"iterations_per_loop": 0}}"#,
+            "runs at least one iteration",
+        ),
+        (
+            r#"{"device_loop": {"outfeed_mode": "SOME"}}"#,
+            "must be ALL or LAST",
+        ),
+        (
+            r#"{"optimizations": {"prefetch_data_streams": false}}"#,
+            "prefetch_data_streams false is not modelled",
+        ),
+    ] {
+        let c: IpuConfig = serde_json::from_str(bad).unwrap();
+        let e = c.check().unwrap_err().to_string();
+        assert!(e.contains(needle), "{bad}: {e}");
+    }
+}

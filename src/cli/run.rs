@@ -52,7 +52,8 @@ pub enum OutfeedModeArg {
 pub enum PipelineScheduleArg {
     /// Every stage at once, each on its own micro-batch (the default).
     Grouped,
-    /// Forward and backward stages alternating (training pipelines; refused so far).
+    /// Forward and backward stages alternating (training pipelines, built with the
+    /// library; a module's forward pipeline has no backward stages and refuses it).
     Interleaved,
     /// One stage at a time (the seed's debugging schedule).
     Sequential,
@@ -92,7 +93,8 @@ pub struct RunArgs {
     /// Aliased outputs are written once (their final value), every other output stacked
     /// `[N, *shape]` (see --outfeed-mode). A module whose instructions carry
     /// `frontend_attributes={ipu_stage="K"}` runs as a pipeline over the N micro-batches,
-    /// stage K on IPU K (--num-ipus).
+    /// stage K on IPU K (--num-ipus). Overrides `device_loop.iterations_per_loop` in
+    /// --config.
     #[arg(long, visible_alias = "batch-per-step", value_name = "N",
           value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "estimate_only")]
     pub iterations: Option<u64>,
@@ -113,8 +115,8 @@ pub struct RunArgs {
           conflicts_with_all = ["estimate_only", "infeed"])]
     pub replicas: Option<u64>,
     /// What is kept of a value produced again and again: each outfeed's values and, with
-    /// --iterations, each output stacked over iterations (default all). Refused when the
-    /// module has neither.
+    /// --iterations, each output stacked over iterations (default all; overrides
+    /// `device_loop.outfeed_mode` in --config). Refused when the module has neither.
     #[arg(long, value_enum, ignore_case = true)]
     pub outfeed_mode: Option<OutfeedModeArg>,
     /// Values for the module's infeeds as `NAME=FILE.npy` pairs separated by `;`: NAME is
@@ -202,6 +204,16 @@ fn config_of(args: &RunArgs) -> anyhow::Result<compiler::IpuConfig> {
     if let Some(m) = &args.device_mapping {
         c.pipelining.device_mapping = m.clone();
     }
+    if let Some(n) = args.iterations {
+        c.device_loop.iterations_per_loop = Some(n);
+    }
+    if let Some(m) = args.outfeed_mode {
+        c.device_loop.outfeed_mode = match m {
+            OutfeedModeArg::All => "ALL",
+            OutfeedModeArg::Last => "LAST",
+        }
+        .into();
+    }
     for (flag, amp, planner) in [
         ("--matmul-amp", args.matmul_amp, &mut c.matmuls),
         ("--conv-amp", args.conv_amp, &mut c.convolutions),
@@ -250,9 +262,19 @@ fn config_of(args: &RunArgs) -> anyhow::Result<compiler::IpuConfig> {
 }
 
 /// Runs `ipuxla run`.
-pub fn run(args: RunArgs) -> anyhow::Result<()> {
+pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
     let module = super::load_module(&args.file)?;
     let config = config_of(&args)?;
+    // The config's device loop, unless the flags set it (they are in the config now).
+    args.iterations = config.device_loop.iterations_per_loop;
+    if args.estimate_only && args.iterations.is_some() {
+        bail!(
+            "--estimate-only estimates one run of the module as written; the config's device_loop.iterations_per_loop asks for a device loop (run it, or leave the key out)"
+        );
+    }
+    if args.outfeed_mode.is_none() && config.device_loop.keeps_last_only()? {
+        args.outfeed_mode = Some(OutfeedModeArg::Last);
+    }
     if args.estimate_only {
         return estimate(&args, &module, &config);
     }

@@ -35,6 +35,47 @@ pub struct IpuConfig {
     /// `pipelining.*` (ipuxla's own section, with the seed's `pipeline()` argument names):
     /// how a module with `ipu_stage` attributes runs under `--iterations`.
     pub pipelining: PipeliningConfig,
+    /// `device_loop.*` (ipuxla's own section, with the seed's names): steps per execution.
+    pub device_loop: DeviceLoopConfig,
+}
+
+/// `device_loop.*`: how many times one execution runs the entry computation, and what is
+/// kept of results produced every iteration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DeviceLoopConfig {
+    /// `iterations_per_loop` (the seed's `IPURunConfig` name; Keras `steps_per_execution`,
+    /// the CLI's `--iterations`): unset (the default) runs the module once, as written; N
+    /// runs it N times in one execution (a device loop: aliased parameters resident, fed
+    /// parameters one slice per iteration). Only what knows the inputs can act on it (which
+    /// parameters are fed depends on their shapes): `ipuxla run` and
+    /// `ipuxla::device::run_on_ipu_model`; `compiler::compile` refuses it.
+    pub iterations_per_loop: Option<u64>,
+    /// `outfeed_mode` (the seed's `IPUOutfeedMode`): "ALL" (the default: every iteration's
+    /// value, stacked) or "LAST".
+    pub outfeed_mode: String,
+}
+
+impl Default for DeviceLoopConfig {
+    fn default() -> DeviceLoopConfig {
+        DeviceLoopConfig {
+            iterations_per_loop: None,
+            outfeed_mode: "ALL".into(),
+        }
+    }
+}
+
+impl DeviceLoopConfig {
+    /// Whether `outfeed_mode` is LAST (checked: ALL or LAST, any case).
+    pub fn keeps_last_only(&self) -> Result<bool, CompileError> {
+        match self.outfeed_mode.to_ascii_uppercase().as_str() {
+            "ALL" => Ok(false),
+            "LAST" => Ok(true),
+            other => Err(CompileError::Config(format!(
+                "device_loop.outfeed_mode is '{other}'; it must be ALL or LAST"
+            ))),
+        }
+    }
 }
 
 /// `pipelining.*`.
@@ -107,6 +148,7 @@ impl Default for IpuConfig {
             optimizations: OptimizationsConfig::default(),
             selection_order: "AUTO".into(),
             pipelining: PipeliningConfig::default(),
+            device_loop: DeviceLoopConfig::default(),
         }
     }
 }
@@ -278,9 +320,14 @@ impl Default for SchedulingConfig {
 }
 
 /// `optimizations.*`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct OptimizationsConfig {
+    /// `optimizations.prefetch_data_streams` (default true): the host prepares each data
+    /// stream's next buffer while the IPU runs, so a stream copy waits for its transfer
+    /// only, which is all the IPU Model charges. False (the host's preparation on the
+    /// IPU's time) is refused: no source gives the host-side latency to charge.
+    pub prefetch_data_streams: bool,
     /// `optimizations.combine_matmuls` (default false): combine matrix products that share
     /// an operand (the same weights or the same input) into one.
     pub combine_matmuls: bool,
@@ -289,6 +336,17 @@ pub struct OptimizationsConfig {
     pub enable_fast_math: bool,
     /// `optimizations.egraph.*` (ipuxla's own): the e-graph optimiser.
     pub egraph: EgraphConfig,
+}
+
+impl Default for OptimizationsConfig {
+    fn default() -> OptimizationsConfig {
+        OptimizationsConfig {
+            prefetch_data_streams: true,
+            combine_matmuls: false,
+            enable_fast_math: false,
+            egraph: EgraphConfig::default(),
+        }
+    }
 }
 
 /// `optimizations.egraph.*`: the e-graph optimiser's switch and runner limits.
@@ -375,6 +433,17 @@ impl IpuConfig {
     /// Checks every option (called by `compile`).
     pub fn check(&self) -> Result<(), CompileError> {
         self.selection_order()?;
+        if !self.optimizations.prefetch_data_streams {
+            return Err(CompileError::Config(
+                "optimizations.prefetch_data_streams false is not modelled: the IPU Model charges a stream copy its transfer only (what prefetching leaves), and no source gives the host-side latency an unprefetched stream would add".into(),
+            ));
+        }
+        if self.device_loop.iterations_per_loop == Some(0) {
+            return Err(CompileError::Config(
+                "device_loop.iterations_per_loop is 0; a device loop runs at least one iteration (leave it unset to run the module once)".into(),
+            ));
+        }
+        self.device_loop.keeps_last_only()?;
         self.pipelining.schedule()?;
         let standard = runtime::Target::of(self.version()?).tiles_per_ipu;
         if self.ipu_model.tiles_per_ipu > standard {

@@ -68,6 +68,20 @@ fn compile_inner(
     options: &PassOptions,
     device_loop: Option<&DeviceLoop>,
 ) -> Result<Compiled, CompileError> {
+    match (device_loop, config.device_loop.iterations_per_loop) {
+        (None, Some(n)) => {
+            return Err(CompileError::Config(format!(
+                "device_loop.iterations_per_loop is {n}: which parameters are fed one slice per iteration depends on the inputs, so compile with compile_device_loop (ipuxla::device_loop::device_loop_for works it out) or run with ipuxla::device::run_on_ipu_model"
+            )));
+        }
+        (Some(lp), Some(n)) if lp.iterations != n => {
+            return Err(CompileError::Config(format!(
+                "device_loop.iterations_per_loop is {n} but the device loop runs {} iterations",
+                lp.iterations
+            )));
+        }
+        _ => {}
+    }
     if let Some(lp) = device_loop {
         // Checked before the passes, so a bad loop is reported on the module as written.
         lp.roles(module)?;
