@@ -35,7 +35,8 @@ pub use exec::replicated::{COLLECTIVE_WAIT_LIMIT, ReplicatedEngine};
 pub use model::cost;
 pub use model::estimate::{estimate, estimate_parts, estimate_replaying};
 pub use model::profile::{
-    DataDependent, IpuActivity, OutOfCore, Profile, StepKind, StepProfile, TileMemory, Totals,
+    Beside, DataDependent, IpuActivity, OutOfCore, Profile, StepKind, StepProfile, TileMemory,
+    Totals,
 };
 pub use program::builder::ExecutableBuilder;
 pub use program::codelet::{Codelet, CodeletRef, VertexCost};

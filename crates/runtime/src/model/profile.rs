@@ -44,6 +44,31 @@ pub struct StepProfile {
     /// Out of core: bytes paged between Streaming Memory and the tiles (absent when 0).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub bytes_paged: u64,
+    /// A program on several IPUs: the IPUs the step computes on, exchanges from or to, or
+    /// streams to (absent for one IPU, and for syncs, which hold every IPU).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ipus: Vec<usize>,
+    /// A step of a `Parallel` branch other than the slowest (whose cycles are the
+    /// `Parallel`'s, so this step's count as 0 above): when it ran and what it took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beside: Option<Beside>,
+}
+
+/// When a step beside the slowest branch of a `Parallel` ran, and its own cycles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Beside {
+    /// The branch whose cycles the `Parallel` took.
+    pub slowest_branch: usize,
+    /// Cycles from the start of the run to this step's start.
+    pub start: u64,
+    /// Its cycles, computing, exchanging and synchronising.
+    pub cycles: u64,
+    /// Of which computing.
+    pub compute_cycles: u64,
+    /// Of which exchanging.
+    pub exchange_cycles: u64,
+    /// Of which synchronising.
+    pub sync_cycles: u64,
 }
 
 fn is_zero(x: &u64) -> bool {

@@ -10,7 +10,7 @@ use crate::model::cost::{self, VertexCost};
 use crate::model::exchange::{CopyCost, rearrangement_cost};
 use crate::model::layout;
 use crate::model::paging;
-use crate::model::profile::{StepKind, StepProfile, TileMemory};
+use crate::model::profile::{Beside, StepKind, StepProfile, TileMemory};
 use crate::program::executable::{Executable, Region, StreamId, TensorId};
 use crate::program::walk::{copies, copy_as_rearrangement, each_node, programs};
 use codegen::KernelSpec;
@@ -269,6 +269,8 @@ impl StepProfile {
             bytes_over_links: 0,
             paging_cycles: c.paging_cycles,
             bytes_paged: c.bytes_paged,
+            ipus: Vec::new(),
+            beside: None,
         }
     }
 
@@ -285,6 +287,8 @@ impl StepProfile {
             bytes_over_links: c.bytes_over_links,
             paging_cycles: c.paging_cycles,
             bytes_paged: c.bytes_paged,
+            ipus: Vec::new(),
+            beside: None,
         }
     }
 
@@ -301,6 +305,8 @@ impl StepProfile {
             bytes_over_links: 0,
             paging_cycles: 0,
             bytes_paged: 0,
+            ipus: Vec::new(),
+            beside: None,
         }
     }
 
@@ -317,14 +323,18 @@ impl StepProfile {
             bytes_over_links: p.bytes_over_links,
             paging_cycles: 0,
             bytes_paged: 0,
+            ipus: Vec::new(),
+            beside: None,
         }
     }
 
     /// The steps of branches that run side by side, each on its own IPUs: the slowest
     /// branch's steps as they are (its cycles are the `Parallel`'s), then every other
     /// branch's with their bytes but no cycles of their own, named `NAME (beside branch
-    /// K)`, so the totals count every byte once and the slowest branch's cycles only.
-    pub(crate) fn side_by_side(branches: Vec<Vec<StepProfile>>) -> Vec<StepProfile> {
+    /// K)`, so the totals count every byte once and the slowest branch's cycles only; each
+    /// of those keeps its own cycles and its start (the `Parallel` began at cycle `start`)
+    /// in [`StepProfile::beside`].
+    pub(crate) fn side_by_side(branches: Vec<Vec<StepProfile>>, start: u64) -> Vec<StepProfile> {
         let total = |l: &Vec<StepProfile>| l.iter().map(|s| s.cycles).sum::<u64>();
         let Some(slowest) =
             (0..branches.len()).max_by_key(|&i| (total(&branches[i]), usize::MAX - i))
@@ -337,14 +347,27 @@ impl StepProfile {
             .enumerate()
             .filter(|(b, _)| *b != slowest)
         {
-            out.extend(list.into_iter().map(|s| StepProfile {
-                name: format!("{} (beside branch {slowest})", s.name),
-                cycles: 0,
-                compute_cycles: 0,
-                sync_cycles: 0,
-                exchange_cycles: 0,
-                paging_cycles: 0,
-                ..s
+            let mut at = start;
+            out.extend(list.into_iter().map(|s| {
+                let beside = Beside {
+                    slowest_branch: slowest,
+                    start: at,
+                    cycles: s.cycles,
+                    compute_cycles: s.compute_cycles + s.paging_cycles,
+                    exchange_cycles: s.exchange_cycles,
+                    sync_cycles: s.sync_cycles,
+                };
+                at += s.cycles;
+                StepProfile {
+                    name: format!("{} (beside branch {slowest})", s.name),
+                    cycles: 0,
+                    compute_cycles: 0,
+                    sync_cycles: 0,
+                    exchange_cycles: 0,
+                    paging_cycles: 0,
+                    beside: Some(beside),
+                    ..s
+                }
             }));
         }
         out
@@ -363,6 +386,8 @@ impl StepProfile {
             bytes_over_links: 0,
             paging_cycles: 0,
             bytes_paged: 0,
+            ipus: Vec::new(),
+            beside: None,
         }
     }
 }

@@ -55,6 +55,7 @@ pub(crate) fn run_program<'e>(
         data_dependent: Vec::new(),
         busy: vec![0; ipus],
         links: vec![0; ipus],
+        origin: 0,
     };
     t.walk(program, host)?;
     Ok(t.profile())
@@ -69,6 +70,8 @@ struct Timeline<'e> {
     /// A multi-IPU program: each IPU's busy cycles and IPU-Link bytes so far.
     busy: Vec<u64>,
     links: Vec<u64>,
+    /// Cycles before the first of `steps` (inside a `Parallel`'s branch: its start).
+    origin: u64,
 }
 
 impl<'e> Timeline<'e> {
@@ -91,12 +94,13 @@ impl<'e> Timeline<'e> {
     }
 
     /// Records `step`, which `ipus` take part in.
-    fn record(&mut self, step: StepProfile, ipus: &[usize]) {
+    fn record(&mut self, mut step: StepProfile, ipus: &[usize]) {
         if !self.busy.is_empty() {
             for &i in ipus {
                 self.busy[i] += step.cycles;
                 self.links[i] += step.bytes_over_links;
             }
+            step.ipus = ipus.to_vec();
         }
         self.steps.push(step);
     }
@@ -209,14 +213,17 @@ impl<'e> Timeline<'e> {
                 .push(StepProfile::sync("sync".into(), costs.sync_cycles)),
             Program::Parallel(branches) => {
                 // Each branch's steps on its own IPUs; the slowest branch's count.
+                let start = self.origin + self.cycles_since(0);
                 let outer = std::mem::take(&mut self.steps);
+                let origin = std::mem::replace(&mut self.origin, start);
                 let mut lists = Vec::with_capacity(branches.len());
                 for b in branches {
                     self.walk(b, host)?;
                     lists.push(std::mem::take(&mut self.steps));
                 }
                 self.steps = outer;
-                self.steps.extend(StepProfile::side_by_side(lists));
+                self.origin = origin;
+                self.steps.extend(StepProfile::side_by_side(lists, start));
             }
             Program::Collective(id) => {
                 let c = id.0 as usize;
