@@ -113,6 +113,10 @@ pub(crate) fn run_once(
     feeds: &mut Feeds,
 ) -> anyhow::Result<DeviceRun> {
     let t = std::time::Instant::now();
+    crate::progress::phase(match loaded.loop_facts() {
+        Some(lp) => format!("simulating {} iterations", lp.iterations),
+        None => "simulating".to_string(),
+    });
     let (outputs, profile) = loaded.run_with_feeds(inputs, feeds)?;
     Ok(DeviceRun {
         outputs,
@@ -172,9 +176,11 @@ pub fn estimate_on_ipu_model(
     options: &PassOptions,
 ) -> anyhow::Result<DeviceEstimate> {
     let t0 = std::time::Instant::now();
+    crate::progress::phase("compiling (passes, lowering)");
     let compiled = compiler::compile_with_options(module, config, options)?;
     let exe = &compiled.executable;
     let t1 = std::time::Instant::now();
+    crate::progress::phase("estimating");
     let system = runtime::System::new(exe.target.clone(), exe.num_ipus)?;
     let profile = runtime::estimate(exe, &system)?;
     let t2 = std::time::Instant::now();
@@ -311,6 +317,7 @@ impl LoadedModule {
         local: Option<std::ops::Range<usize>>,
     ) -> anyhow::Result<(LoadedModule, LoadTimings)> {
         let t0 = std::time::Instant::now();
+        crate::progress::phase("compiling (passes, lowering)");
         let compiled = match &device_loop {
             None => compiler::compile_with_options(module, config, options)?,
             Some(lp) => compiler::compile_device_loop(module, config, options, lp)?,
@@ -359,6 +366,7 @@ impl LoadedModule {
             .map(|c| c.vertices.len() + c.codelet_vertices.len())
             .sum();
         let t1 = std::time::Instant::now();
+        crate::progress::phase("loading (checks, JIT, tile memory)");
         let engine = match local {
             None => ReplicatedEngine::load_with(executable, engine)?,
             Some(local) => ReplicatedEngine::load_local(executable, engine, local)?,

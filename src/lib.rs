@@ -12,6 +12,7 @@ pub mod encoder;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 pub mod pipeline;
+pub mod progress;
 pub mod replicas;
 pub mod trace;
 

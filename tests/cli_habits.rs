@@ -36,3 +36,50 @@ fn version_completions_and_exit_codes() {
     let help = String::from_utf8_lossy(&ipuxla(&["--help"]).stdout).into_owned();
     assert!(help.contains("Exit status: 0 when"), "{help}");
 }
+
+/// `ipuxla ARGS` on a pseudo-terminal (util-linux `script`), progress shown at once: what
+/// the terminal received.
+fn on_a_terminal(args: &str) -> String {
+    let command = format!("{} {args}", env!("CARGO_BIN_EXE_ipuxla"));
+    let out = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env("IPUXLA_PROGRESS_DELAY_MS", "0")
+        .output()
+        .expect("util-linux `script` runs (Debian: bsdutils)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn progress_shows_on_a_terminal_only() {
+    // A module that takes a moment to compile: a 2-layer encoder.
+    let module =
+        ipuxla::encoder::encoder_stack(2, ipuxla::encoder::EncoderSizes::default()).unwrap();
+    let path = std::env::temp_dir().join(format!("ipuxla-progress-{}.hlo", std::process::id()));
+    std::fs::write(&path, module.to_string()).unwrap();
+    let file = path.to_str().unwrap();
+    let shown = on_a_terminal(&format!("run {file} --estimate-only"));
+    assert!(shown.contains("compiling (passes, lowering)"), "{shown}");
+    // Cleared before the results: the summary lines start clean.
+    assert!(
+        shown.lines().any(|l| l.starts_with("simulated: ")),
+        "{shown}"
+    );
+    let quiet = on_a_terminal(&format!("run {file} --estimate-only --quiet"));
+    assert!(!quiet.contains("compiling"), "{quiet}");
+    assert!(quiet.contains("simulated: "));
+    // Piped: never.
+    let piped = std::process::Command::new(env!("CARGO_BIN_EXE_ipuxla"))
+        .args(["run", file, "--estimate-only"])
+        .env("IPUXLA_PROGRESS_DELAY_MS", "0")
+        .output()
+        .unwrap();
+    assert!(piped.status.success());
+    let err = String::from_utf8_lossy(&piped.stderr);
+    assert!(!err.contains("compiling"), "{err}");
+    let _ = std::fs::remove_file(&path);
+}

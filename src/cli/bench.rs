@@ -139,11 +139,15 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if !args.json {
         println!("{}", header());
     }
+    let progress = crate::progress::Progress::bar(cases.len() as u64, "bench");
     for dir in &cases {
-        match bench_case(dir, &options) {
+        progress.set_message(dir.display().to_string());
+        let result = bench_case(dir, &options);
+        progress.inc();
+        match result {
             Ok(r) => {
                 if !args.json {
-                    println!("{}", row(&r));
+                    progress.suspend(|| println!("{}", row(&r)));
                 }
                 if let OutputCheck::Mismatch(m) = &r.outputs {
                     failed.push(format!("{}: outputs differ from XLA's: {m}", dir.display()));

@@ -27,6 +27,10 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+    /// No progress indicators on stderr (they appear only on a terminal, for work that
+    /// takes over a second: compiling, loading, simulating, bench cases).
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
 }
 
 /// The subcommands.
@@ -52,6 +56,7 @@ pub enum Command {
 
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
+    crate::progress::set_quiet(cli.quiet);
     match cli.command {
         Command::Dump(args) => dump::run(args),
         Command::Run(args) => run::run(*args),

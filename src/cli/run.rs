@@ -263,6 +263,7 @@ fn config_of(args: &RunArgs) -> anyhow::Result<compiler::IpuConfig> {
 
 /// Runs `ipuxla run`.
 pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
+    let _progress = crate::progress::Progress::spinner(format!("{}", args.file.display()));
     let module = super::load_module(&args.file)?;
     let config = config_of(&args)?;
     // The config's device loop, unless the flags set it (they are in the config now).
@@ -354,6 +355,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
                 &module, &config, &options, &inputs, lp, mode, &mut feeds,
             )
             .map_err(|e| anyhow!("{}: {e:#}", args.file.display()))?;
+            crate::progress::finish();
             for w in &run.warnings {
                 eprintln!("warning: {w}");
             }
@@ -372,6 +374,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
                 &module, &config, &options, &inputs, &mut feeds,
             )
             .map_err(|e| anyhow!("{}: {e:#}", args.file.display()))?;
+            crate::progress::finish();
             for w in &run.warnings {
                 eprintln!("warning: {w}");
             }
@@ -386,6 +389,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
         .map(|(k, o)| (format!("output_{k}.npy"), o))
         .chain(outfeeds.iter().map(|(f, o)| (f.clone(), o)));
     write_outputs(outdir, named)?;
+    crate::progress::finish();
     println!(
         "ran {} on the {} engine in {:.3} ms",
         args.file.display(),
@@ -396,6 +400,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
         elapsed.as_secs_f64() * 1e3
     );
     if let Some(run) = device {
+        crate::progress::finish();
         print!("{}", super::summary::summary(&run));
         write_profile(args.profile.as_deref(), &run.profile)?;
         write_trace(args.trace.as_deref(), &[("IPU Model".into(), &run.profile)])?;
@@ -503,6 +508,7 @@ fn run_replicated(
                 processes,
             )
             .map_err(|e| anyhow!("{}: {e:#}", args.file.display()))?;
+            crate::progress::finish();
             for w in &run.warnings {
                 eprintln!("warning: {w}");
             }
@@ -529,6 +535,7 @@ fn run_replicated(
     let across = processes.map_or(String::new(), |p| {
         format!(" ({} processes)", p.transport.size())
     });
+    crate::progress::finish();
     println!(
         "ran {} on {n} replicas{across} on the {} engine in {:.3} ms",
         args.file.display(),
@@ -539,11 +546,13 @@ fn run_replicated(
         elapsed.as_secs_f64() * 1e3
     );
     if let Some(run) = device {
+        crate::progress::finish();
         print!("{}", super::summary::replicated_summary(&run));
         if let Some(path) = args.profile.as_deref() {
             let json = serde_json::to_string_pretty(&run.profiles)?;
             std::fs::write(path, json)
                 .with_context(|| format!("{}: cannot write the profile", path.display()))?;
+            crate::progress::finish();
             println!("profiles of the {n} replicas written to {}", path.display());
         }
         let named: Vec<(String, &runtime::Profile)> = run
@@ -568,6 +577,7 @@ fn write_outputs<'a>(
     for (file, output) in named {
         let path = outdir.join(file);
         write_npy(&path, output)?;
+        crate::progress::finish();
         println!(
             "{}  {} {}  {}",
             path.display(),
@@ -584,13 +594,16 @@ fn estimate(args: &RunArgs, module: &Module, config: &compiler::IpuConfig) -> an
     let options = args.passes.options();
     let e = crate::device::estimate_on_ipu_model(module, config, &options)
         .map_err(|e| anyhow!("{}: {e:#}", args.file.display()))?;
+    crate::progress::finish();
     for w in &e.warnings {
         eprintln!("warning: {w}");
     }
+    crate::progress::finish();
     println!(
         "estimated {} on the ipu-model engine without running it",
         args.file.display()
     );
+    crate::progress::finish();
     print!("{}", super::summary::estimate_summary(&e));
     write_trace(
         args.trace.as_deref(),
@@ -605,6 +618,7 @@ fn write_trace(path: Option<&Path>, runs: &[(String, &runtime::Profile)]) -> any
         let json = serde_json::to_string(&crate::trace::chrome_trace(runs))?;
         std::fs::write(path, json)
             .with_context(|| format!("{}: cannot write the trace", path.display()))?;
+        crate::progress::finish();
         println!("trace written to {}", path.display());
     }
     Ok(())
@@ -616,6 +630,7 @@ fn write_profile(path: Option<&Path>, profile: &runtime::Profile) -> anyhow::Res
         let json = serde_json::to_string_pretty(profile)?;
         std::fs::write(path, json)
             .with_context(|| format!("{}: cannot write the profile", path.display()))?;
+        crate::progress::finish();
         println!("profile written to {}", path.display());
     }
     Ok(())

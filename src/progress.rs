@@ -1,0 +1,121 @@
+//! Progress on stderr for work that takes a while (compiling, loading, simulating, bench
+//! cases): an `indicatif` spinner or bar that appears only after a delay (1 s, or
+//! `IPUXLA_PROGRESS_DELAY_MS`), only when stderr is a terminal, never after
+//! [`set_quiet`]; it clears itself when the work ends, so piped output never holds one.
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::IsTerminal;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+static QUIET: AtomicBool = AtomicBool::new(false);
+
+/// The indicator showing now, if any, and its own message: what [`phase`] adds to.
+static CURRENT: Mutex<Option<(u64, ProgressBar, String)>> = Mutex::new(None);
+
+/// Numbers the indicators, so a finished one clears only itself from [`CURRENT`].
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+/// Turns progress off (`--quiet`).
+pub fn set_quiet(quiet: bool) {
+    QUIET.store(quiet, Ordering::Relaxed);
+}
+
+fn delay() -> Duration {
+    let ms = std::env::var("IPUXLA_PROGRESS_DELAY_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(1000);
+    Duration::from_millis(ms)
+}
+
+/// Work in progress; dropping it clears the indicator.
+pub struct Progress {
+    bar: ProgressBar,
+    id: u64,
+}
+
+impl Progress {
+    /// A spinner saying `message`.
+    pub fn spinner(message: impl Into<String>) -> Progress {
+        let style =
+            ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").expect("a valid template");
+        Progress::start(ProgressBar::hidden().with_style(style), message)
+    }
+
+    /// A bar of `len` items saying `message`.
+    pub fn bar(len: u64, message: impl Into<String>) -> Progress {
+        let style = ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} [{elapsed}]")
+            .expect("a valid template");
+        let bar = ProgressBar::hidden().with_style(style);
+        bar.set_length(len);
+        Progress::start(bar, message)
+    }
+
+    fn start(bar: ProgressBar, message: impl Into<String>) -> Progress {
+        let message = message.into();
+        bar.set_message(message.clone());
+        let shown = !QUIET.load(Ordering::Relaxed) && std::io::stderr().is_terminal();
+        if shown {
+            let later = bar.clone();
+            let wait = delay();
+            std::thread::spawn(move || {
+                std::thread::sleep(wait);
+                if !later.is_finished() {
+                    later.set_draw_target(ProgressDrawTarget::stderr());
+                    later.enable_steady_tick(Duration::from_millis(100));
+                }
+            });
+        }
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        *CURRENT.lock().expect("no holder panics") = Some((id, bar.clone(), message));
+        Progress { bar, id }
+    }
+
+    /// Says what is happening now.
+    pub fn set_message(&self, message: impl Into<String>) {
+        let message = message.into();
+        self.bar.set_message(message.clone());
+        if let Some((id, _, own)) = CURRENT.lock().expect("no holder panics").as_mut()
+            && *id == self.id
+        {
+            *own = message;
+        }
+    }
+
+    /// Runs `f` with the indicator out of the way (to print a line).
+    pub fn suspend<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.bar.suspend(f)
+    }
+
+    /// One more item done.
+    pub fn inc(&self) {
+        self.bar.inc(1);
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.bar.finish_and_clear();
+        let mut current = CURRENT.lock().expect("no holder panics");
+        if current.as_ref().is_some_and(|(id, ..)| *id == self.id) {
+            *current = None;
+        }
+    }
+}
+
+/// Tells the indicator showing now (if any) what is happening: a library call's phases
+/// ("compiling", "loading", ...) under the command's spinner.
+pub fn phase(message: impl Into<String>) {
+    if let Some((_, bar, own)) = CURRENT.lock().expect("no holder panics").as_ref() {
+        bar.set_message(format!("{own}: {}", message.into()));
+    }
+}
+
+/// Clears the indicator showing now, if any: the work is done and results follow.
+pub fn finish() {
+    if let Some((_, bar, _)) = CURRENT.lock().expect("no holder panics").take() {
+        bar.finish_and_clear();
+    }
+}
