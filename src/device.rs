@@ -117,7 +117,8 @@ pub(crate) fn run_once(
         Some(lp) => format!("simulating {} iterations", lp.iterations),
         None => "simulating".to_string(),
     });
-    let (outputs, profile) = loaded.run_with_feeds(inputs, feeds)?;
+    let (outputs, mut profile) = loaded.run_with_feeds(inputs, feeds)?;
+    profile.liveness = loaded.engine().executable().liveness.clone();
     Ok(DeviceRun {
         outputs,
         profile,
@@ -182,7 +183,8 @@ pub fn estimate_on_ipu_model(
     let t1 = std::time::Instant::now();
     crate::progress::phase("estimating");
     let system = runtime::System::new(exe.target.clone(), exe.num_ipus)?;
-    let profile = runtime::estimate(exe, &system)?;
+    let mut profile = runtime::estimate(exe, &system)?;
+    profile.liveness = exe.liveness.clone();
     let t2 = std::time::Instant::now();
     Ok(DeviceEstimate {
         profile,

@@ -14,6 +14,7 @@ pub mod mpi;
 pub mod pipeline;
 pub mod progress;
 pub mod replicas;
+pub mod report;
 pub mod trace;
 
 pub use compiler;

@@ -148,6 +148,7 @@ mod tests {
         let p = Profile {
             target: "ipu2".into(),
             num_ipus: 1,
+            tiles_per_ipu: 4,
             clock_hz: 1e9,
             total_cycles: 0,
             seconds: 0.0,
@@ -162,6 +163,8 @@ mod tests {
             decisions: Vec::new(),
             data_dependent: Vec::new(),
             ipus: Vec::new(),
+            liveness: Vec::new(),
+            largest_tensors: Vec::new(),
         };
         let t = chrome_trace(&[("replica 0".into(), &p)]);
         let slices: Vec<&Value> = t["traceEvents"]
@@ -221,6 +224,7 @@ mod tests {
         let p = Profile {
             target: "ipu2".into(),
             num_ipus: 2,
+            tiles_per_ipu: 4,
             clock_hz: 1e9,
             total_cycles: 0,
             seconds: 0.0,
@@ -247,6 +251,8 @@ mod tests {
                     bytes_over_links: 8,
                 },
             ],
+            liveness: Vec::new(),
+            largest_tensors: Vec::new(),
         };
         let t = chrome_trace(&[("run".into(), &p)]);
         let events = t["traceEvents"].as_array().unwrap();

@@ -5,6 +5,7 @@ mod devices;
 mod dump;
 mod load;
 mod pass_flags;
+mod report;
 mod run;
 mod schedule;
 mod summary;
@@ -44,6 +45,9 @@ pub enum Command {
     Schedule(schedule::ScheduleArgs),
     /// Compile and run corpus cases, timing them against XLA's figures in `case.json`.
     Bench(bench::BenchArgs),
+    /// Write a profile (`run --profile`) as one self-contained HTML page: tile memory heat
+    /// maps, the liveness curve, cycles per step, the largest tensors, per-IPU totals.
+    Report(report::ReportArgs),
     /// List the modelled IPU system as `gc-info -l` would, and the shard to IPU orders.
     Devices(devices::DevicesArgs),
     /// Print a completion script for a shell (`ipuxla completions bash > ~/.local/share/bash-completion/completions/ipuxla`).
@@ -63,6 +67,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Devices(args) => devices::run(args),
         Command::Schedule(args) => schedule::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Report(args) => report::run(args),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             let mut command = Cli::command();

@@ -35,14 +35,14 @@ pub use exec::replicated::{COLLECTIVE_WAIT_LIMIT, ReplicatedEngine};
 pub use model::cost;
 pub use model::estimate::{estimate, estimate_parts, estimate_replaying};
 pub use model::profile::{
-    Beside, DataDependent, IpuActivity, OutOfCore, Profile, StepKind, StepProfile, TileMemory,
-    Totals,
+    Beside, DataDependent, IpuActivity, OutOfCore, Profile, StepKind, StepProfile, TensorSize,
+    TileMemory, Totals,
 };
 pub use program::builder::ExecutableBuilder;
 pub use program::codelet::{Codelet, CodeletRef, VertexCost};
 pub use program::collective::{Blocks, Collective, CollectiveId, CollectiveKind, Replication};
 pub use program::executable::{
     CodeletId, CodeletVertex, ComputeSet, ComputeSetId, Direction, Executable, FunctionId,
-    Interval, Program, Rearrange, RearrangeId, Region, Run, RunSource, Stream, StreamId, Tensor,
-    TensorId, Vertex,
+    Interval, LivePoint, Program, Rearrange, RearrangeId, Region, Run, RunSource, Stream, StreamId,
+    Tensor, TensorId, Vertex,
 };

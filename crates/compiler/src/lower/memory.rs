@@ -57,6 +57,7 @@ pub(crate) fn allocate(l: &mut Lowerer) -> Result<(), CompileError> {
             }
         }
     }
+    record_liveness(l);
     let capacity = l.target.bytes_per_tile;
     let worst = peak
         .iter()
@@ -97,4 +98,50 @@ pub(crate) fn allocate(l: &mut Lowerer) -> Result<(), CompileError> {
         })));
     }
     Ok(())
+}
+
+/// Marks the tensors live for the whole program (constants, and tensors made before the
+/// first compute step that live to the last step) and records the bytes live at each step
+/// (the executable's liveness, for memory reports).
+fn record_liveness(l: &mut Lowerer) {
+    let steps = l.step_names.len();
+    if steps == 0 {
+        return;
+    }
+    let end = steps as u64 - 1;
+    let first_compute = l
+        .step_names
+        .iter()
+        .position(|n| !n.starts_with("stream "))
+        .unwrap_or(0) as u64;
+    let mut delta = vec![0i64; steps + 1];
+    for i in 0..l.b.tensor_count() {
+        let life = l.life[i];
+        let id = runtime::TensorId(i as u32);
+        let t = l.b.tensor_info(id);
+        let bytes = (t.elements * t.dtype.size()) as i64;
+        let (first, last) = if life.pinned {
+            (0, end)
+        } else {
+            (life.first.min(end), life.last.min(end))
+        };
+        delta[first as usize] += bytes;
+        delta[last as usize + 1] -= bytes;
+        let always = life.pinned || (life.first < first_compute && life.last >= end);
+        l.b.tensor_mut(id).always_live = always;
+    }
+    let mut live = 0i64;
+    let points = l
+        .step_names
+        .iter()
+        .zip(&delta)
+        .map(|(name, d)| {
+            live += d;
+            runtime::LivePoint {
+                step: name.clone(),
+                bytes: live.max(0) as u64,
+            }
+        })
+        .collect();
+    l.b.set_liveness(points);
 }

@@ -219,6 +219,8 @@ pub(crate) struct Lowerer<'m> {
     pub pipelining: crate::config::PipeliningConfig,
     /// A pipeline's phases, once lowered.
     pub pipeline_layout: Option<PipelineLayout>,
+    /// What each step emitted runs, by step (for the liveness report).
+    pub step_names: Vec<String>,
 }
 
 /// Compiles a module (types already checked and narrowed) for `target` (the config's, or
@@ -324,6 +326,7 @@ impl<'m> Lowerer<'m> {
             partitions,
             pipelining: config.pipelining.clone(),
             pipeline_layout: None,
+            step_names: Vec::new(),
         })
     }
 
@@ -378,8 +381,34 @@ impl<'m> Lowerer<'m> {
 
     /// Appends a program step.
     pub fn emit(&mut self, p: Program) {
+        let name = self.describe(&p);
+        self.step_names.push(name);
         self.seqs.last_mut().expect("a sequence").push(p);
         self.step += 1;
+    }
+
+    /// What a step runs, for the liveness report.
+    fn describe(&self, p: &Program) -> String {
+        let exe = self.b.executable();
+        match p {
+            Program::Execute(id) => exe.compute_sets[id.0 as usize].name.clone(),
+            Program::Copy { src, dst } => format!(
+                "copy {} -> {}",
+                exe.tensors[src.0 as usize].name, exe.tensors[dst.0 as usize].name
+            ),
+            Program::Rearrange(id) => exe.rearranges[id.0 as usize].name.clone(),
+            Program::StreamCopy { stream, .. } => {
+                format!("stream {}", exe.streams[stream.0 as usize].name)
+            }
+            Program::Repeat { count, .. } => format!("repeat x{count}"),
+            Program::RepeatWhileTrue { .. } => "while".into(),
+            Program::If { .. } | Program::Switch { .. } => "branch".into(),
+            Program::Call(f) => format!("call function {}", f.0),
+            Program::Collective(c) => exe.collectives[c.0 as usize].name.clone(),
+            Program::Parallel(_) => "parallel".into(),
+            Program::Sync => "sync".into(),
+            Program::Sequence(_) => "sequence".into(),
+        }
     }
 
     /// Starts collecting steps into a nested sequence.

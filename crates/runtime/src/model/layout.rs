@@ -2,7 +2,7 @@
 //! vertex's region in its tile's memory, the pieces (one tile, one stride) a run of a
 //! tensor's elements falls into, and the source elements a rearrangement reads.
 
-use crate::model::profile::TileMemory;
+use crate::model::profile::{TensorSize, TileMemory};
 use crate::program::executable::{Executable, Rearrange, Region, Run, RunSource, Tensor, TensorId};
 use std::cell::Cell;
 
@@ -29,6 +29,21 @@ pub(crate) fn tile_extents(exe: &Executable) -> Vec<u64> {
 /// profile reports and what an engine allocates.
 pub(crate) fn tile_memory(exe: &Executable) -> Vec<TileMemory> {
     let tiles = exe.target.tiles_per_ipu;
+    let mut always = vec![0u64; exe.num_ipus * tiles];
+    for t in exe
+        .tensors
+        .iter()
+        .filter(|t| t.always_live || t.init.is_some())
+    {
+        let size = t.dtype.size() as u64;
+        for iv in &t.mapping {
+            if iv.tile < tiles
+                && let Some(a) = always.get_mut(iv.ipu * tiles + iv.tile)
+            {
+                *a += iv.len as u64 * size;
+            }
+        }
+    }
     tile_extents(exe)
         .into_iter()
         .enumerate()
@@ -38,8 +53,32 @@ pub(crate) fn tile_memory(exe: &Executable) -> Vec<TileMemory> {
             tile: t % tiles,
             bytes_used: bytes,
             bytes_free: exe.target.bytes_per_tile.saturating_sub(bytes),
+            always_live_bytes: always[t].min(bytes),
         })
         .collect()
+}
+
+/// The `count` largest tensors of `exe`, largest first (ties by name).
+pub(crate) fn largest_tensors(exe: &Executable, count: usize) -> Vec<TensorSize> {
+    let mut all: Vec<TensorSize> = exe
+        .tensors
+        .iter()
+        .map(|t| {
+            let mut tiles: Vec<(usize, usize)> =
+                t.mapping.iter().map(|i| (i.ipu, i.tile)).collect();
+            tiles.sort_unstable();
+            tiles.dedup();
+            TensorSize {
+                name: t.name.clone(),
+                bytes: (t.elements * t.dtype.size()) as u64,
+                tiles: tiles.len(),
+                always_live: t.always_live || t.init.is_some(),
+            }
+        })
+        .collect();
+    all.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.name.cmp(&b.name)));
+    all.truncate(count);
+    all
 }
 
 /// The byte range of a region in its vertex's tile memory, if the region lies entirely in
@@ -319,6 +358,7 @@ mod tests {
             elements: start,
             mapping,
             init: None,
+            always_live: false,
         }
     }
 

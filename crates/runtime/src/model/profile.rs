@@ -86,6 +86,10 @@ pub struct TileMemory {
     pub bytes_used: u64,
     /// Bytes left.
     pub bytes_free: u64,
+    /// Of `bytes_used`, bytes of tensors live for the whole program (constants, weights,
+    /// results held to the end; absent when 0).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub always_live_bytes: u64,
 }
 
 /// Sums over all steps.
@@ -118,6 +122,9 @@ pub struct Profile {
     pub target: String,
     /// IPUs used.
     pub num_ipus: usize,
+    /// Tiles per IPU (virtual ones out of core).
+    #[serde(default)]
+    pub tiles_per_ipu: usize,
     /// Tile clock in Hz.
     pub clock_hz: f64,
     /// Cycles of the whole run.
@@ -148,6 +155,29 @@ pub struct Profile {
     /// A program on several IPUs: what each IPU did (absent for one IPU).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ipus: Vec<IpuActivity>,
+    /// The compiler's liveness over the program's steps as lowered (absent when the
+    /// executable does not carry it, and from profiles of the engine's runs: copy
+    /// [`Executable::liveness`] in to write a report).
+    ///
+    /// [`Executable::liveness`]: crate::Executable::liveness
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub liveness: Vec<crate::program::executable::LivePoint>,
+    /// The largest tensors, largest first (at most 20).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub largest_tensors: Vec<TensorSize>,
+}
+
+/// A tensor's size and spread, for memory reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TensorSize {
+    /// Its name.
+    pub name: String,
+    /// Bytes on all tiles.
+    pub bytes: u64,
+    /// Tiles it lives on.
+    pub tiles: usize,
+    /// Whether it lives for the whole program.
+    pub always_live: bool,
 }
 
 /// What one IPU of a multi-IPU program did during a run.

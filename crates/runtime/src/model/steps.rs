@@ -73,6 +73,8 @@ pub(crate) struct StepCosts {
     pub streams: HashMap<(StreamId, TensorId), StreamCost>,
     /// The memory of every tile that holds data, as every profile reports it.
     pub tile_memory: Vec<TileMemory>,
+    /// The largest tensors, as every profile reports them.
+    pub largest_tensors: Vec<crate::model::profile::TensorSize>,
     /// By collective.
     pub collectives: Vec<CollectiveCost>,
     /// The IPUs each compute set runs vertices on.
@@ -157,6 +159,7 @@ impl StepCosts {
             copies,
             streams,
             tile_memory: layout::tile_memory(exe),
+            largest_tensors: layout::largest_tensors(exe, 20),
         })
     }
 }

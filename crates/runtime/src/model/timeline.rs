@@ -316,6 +316,7 @@ impl<'e> Timeline<'e> {
         Profile {
             target: target.version.to_string(),
             num_ipus: exe.num_ipus,
+            tiles_per_ipu: target.tiles_per_ipu,
             clock_hz: target.clock_hz,
             total_cycles,
             seconds: target.seconds(total_cycles),
@@ -328,6 +329,9 @@ impl<'e> Timeline<'e> {
             }),
             decisions: self.decisions,
             data_dependent: self.data_dependent,
+            // Filled by whoever writes the profile out (a copy per run would cost).
+            liveness: Vec::new(),
+            largest_tensors: self.costs.largest_tensors.clone(),
             ipus: self
                 .busy
                 .iter()

@@ -6,7 +6,8 @@ use crate::program::codelet::CodeletRef;
 use crate::program::collective::{Collective, CollectiveId, Replication};
 use crate::program::executable::{
     CodeletId, CodeletVertex, ComputeSet, ComputeSetId, Direction, Executable, FunctionId,
-    Interval, Program, Rearrange, RearrangeId, Region, Stream, StreamId, Tensor, TensorId, Vertex,
+    Interval, LivePoint, Program, Rearrange, RearrangeId, Region, Stream, StreamId, Tensor,
+    TensorId, Vertex,
 };
 use codegen::{DType, KernelSpec};
 use std::collections::HashMap;
@@ -36,6 +37,7 @@ impl ExecutableBuilder {
                 codelets: Vec::new(),
                 collectives: Vec::new(),
                 replication: Default::default(),
+                liveness: Vec::new(),
                 program: Program::Sequence(vec![]),
             },
             next_offset: HashMap::new(),
@@ -71,6 +73,7 @@ impl ExecutableBuilder {
             elements: start,
             mapping,
             init: None,
+            always_live: false,
         });
         TensorId(self.exe.tensors.len() as u32 - 1)
     }
@@ -146,6 +149,7 @@ impl ExecutableBuilder {
             elements,
             mapping,
             init: None,
+            always_live: false,
         });
         TensorId(self.exe.tensors.len() as u32 - 1)
     }
@@ -231,6 +235,16 @@ impl ExecutableBuilder {
     /// The tensor with this id (to inspect mappings).
     pub fn tensor_info(&self, id: TensorId) -> &Tensor {
         &self.exe.tensors[id.0 as usize]
+    }
+
+    /// The executable built so far (names of its compute sets, streams, ...).
+    pub fn executable(&self) -> &Executable {
+        &self.exe
+    }
+
+    /// Records the compiler's liveness over the program's steps ([`Executable::liveness`]).
+    pub fn set_liveness(&mut self, liveness: Vec<LivePoint>) {
+        self.exe.liveness = liveness;
     }
 
     /// The executable, with `program` as its main program.

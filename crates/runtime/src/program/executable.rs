@@ -53,6 +53,24 @@ pub struct Tensor {
     /// tensor with contents must not share tile memory with any other tensor.
     #[serde(default)]
     pub init: Option<Vec<u8>>,
+    /// Live for the whole program (constants, weights, results held to the end), as the
+    /// compiler planned it: what a memory report shows as always live.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub always_live: bool,
+}
+
+fn is_false(x: &bool) -> bool {
+    !*x
+}
+
+/// The compiler's liveness at one step of the program as it was lowered (a loop body or
+/// function once): the step, and the bytes of every tensor live there, on all tiles.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LivePoint {
+    /// What the step runs (a compute set, a copy, a stream).
+    pub step: String,
+    /// Bytes live.
+    pub bytes: u64,
 }
 
 /// Which way a host stream moves data.
@@ -303,6 +321,9 @@ pub struct Executable {
     /// How many replicas run the program, and where they sit.
     #[serde(default)]
     pub replication: Replication,
+    /// The compiler's liveness over the program's steps (empty when it did not say).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub liveness: Vec<LivePoint>,
     /// The main program.
     pub program: Program,
 }
