@@ -109,6 +109,7 @@ pub fn chrome_trace(runs: &[(String, &Profile)]) -> Value {
                             "step cycles": s.beside.map_or(s.cycles, |b| b.cycles),
                             "bytes moved": s.bytes_moved,
                             "bytes over IPU-Links": s.bytes_over_links,
+                            "tiles": s.tiles,
                         },
                     }));
                 }
@@ -139,6 +140,7 @@ mod tests {
             paging_cycles: 0,
             bytes_paged: 0,
             ipus: Vec::new(),
+            tiles: 0,
             beside: None,
         }
     }

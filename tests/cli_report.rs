@@ -124,6 +124,7 @@ fn every_trace_event_is_well_formed_and_every_step_has_its_slices() {
                     "{e}"
                 );
                 assert!(e["args"]["cycles"].is_u64(), "{e}");
+                assert!(e["args"]["tiles"].is_u64(), "{e}");
                 stepped.insert(e["args"]["step"].as_u64().unwrap());
             }
             other => panic!("unexpected phase {other}: {e}"),

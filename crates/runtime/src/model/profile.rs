@@ -48,6 +48,9 @@ pub struct StepProfile {
     /// streams to (absent for one IPU, and for syncs, which hold every IPU).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ipus: Vec<usize>,
+    /// Tiles the step computes on, or reads or writes (absent when 0: syncs, collectives).
+    #[serde(default, skip_serializing_if = "is_zero_usize")]
+    pub tiles: usize,
     /// A step of a `Parallel` branch other than the slowest (whose cycles are the
     /// `Parallel`'s, so this step's count as 0 above): when it ran and what it took.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -72,6 +75,10 @@ pub struct Beside {
 }
 
 fn is_zero(x: &u64) -> bool {
+    *x == 0
+}
+
+fn is_zero_usize(x: &usize) -> bool {
     *x == 0
 }
 

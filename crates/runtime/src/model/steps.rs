@@ -40,8 +40,8 @@ pub(crate) struct CopyStep {
     pub name: String,
     /// What it costs.
     pub cost: CopyCost,
-    /// The IPUs it reads or writes.
-    pub ipus: Vec<usize>,
+    /// The IPUs and tiles it reads or writes.
+    pub reach: Reach,
 }
 
 /// What a host stream transfer costs.
@@ -54,8 +54,8 @@ pub(crate) struct StreamCost {
     pub transfer_cycles: u64,
     /// Bytes moved.
     pub bytes: u64,
-    /// The IPUs the tensor lives on.
-    pub ipus: Vec<usize>,
+    /// The IPUs and tiles the tensor lives on.
+    pub reach: Reach,
 }
 
 /// The cost of every step an executable's programs can run.
@@ -77,21 +77,38 @@ pub(crate) struct StepCosts {
     pub largest_tensors: Vec<crate::model::profile::TensorSize>,
     /// By collective.
     pub collectives: Vec<CollectiveCost>,
-    /// The IPUs each compute set runs vertices on.
-    pub compute_set_ipus: Vec<Vec<usize>>,
-    /// The IPUs each rearrangement reads or writes.
-    pub rearrange_ipus: Vec<Vec<usize>>,
+    /// The IPUs and tiles each compute set runs vertices on.
+    pub compute_set_reach: Vec<Reach>,
+    /// The IPUs and tiles each rearrangement reads or writes.
+    pub rearrange_reach: Vec<Reach>,
 }
 
-/// The IPUs `tensors` live on, in order.
-pub(crate) fn ipus_of(exe: &Executable, tensors: impl IntoIterator<Item = TensorId>) -> Vec<usize> {
-    let mut ipus: Vec<usize> = tensors
+/// The IPUs (in order) and the number of tiles a step touches.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Reach {
+    pub ipus: Vec<usize>,
+    pub tiles: usize,
+}
+
+/// The IPUs and tiles `tensors` live on.
+pub(crate) fn reach_of(exe: &Executable, tensors: impl IntoIterator<Item = TensorId>) -> Reach {
+    let mut tiles: Vec<(usize, usize)> = tensors
         .into_iter()
-        .flat_map(|t| exe.tensors[t.0 as usize].mapping.iter().map(|i| i.ipu))
+        .flat_map(|t| {
+            exe.tensors[t.0 as usize]
+                .mapping
+                .iter()
+                .map(|i| (i.ipu, i.tile))
+        })
         .collect();
-    ipus.sort_unstable();
+    tiles.sort_unstable();
+    tiles.dedup();
+    let mut ipus: Vec<usize> = tiles.iter().map(|&(i, _)| i).collect();
     ipus.dedup();
-    ipus
+    Reach {
+        ipus,
+        tiles: tiles.len(),
+    }
 }
 
 impl StepCosts {
@@ -112,13 +129,13 @@ impl StepCosts {
             .map(|(src, dst)| {
                 let r = copy_as_rearrangement(exe, src, dst);
                 let cost = rearrangement_cost(system, &exe.tensors, &r)?;
-                let ipus = ipus_of(exe, [src, dst]);
+                let reach = reach_of(exe, [src, dst]);
                 Ok((
                     (src, dst),
                     CopyStep {
                         name: r.name,
                         cost,
-                        ipus,
+                        reach,
                     },
                 ))
             })
@@ -143,15 +160,15 @@ impl StepCosts {
                 .collect::<Result<Vec<_>, RuntimeError>>()?
         };
         let tpi = exe.target.tiles_per_ipu.max(1);
-        let compute_set_ipus = compute_sets_costs_ipus(&compute_sets, tpi);
-        let rearrange_ipus = exe
+        let compute_set_reach = compute_sets_reach(&compute_sets, tpi);
+        let rearrange_reach = exe
             .rearranges
             .iter()
-            .map(|r| ipus_of(exe, r.sources.iter().copied().chain([r.dst])))
+            .map(|r| reach_of(exe, r.sources.iter().copied().chain([r.dst])))
             .collect();
         Ok(StepCosts {
-            compute_set_ipus,
-            rearrange_ipus,
+            compute_set_reach,
+            rearrange_reach,
             collectives,
             sync_cycles: sync_cycles(system),
             compute_sets,
@@ -164,8 +181,8 @@ impl StepCosts {
     }
 }
 
-/// The IPUs of the tiles each compute set runs vertices on.
-fn compute_sets_costs_ipus(costs: &[ComputeCost], tiles_per_ipu: usize) -> Vec<Vec<usize>> {
+/// The IPUs and tiles each compute set runs vertices on.
+fn compute_sets_reach(costs: &[ComputeCost], tiles_per_ipu: usize) -> Vec<Reach> {
     costs
         .iter()
         .map(|c| {
@@ -175,7 +192,10 @@ fn compute_sets_costs_ipus(costs: &[ComputeCost], tiles_per_ipu: usize) -> Vec<V
                 .map(|&(t, _)| t / tiles_per_ipu)
                 .collect();
             ipus.dedup();
-            ipus
+            Reach {
+                ipus,
+                tiles: c.tile_cycles.len(),
+            }
         })
         .collect()
 }
@@ -254,7 +274,7 @@ fn stream_cost(exe: &Executable, stream: StreamId, tensor: TensorId) -> StreamCo
         transfer_cycles: cost::host_cycles(target, bytes)
             .max(cost::exchange_cycles(target, busiest)),
         bytes,
-        ipus: ipus_of(exe, [tensor]),
+        reach: reach_of(exe, [tensor]),
     }
 }
 
@@ -273,6 +293,7 @@ impl StepProfile {
             paging_cycles: c.paging_cycles,
             bytes_paged: c.bytes_paged,
             ipus: Vec::new(),
+            tiles: 0,
             beside: None,
         }
     }
@@ -291,6 +312,7 @@ impl StepProfile {
             paging_cycles: c.paging_cycles,
             bytes_paged: c.bytes_paged,
             ipus: Vec::new(),
+            tiles: 0,
             beside: None,
         }
     }
@@ -309,6 +331,7 @@ impl StepProfile {
             paging_cycles: 0,
             bytes_paged: 0,
             ipus: Vec::new(),
+            tiles: 0,
             beside: None,
         }
     }
@@ -327,6 +350,7 @@ impl StepProfile {
             paging_cycles: 0,
             bytes_paged: 0,
             ipus: Vec::new(),
+            tiles: 0,
             beside: None,
         }
     }
@@ -390,6 +414,7 @@ impl StepProfile {
             paging_cycles: 0,
             bytes_paged: 0,
             ipus: Vec::new(),
+            tiles: 0,
             beside: None,
         }
     }

@@ -8,7 +8,7 @@ use crate::error::RuntimeError;
 use crate::model::profile::{
     DataDependent, IpuActivity, OutOfCore, Profile, StepKind, StepProfile, Totals,
 };
-use crate::model::steps::StepCosts;
+use crate::model::steps::{Reach, StepCosts};
 use crate::program::executable::{Executable, Program, TensorId};
 
 /// What carries out the steps the timeline walks.
@@ -94,14 +94,15 @@ impl<'e> Timeline<'e> {
     }
 
     /// Records `step`, which `ipus` take part in.
-    fn record(&mut self, mut step: StepProfile, ipus: &[usize]) {
+    fn record(&mut self, mut step: StepProfile, reach: &Reach) {
         if !self.busy.is_empty() {
-            for &i in ipus {
+            for &i in &reach.ipus {
                 self.busy[i] += step.cycles;
                 self.links[i] += step.bytes_over_links;
             }
-            step.ipus = ipus.to_vec();
+            step.ipus = reach.ipus.clone();
         }
+        step.tiles = reach.tiles;
         self.steps.push(step);
     }
 
@@ -126,7 +127,7 @@ impl<'e> Timeline<'e> {
                         &costs.compute_sets[cs],
                         costs.sync_cycles,
                     ),
-                    &costs.compute_set_ipus[cs],
+                    &costs.compute_set_reach[cs],
                 );
             }
             Program::Rearrange(id) => {
@@ -134,13 +135,16 @@ impl<'e> Timeline<'e> {
                 host.rearrange(r)?;
                 self.record(
                     StepProfile::copy(exe.rearranges[r].name.clone(), &costs.rearranges[r]),
-                    &costs.rearrange_ipus[r],
+                    &costs.rearrange_reach[r],
                 );
             }
             Program::Copy { src, dst } => {
                 host.copy(*src, *dst)?;
                 let copy = &costs.copies[&(*src, *dst)];
-                self.record(StepProfile::copy(copy.name.clone(), &copy.cost), &copy.ipus);
+                self.record(
+                    StepProfile::copy(copy.name.clone(), &copy.cost),
+                    &copy.reach,
+                );
             }
             Program::Repeat { count, body } => {
                 for _ in 0..*count {
@@ -205,7 +209,7 @@ impl<'e> Timeline<'e> {
                 let cost = &costs.streams[&(*stream, *tensor)];
                 self.record(
                     StepProfile::stream(cost.name.clone(), cost, costs.sync_cycles),
-                    &cost.ipus,
+                    &cost.reach,
                 );
             }
             Program::Sync => self
@@ -236,7 +240,10 @@ impl<'e> Timeline<'e> {
                         latest - arrival,
                     ));
                 }
-                let all: Vec<usize> = (0..self.busy.len()).collect();
+                let all = Reach {
+                    ipus: (0..self.busy.len()).collect(),
+                    tiles: 0,
+                };
                 for phase in &costs.collectives[c].phases {
                     self.record(StepProfile::collective(phase), &all);
                 }
