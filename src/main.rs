@@ -4,14 +4,20 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    // `IPUXLA_LOG=ipuxla::plan=debug` (any tracing filter) prints the compiler's decisions.
-    if let Ok(filter) = std::env::var("IPUXLA_LOG") {
-        tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+    use tracing_subscriber::prelude::*;
+    // `IPUXLA_LOG=ipuxla::plan=debug` (any tracing filter) prints the compiler's decisions;
+    // the progress indicator hears of the passes (and nothing else).
+    let log = std::env::var("IPUXLA_LOG").ok().map(|filter| {
+        tracing_subscriber::fmt::layer()
             .with_writer(std::io::stderr)
             .without_time()
-            .init();
-    }
+            .with_filter(tracing_subscriber::EnvFilter::new(filter))
+    });
+    let passes =
+        ipuxla::progress::PassLayer.with_filter(tracing_subscriber::filter::filter_fn(|m| {
+            ipuxla::progress::PassLayer::TARGETS.contains(&m.target())
+        }));
+    tracing_subscriber::registry().with(passes).with(log).init();
     let cli = ipuxla::cli::Cli::parse();
     match ipuxla::cli::run(cli) {
         Ok(()) => ExitCode::SUCCESS,

@@ -119,3 +119,46 @@ pub fn finish() {
         bar.finish_and_clear();
     }
 }
+
+/// A `tracing` layer that tells the indicator which compiler pass or phase runs (the `pass`
+/// spans of `compiler::passes`, target `ipuxla::pass`, and the compiler's `phase` spans,
+/// target `ipuxla::phase`); install it with a per-layer filter on [`PassLayer::TARGETS`]
+/// (see the binary's `main`), so nothing else is dispatched to it.
+pub struct PassLayer;
+
+impl PassLayer {
+    /// The span targets it reads.
+    pub const TARGETS: [&str; 2] = ["ipuxla::pass", "ipuxla::phase"];
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for PassLayer {
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        _: &tracing::span::Id,
+        _: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        struct Name(Option<String>);
+        impl tracing::field::Visit for Name {
+            fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+                if field.name() == "name" {
+                    self.0 = Some(value.to_string());
+                }
+            }
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                if field.name() == "name" {
+                    self.0 = Some(format!("{value:?}"));
+                }
+            }
+        }
+        let mut name = Name(None);
+        attrs.record(&mut name);
+        if let Some(name) = name.0 {
+            phase(if attrs.metadata().target() == "ipuxla::pass" {
+                format!("compiling: pass {name}")
+            } else {
+                format!("compiling: {name}")
+            });
+        }
+    }
+}

@@ -100,7 +100,9 @@ fn compile_inner(
         module
     };
     let (module, report) = optimise(module, config, options)?;
-    let mut compiled = out_of_core::lower_fitting(&module, config, device_loop)?;
+    let lowering = tracing::info_span!(target: "ipuxla::phase", "phase", name = "lowering");
+    let mut compiled =
+        lowering.in_scope(|| out_of_core::lower_fitting(&module, config, device_loop))?;
     compiled.warnings.splice(0..0, report.warnings);
     Ok(compiled)
 }
