@@ -117,6 +117,12 @@ pub(crate) fn run_once(
         Some(lp) => format!("simulating {} iterations", lp.iterations),
         None => "simulating".to_string(),
     });
+    if loaded.loop_facts().is_some() {
+        let tell: runtime::Progress = std::sync::Arc::new(|done, of| {
+            crate::progress::phase(format!("simulating: iteration {done} of {of}"));
+        });
+        loaded.engine.engine_mut(0).set_progress(Some(tell));
+    }
     let (outputs, mut profile) = loaded.run_with_feeds(inputs, feeds)?;
     profile.liveness = loaded.engine().executable().liveness.clone();
     Ok(DeviceRun {

@@ -232,6 +232,12 @@ fn repeat_ten_times_from_an_infeed_to_an_outfeed() {
         ])),
     });
     let mut engine = Engine::load(exe).unwrap();
+    // The progress hook hears of each iteration of the outermost loop.
+    let heard = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = heard.clone();
+    engine.set_progress(Some(std::sync::Arc::new(move |done, of| {
+        log.lock().unwrap().push((done, of));
+    })));
     let mut io = HostIo::new();
     for step in 0..10 {
         io.feed(
@@ -247,6 +253,10 @@ fn repeat_ten_times_from_an_infeed_to_an_outfeed() {
         assert_eq!(f32_values(out), want, "iteration {step}");
     }
     assert_eq!(profile.steps.len(), 30);
+    assert_eq!(
+        *heard.lock().unwrap(),
+        (1..=10).map(|i| (i, 10)).collect::<Vec<_>>()
+    );
     // An eleventh read would find the infeed empty: a clear error, not a hang or a panic.
     let err = engine.run(&mut io).unwrap_err();
     assert!(

@@ -98,7 +98,12 @@ pub struct Engine {
     tiles: Tiles,
     host: HostTimes,
     pool: Arc<rayon::ThreadPool>,
+    progress: Option<Progress>,
 }
+
+/// Told `(done, of)` after each iteration of the program's outermost loops (a device
+/// loop's iterations): for progress indicators. It changes nothing a run computes.
+pub type Progress = Arc<dyn Fn(u64, u64) + Send + Sync>;
 
 /// The host's copy of the device: tile memories, loaded steps and the shortcuts' buffers.
 struct Tiles {
@@ -205,7 +210,14 @@ impl Engine {
             tiles,
             host: HostTimes::default(),
             pool: Arc::new(pool),
+            progress: None,
         })
+    }
+
+    /// Calls `tell(done, of)` after each iteration of the program's outermost loops in every
+    /// later run (None: stop): a progress indicator's hook.
+    pub fn set_progress(&mut self, tell: Option<Progress>) {
+        self.progress = tell;
     }
 
     /// Where the host's time went in the last run (the simulator's own cost, not the
@@ -296,6 +308,7 @@ impl Engine {
             tiles,
             host,
             pool,
+            progress,
         } = self;
         let mut running = Running {
             exe,
@@ -305,6 +318,7 @@ impl Engine {
             times: host,
             pool,
             seat,
+            progress: progress.as_ref(),
         };
         pool.install(|| timeline::run(exe, costs, &mut running))
     }
@@ -404,9 +418,16 @@ struct Running<'a> {
     times: &'a mut HostTimes,
     pool: &'a rayon::ThreadPool,
     seat: Option<Seat<'a>>,
+    progress: Option<&'a Progress>,
 }
 
 impl Host for Running<'_> {
+    fn repeated(&mut self, done: u64, of: u64) {
+        if let Some(tell) = self.progress {
+            tell(done, of);
+        }
+    }
+
     /// One superstep: every tile runs its vertices (tiles in parallel).
     fn execute(&mut self, cs: usize) -> Result<(), RuntimeError> {
         let t = Instant::now();

@@ -97,6 +97,11 @@ impl ReplicatedEngine {
         &self.engines[r]
     }
 
+    /// The engine of local replica `r`, to change (its progress hook).
+    pub fn engine_mut(&mut self, r: usize) -> &mut Engine {
+        &mut self.engines[r]
+    }
+
     /// Runs every replica's program once, replica `r` exchanging buffers with the host
     /// through `ios[r]`; returns each replica's profile.
     pub fn run(&mut self, ios: &mut [HostIo]) -> Result<Vec<Profile>, RuntimeError> {

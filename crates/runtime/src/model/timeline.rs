@@ -28,6 +28,8 @@ pub(crate) trait Host {
     /// The value of the one-element predicate or index `t` (a pred reads 0 or 1), or `None`
     /// when it is not known (an estimate).
     fn decide(&mut self, t: TensorId) -> Result<Option<i64>, RuntimeError>;
+    /// Iteration `done` of `of` of an outermost `Repeat` is over (for progress).
+    fn repeated(&mut self, _done: u64, _of: u64) {}
 }
 
 /// Walks `exe`'s main program on `host`, recording the profile.
@@ -56,6 +58,7 @@ pub(crate) fn run_program<'e>(
         busy: vec![0; ipus],
         links: vec![0; ipus],
         origin: 0,
+        repeats: 0,
     };
     t.walk(program, host)?;
     Ok(t.profile())
@@ -72,6 +75,8 @@ struct Timeline<'e> {
     links: Vec<u64>,
     /// Cycles before the first of `steps` (inside a `Parallel`'s branch: its start).
     origin: u64,
+    /// `Repeat`s the walk is inside.
+    repeats: usize,
 }
 
 impl<'e> Timeline<'e> {
@@ -147,9 +152,15 @@ impl<'e> Timeline<'e> {
                 );
             }
             Program::Repeat { count, body } => {
-                for _ in 0..*count {
+                let outermost = self.repeats == 0;
+                self.repeats += 1;
+                for i in 0..*count {
                     self.walk(body, host)?;
+                    if outermost {
+                        host.repeated(i + 1, *count);
+                    }
                 }
+                self.repeats -= 1;
             }
             Program::RepeatWhileTrue {
                 condition,
