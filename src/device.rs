@@ -105,6 +105,18 @@ pub fn run_on_ipu_model_feeding(
     run_once(loaded, timings, inputs, feeds)
 }
 
+/// The array leaves of `module`'s result, in order: the host types its outputs come back in.
+pub(crate) fn result_leaves(module: &Module) -> Vec<xla_ir::ArrayShape> {
+    module
+        .entry_computation()
+        .root_instr()
+        .shape
+        .leaf_arrays()
+        .into_iter()
+        .cloned()
+        .collect()
+}
+
 /// Runs a freshly loaded module once on `inputs`, with its load's host times.
 pub(crate) fn run_once(
     mut loaded: LoadedModule,
@@ -331,14 +343,7 @@ impl LoadedModule {
             Some(lp) => compiler::compile_device_loop(module, config, options, lp)?,
         };
         let compile_seconds = t0.elapsed().as_secs_f64();
-        let declared = module
-            .entry_computation()
-            .root_instr()
-            .shape
-            .leaf_arrays()
-            .into_iter()
-            .cloned()
-            .collect();
+        let declared = result_leaves(module);
         let (loaded, load_seconds) =
             LoadedModule::from_compiled(compiled, declared, device_loop, engine, local)?;
         let timings = LoadTimings {

@@ -198,14 +198,7 @@ fn gather(
     let parts = t
         .all_gather(RESULTS_TAG, &mine)
         .map_err(|e| anyhow::anyhow!("gathering the replicas' results: {e}"))?;
-    let declared: Vec<xla_ir::ArrayShape> = module
-        .entry_computation()
-        .root_instr()
-        .shape
-        .leaf_arrays()
-        .into_iter()
-        .cloned()
-        .collect();
+    let declared = crate::device::result_leaves(module);
     let (mut all_outputs, mut all_profiles) = (Vec::new(), Vec::new());
     for (p, bytes) in parts.iter().enumerate() {
         let mut r = Reader { bytes, at: 0 };

@@ -145,46 +145,65 @@ mod tests {
         }
     }
 
-    #[test]
-    fn steps_become_slices_on_their_tracks_back_to_back() {
-        let p = Profile {
+    /// A profile of `steps` on `num_ipus` IPUs at 1 GHz.
+    fn profile(
+        num_ipus: usize,
+        steps: Vec<StepProfile>,
+        ipus: Vec<runtime::IpuActivity>,
+    ) -> Profile {
+        Profile {
             target: "ipu2".into(),
-            num_ipus: 1,
+            num_ipus,
             tiles_per_ipu: 4,
             clock_hz: 1e9,
             total_cycles: 0,
             seconds: 0.0,
             totals: Default::default(),
-            steps: vec![
-                step(StepKind::Execute, 100, 0, 10, 0),
-                step(StepKind::Copy, 0, 50, 10, 8),
-                step(StepKind::StreamCopy, 0, 30, 10, 0),
-            ],
+            steps,
             tiles: Vec::new(),
             out_of_core: None,
             decisions: Vec::new(),
             data_dependent: Vec::new(),
-            ipus: Vec::new(),
+            ipus,
             liveness: Vec::new(),
             largest_tensors: Vec::new(),
-        };
-        let t = chrome_trace(&[("replica 0".into(), &p)]);
-        let slices: Vec<&Value> = t["traceEvents"]
+        }
+    }
+
+    /// The trace's slices: `(name, pid, tid, ts, dur)`.
+    fn slices(t: &Value) -> Vec<(String, u64, u64, f64, f64)> {
+        t["traceEvents"]
             .as_array()
             .unwrap()
             .iter()
             .filter(|e| e["ph"] == "X")
-            .collect();
-        let got: Vec<(String, u64, f64, f64)> = slices
-            .iter()
             .map(|e| {
                 (
                     e["name"].as_str().unwrap().to_string(),
+                    e["pid"].as_u64().unwrap(),
                     e["tid"].as_u64().unwrap(),
                     e["ts"].as_f64().unwrap(),
                     e["dur"].as_f64().unwrap(),
                 )
             })
+            .collect()
+    }
+
+    #[test]
+    fn steps_become_slices_on_their_tracks_back_to_back() {
+        let p = profile(
+            1,
+            vec![
+                step(StepKind::Execute, 100, 0, 10, 0),
+                step(StepKind::Copy, 0, 50, 10, 8),
+                step(StepKind::StreamCopy, 0, 30, 10, 0),
+            ],
+            Vec::new(),
+        );
+        let t = chrome_trace(&[("replica 0".into(), &p)]);
+        let got: Vec<(String, u64, f64, f64)> = slices(&t)
+            .into_iter()
+            .map(|(name, _, tid, ts, dur)| (name, tid, ts, dur))
             .collect();
         // At 1 GHz a cycle is a nanosecond: 0.001 us.
         let want = [
@@ -223,25 +242,15 @@ mod tests {
             exchange_cycles: 0,
             sync_cycles: 0,
         });
-        let p = Profile {
-            target: "ipu2".into(),
-            num_ipus: 2,
-            tiles_per_ipu: 4,
-            clock_hz: 1e9,
-            total_cycles: 0,
-            seconds: 0.0,
-            totals: Default::default(),
-            steps: vec![
+        let p = profile(
+            2,
+            vec![
                 on(step(StepKind::Execute, 100, 0, 0, 0), vec![1]),
                 beside,
                 on(step(StepKind::Copy, 0, 20, 0, 8), vec![0, 1]),
                 step(StepKind::Sync, 0, 0, 5, 0),
             ],
-            tiles: Vec::new(),
-            out_of_core: None,
-            decisions: Vec::new(),
-            data_dependent: Vec::new(),
-            ipus: vec![
+            vec![
                 runtime::IpuActivity {
                     ipu: 0,
                     busy_cycles: 60,
@@ -253,9 +262,7 @@ mod tests {
                     bytes_over_links: 8,
                 },
             ],
-            liveness: Vec::new(),
-            largest_tensors: Vec::new(),
-        };
+        );
         let t = chrome_trace(&[("run".into(), &p)]);
         let events = t["traceEvents"].as_array().unwrap();
         let names: Vec<&str> = events
@@ -264,17 +271,9 @@ mod tests {
             .map(|e| e["args"]["name"].as_str().unwrap())
             .collect();
         assert_eq!(names, ["run IPU 0", "run IPU 1"]);
-        let got: Vec<(String, u64, u64, f64)> = events
-            .iter()
-            .filter(|e| e["ph"] == "X")
-            .map(|e| {
-                (
-                    e["name"].as_str().unwrap().to_string(),
-                    e["pid"].as_u64().unwrap(),
-                    e["tid"].as_u64().unwrap(),
-                    e["ts"].as_f64().unwrap(),
-                )
-            })
+        let got: Vec<(String, u64, u64, f64)> = slices(&t)
+            .into_iter()
+            .map(|(name, pid, tid, ts, _)| (name, pid, tid, ts))
             .collect();
         let want: Vec<(String, u64, u64, f64)> = [
             ("Execute", 1, 0, 0.0),

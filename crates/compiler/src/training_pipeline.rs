@@ -28,7 +28,8 @@
 
 use crate::config::PipelineSchedule;
 use crate::{CompileError, IpuConfig};
-use xla_ir::builder::ModuleBuilder;
+use xla_ir::builder::{BuildError, ComputationBuilder, ModuleBuilder};
+use xla_ir::ids::InstrId;
 use xla_ir::literal::ArrayLiteral;
 use xla_ir::{ArrayShape, ElementType, Module, Shape};
 
@@ -395,89 +396,92 @@ fn refuse_shardings(module: &Module, s: usize, part: &'static str) -> Result<(),
     Ok(())
 }
 
+/// A module of one computation, `main`, whose root is the tuple `build` returns; `what` it
+/// builds names a failure.
+fn tuple_module(
+    name: &str,
+    what: &str,
+    build: impl FnOnce(&mut ComputationBuilder<'_>) -> Result<Vec<InstrId>, BuildError>,
+) -> Result<Module, CompileError> {
+    let make = || -> Result<Module, BuildError> {
+        let mut mb = ModuleBuilder::new(name);
+        let mut c = mb.computation("main");
+        let out = build(&mut c)?;
+        let root = c.tuple(&out)?;
+        let entry = c.finish(root)?;
+        mb.finish(entry)
+    };
+    make().map_err(|e| error(format!("building {what}: {e}")))
+}
+
+/// Parameters `first..` of `c`, one per shape, named `prefix0`, `prefix1`, ...
+fn parameters(
+    c: &mut ComputationBuilder<'_>,
+    first: usize,
+    shapes: &[ArrayShape],
+    prefix: &str,
+) -> Result<Vec<InstrId>, BuildError> {
+    shapes
+        .iter()
+        .enumerate()
+        .map(|(k, w)| {
+            c.parameter(
+                (first + k) as u64,
+                Shape::Array(w.clone()),
+                &format!("{prefix}{k}"),
+            )
+        })
+        .collect()
+}
+
 /// An SGD update module: `(w..., g...) -> (w - learning_rate * g...)`.
 pub fn sgd_update(
     name: &str,
     weights: &[ArrayShape],
     learning_rate: f32,
 ) -> Result<Module, CompileError> {
-    let build = || -> Result<Module, xla_ir::builder::BuildError> {
-        let mut mb = ModuleBuilder::new(name);
-        let mut c = mb.computation("main");
-        let mut ws = Vec::new();
-        for (k, w) in weights.iter().enumerate() {
-            ws.push(c.parameter(k as u64, Shape::Array(w.clone()), &format!("w{k}"))?);
-        }
-        let mut gs = Vec::new();
-        for (k, w) in weights.iter().enumerate() {
-            gs.push(c.parameter(
-                (weights.len() + k) as u64,
-                Shape::Array(w.clone()),
-                &format!("g{k}"),
-            )?);
-        }
+    tuple_module(name, "the SGD update", |c| {
+        let ws = parameters(c, 0, weights, "w")?;
+        let gs = parameters(c, weights.len(), weights, "g")?;
         let mut out = Vec::new();
         for (k, w) in weights.iter().enumerate() {
-            let lr = scalar(&mut c, w.element_type, learning_rate)?;
+            let lr = scalar(c, w.element_type, learning_rate)?;
             let lr = c.broadcast(lr, &w.dims, &[])?;
             let step = c.multiply(lr, gs[k])?;
             out.push(c.subtract(ws[k], step)?);
         }
-        let root = c.tuple(&out)?;
-        let entry = c.finish(root)?;
-        mb.finish(entry)
-    };
-    build().map_err(|e| error(format!("building the SGD update: {e}")))
+        Ok(out)
+    })
 }
 
 /// Zeros of every shape, as a module of no parameters: how accumulators start a run.
 pub fn zeros(name: &str, shapes: &[ArrayShape]) -> Result<Module, CompileError> {
-    let build = || -> Result<Module, xla_ir::builder::BuildError> {
-        let mut mb = ModuleBuilder::new(name);
-        let mut c = mb.computation("main");
-        let mut out = Vec::new();
-        for w in shapes {
-            let z = scalar(&mut c, w.element_type, 0.0)?;
-            out.push(c.broadcast(z, &w.dims, &[])?);
-        }
-        let root = c.tuple(&out)?;
-        let entry = c.finish(root)?;
-        mb.finish(entry)
-    };
-    build().map_err(|e| error(format!("building the accumulators' zeros: {e}")))
+    tuple_module(name, "the accumulators' zeros", |c| {
+        shapes
+            .iter()
+            .map(|w| {
+                let z = scalar(c, w.element_type, 0.0)?;
+                c.broadcast(z, &w.dims, &[])
+            })
+            .collect()
+    })
 }
 
 /// `(acc..., g...) -> (acc + g...)`: how a backward pass adds its weight gradients.
 pub fn accumulate(name: &str, shapes: &[ArrayShape]) -> Result<Module, CompileError> {
-    let build = || -> Result<Module, xla_ir::builder::BuildError> {
-        let mut mb = ModuleBuilder::new(name);
-        let mut c = mb.computation("main");
-        let mut acc = Vec::new();
-        for (k, w) in shapes.iter().enumerate() {
-            acc.push(c.parameter(k as u64, Shape::Array(w.clone()), &format!("acc{k}"))?);
-        }
-        let mut out = Vec::new();
-        for (k, w) in shapes.iter().enumerate() {
-            let g = c.parameter(
-                (shapes.len() + k) as u64,
-                Shape::Array(w.clone()),
-                &format!("g{k}"),
-            )?;
-            out.push(c.add(acc[k], g)?);
-        }
-        let root = c.tuple(&out)?;
-        let entry = c.finish(root)?;
-        mb.finish(entry)
-    };
-    build().map_err(|e| error(format!("building the gradient accumulation: {e}")))
+    tuple_module(name, "the gradient accumulation", |c| {
+        let acc = parameters(c, 0, shapes, "acc")?;
+        let gs = parameters(c, shapes.len(), shapes, "g")?;
+        acc.iter().zip(gs).map(|(&a, g)| c.add(a, g)).collect()
+    })
 }
 
 /// A scalar constant of a floating type.
 fn scalar(
-    c: &mut xla_ir::builder::ComputationBuilder<'_>,
+    c: &mut ComputationBuilder<'_>,
     element_type: ElementType,
     value: f32,
-) -> Result<xla_ir::ids::InstrId, xla_ir::builder::BuildError> {
+) -> Result<InstrId, BuildError> {
     let x = c.constant(ArrayLiteral::scalar_f32(value))?;
     if element_type == ElementType::F32 {
         Ok(x)
