@@ -1,0 +1,436 @@
+//! Random well-typed HLO modules, for differential testing: a seed gives one module (and
+//! [`inputs`] one set of arguments), so a failure is reproduced from its seed alone, and
+//! any fuzzer that can produce a `u64` (proptest, cargo-fuzz) can drive it.
+//!
+//! The programs use f32 and s32 arrays of rank 0 to 4 (sizes include 1 and primes) through
+//! element-wise unary and binary ops, compare and select, converts, broadcasts, reshapes,
+//! transposes, slices (strided), concatenations, pads (interior too), reverses, reductions
+//! (sum, max) and matrix products (with batch dimensions). Values stay small (inputs in
+//! [-2, 2] and [-8, 8], no exp or division) so that reference and device agree up to
+//! rounding.
+
+use crate::attributes::{ComparisonDirection, DotDims, PadDim, SliceDim};
+use crate::builder::{BuildError, ComputationBuilder, ModuleBuilder};
+use crate::ids::InstrId;
+use crate::literal::{ArrayData, ArrayLiteral};
+use crate::op::BinaryOp;
+use crate::{ArrayShape, ElementType, Literal, Module, Shape};
+
+/// A small deterministic generator (SplitMix64).
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator seeded with `seed`.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+
+    /// One of `items`.
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len())]
+    }
+
+    /// True with probability `p`.
+    pub fn chance(&mut self, p: f64) -> bool {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 <= p
+    }
+}
+
+/// How big generated modules get.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Instructions added after the parameters (about).
+    pub instructions: usize,
+    /// Parameters at most.
+    pub parameters: usize,
+    /// Elements per array at most.
+    pub max_elements: i64,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            instructions: 12,
+            parameters: 4,
+            max_elements: 4096,
+        }
+    }
+}
+
+const SIZES: [i64; 8] = [1, 2, 3, 4, 5, 7, 8, 16];
+
+/// Generation state: the computation being built and the values made so far.
+struct Gen<'a, 'b> {
+    rng: &'a mut Rng,
+    c: &'a mut ComputationBuilder<'b>,
+    values: Vec<(InstrId, ArrayShape)>,
+    /// Values an instruction reads (the rest become results).
+    used: std::collections::HashSet<InstrId>,
+    parameters: usize,
+    options: &'a Options,
+}
+
+impl Gen<'_, '_> {
+    fn shape_of(&self, x: InstrId) -> ArrayShape {
+        self.c
+            .shape(x)
+            .as_array()
+            .expect("generated values are arrays")
+            .clone()
+    }
+
+    fn push(&mut self, x: InstrId) -> InstrId {
+        let s = self.shape_of(x);
+        self.values.push((x, s));
+        x
+    }
+
+    fn random_dims(&mut self) -> Vec<i64> {
+        loop {
+            let rank = *self.rng.pick(&[0usize, 1, 1, 2, 2, 2, 3, 3, 4]);
+            let dims: Vec<i64> = (0..rank).map(|_| *self.rng.pick(&SIZES)).collect();
+            if dims.iter().product::<i64>() <= self.options.max_elements {
+                return dims;
+            }
+        }
+    }
+
+    fn parameter(&mut self, shape: ArrayShape) -> Result<InstrId, BuildError> {
+        let k = self.parameters;
+        self.parameters += 1;
+        let p = self
+            .c
+            .parameter(k as u64, Shape::Array(shape), &format!("p{k}"))?;
+        // A parameter is an input, never a result of its own.
+        self.used.insert(p);
+        Ok(self.push(p))
+    }
+
+    /// A value of `element_type`: one made before, or a new parameter when allowed.
+    fn operand(&mut self, element_type: ElementType) -> Result<InstrId, BuildError> {
+        let fitting: Vec<InstrId> = self
+            .values
+            .iter()
+            .filter(|(_, s)| s.element_type == element_type)
+            .map(|(x, _)| *x)
+            .collect();
+        if fitting.is_empty()
+            || (self.parameters < self.options.parameters && self.rng.chance(0.15))
+        {
+            let dims = self.random_dims();
+            return self.parameter(ArrayShape::new(element_type, &dims));
+        }
+        // Recent values more often: chains get long.
+        let i = fitting.len() - 1 - self.rng.below(fitting.len().min(4));
+        self.used.insert(fitting[i]);
+        Ok(fitting[i])
+    }
+
+    /// `x` as an array of `dims` (broadcast into it when it is a scalar, else a new
+    /// parameter of that shape).
+    fn same_shape(&mut self, x: InstrId, dims: &[i64]) -> Result<InstrId, BuildError> {
+        let s = self.shape_of(x);
+        let matching: Vec<InstrId> = self
+            .values
+            .iter()
+            .filter(|(v, t)| *v != x && t.element_type == s.element_type && t.dims[..] == *dims)
+            .map(|(v, _)| *v)
+            .collect();
+        if !matching.is_empty() && self.rng.chance(0.6) {
+            let v = *self.rng.pick(&matching);
+            self.used.insert(v);
+            return Ok(v);
+        }
+        if self.parameters < self.options.parameters {
+            return self.parameter(ArrayShape::new(s.element_type, dims));
+        }
+        let scalar = self.scalar(s.element_type, 0.5)?;
+        self.c.broadcast(scalar, dims, &[])
+    }
+
+    fn scalar(&mut self, t: ElementType, v: f32) -> Result<InstrId, BuildError> {
+        match t {
+            ElementType::S32 => self
+                .c
+                .constant(ArrayLiteral::scalar_s32(v.round() as i32 + 1)),
+            _ => self.c.constant(ArrayLiteral::scalar_f32(v)),
+        }
+    }
+
+    fn step(&mut self) -> Result<InstrId, BuildError> {
+        let t = if self.rng.chance(0.75) {
+            ElementType::F32
+        } else {
+            ElementType::S32
+        };
+        let x = self.operand(t)?;
+        let s = self.shape_of(x);
+        let dims = s.dims.to_vec();
+        let rank = dims.len();
+        let elements: i64 = dims.iter().product();
+        let made = match self.rng.below(14) {
+            0 => {
+                let float = [
+                    "negate", "abs", "tanh", "floor", "ceil", "logistic", "sine", "cosine",
+                ];
+                let int = ["negate", "abs"];
+                match *self.rng.pick(if t == ElementType::F32 {
+                    &float[..]
+                } else {
+                    &int[..]
+                }) {
+                    "negate" => self.c.negate(x)?,
+                    "abs" => self.c.abs(x)?,
+                    "tanh" => self.c.tanh(x)?,
+                    "floor" => self.c.floor(x)?,
+                    "ceil" => self.c.ceil(x)?,
+                    "logistic" => self.c.logistic(x)?,
+                    "sine" => self.c.sine(x)?,
+                    _ => self.c.cosine(x)?,
+                }
+            }
+            1 | 2 => {
+                let y = self.same_shape(x, &dims)?;
+                let op = *self.rng.pick(&[
+                    BinaryOp::Add,
+                    BinaryOp::Subtract,
+                    BinaryOp::Multiply,
+                    BinaryOp::Maximum,
+                    BinaryOp::Minimum,
+                ]);
+                let z = self
+                    .c
+                    .add_instruction(crate::op::Op::Binary(op), &[x, y], None)?;
+                if op == BinaryOp::Multiply && t == ElementType::F32 {
+                    // Keep magnitudes bounded through long chains.
+                    self.c.tanh(z)?
+                } else if op == BinaryOp::Multiply {
+                    let eight = self.scalar(t, 7.0)?;
+                    let eight = self.c.broadcast(eight, &dims, &[])?;
+                    let neg = self.c.negate(eight)?;
+                    self.c.clamp(neg, z, eight)?
+                } else {
+                    z
+                }
+            }
+            3 => {
+                let y = self.same_shape(x, &dims)?;
+                let dir = *self.rng.pick(&[
+                    ComparisonDirection::Gt,
+                    ComparisonDirection::Lt,
+                    ComparisonDirection::Ge,
+                    ComparisonDirection::Eq,
+                ]);
+                let p = self.c.compare(x, y, dir, None)?;
+                self.c.select(p, x, y)?
+            }
+            4 => {
+                let to = if t == ElementType::F32 {
+                    ElementType::S32
+                } else {
+                    ElementType::F32
+                };
+                self.c.convert(x, to)?
+            }
+            5 if elements * 4 <= self.options.max_elements && rank < 4 => {
+                // Broadcast into one more dimension, somewhere.
+                let at = self.rng.below(rank + 1);
+                let mut out = dims.clone();
+                out.insert(at, *self.rng.pick(&[1, 2, 3, 4]));
+                let map: Vec<i64> = (0..rank as i64)
+                    .map(|d| if d < at as i64 { d } else { d + 1 })
+                    .collect();
+                self.c.broadcast(x, &out, &map)?
+            }
+            6 if rank >= 2 => {
+                let mut perm: Vec<i64> = (0..rank as i64).collect();
+                for i in (1..rank).rev() {
+                    let j = self.rng.below(i + 1);
+                    perm.swap(i, j);
+                }
+                self.c.transpose(x, &perm)?
+            }
+            7 => {
+                // Reshape into another factorisation of the element count.
+                let mut left = elements;
+                let mut out = Vec::new();
+                while left > 1 && out.len() < 3 {
+                    let f = *self.rng.pick(&[2, 3, 4, 5, 7, 8, left]);
+                    if left % f == 0 {
+                        out.push(f);
+                        left /= f;
+                    }
+                }
+                if left > 1 {
+                    out.push(left);
+                }
+                if self.rng.chance(0.3) {
+                    out.insert(0, 1);
+                }
+                self.c.reshape(x, &out)?
+            }
+            8 if rank >= 1 => {
+                let slices: Vec<SliceDim> = dims
+                    .iter()
+                    .map(|&d| {
+                        let start = self.rng.below(d as usize) as i64;
+                        let limit = start + 1 + self.rng.below((d - start) as usize) as i64;
+                        let stride = 1 + self.rng.below(3) as i64;
+                        SliceDim {
+                            start,
+                            limit,
+                            stride,
+                        }
+                    })
+                    .collect();
+                self.c.slice(x, &slices)?
+            }
+            9 if rank >= 1 && elements * 2 <= self.options.max_elements => {
+                let d = self.rng.below(rank);
+                let y = self.same_shape(x, &dims)?;
+                self.c.concatenate(&[x, y], d as i64)?
+            }
+            10 if rank >= 1 && elements * 8 <= self.options.max_elements => {
+                let padding: Vec<PadDim> = (0..rank)
+                    .map(|_| PadDim {
+                        low: self.rng.below(3) as i64,
+                        high: self.rng.below(3) as i64,
+                        interior: self.rng.below(2) as i64,
+                    })
+                    .collect();
+                let v = self.scalar(t, -1.0)?;
+                self.c.pad(x, v, &padding)?
+            }
+            11 if rank >= 1 => {
+                let d: Vec<i64> = (0..rank as i64).filter(|_| self.rng.chance(0.5)).collect();
+                self.c.reverse(x, &d)?
+            }
+            12 if rank >= 1 => {
+                let d: Vec<i64> = (0..rank as i64).filter(|_| self.rng.chance(0.5)).collect();
+                let (op, init) = if self.rng.chance(0.5) {
+                    (BinaryOp::Add, 0.0)
+                } else {
+                    (BinaryOp::Maximum, -100.0)
+                };
+                let init = self.scalar(t, init)?;
+                let name = format!("r{}", self.values.len());
+                let f = self.c.scalar_binary_computation(&name, op, t)?;
+                let r = self.c.reduce(&[x], &[init], &d, f)?;
+                if t == ElementType::F32 && op == BinaryOp::Add {
+                    self.c.tanh(r)?
+                } else {
+                    r
+                }
+            }
+            13 if rank >= 1 && t == ElementType::F32 => self.dot(x, &dims)?,
+            _ => self.c.negate(x)?,
+        };
+        Ok(self.push(made))
+    }
+
+    /// `x · y` contracting `x`'s last dimension with a new or made value's, the leading
+    /// dimensions of `x` (rank 3 and up) as batch dimensions.
+    fn dot(&mut self, x: InstrId, dims: &[i64]) -> Result<InstrId, BuildError> {
+        let rank = dims.len();
+        let k = dims[rank - 1];
+        let batch: Vec<i64> = if rank >= 3 {
+            dims[..1].to_vec()
+        } else {
+            Vec::new()
+        };
+        let n = *self.rng.pick(&[1, 2, 3, 5, 8, 16]);
+        let mut rhs_dims = batch.clone();
+        rhs_dims.extend([k, n]);
+        let y = self.same_shape(x, &rhs_dims)?;
+        let b = batch.len() as i64;
+        let dims_numbers = DotDims {
+            lhs_batch: (0..b).collect(),
+            rhs_batch: (0..b).collect(),
+            lhs_contracting: vec![rank as i64 - 1],
+            rhs_contracting: vec![b],
+        };
+        let d = self.c.dot_general(x, y, dims_numbers, None)?;
+        self.c.tanh(d)
+    }
+}
+
+/// The module of `seed`.
+pub fn module(seed: u64, options: &Options) -> Result<Module, BuildError> {
+    let mut rng = Rng::new(seed);
+    let mut mb = ModuleBuilder::new(format!("generated_{seed}"));
+    let mut c = mb.computation("main");
+    let mut g = Gen {
+        rng: &mut rng,
+        c: &mut c,
+        values: Vec::new(),
+        used: Default::default(),
+        parameters: 0,
+        options,
+    };
+    let first = g.random_dims();
+    let t = if g.rng.chance(0.8) {
+        ElementType::F32
+    } else {
+        ElementType::S32
+    };
+    g.parameter(ArrayShape::new(t, &first))?;
+    for _ in 0..options.instructions {
+        g.step()?;
+    }
+    // Every value nothing reads is a result (the last six), so little is dead code.
+    let mut results: Vec<InstrId> = g
+        .values
+        .iter()
+        .map(|(x, _)| *x)
+        .filter(|x| !g.used.contains(x))
+        .collect();
+    if results.len() > 6 {
+        results.drain(..results.len() - 6);
+    }
+    if results.is_empty() {
+        results.push(g.values[g.values.len() - 1].0);
+    }
+    let root = c.tuple(&results)?;
+    let entry = c.finish(root)?;
+    mb.finish(entry)
+}
+
+/// Arguments for `module`'s parameters from `seed`: floats in [-2, 2] (quarters), integers
+/// in [-8, 8].
+pub fn inputs(module: &Module, seed: u64) -> Vec<Literal> {
+    let mut rng = Rng::new(seed ^ 0x5eed);
+    module
+        .entry_computation()
+        .parameter_shapes()
+        .iter()
+        .map(|s| {
+            let a = s.as_array().expect("generated parameters are arrays");
+            let n = a.element_count() as usize;
+            let data = match a.element_type {
+                ElementType::S32 => {
+                    ArrayData::S32((0..n).map(|_| rng.below(17) as i32 - 8).collect())
+                }
+                _ => ArrayData::F32((0..n).map(|_| (rng.below(17) as f32 - 8.0) / 4.0).collect()),
+            };
+            Literal::Array(ArrayLiteral {
+                shape: a.clone(),
+                data,
+            })
+        })
+        .collect()
+}
