@@ -5,7 +5,9 @@
 //! The programs use f32 and s32 arrays of rank 0 to 4 (sizes include 1 and primes) through
 //! element-wise unary and binary ops, compare and select, converts, broadcasts, reshapes,
 //! transposes, slices (strided), concatenations, pads (interior too), reverses, reductions
-//! (sum, max) and matrix products (with batch dimensions). Values stay small (inputs in
+//! (sum, max), matrix products (with batch dimensions), dynamic slices and updates (indices
+//! constant, out of range, or read from the data), iotas, sorts, bounded `while` loops and
+//! conditionals on the data. Values stay small (inputs in
 //! [-2, 2] and [-8, 8], no exp or division) so that reference and device agree up to
 //! rounding.
 
@@ -183,7 +185,7 @@ impl Gen<'_, '_> {
         let dims = s.dims.to_vec();
         let rank = dims.len();
         let elements: i64 = dims.iter().product();
-        let made = match self.rng.below(14) {
+        let made = match self.rng.below(20) {
             0 => {
                 let float = [
                     "negate", "abs", "tanh", "floor", "ceil", "logistic", "sine", "cosine",
@@ -338,9 +340,155 @@ impl Gen<'_, '_> {
                 }
             }
             13 if rank >= 1 && t == ElementType::F32 => self.dot(x, &dims)?,
+            14 if rank >= 1 => {
+                let sizes: Vec<i64> = dims
+                    .iter()
+                    .map(|&d| 1 + self.rng.below(d as usize) as i64)
+                    .collect();
+                let starts = self.indices(&dims)?;
+                self.c.dynamic_slice(x, &starts, &sizes)?
+            }
+            15 if rank >= 1 => {
+                let sizes: Vec<i64> = dims
+                    .iter()
+                    .map(|&d| 1 + self.rng.below(d as usize) as i64)
+                    .collect();
+                let update = self.same_shape(x, &sizes)?;
+                let starts = self.indices(&dims)?;
+                self.c.dynamic_update_slice(x, update, &starts)?
+            }
+            16 if rank >= 1 => {
+                let d = self.rng.below(rank) as i64;
+                let iota = self.c.iota(Shape::array(ElementType::S32, &dims), d)?;
+                if t == ElementType::S32 {
+                    self.c.add(x, iota)?
+                } else {
+                    let f = self.c.convert(iota, ElementType::F32)?;
+                    let f = self.c.multiply(x, f)?;
+                    self.c.tanh(f)?
+                }
+            }
+            17 if rank >= 1 => {
+                let d = self.rng.below(rank) as i64;
+                let name = format!("less{}", self.values.len());
+                let less = self.c.sub_computation(name.clone(), |c| {
+                    let a = c.parameter(0, Shape::scalar(t), &format!("{name}.a"))?;
+                    let b = c.parameter(1, Shape::scalar(t), &format!("{name}.b"))?;
+                    c.compare(a, b, ComparisonDirection::Lt, None)
+                })?;
+                self.c.sort(&[x], d, true, less)?
+            }
+            18 => self.bounded_loop(x, t)?,
+            19 => {
+                // A branch on the data: the sign of x's first element.
+                let first = self.first_element(x)?;
+                let zero = self.scalar(t, -1.0)?;
+                let zero = if t == ElementType::S32 {
+                    self.c.constant(ArrayLiteral::scalar_s32(0))?
+                } else {
+                    let _ = zero;
+                    self.c.constant(ArrayLiteral::scalar_f32(0.0))?
+                };
+                let p = self.c.compare(first, zero, ComparisonDirection::Gt, None)?;
+                let shape = Shape::Array(s.clone());
+                let n = self.values.len();
+                let negate = self.c.sub_computation(format!("negated{n}"), |c| {
+                    let v = c.parameter(0, shape.clone(), &format!("negated{n}.x"))?;
+                    c.negate(v)
+                })?;
+                let absolute = self.c.sub_computation(format!("absolute{n}"), |c| {
+                    let v = c.parameter(0, shape.clone(), &format!("absolute{n}.x"))?;
+                    c.abs(v)
+                })?;
+                self.c.conditional(p, &[x, x], &[negate, absolute])?
+            }
             _ => self.c.negate(x)?,
         };
         Ok(self.push(made))
+    }
+
+    /// Start indices for a dynamic slice of an array of `dims`: constants (out of range at
+    /// times: they clamp) or, when an s32 value exists, one read from it.
+    fn indices(&mut self, dims: &[i64]) -> Result<Vec<InstrId>, BuildError> {
+        let ints: Vec<InstrId> = self
+            .values
+            .iter()
+            .filter(|(_, s)| s.element_type == ElementType::S32 && s.element_count() > 0)
+            .map(|(x, _)| *x)
+            .collect();
+        dims.iter()
+            .map(|&d| {
+                if !ints.is_empty() && self.rng.chance(0.3) {
+                    let v = *self.rng.pick(&ints);
+                    self.used.insert(v);
+                    self.first_element(v)
+                } else {
+                    let i = self.rng.below(d as usize + 4) as i32 - 2;
+                    self.c.constant(ArrayLiteral::scalar_s32(i))
+                }
+            })
+            .collect()
+    }
+
+    /// The first element of `x` as a scalar.
+    fn first_element(&mut self, x: InstrId) -> Result<InstrId, BuildError> {
+        let s = self.shape_of(x);
+        if s.dims.is_empty() {
+            return Ok(x);
+        }
+        let ones: Vec<SliceDim> = s
+            .dims
+            .iter()
+            .map(|_| SliceDim {
+                start: 0,
+                limit: 1,
+                stride: 1,
+            })
+            .collect();
+        let one = self.c.slice(x, &ones)?;
+        self.c.reshape(one, &[])
+    }
+
+    /// A `while` loop of 1 to 4 trips carrying `(counter, x)`, `x` squashed each trip.
+    fn bounded_loop(&mut self, x: InstrId, t: ElementType) -> Result<InstrId, BuildError> {
+        let s = Shape::Array(self.shape_of(x));
+        let counter = Shape::scalar(ElementType::S32);
+        let state = Shape::Tuple(vec![counter.clone(), s.clone()]);
+        let trips = 1 + self.rng.below(4) as i32;
+        let n = self.values.len();
+        let condition = self.c.sub_computation(format!("more{n}"), |c| {
+            let st = c.parameter(0, state.clone(), &format!("more{n}.state"))?;
+            let i = c.get_tuple_element(st, 0)?;
+            let limit = c.constant(ArrayLiteral::scalar_s32(trips))?;
+            c.compare(i, limit, ComparisonDirection::Lt, None)
+        })?;
+        let body = self.c.sub_computation(format!("trip{n}"), |c| {
+            let st = c.parameter(0, state.clone(), &format!("trip{n}.state"))?;
+            let i = c.get_tuple_element(st, 0)?;
+            let v = c.get_tuple_element(st, 1)?;
+            let one = c.constant(ArrayLiteral::scalar_s32(1))?;
+            let next = c.add(i, one)?;
+            let dims = s.as_array().map(|a| a.dims.to_vec()).unwrap_or_default();
+            let v = if t == ElementType::S32 {
+                let three = c.constant(ArrayLiteral::scalar_s32(3))?;
+                let three = c.broadcast(three, &dims, &[])?;
+                let w = c.add(v, three)?;
+                let seven = c.constant(ArrayLiteral::scalar_s32(7))?;
+                let seven = c.broadcast(seven, &dims, &[])?;
+                c.minimum(w, seven)?
+            } else {
+                let half = c.constant(ArrayLiteral::scalar_f32(0.5))?;
+                let half = c.broadcast(half, &dims, &[])?;
+                let w = c.multiply(v, half)?;
+                let w = c.add(w, half)?;
+                c.tanh(w)?
+            };
+            c.tuple(&[next, v])
+        })?;
+        let zero = self.c.constant(ArrayLiteral::scalar_s32(0))?;
+        let init = self.c.tuple(&[zero, x])?;
+        let out = self.c.while_loop(init, condition, body)?;
+        self.c.get_tuple_element(out, 1)
     }
 
     /// `x · y` contracting `x`'s last dimension with a new or made value's, the leading
