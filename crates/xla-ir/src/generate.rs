@@ -62,6 +62,8 @@ pub struct Options {
     pub parameters: usize,
     /// Elements per array at most.
     pub max_elements: i64,
+    /// Whether f16 arrays appear too.
+    pub f16: bool,
 }
 
 impl Default for Options {
@@ -70,6 +72,7 @@ impl Default for Options {
             instructions: 12,
             parameters: 4,
             max_elements: 4096,
+            f16: false,
         }
     }
 }
@@ -170,16 +173,26 @@ impl Gen<'_, '_> {
             ElementType::S32 => self
                 .c
                 .constant(ArrayLiteral::scalar_s32(v.round() as i32 + 1)),
-            _ => self.c.constant(ArrayLiteral::scalar_f32(v)),
+            _ => float_constant(self.c, t, v),
+        }
+    }
+
+    /// A floating type: f32, or f16 when the options allow it.
+    fn float(&mut self) -> ElementType {
+        if self.options.f16 && self.rng.chance(0.3) {
+            ElementType::F16
+        } else {
+            ElementType::F32
         }
     }
 
     fn step(&mut self) -> Result<InstrId, BuildError> {
         let t = if self.rng.chance(0.75) {
-            ElementType::F32
+            self.float()
         } else {
             ElementType::S32
         };
+        let float = t != ElementType::S32;
         let x = self.operand(t)?;
         let s = self.shape_of(x);
         let dims = s.dims.to_vec();
@@ -187,15 +200,11 @@ impl Gen<'_, '_> {
         let elements: i64 = dims.iter().product();
         let made = match self.rng.below(20) {
             0 => {
-                let float = [
+                let floats = [
                     "negate", "abs", "tanh", "floor", "ceil", "logistic", "sine", "cosine",
                 ];
-                let int = ["negate", "abs"];
-                match *self.rng.pick(if t == ElementType::F32 {
-                    &float[..]
-                } else {
-                    &int[..]
-                }) {
+                let ints = ["negate", "abs"];
+                match *self.rng.pick(if float { &floats[..] } else { &ints[..] }) {
                     "negate" => self.c.negate(x)?,
                     "abs" => self.c.abs(x)?,
                     "tanh" => self.c.tanh(x)?,
@@ -218,7 +227,7 @@ impl Gen<'_, '_> {
                 let z = self
                     .c
                     .add_instruction(crate::op::Op::Binary(op), &[x, y], None)?;
-                if op == BinaryOp::Multiply && t == ElementType::F32 {
+                if op == BinaryOp::Multiply && float {
                     // Keep magnitudes bounded through long chains.
                     self.c.tanh(z)?
                 } else if op == BinaryOp::Multiply {
@@ -242,10 +251,11 @@ impl Gen<'_, '_> {
                 self.c.select(p, x, y)?
             }
             4 => {
-                let to = if t == ElementType::F32 {
-                    ElementType::S32
-                } else {
-                    ElementType::F32
+                let to = match t {
+                    ElementType::S32 => self.float(),
+                    ElementType::F16 => *self.rng.pick(&[ElementType::F32, ElementType::S32]),
+                    _ if self.options.f16 && self.rng.chance(0.5) => ElementType::F16,
+                    _ => ElementType::S32,
                 };
                 self.c.convert(x, to)?
             }
@@ -333,13 +343,13 @@ impl Gen<'_, '_> {
                 let name = format!("r{}", self.values.len());
                 let f = self.c.scalar_binary_computation(&name, op, t)?;
                 let r = self.c.reduce(&[x], &[init], &d, f)?;
-                if t == ElementType::F32 && op == BinaryOp::Add {
+                if float && op == BinaryOp::Add {
                     self.c.tanh(r)?
                 } else {
                     r
                 }
             }
-            13 if rank >= 1 && t == ElementType::F32 => self.dot(x, &dims)?,
+            13 if rank >= 1 && float => self.dot(x, &dims)?,
             14 if rank >= 1 => {
                 let sizes: Vec<i64> = dims
                     .iter()
@@ -363,7 +373,7 @@ impl Gen<'_, '_> {
                 if t == ElementType::S32 {
                     self.c.add(x, iota)?
                 } else {
-                    let f = self.c.convert(iota, ElementType::F32)?;
+                    let f = self.c.convert(iota, t)?;
                     let f = self.c.multiply(x, f)?;
                     self.c.tanh(f)?
                 }
@@ -382,12 +392,10 @@ impl Gen<'_, '_> {
             19 => {
                 // A branch on the data: the sign of x's first element.
                 let first = self.first_element(x)?;
-                let zero = self.scalar(t, -1.0)?;
                 let zero = if t == ElementType::S32 {
                     self.c.constant(ArrayLiteral::scalar_s32(0))?
                 } else {
-                    let _ = zero;
-                    self.c.constant(ArrayLiteral::scalar_f32(0.0))?
+                    float_constant(self.c, t, 0.0)?
                 };
                 let p = self.c.compare(first, zero, ComparisonDirection::Gt, None)?;
                 let shape = Shape::Array(s.clone());
@@ -477,7 +485,7 @@ impl Gen<'_, '_> {
                 let seven = c.broadcast(seven, &dims, &[])?;
                 c.minimum(w, seven)?
             } else {
-                let half = c.constant(ArrayLiteral::scalar_f32(0.5))?;
+                let half = float_constant(c, t, 0.5)?;
                 let half = c.broadcast(half, &dims, &[])?;
                 let w = c.multiply(v, half)?;
                 let w = c.add(w, half)?;
@@ -517,6 +525,20 @@ impl Gen<'_, '_> {
     }
 }
 
+/// A scalar constant of floating type `t` (an f32 constant, converted for f16).
+fn float_constant(
+    c: &mut ComputationBuilder<'_>,
+    t: ElementType,
+    v: f32,
+) -> Result<InstrId, BuildError> {
+    let x = c.constant(ArrayLiteral::scalar_f32(v))?;
+    if t == ElementType::F32 {
+        Ok(x)
+    } else {
+        c.convert(x, t)
+    }
+}
+
 /// The module of `seed`.
 pub fn module(seed: u64, options: &Options) -> Result<Module, BuildError> {
     let mut rng = Rng::new(seed);
@@ -532,7 +554,7 @@ pub fn module(seed: u64, options: &Options) -> Result<Module, BuildError> {
     };
     let first = g.random_dims();
     let t = if g.rng.chance(0.8) {
-        ElementType::F32
+        g.float()
     } else {
         ElementType::S32
     };
@@ -573,6 +595,11 @@ pub fn inputs(module: &Module, seed: u64) -> Vec<Literal> {
                 ElementType::S32 => {
                     ArrayData::S32((0..n).map(|_| rng.below(17) as i32 - 8).collect())
                 }
+                ElementType::F16 => ArrayData::F16(
+                    (0..n)
+                        .map(|_| half::f16::from_f32((rng.below(17) as f32 - 8.0) / 4.0))
+                        .collect(),
+                ),
                 _ => ArrayData::F32((0..n).map(|_| (rng.below(17) as f32 - 8.0) / 4.0).collect()),
             };
             Literal::Array(ArrayLiteral {
