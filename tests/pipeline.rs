@@ -194,6 +194,27 @@ fn the_command_line_pipelines_a_two_stage_module() {
             String::from_utf8_lossy(&o.stderr)
         );
     }
+    // `w` lives with stage 0 and stage 1 reads it too: copied to IPU 1 once, not every step.
+    let profile_path = out.join("profile.json");
+    let o = run(&[
+        "--num-ipus",
+        "2",
+        "--profile",
+        profile_path.to_str().unwrap(),
+    ]);
+    assert!(o.status.success());
+    let profile: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&profile_path).unwrap()).unwrap();
+    let weight_copies = profile["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| {
+            let name = s["name"].as_str().unwrap();
+            name.starts_with("copy param1") && !name.contains("beside")
+        })
+        .count();
+    assert_eq!(weight_copies, 1, "{profile}");
     let o = run(&[]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(

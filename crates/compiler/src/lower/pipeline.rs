@@ -146,6 +146,25 @@ impl Lowerer<'_> {
             }
         }
         let start = self.step;
+        // A weight read by a stage on another IPU is copied there once, here, not in that
+        // stage's every step (the copy is found by the stage's lowering: `onto_placement`).
+        for (k, (&p, role)) in params.iter().zip(&roles).enumerate() {
+            let Some(v) = args[k].clone().filter(|_| *role == ParameterRole::Constant) else {
+                continue;
+            };
+            let mut readers: Vec<usize> = entry
+                .order()
+                .iter()
+                .filter(|&&i| entry.instr(i).operands.contains(&p))
+                .map(|&i| ipu_of(stage_of(i)))
+                .filter(|&ipu| ipu != ipu_of(stage_of(p)))
+                .collect();
+            readers.sort_unstable();
+            readers.dedup();
+            for ipu in readers {
+                self.on_ipu(ipu, |l| l.onto_placement(&v));
+            }
+        }
         let mut fused = elementwise::fusion_candidates(module, entry);
         sharding::keep_fusion_on_one_ipu(entry, &stages, &mut fused);
         let mut scope = Scope {

@@ -167,7 +167,7 @@ impl Lowerer<'_> {
 
     /// `v` copied onto the placement's tiles where it lives elsewhere (`None`: it is
     /// already there).
-    fn onto_placement(&mut self, v: &Value) -> Option<Value> {
+    pub(super) fn onto_placement(&mut self, v: &Value) -> Option<Value> {
         match v {
             Value::Array(a) => {
                 if self.within_placement(self.mapping(a.tensor)) {
