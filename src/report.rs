@@ -72,10 +72,7 @@ svg{background:#fff;border:1px solid #ddd;margin:4px 0 20px}\
 .legend span{display:inline-block;width:12px;height:12px;margin:0 4px 0 12px}";
 
 fn summary(s: &mut String, p: &Profile, id: &dyn Fn(&str) -> String) {
-    let peak = p
-        .tiles
-        .iter()
-        .max_by_key(|t| (t.bytes_used, usize::MAX - t.tile));
+    let peak = p.peak_tile();
     let total: u64 = p.tiles.iter().map(|t| t.bytes_used).sum();
     let _ = writeln!(
         s,

@@ -148,10 +148,7 @@ pub fn estimate_summary(e: &DeviceEstimate) -> String {
 /// The lines every summary shares; `steps` says whether the steps were run or estimated.
 fn profile_lines(p: &Profile, compute_sets: usize, vertices: usize, steps: &str) -> String {
     let mut s = String::new();
-    let peak = p
-        .tiles
-        .iter()
-        .max_by_key(|t| (t.bytes_used, usize::MAX - t.tile));
+    let peak = p.peak_tile();
     let total: u64 = p.tiles.iter().map(|t| t.bytes_used).sum();
     let _ = writeln!(
         s,

@@ -30,8 +30,7 @@ use crate::config::PipelineSchedule;
 use crate::{CompileError, IpuConfig};
 use xla_ir::builder::{BuildError, ComputationBuilder, ModuleBuilder};
 use xla_ir::ids::InstrId;
-use xla_ir::literal::ArrayLiteral;
-use xla_ir::{ArrayShape, ElementType, Module, Shape};
+use xla_ir::{ArrayShape, Module, Shape};
 
 /// One pipeline stage: its forward computation and its gradient computation.
 #[derive(Debug, Clone)]
@@ -445,7 +444,7 @@ pub fn sgd_update(
         let gs = parameters(c, weights.len(), weights, "g")?;
         let mut out = Vec::new();
         for (k, w) in weights.iter().enumerate() {
-            let lr = scalar(c, w.element_type, learning_rate)?;
+            let lr = c.float_constant(w.element_type, learning_rate)?;
             let lr = c.broadcast(lr, &w.dims, &[])?;
             let step = c.multiply(lr, gs[k])?;
             out.push(c.subtract(ws[k], step)?);
@@ -460,7 +459,7 @@ pub fn zeros(name: &str, shapes: &[ArrayShape]) -> Result<Module, CompileError> 
         shapes
             .iter()
             .map(|w| {
-                let z = scalar(c, w.element_type, 0.0)?;
+                let z = c.float_constant(w.element_type, 0.0)?;
                 c.broadcast(z, &w.dims, &[])
             })
             .collect()
@@ -474,20 +473,6 @@ pub fn accumulate(name: &str, shapes: &[ArrayShape]) -> Result<Module, CompileEr
         let gs = parameters(c, shapes.len(), shapes, "g")?;
         acc.iter().zip(gs).map(|(&a, g)| c.add(a, g)).collect()
     })
-}
-
-/// A scalar constant of a floating type.
-fn scalar(
-    c: &mut ComputationBuilder<'_>,
-    element_type: ElementType,
-    value: f32,
-) -> Result<InstrId, BuildError> {
-    let x = c.constant(ArrayLiteral::scalar_f32(value))?;
-    if element_type == ElementType::F32 {
-        Ok(x)
-    } else {
-        c.convert(x, element_type)
-    }
 }
 
 fn list(shapes: &[ArrayShape]) -> String {

@@ -328,6 +328,21 @@ impl<'m> ComputationBuilder<'m> {
         shift_right_arithmetic => ShiftRightArithmetic, shift_right_logical => ShiftRightLogical,
     }
 
+    /// A scalar constant of floating type `element_type` holding `value` (an f32 constant,
+    /// converted for the other float types).
+    pub fn float_constant(
+        &mut self,
+        element_type: ElementType,
+        value: f32,
+    ) -> Result<InstrId, BuildError> {
+        let x = self.constant(crate::literal::ArrayLiteral::scalar_f32(value))?;
+        if element_type == ElementType::F32 {
+            Ok(x)
+        } else {
+            self.convert(x, element_type)
+        }
+    }
+
     /// `compare(a, b), direction=..` (with an explicit ordering when `compare_type` is given).
     pub fn compare(
         &mut self,

@@ -173,7 +173,7 @@ impl Gen<'_, '_> {
             ElementType::S32 => self
                 .c
                 .constant(ArrayLiteral::scalar_s32(v.round() as i32 + 1)),
-            _ => float_constant(self.c, t, v),
+            _ => self.c.float_constant(t, v),
         }
     }
 
@@ -395,7 +395,7 @@ impl Gen<'_, '_> {
                 let zero = if t == ElementType::S32 {
                     self.c.constant(ArrayLiteral::scalar_s32(0))?
                 } else {
-                    float_constant(self.c, t, 0.0)?
+                    self.c.float_constant(t, 0.0)?
                 };
                 let p = self.c.compare(first, zero, ComparisonDirection::Gt, None)?;
                 let shape = Shape::Array(s.clone());
@@ -485,7 +485,7 @@ impl Gen<'_, '_> {
                 let seven = c.broadcast(seven, &dims, &[])?;
                 c.minimum(w, seven)?
             } else {
-                let half = float_constant(c, t, 0.5)?;
+                let half = c.float_constant(t, 0.5)?;
                 let half = c.broadcast(half, &dims, &[])?;
                 let w = c.multiply(v, half)?;
                 let w = c.add(w, half)?;
@@ -522,20 +522,6 @@ impl Gen<'_, '_> {
         };
         let d = self.c.dot_general(x, y, dims_numbers, None)?;
         self.c.tanh(d)
-    }
-}
-
-/// A scalar constant of floating type `t` (an f32 constant, converted for f16).
-fn float_constant(
-    c: &mut ComputationBuilder<'_>,
-    t: ElementType,
-    v: f32,
-) -> Result<InstrId, BuildError> {
-    let x = c.constant(ArrayLiteral::scalar_f32(v))?;
-    if t == ElementType::F32 {
-        Ok(x)
-    } else {
-        c.convert(x, t)
     }
 }
 

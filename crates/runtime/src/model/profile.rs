@@ -201,6 +201,13 @@ pub struct IpuActivity {
 }
 
 impl Profile {
+    /// The tile using the most memory (the lowest-numbered of equals).
+    pub fn peak_tile(&self) -> Option<&TileMemory> {
+        self.tiles
+            .iter()
+            .max_by_key(|t| (t.bytes_used, usize::MAX - t.tile))
+    }
+
     /// The fraction of the IPUs' time spent waiting (`1 - Σ busy / (IPUs × total)`): a
     /// pipeline's bubble, a sharded program's idle shards. 0 for one IPU.
     pub fn idle_fraction(&self) -> f64 {
