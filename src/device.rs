@@ -129,7 +129,8 @@ pub(crate) fn run_once(
         Some(lp) => format!("simulating {} iterations", lp.iterations),
         None => "simulating".to_string(),
     });
-    if loaded.loop_facts().is_some() {
+    // Only a command's indicator hears of iterations: a library caller pays nothing.
+    if loaded.loop_facts().is_some() && crate::progress::active() {
         let tell: runtime::Progress = std::sync::Arc::new(|done, of| {
             crate::progress::phase(format!("simulating: iteration {done} of {of}"));
         });

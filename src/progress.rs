@@ -105,6 +105,11 @@ impl Drop for Progress {
     }
 }
 
+/// Whether an indicator is in progress (so that telling it something is worth the work).
+pub fn active() -> bool {
+    CURRENT.lock().expect("no holder panics").is_some()
+}
+
 /// Tells the indicator showing now (if any) what is happening: a library call's phases
 /// ("compiling", "loading", ...) under the command's spinner.
 pub fn phase(message: impl Into<String>) {

@@ -3,7 +3,7 @@
 //! its slices. (The page in a real browser: `.ci/run`'s headless Chromium stage.)
 
 mod common;
-use common::ipuxla;
+use common::{fixture, ipuxla};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -11,14 +11,6 @@ fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("ipuxla-report-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(name)
-}
-
-fn fixture(rel: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures")
-        .join(rel)
-        .to_string_lossy()
-        .into_owned()
 }
 
 /// Estimates `case`'s module, writing its profile and trace; returns both.

@@ -75,3 +75,12 @@ pub fn ipuxla(args: &[&str]) -> std::process::Output {
         .output()
         .expect("the ipuxla binary runs")
 }
+
+/// The path of `rel` under the project's `fixtures/`.
+pub fn fixture(rel: &str) -> String {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(rel)
+        .to_string_lossy()
+        .into_owned()
+}

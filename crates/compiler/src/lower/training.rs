@@ -95,6 +95,14 @@ fn arrays(v: &Value) -> Vec<Value> {
     v.leaves().into_iter().map(Value::Array).collect()
 }
 
+/// The tensors of `args`: a function's argument buffers.
+fn tensors_of(args: &[Value]) -> HashSet<TensorId> {
+    args.iter()
+        .flat_map(|v| v.leaves())
+        .map(|a| a.tensor)
+        .collect()
+}
+
 fn values(arrs: &[Arr]) -> Vec<Value> {
     arrs.iter().cloned().map(Value::Array).collect()
 }
@@ -185,11 +193,7 @@ impl<'m> Lowerer<'m> {
             } else {
                 args.extend(values(&input_buffers[s]));
             }
-            let taken: HashSet<TensorId> = args
-                .iter()
-                .flat_map(|v| v.leaves())
-                .map(|a| a.tensor)
-                .collect();
+            let taken = tensors_of(&args);
             let result = self.lower_on(ipu, &mods.forward, args)?;
             let leaves = result.leaves();
             let (outs, saved) = leaves.split_at(leaves.len() - shapes[s].saved.len());
@@ -214,11 +218,7 @@ impl<'m> Lowerer<'m> {
                     .unwrap_or_default(),
             );
             args.extend(values(&gradient_buffers[s]));
-            let taken: HashSet<TensorId> = args
-                .iter()
-                .flat_map(|v| v.leaves())
-                .map(|a| a.tensor)
-                .collect();
+            let taken = tensors_of(&args);
             let grads = self.lower_on(ipu, &mods.backward, args)?.leaves();
             let (input_gradients, weight_gradients) = grads.split_at(pipeline.stages[s].gradients);
             let input_gradients = self.owned(ipu, input_gradients, &taken);
