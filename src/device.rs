@@ -504,14 +504,24 @@ impl LoadedModule {
         let iterations = self.device_loop.as_ref().map_or(1, |lp| lp.iterations);
         let mut buffers = Vec::with_capacity(flat.len());
         for (k, (a, s)) in flat.iter().zip(&self.streams_in).enumerate() {
-            let bytes = compiler::device_data::to_device(&a.data);
+            // One value's host shape: per iteration, without the leading dimension.
+            let value = if s.per_iteration {
+                let mut one = a.shape.clone();
+                if !one.dims.is_empty() {
+                    one.dims.remove(0);
+                }
+                one
+            } else {
+                a.shape.clone()
+            };
+            let bytes = compiler::device_data::stream_bytes(&a.data, &value, &s.shape);
             let per_value = a.shape.element_count() / iterations.max(1);
             let count = if s.per_iteration {
                 per_value
             } else {
                 a.shape.element_count()
             };
-            if a.shape.element_type != s.shape.element_type || count != s.shape.element_count() {
+            let Some(bytes) = bytes.filter(|_| count == value.element_count()) else {
                 anyhow::bail!(
                     "input array {k} is {} but the module takes {}{}",
                     a.shape,
@@ -522,7 +532,7 @@ impl LoadedModule {
                         ""
                     }
                 );
-            }
+            };
             if !s.per_iteration {
                 buffers.push(vec![Arc::from(bytes)]);
                 continue;

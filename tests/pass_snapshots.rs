@@ -35,6 +35,14 @@ fn int64_conversion_and_scheduling_of_an_int64_module() {
 }
 
 #[test]
+fn exact_64_bit_integers_become_word_pairs() {
+    let m = module("fixtures/passes/int64_words.hlo");
+    for (pass, text) in after_each_pass(&m, &IpuConfig::default()) {
+        insta::assert_snapshot!(format!("int64_words__after_{pass}"), text);
+    }
+}
+
+#[test]
 fn the_scheduler_reorders_for_memory() {
     let m = module("fixtures/schedules/two_branches.hlo");
     let mut config = IpuConfig::default();
@@ -62,15 +70,16 @@ fn dumps_are_named_as_xla_names_them() {
         names,
         [
             "module_0000.jit_mlp_train_rmsprop.0000.before_optimizations.txt",
-            "module_0000.jit_mlp_train_rmsprop.0001.after_int64-conversion.txt",
-            "module_0000.jit_mlp_train_rmsprop.0002.after_egraph-optimiser.report.txt",
-            "module_0000.jit_mlp_train_rmsprop.0002.after_egraph-optimiser.txt",
-            "module_0000.jit_mlp_train_rmsprop.0003.after_ipu-scheduler.txt",
+            "module_0000.jit_mlp_train_rmsprop.0001.after_rng-bit-generator-expander.txt",
+            "module_0000.jit_mlp_train_rmsprop.0002.after_int64-conversion.txt",
+            "module_0000.jit_mlp_train_rmsprop.0003.after_egraph-optimiser.report.txt",
+            "module_0000.jit_mlp_train_rmsprop.0003.after_egraph-optimiser.txt",
+            "module_0000.jit_mlp_train_rmsprop.0004.after_ipu-scheduler.txt",
         ]
     );
-    assert_eq!(report.dumps.len(), 5);
+    assert_eq!(report.dumps.len(), 6);
     // Each module dump parses back; the last is the scheduled module.
-    let last = std::fs::read_to_string(&report.dumps[4]).unwrap();
+    let last = std::fs::read_to_string(&report.dumps[5]).unwrap();
     assert!(xla_ir::parse_module(&last).unwrap().is_scheduled);
     let before = std::fs::read_to_string(&report.dumps[0]).unwrap();
     assert!(!xla_ir::parse_module(&before).unwrap().is_scheduled);
@@ -87,6 +96,6 @@ fn stop_after_an_unknown_pass_names_the_passes() {
     let err = compiler::optimise(&m, &IpuConfig::default(), &options).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "--stop-after 'algsimp': there is no such pass; the passes are int64-conversion, egraph-optimiser, ipu-scheduler"
+        "--stop-after 'algsimp': there is no such pass; the passes are rng-bit-generator-expander, int64-conversion, egraph-optimiser, ipu-scheduler"
     );
 }

@@ -7,12 +7,12 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, clap::Args)]
 pub struct PassFlags {
     /// Write the module before the first pass and after every pass into DIR, named as XLA
-    /// names its dumps (`module_0000.NAME.0001.after_int64-conversion.txt`); a pass with a
-    /// report (the e-graph's sizes) also writes `...after_PASS.report.txt`.
+    /// names its dumps (`module_0000.NAME.0001.after_rng-bit-generator-expander.txt`); a
+    /// pass with a report (the e-graph's sizes) also writes `...after_PASS.report.txt`.
     #[arg(long, value_name = "DIR")]
     pub dump_to: Option<PathBuf>,
     /// End the pass pipeline after this pass; later passes are skipped (passes:
-    /// int64-conversion, egraph-optimiser, ipu-scheduler).
+    /// rng-bit-generator-expander, int64-conversion, egraph-optimiser, ipu-scheduler).
     #[arg(long, value_name = "PASS")]
     pub stop_after: Option<String>,
     /// The scheduling algorithm (`scheduling.algorithm`): choose-best (default),

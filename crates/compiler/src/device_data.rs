@@ -29,9 +29,45 @@ pub fn to_device(data: &ArrayData) -> Vec<u8> {
     }
 }
 
-/// A literal of `shape` from device bytes (`bytes.len()` must be the device size).
+/// The device bytes of a 64-bit integer literal kept exact as word pairs (see the int64
+/// conversion): each value's 8 bytes, little-endian (low word first). Other literals as
+/// [`to_device`].
+pub fn to_device_words(data: &ArrayData) -> Vec<u8> {
+    match data {
+        ArrayData::S64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        ArrayData::U64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        other => to_device(other),
+    }
+}
+
+/// How a host array of `host` type travels in a device stream of `stream` shape: `Some`
+/// of the bytes when the stream takes it (the same type; a 64-bit integer narrowed to 32
+/// bits; or kept exact as `u32[dims..., 2]` word pairs), `None` when it does not.
+pub fn stream_bytes(data: &ArrayData, host: &ArrayShape, stream: &ArrayShape) -> Option<Vec<u8>> {
+    let wide = matches!(host.element_type, ElementType::S64 | ElementType::U64);
+    let count = host.element_count();
+    if wide
+        && stream.element_type == ElementType::U32
+        && stream.element_count() == 2 * count
+        && stream.dims.last() == Some(&2)
+    {
+        return Some(to_device_words(data));
+    }
+    let narrowed = match host.element_type {
+        ElementType::S64 => ElementType::S32,
+        ElementType::U64 => ElementType::U32,
+        t => t,
+    };
+    let same = stream.element_type == host.element_type || stream.element_type == narrowed;
+    (same && stream.element_count() == count).then(|| to_device(data))
+}
+
+/// A literal of `shape` from device bytes (`bytes.len()` must be the device size; a 64-bit
+/// integer array comes narrowed to 4 bytes per element or exact in 8).
 pub fn from_device(shape: &ArrayShape, bytes: &[u8]) -> ArrayLiteral {
+    let exact = bytes.len() as u64 == 8 * shape.element_count() && !bytes.is_empty();
     let w = |c: &[u8]| [c[0], c[1], c[2], c[3]];
+    let w8 = |c: &[u8]| [c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]];
     let i32s = || bytes.chunks_exact(4).map(|c| i32::from_le_bytes(w(c)));
     let u32s = || bytes.chunks_exact(4).map(|c| u32::from_le_bytes(w(c)));
     let data = match shape.element_type {
@@ -39,10 +75,22 @@ pub fn from_device(shape: &ArrayShape, bytes: &[u8]) -> ArrayLiteral {
         ElementType::S8 => ArrayData::S8(i32s().map(|x| x as i8).collect()),
         ElementType::S16 => ArrayData::S16(i32s().map(|x| x as i16).collect()),
         ElementType::S32 => ArrayData::S32(i32s().collect()),
+        ElementType::S64 if exact => ArrayData::S64(
+            bytes
+                .chunks_exact(8)
+                .map(|c| i64::from_le_bytes(w8(c)))
+                .collect(),
+        ),
         ElementType::S64 => ArrayData::S64(i32s().map(i64::from).collect()),
         ElementType::U8 => ArrayData::U8(u32s().map(|x| x as u8).collect()),
         ElementType::U16 => ArrayData::U16(u32s().map(|x| x as u16).collect()),
         ElementType::U32 => ArrayData::U32(u32s().collect()),
+        ElementType::U64 if exact => ArrayData::U64(
+            bytes
+                .chunks_exact(8)
+                .map(|c| u64::from_le_bytes(w8(c)))
+                .collect(),
+        ),
         ElementType::U64 => ArrayData::U64(u32s().map(u64::from).collect()),
         ElementType::F16 => ArrayData::F16(
             bytes
@@ -80,5 +128,20 @@ mod tests {
         let shape = ArrayShape::new(ElementType::U16, &[2]);
         let data = ArrayData::U16(vec![65535, 1]);
         assert_eq!(from_device(&shape, &to_device(&data)).data, data);
+    }
+
+    #[test]
+    fn wide_integers_travel_narrowed_or_as_exact_words() {
+        let host = ArrayShape::new(ElementType::U64, &[2]);
+        let data = ArrayData::U64(vec![1 << 40 | 5, 7]);
+        let words = ArrayShape::new(ElementType::U32, &[2, 2]);
+        let bytes = stream_bytes(&data, &host, &words).unwrap();
+        assert_eq!(bytes.len(), 16);
+        assert_eq!(from_device(&host, &bytes).data, data);
+        let narrow = ArrayShape::new(ElementType::U32, &[2]);
+        let bytes = stream_bytes(&data, &host, &narrow).unwrap();
+        assert_eq!(from_device(&host, &bytes).data, ArrayData::U64(vec![5, 7]));
+        let other = ArrayShape::new(ElementType::F32, &[2]);
+        assert_eq!(stream_bytes(&data, &host, &other), None);
     }
 }

@@ -681,7 +681,7 @@ impl<'m> Lowerer<'m> {
             | Op::CollectivePermute { .. }
             | Op::ReplicaId
             | Op::PartitionId => self.collective(scope, here),
-            Op::RngBitGenerator { .. } => Err(here.unsupported(crate::types::RNG_UNSUPPORTED)),
+            Op::RngBitGenerator { .. } => Err(here.unsupported(crate::types::RNG_UNEXPANDED)),
             Op::Infeed { .. } => self.infeed(here),
             Op::Outfeed { .. } => self.outfeed(scope, here),
             Op::Fusion { calls, .. } | Op::Call { to_apply: calls } => {

@@ -1,6 +1,8 @@
-//! The int64 conversion (the seed's `--int64_to_int32_conversion`, always on): the IPU has
-//! no 64-bit integers, so s64 and u64 values become s32 and u32, with a warning, and values
-//! beyond 32 bits wrap.
+//! The int64 conversion: the IPU has no 64-bit integers. Usually (the seed's
+//! `--int64_to_int32_conversion`) s64 and u64 values become s32 and u32, with a warning,
+//! and values beyond 32 bits wrap. A module that needs its 64-bit integers exact (it
+//! reinterprets them as 32-bit words, as random-number state is handled, or shifts them
+//! by a whole word) keeps them instead as pairs of 32-bit words (`int64_words`).
 
 use super::{Pass, PassContext};
 use crate::CompileError;
@@ -16,8 +18,15 @@ impl Pass for Int64Conversion {
     }
 
     fn run(&self, module: &mut Module, cx: &mut PassContext) -> Result<(), CompileError> {
-        refuse_word_reinterpretation(module)?;
-        cx.warnings.extend(narrow_int64(module));
+        match needs_exact_words(module) {
+            Some(why) => {
+                let rewritten = super::int64_words::split_into_words(module)?;
+                cx.notes.push(format!(
+                    "64-bit integers kept exact as 32-bit word pairs ({why}): {rewritten} instruction(s) rewritten"
+                ));
+            }
+            None => cx.warnings.extend(narrow_int64(module)),
+        }
         Ok(())
     }
 }
@@ -43,31 +52,21 @@ fn shifts_a_word_or_more(comp: &xla_ir::Computation, mut id: xla_ir::InstrId) ->
     }
 }
 
-/// A `bitcast-convert` between 64-bit integers and 32-bit words (two `u32` as one `u64`,
-/// as random-number state is handled), or a shift of a 64-bit integer by a whole word or
-/// more, means something else once narrowed to 32 bits: an error naming it, not a wrong
-/// answer after a warning.
-fn refuse_word_reinterpretation(module: &Module) -> Result<(), CompileError> {
+/// Why the module's 64-bit integers must stay exact, if they must: a `bitcast-convert`
+/// between 64-bit integers and 32-bit words (two `u32` as one `u64`, as random-number
+/// state is handled), or a shift of a 64-bit integer by a whole word or more, means
+/// something else once narrowed to 32 bits.
+fn needs_exact_words(module: &Module) -> Option<String> {
     let wide = |t: ElementType| matches!(t, ElementType::S64 | ElementType::U64);
     for (_, comp) in module.computations() {
         for (_, instr) in comp.instructions() {
             if let Op::Binary(
-                op @ (BinaryOp::ShiftLeft
-                | BinaryOp::ShiftRightLogical
-                | BinaryOp::ShiftRightArithmetic),
+                BinaryOp::ShiftLeft | BinaryOp::ShiftRightLogical | BinaryOp::ShiftRightArithmetic,
             ) = instr.op
                 && instr.shape.as_array().is_some_and(|a| wide(a.element_type))
                 && shifts_a_word_or_more(comp, instr.operands[1])
             {
-                return Err(CompileError::Unsupported {
-                    at: crate::types::location(comp, instr),
-                    instruction: instr.name.clone(),
-                    opcode: instr.op.name().to_string(),
-                    reason: format!(
-                        "it shifts a 64-bit integer by 32 bits or more ({}), which needs 64-bit integers; the IPU's conversion of 64-bit integers to 32 bits cannot keep it (run the module with --engine reference)",
-                        op.name()
-                    ),
-                });
+                return Some(format!("'{}' shifts by a whole word", instr.name));
             }
             if !matches!(instr.op, Op::BitcastConvert) {
                 continue;
@@ -82,18 +81,11 @@ fn refuse_word_reinterpretation(module: &Module) -> Result<(), CompileError> {
                 && (wide(from) || wide(to))
                 && from.byte_size() != to.byte_size()
             {
-                return Err(CompileError::Unsupported {
-                    at: crate::types::location(comp, instr),
-                    instruction: instr.name.clone(),
-                    opcode: instr.op.name().to_string(),
-                    reason: format!(
-                        "it reinterprets {from} as {to}, which needs 64-bit integers; the IPU's conversion of 64-bit integers to 32 bits cannot keep it (run the module with --engine reference)"
-                    ),
-                });
+                return Some(format!("'{}' reinterprets {from} as {to}", instr.name));
             }
         }
     }
-    Ok(())
+    None
 }
 
 fn narrow_type(t: ElementType) -> ElementType {

@@ -2,16 +2,20 @@
 //! runs in a `tracing` span (`ipuxla::pass`) that records its time; `--dump-to DIR` writes
 //! the module before the first pass and after every pass in XLA's file naming
 //! (`module_0000.NAME.0000.before_optimizations.txt`,
-//! `module_0000.NAME.0001.after_int64-conversion.txt`, ...); `--stop-after PASS` ends the
+//! `module_0000.NAME.0001.after_rng-bit-generator-expander.txt`, ...); `--stop-after PASS` ends the
 //! pipeline after that pass. A new pass is one file here and one line in [`pipeline`].
 
 mod egraph_optimiser;
 mod int64_conversion;
+mod int64_words;
 mod ipu_scheduler;
+mod rng_expander;
+mod words;
 
 pub use egraph_optimiser::EgraphOptimiser;
 pub use int64_conversion::{Int64Conversion, narrow_int64};
 pub use ipu_scheduler::IpuScheduler;
+pub use rng_expander::RngBitGeneratorExpander;
 
 use crate::{CompileError, IpuConfig};
 use std::path::{Path, PathBuf};
@@ -39,6 +43,7 @@ pub struct PassContext<'a> {
 /// The pipeline, in order.
 pub fn pipeline() -> Vec<Box<dyn Pass>> {
     vec![
+        Box::new(RngBitGeneratorExpander),
         Box::new(Int64Conversion),
         Box::new(EgraphOptimiser),
         Box::new(IpuScheduler),

@@ -4,12 +4,14 @@
 //! when the composition is the identity. Constant folding of one-element values happens
 //! in the analysis (`analysis.rs`), as egg's constant folding does.
 
-use super::{Match, RuleOptions, derived, element_type, is_splat, nodes, rule};
+use super::{Match, RuleOptions, derived, element_type, is_splat, nodes, retire, rule, splat};
 use crate::egraph::analysis::{HloAnalysis, HloEGraph, add};
 use crate::egraph::language::HloNode;
+use crate::egraph::language::Signature;
 use egg::{Id, Rewrite};
 use xla_ir::attributes::SliceDim;
-use xla_ir::{ElementType, Op, Shape};
+use xla_ir::literal::{ArrayData, ArrayLiteral};
+use xla_ir::{ArrayShape, BinaryOp, ElementType, Literal, Op, Shape};
 
 /// The algebra table.
 pub fn rules(o: RuleOptions) -> Vec<Rewrite<HloNode, HloAnalysis>> {
@@ -18,6 +20,12 @@ pub fn rules(o: RuleOptions) -> Vec<Rewrite<HloNode, HloAnalysis>> {
         rule("subtract-zero", "(subtract ?a ?b)", subtract_zero, o),
         rule("multiply-one", "(multiply ?a ?b)", multiply_one, o),
         rule("divide-one", "(divide ?a ?b)", divide_one, o),
+        rule(
+            "divide-by-constant",
+            "(divide ?a ?b)",
+            divide_by_constant,
+            o,
+        ),
         rule("multiply-zero", "(multiply ?a ?b)", multiply_zero, o),
         rule("negate-negate", "(negate (negate ?x))", negate_negate, o),
         rule(
@@ -91,6 +99,50 @@ fn multiply_one(eg: &mut HloEGraph, m: &Match, _: RuleOptions) -> Option<Id> {
 
 fn divide_one(eg: &mut HloEGraph, m: &Match, _: RuleOptions) -> Option<Id> {
     right_identity(eg, m, 1.0)
+}
+
+/// XLA's `A / Const => A * (1 / Const)` for floats (`algebraic_simplifier.cc`,
+/// `HandleDivide`; Graphcore's backend runs the same simplifier): the reciprocal rounded
+/// to the element type, and the division retired, so results round as XLA's do (`x / 0.8`
+/// becomes `x * 1.25`, which differs from the division in the last place for some `x`).
+fn divide_by_constant(eg: &mut HloEGraph, m: &Match, _: RuleOptions) -> Option<Id> {
+    let (a, b) = (m.var("?a"), m.var("?b"));
+    let t = element_type(eg, m.class)?;
+    if !nodes(eg, a, "constant").is_empty() || is_splat(eg, b, 1.0) {
+        return None;
+    }
+    let c = splat(eg, b)?;
+    let data = match t {
+        ElementType::F32 => ArrayData::F32(vec![1.0 / c as f32]),
+        ElementType::F16 => {
+            let h = half::f16::from_f64(c).to_f32();
+            ArrayData::F16(vec![half::f16::from_f32(1.0 / h)])
+        }
+        _ => return None,
+    };
+    let shape = eg[m.class].data.shape.clone();
+    let dims = shape.as_array()?.dims.to_vec();
+    let scalar = ArrayShape::new(t, &[]);
+    let literal = Literal::Array(ArrayLiteral {
+        shape: scalar.clone(),
+        data,
+    });
+    let k = add(
+        eg,
+        Signature::new(Op::Constant { literal }, Shape::Array(scalar)),
+        &[],
+    );
+    let spread = derived(
+        eg,
+        b,
+        Op::Broadcast { dimensions: vec![] },
+        Shape::array(t, &dims),
+    );
+    let k = add(eg, spread, &[k]);
+    let product = derived(eg, m.class, Op::Binary(BinaryOp::Multiply), shape);
+    let product = add(eg, product, &[a, k]);
+    retire(eg, m.class, "divide", &[eg.find(a), eg.find(b)]);
+    Some(product)
 }
 
 /// `x * 0 = 0` is false for floats when x is NaN or infinite: integers, or fast math only.
