@@ -21,6 +21,13 @@ fn main() -> ExitCode {
     let cli = ipuxla::cli::Cli::parse();
     match ipuxla::cli::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        // A reader that stopped reading (`ipuxla dump big.hlo | head`) is not a failure.
+        Err(e)
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("{e:#}");
             ExitCode::FAILURE

@@ -1,6 +1,7 @@
 //! The `ipuxla` command line: one module per subcommand.
 
 mod bench;
+mod config;
 mod devices;
 mod dump;
 mod load;
@@ -50,6 +51,8 @@ pub enum Command {
     Report(report::ReportArgs),
     /// List the modelled IPU system as `gc-info -l` would, and the shard to IPU orders.
     Devices(devices::DevicesArgs),
+    /// Print every IpuConfig option with its type, default, value and what it does.
+    Config(config::ConfigArgs),
     /// Print a completion script for a shell (`ipuxla completions bash > ~/.local/share/bash-completion/completions/ipuxla`).
     Completions {
         /// The shell.
@@ -65,6 +68,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Dump(args) => dump::run(args),
         Command::Run(args) => run::run(*args),
         Command::Devices(args) => devices::run(args),
+        Command::Config(args) => config::run(args),
         Command::Schedule(args) => schedule::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Report(args) => report::run(args),

@@ -151,13 +151,16 @@ pub struct RunArgs {
     /// availableMemoryProportion for matrix products, 0.0 to 1.0 (default 0.6).
     #[arg(long, value_name = "F")]
     pub matmul_amp: Option<f64>,
-    /// availableMemoryProportion for convolutions, 0.0 to 1.0 (default 0.6).
+    /// availableMemoryProportion for convolutions, 0.0 to 1.0 (default 0.6): bounds a
+    /// convolution part's patch matrix per tile (it splits further while over it).
     #[arg(long, value_name = "F")]
     pub conv_amp: Option<f64>,
-    /// Partials type for matrix products (default float).
+    /// Partials type for matrix products (default float): half stores f16 products'
+    /// partials in f16 (less memory and exchange, f16 rounding); refused for f32 operands.
     #[arg(long, value_enum, ignore_case = true)]
     pub matmul_partial_type: Option<PartialType>,
-    /// Partials type for convolutions (default float).
+    /// Partials type for convolutions (default float; half is not implemented yet and is
+    /// refused).
     #[arg(long, value_enum, ignore_case = true)]
     pub conv_partial_type: Option<PartialType>,
     /// The simulated IPU (`ipu_model.version`; default ipu2).
@@ -278,6 +281,11 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
     }
     if args.estimate_only {
         return estimate(&args, &module, &config);
+    }
+    if args.engine == Engine::Reference && config.floating_point_behaviour.mode().is_active() {
+        bail!(
+            "floating_point_behaviour acts on the IPU Model's kernels; the reference engine computes with IEEE defaults (run on the ipu-model engine, or turn the flags off)"
+        );
     }
     let outdir = args
         .outdir

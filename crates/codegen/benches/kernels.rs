@@ -108,6 +108,7 @@ fn bench_matmul(
             k: size,
             n: size,
             input: DType::F32,
+            partials: codegen::DType::F32,
         },
     );
     let a = vec![0u8; size * size * 4];

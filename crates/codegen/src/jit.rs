@@ -7,6 +7,7 @@
 //! slice conversions, so the generated code only sees f32.
 
 use crate::CodegenError;
+use crate::fp::FloatMode;
 use crate::kernel::{DType, ElementwiseKernel, Expr, KernelSpec, ReduceKernel, ReduceOp};
 use crate::lower::{ExprLowering, Helpers, clif_type, vectorizable};
 use crate::reference::{self, Scalar};
@@ -629,22 +630,40 @@ struct CodePtr(*const u8);
 unsafe impl Send for CodePtr {}
 unsafe impl Sync for CodePtr {}
 
+/// A compiled kernel in its table: the spec as written, its code, and how the code was
+/// guarded (see [`crate::fp`]).
+struct Entry {
+    spec: KernelSpec,
+    code: Code,
+    /// The code writes a status output after the spec's outputs.
+    status: bool,
+    /// f16 outputs round stochastically with this seed.
+    esr: Option<u64>,
+}
+
 /// Compiled kernels, shareable across threads (what an engine runs).
 pub struct KernelTable {
-    entries: Vec<(KernelSpec, Code)>,
+    entries: Vec<Entry>,
 }
 
 /// A compiled kernel, borrowed from its table.
 pub struct CompiledKernel<'t> {
     spec: &'t KernelSpec,
     code: &'t Code,
+    status: bool,
+    esr: Option<u64>,
 }
 
 impl KernelTable {
     /// The kernel with this id.
     pub fn get(&self, id: KernelId) -> CompiledKernel<'_> {
-        let (spec, code) = &self.entries[id.0 as usize];
-        CompiledKernel { spec, code }
+        let e = &self.entries[id.0 as usize];
+        CompiledKernel {
+            spec: &e.spec,
+            code: &e.code,
+            status: e.status,
+            esr: e.esr,
+        }
     }
 
     /// Number of compiled kernels.
@@ -662,7 +681,7 @@ impl KernelTable {
 /// code with Cranelift's `free_memory`).
 pub struct KernelCache {
     compiler: Compiler,
-    index: HashMap<KernelSpec, KernelId>,
+    index: HashMap<(KernelSpec, FloatMode), KernelId>,
     table: KernelTable,
 }
 
@@ -680,13 +699,30 @@ impl KernelCache {
 
     /// Type-checks and compiles `spec`, or returns the id it already has.
     pub fn compile(&mut self, spec: &KernelSpec) -> Result<KernelId, CodegenError> {
-        if let Some(id) = self.index.get(spec) {
+        self.compile_with(spec, FloatMode::default())
+    }
+
+    /// [`KernelCache::compile`] under a floating-point mode: element-wise kernels are
+    /// guarded ([`crate::fp::guarded`]); other kernels compile as written.
+    pub fn compile_with(
+        &mut self,
+        spec: &KernelSpec,
+        mode: FloatMode,
+    ) -> Result<KernelId, CodegenError> {
+        let key = (spec.clone(), mode);
+        if let Some(id) = self.index.get(&key) {
             return Ok(*id);
         }
+        let mut status = false;
+        let mut esr = None;
         let code = match spec {
             KernelSpec::Elementwise(k) => {
                 check_elementwise(k)?;
-                Code::Jit(CodePtr(self.compiler.elementwise(k)?))
+                let (run, checked) = crate::fp::guarded(k, mode);
+                status = checked;
+                esr = mode.esr;
+                check_elementwise(&run)?;
+                Code::Jit(CodePtr(self.compiler.elementwise(&run)?))
             }
             KernelSpec::Reduce(k) => {
                 check_reduce(k)?;
@@ -699,12 +735,25 @@ impl KernelCache {
                         k.input
                     )));
                 }
+                let partials_fit =
+                    k.partials == DType::F32 || (k.partials == DType::F16 && k.input == DType::F16);
+                if !partials_fit {
+                    return Err(CodegenError::Type(format!(
+                        "{:?} partials of {:?} operands: partials are f32, or f16 for f16 operands",
+                        k.partials, k.input
+                    )));
+                }
                 Code::NativeMatMul
             }
         };
         let id = KernelId(self.table.entries.len() as u32);
-        self.table.entries.push((spec.clone(), code));
-        self.index.insert(spec.clone(), id);
+        self.table.entries.push(Entry {
+            spec: spec.clone(),
+            code,
+            status,
+            esr,
+        });
+        self.index.insert(key, id);
         Ok(id)
     }
 
@@ -723,10 +772,12 @@ impl KernelCache {
         }
         let code = self.compiler.matmul(k)?;
         let id = KernelId(self.table.entries.len() as u32);
-        self.table.entries.push((
-            KernelSpec::MatMul(k.clone()),
-            Code::JitMatMul(CodePtr(code)),
-        ));
+        self.table.entries.push(Entry {
+            spec: KernelSpec::MatMul(k.clone()),
+            code: Code::JitMatMul(CodePtr(code)),
+            status: false,
+            esr: None,
+        });
         Ok(id)
     }
 
@@ -760,6 +811,22 @@ fn narrow(values: &[f32], bytes: &mut [u8]) {
     }
 }
 
+/// The first element whose status has an exception bit (element numbers from `start`).
+fn first_exception(status: &[u32], start: usize) -> Result<(), CodegenError> {
+    match status.iter().position(|&s| s != 0) {
+        None => Ok(()),
+        Some(i) => {
+            let (exception, output) = crate::fp::FpException::from_status(status[i])
+                .expect("a nonzero status has an exception bit");
+            Err(CodegenError::FloatingPoint {
+                exception,
+                output,
+                element: start + i,
+            })
+        }
+    }
+}
+
 fn size_error(what: &str, k: usize, have: usize, need: usize) -> CodegenError {
     CodegenError::Type(format!(
         "{what} {k} holds {have} bytes but the kernel needs {need}"
@@ -779,6 +846,20 @@ impl CompiledKernel<'_> {
         inputs: &[&[u8]],
         outputs: &mut [&mut [u8]],
         n: usize,
+    ) -> Result<(), CodegenError> {
+        self.run_elementwise_at(inputs, outputs, n, 0)
+    }
+
+    /// [`CompiledKernel::run_elementwise`] for one vertex among many: `salt` tells the
+    /// vertices apart for stochastic rounding (the same salt rounds the same way). A
+    /// guarded kernel that raises a floating-point exception returns
+    /// [`CodegenError::FloatingPoint`] with the first element that raised it.
+    pub fn run_elementwise_at(
+        &self,
+        inputs: &[&[u8]],
+        outputs: &mut [&mut [u8]],
+        n: usize,
+        salt: u64,
     ) -> Result<(), CodegenError> {
         let (KernelSpec::Elementwise(k), Code::Jit(code)) = (self.spec, self.code) else {
             return Err(CodegenError::Type(
@@ -804,8 +885,9 @@ impl CompiledKernel<'_> {
                 return Err(size_error("output", i, buf.len(), n * t.size()));
             }
         }
-        // SAFETY: the code was generated for this spec's signature; every pointer passed
-        // addresses at least `len` elements of the type the code reads or writes there.
+        // SAFETY: the code was generated for this spec's signature (plus the status output
+        // when `self.status`); every pointer passed addresses at least `len` elements of
+        // the type the code reads or writes there.
         let call = |ins: &[*const u8], outs: &[*mut u8], len: usize| unsafe {
             let f: extern "C" fn(*const *const u8, *const *mut u8, u64) =
                 std::mem::transmute(code.0);
@@ -816,15 +898,24 @@ impl CompiledKernel<'_> {
             .iter()
             .chain(k.outputs.iter().map(|(t, _)| t))
             .any(|t| *t == DType::F16);
+        // f16 operands run in cache-sized chunks, converting each chunk at the boundary.
+        const CHUNK: usize = 2048;
+        let mut status = if self.status {
+            vec![0u32; if has_f16 { CHUNK.min(n) } else { n }]
+        } else {
+            Vec::new()
+        };
         if !has_f16 {
             // On the stack: this runs once per vertex, hundreds of thousands of times a run.
             let ins: SmallVec<[*const u8; 8]> = inputs.iter().map(|b| b.as_ptr()).collect();
-            let outs: SmallVec<[*mut u8; 4]> = outputs.iter_mut().map(|b| b.as_mut_ptr()).collect();
+            let mut outs: SmallVec<[*mut u8; 4]> =
+                outputs.iter_mut().map(|b| b.as_mut_ptr()).collect();
+            if self.status {
+                outs.push(status.as_mut_ptr() as *mut u8);
+            }
             call(&ins, &outs, n);
-            return Ok(());
+            return first_exception(&status, 0);
         }
-        // f16 operands: run in cache-sized chunks, converting each chunk at the boundary.
-        const CHUNK: usize = 2048;
         let mut wide_in: Vec<Vec<f32>> = k
             .inputs
             .iter()
@@ -869,7 +960,7 @@ impl CompiledKernel<'_> {
                     ins.push(buf[start * size..].as_ptr());
                 }
             }
-            let outs: Vec<*mut u8> = k
+            let mut outs: Vec<*mut u8> = k
                 .outputs
                 .iter()
                 .zip(outputs.iter_mut())
@@ -882,10 +973,34 @@ impl CompiledKernel<'_> {
                     }
                 })
                 .collect();
+            if self.status {
+                outs.push(status.as_mut_ptr() as *mut u8);
+            }
             call(&ins, &outs, len);
-            for (((t, _), buf), wide) in k.outputs.iter().zip(outputs.iter_mut()).zip(&wide_out) {
-                if *t == DType::F16 {
-                    narrow(&wide[..len], &mut buf[start * 2..(start + len) * 2]);
+            first_exception(&status[..status.len().min(len)], start)?;
+            for (o, (((t, _), buf), wide)) in k
+                .outputs
+                .iter()
+                .zip(outputs.iter_mut())
+                .zip(&wide_out)
+                .enumerate()
+            {
+                if *t != DType::F16 {
+                    continue;
+                }
+                let dst = &mut buf[start * 2..(start + len) * 2];
+                match self.esr {
+                    None => narrow(&wide[..len], dst),
+                    Some(seed) => {
+                        let salt = salt ^ ((o as u64) << 56);
+                        for (i, (x, c)) in
+                            wide[..len].iter().zip(dst.chunks_exact_mut(2)).enumerate()
+                        {
+                            let r = crate::fp::rounding_bits(seed, salt, (start + i) as u64);
+                            let h = crate::fp::round_f16_stochastic(*x, r);
+                            c.copy_from_slice(&h.to_bits().to_le_bytes());
+                        }
+                    }
                 }
             }
             start += len;
@@ -929,13 +1044,40 @@ impl CompiledKernel<'_> {
 }
 
 impl CompiledKernel<'_> {
-    /// Runs a matrix-product partial: `c` (m×n f32) = `a` (m×k) · `b` (k×n), row-major.
+    /// Runs a matrix-product partial: `c` (m×n, of the kernel's partials type) = `a` (m×k)
+    /// · `b` (k×n), row-major. f16 partials are the f32 products rounded to f16 (to
+    /// nearest even) as they are stored.
     pub fn run_matmul(&self, a: &[u8], b: &[u8], c: &mut [u8]) -> Result<(), CodegenError> {
         let KernelSpec::MatMul(k) = self.spec else {
             return Err(CodegenError::Type(
                 "run_matmul on a kernel that is not a matrix product".into(),
             ));
         };
+        if k.partials != DType::F16 {
+            return self.run_matmul_f32(k, a, b, c);
+        }
+        let cells = k.m * k.n;
+        if c.len() < cells * 2 {
+            return Err(size_error("output", 0, c.len(), cells * 2));
+        }
+        let mut wide = vec![0u8; cells * 4];
+        self.run_matmul_f32(k, a, b, &mut wide)?;
+        let values: Vec<f32> = wide
+            .chunks_exact(4)
+            .map(|ch| f32::from_le_bytes([ch[0], ch[1], ch[2], ch[3]]))
+            .collect();
+        narrow(&values, &mut c[..cells * 2]);
+        Ok(())
+    }
+
+    /// [`CompiledKernel::run_matmul`] into f32 partials.
+    fn run_matmul_f32(
+        &self,
+        k: &crate::kernel::MatMulKernel,
+        a: &[u8],
+        b: &[u8],
+        c: &mut [u8],
+    ) -> Result<(), CodegenError> {
         let (m, kk, n) = (k.m, k.k, k.n);
         let size = k.input.size();
         if a.len() < m * kk * size {

@@ -250,8 +250,9 @@ impl ReduceKernel {
     }
 }
 
-/// A dense matrix-product partial, what the IPU's AMP units compute: C (m×n, f32) = A (m×k)
-/// · B (k×n), all row-major. f16 operands are multiplied in f32 (f32 partials).
+/// A dense matrix-product partial, what the IPU's AMP units compute: C (m×n) = A (m×k) ·
+/// B (k×n), all row-major. f16 operands are multiplied in f32; the partials C are f32, or
+/// f16 (`partialsType: half`) rounded as they are stored.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct MatMulKernel {
     /// Rows of A and C.
@@ -262,6 +263,13 @@ pub struct MatMulKernel {
     pub n: usize,
     /// Storage type of A and B (F32 or F16).
     pub input: DType,
+    /// Storage type of C, the partials (`partialsType`): F32, or F16 for f16 operands.
+    #[serde(default = "f32_partials")]
+    pub partials: DType,
+}
+
+fn f32_partials() -> DType {
+    DType::F32
 }
 
 /// Any kernel.

@@ -9,6 +9,7 @@
 //! engine loads an executable.
 #![warn(missing_docs)]
 
+pub mod fp;
 pub mod jit;
 pub mod kernel;
 mod lower;
@@ -17,6 +18,7 @@ mod narrow_product;
 pub mod reference;
 pub mod types;
 
+pub use fp::{FloatMode, FpException};
 pub use jit::{
     CompiledKernel, KernelCache, KernelId, KernelTable, MatRef, gemm_f32, gemm_f32_refs,
 };
@@ -34,4 +36,14 @@ pub enum CodegenError {
     /// Cranelift rejected the generated code or the host ISA is unsupported.
     #[error("JIT compilation failed: {0}")]
     Jit(String),
+    /// A checked kernel raised a floating-point exception (`floating_point_behaviour`).
+    #[error("floating-point exception: {exception} at element {element} of the vertex's output {output} (floating_point_behaviour.{})", exception.flag())]
+    FloatingPoint {
+        /// What was raised.
+        exception: FpException,
+        /// The kernel output whose expression raised it.
+        output: usize,
+        /// The first element (of the vertex's outputs) that raised it.
+        element: usize,
+    },
 }

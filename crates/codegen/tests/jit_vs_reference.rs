@@ -452,7 +452,13 @@ fn matrix_product_partials_match_an_f64_reference() {
         (4, 0, 3),
     ] {
         for input in [DType::F32, DType::F16] {
-            let mm = codegen::MatMulKernel { m, k, n, input };
+            let mm = codegen::MatMulKernel {
+                m,
+                k,
+                n,
+                input,
+                partials: codegen::DType::F32,
+            };
             let native = cache.compile(&KernelSpec::MatMul(mm.clone())).unwrap();
             let jit = cache.compile_jit_matmul(&mm).unwrap();
             for id in [native, jit] {
@@ -500,6 +506,7 @@ fn matrix_product_partials_match_an_f64_reference() {
         k: 2,
         n: 2,
         input: DType::S32,
+        partials: codegen::DType::F32,
     });
     assert!(cache.compile(&ints).is_err());
 }

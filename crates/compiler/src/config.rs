@@ -159,7 +159,8 @@ impl Default for IpuConfig {
 pub enum AutoSelectIpus {
     /// One device of this many IPUs.
     Count(usize),
-    /// One entry per device; this compiler targets the first.
+    /// One entry per device (the IPUs it controls); a module runs on one device, so
+    /// `check` refuses more than one entry.
     PerDevice(Vec<usize>),
 }
 
@@ -188,7 +189,9 @@ pub struct IpuModelConfig {
     /// `ipu_model.tiles_per_ipu`: tiles per simulated IPU; 0 (the default) is the version's
     /// standard count.
     pub tiles_per_ipu: usize,
-    /// `ipu_model.compile_ipu_code`: accepted for compatibility; the model never holds code.
+    /// `ipu_model.compile_ipu_code` (default true): the seed's "also compile real IPU code
+    /// (reported memory then includes code)". Only true is accepted: code is not counted
+    /// in tile memory yet, so false would change nothing.
     pub compile_ipu_code: bool,
     /// `ipu_model.streaming_memory` (ipuxla's own option, default true): a module too big
     /// for tile memory runs out of core, paged through Streaming Memory, on IPUs that have
@@ -278,22 +281,58 @@ impl PlannerConfig {
     }
 }
 
-/// `floating_point_behaviour.*` (all default false, as `IPUConfig` has them).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+/// `floating_point_behaviour.*` (all default false, as `IPUConfig` has them). They act on
+/// the element-wise vertices (fused JIT kernels): an exception stops the run with an error
+/// naming the compute set, IPU, tile and element; reductions and matrix products compute
+/// as IEEE defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FloatingPointBehaviour {
-    /// Invalid operations raise an exception.
+    /// Invalid operations (a NaN made from non-NaN operands: 0/0, ∞-∞, √-1) raise an
+    /// exception.
     pub inv: bool,
-    /// Division by zero raises an exception.
+    /// Division by zero (and the log of zero) raises an exception.
     pub div0: bool,
-    /// Overflow raises an exception.
+    /// Overflow (an infinity made from finite operands) raises an exception.
     pub oflo: bool,
-    /// Stochastic rounding on f16 conversions.
+    /// Stochastic rounding of f16 results (f32 to f16 conversions and f16 arithmetic):
+    /// each rounds up with probability equal to its distance from the f16 below.
     pub esr: bool,
-    /// NaN on overflow.
+    /// Overflow gives NaN instead of an infinity.
     pub nanoo: bool,
     /// Enables all five.
     pub set_all: bool,
+    /// ipuxla's own: the seed stochastic rounding starts from (the seed's
+    /// `reset_ipu_seed`); the same seed rounds the same way on every run (default 1).
+    pub esr_seed: u64,
+}
+
+impl Default for FloatingPointBehaviour {
+    fn default() -> FloatingPointBehaviour {
+        FloatingPointBehaviour {
+            inv: false,
+            div0: false,
+            oflo: false,
+            esr: false,
+            nanoo: false,
+            set_all: false,
+            esr_seed: 1,
+        }
+    }
+}
+
+impl FloatingPointBehaviour {
+    /// The kernels' floating-point mode (`set_all` turns on all five).
+    pub fn mode(&self) -> codegen::FloatMode {
+        let all = self.set_all;
+        codegen::FloatMode {
+            inv: self.inv || all,
+            div0: self.div0 || all,
+            oflo: self.oflo || all,
+            nanoo: self.nanoo || all,
+            esr: (self.esr || all).then_some(self.esr_seed),
+        }
+    }
 }
 
 /// `scheduling.*`.
@@ -433,6 +472,19 @@ impl IpuConfig {
     /// Checks every option (called by `compile`).
     pub fn check(&self) -> Result<(), CompileError> {
         self.selection_order()?;
+        if !self.ipu_model.compile_ipu_code {
+            return Err(CompileError::Config(
+                "ipu_model.compile_ipu_code false is refused: it leaves code out of the reported tile memory, and the IPU Model does not count code in tile memory yet, so false would change nothing".into(),
+            ));
+        }
+        if let AutoSelectIpus::PerDevice(list) = &self.auto_select_ipus
+            && list.len() > 1
+        {
+            return Err(CompileError::Config(format!(
+                "auto_select_ipus {list:?} configures {} devices; ipuxla runs a module on one device, so give one entry (its IPUs: an int or a one-entry list)",
+                list.len()
+            )));
+        }
         if !self.optimizations.prefetch_data_streams {
             return Err(CompileError::Config(
                 "optimizations.prefetch_data_streams false is not modelled: the IPU Model charges a stream copy its transfer only (what prefetching leaves), and no source gives the host-side latency an unprefetched stream would add".into(),

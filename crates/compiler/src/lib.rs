@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod config_docs;
 pub mod device_data;
 pub mod egraph;
 pub mod error;

@@ -521,6 +521,7 @@ fn a_matrix_product_vertex_runs_at_the_amp_rate() {
         k,
         n,
         input: DType::F32,
+        partials: codegen::DType::F32,
     });
     let whole = |t, len| Region {
         tensor: t,
@@ -925,6 +926,7 @@ fn transposed_product(stream_blocks: bool) -> (Engine, TensorId, Vec<f32>, Vec<f
         k,
         n,
         input: DType::F32,
+        partials: codegen::DType::F32,
     });
     let region = |tensor, start, len| Region { tensor, start, len };
     let vertices = (0..2)
@@ -1027,6 +1029,7 @@ fn batched_product(stream_partials: bool) -> (Engine, TensorId, Vec<f32>, Vec<f3
         k,
         n: h,
         input: DType::F32,
+        partials: codegen::DType::F32,
     });
     let region = |tensor, start, len| Region { tensor, start, len };
     let vertices = (0..2)
@@ -1157,6 +1160,7 @@ fn k_split_product(stream_part: bool) -> (Engine, [TensorId; 2], [Vec<f32>; 2], 
         k: kh,
         n: h,
         input: DType::F32,
+        partials: codegen::DType::F32,
     });
     let region = |tensor, start, len| Region { tensor, start, len };
     let vertices = tiles()

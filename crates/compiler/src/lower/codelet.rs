@@ -536,9 +536,37 @@ impl Lowerer<'_> {
         if out_leaves.is_empty() {
             return Err(here.unsupported("an op with no array result"));
         }
+        let convolution = matches!(here.instr.op, Op::Convolution { .. });
+        if convolution && self.conv.partials == crate::config::PartialsType::Half {
+            return Err(here.unsupported(
+                "convolutions.poplar_options.partialsType half is not implemented yet: convolutions accumulate in f32 on the IPU Model (use partialsType float)",
+            ));
+        }
         let split = split_of(&here, &operands, self.tiles).filter(|s| s.parts > 1);
+        let budget =
+            (self.conv.available_memory_proportion * self.target.bytes_per_tile as f64) as u64;
+        // A convolution part's temporaries: its patch matrix (output positions x window x
+        // input features, f32), fewer positions per part when the batch is split.
+        let patches = |s: Option<&Split>, parts: usize| -> u64 {
+            let Op::Convolution { dims, .. } = &here.instr.op else {
+                return 0;
+            };
+            let (out, kernel) = (&out_leaves[0], &operands[1].shape);
+            let out_features = out.dims[dims.output_feature as usize].max(1) as u64;
+            let kernel_out = kernel.dims[dims.kernel_output_feature as usize].max(1) as u64;
+            let positions = out.element_count() / out_features;
+            let window = kernel.element_count() / kernel_out;
+            let batch_split = s.is_some_and(|s| s.operand_dims[0].is_some());
+            let per_part = if batch_split {
+                positions.div_ceil(parts as u64)
+            } else {
+                positions
+            };
+            per_part * window * 4
+        };
         let (parts, split) = match split {
             Some(mut s) => {
+                let most = s.parts;
                 let whole: u64 = operands
                     .iter()
                     .zip(&s.operand_dims)
@@ -548,21 +576,25 @@ impl Lowerer<'_> {
                 if whole > 64 * 1024 && !s.ungroup {
                     s.parts = s.parts.min(16);
                 }
+                // availableMemoryProportion bounds a convolution's temporaries per tile, as
+                // it bounds a matrix product's: split further while they are over it (as
+                // the matmul planner, the finest split is taken when none fits).
+                if convolution && !s.ungroup {
+                    while s.parts < most && patches(Some(&s), s.parts) > budget {
+                        s.parts = (s.parts * 2).min(most);
+                    }
+                }
                 (s.parts, Some(s))
             }
             None => (1, None),
         };
         let start = self.next_tile();
         let name = here.instr.name.clone();
-        if let Op::Convolution { .. } = here.instr.op {
-            let per_part: u64 = operands.iter().map(|a| a.shape.byte_size()).sum::<u64>()
-                / parts as u64
-                + out_leaves.iter().map(|s| s.byte_size()).sum::<u64>() / parts as u64;
-            let budget =
-                (self.conv.available_memory_proportion * self.target.bytes_per_tile as f64) as u64;
+        if convolution {
+            let bytes = patches(split.as_ref(), parts);
             tracing::debug!(
                 target: "ipuxla::plan",
-                "convolution {name}: direct kernel split {parts} ways, ~{per_part} B per tile (budget {budget})"
+                "convolution {name}: direct kernel split {parts} ways, ~{bytes} B of patches per tile (budget {budget})"
             );
         }
         let mut part_outputs: Vec<Vec<Arr>> = Vec::new();

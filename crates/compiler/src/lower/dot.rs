@@ -189,7 +189,18 @@ impl Lowerer<'_> {
         );
         let in_type = self.dtype(&lhs.shape);
         let in_bytes = in_type.size() as u64;
-        let half = in_type == DType::F16 && self.matmul.partials == PartialsType::Half;
+        let half = self.matmul.partials == PartialsType::Half;
+        if half && in_type != DType::F16 {
+            return Err(here.unsupported(
+                "matmuls.poplar_options.partialsType half applies to f16 operands (the AMP's f16-accumulating mode); this dot's operands are f32, so keep partialsType float for it",
+            ));
+        }
+        let partials = if half { DType::F16 } else { DType::F32 };
+        let partial_type = if half {
+            ElementType::F16
+        } else {
+            ElementType::F32
+        };
         let macs = if in_type == DType::F16 {
             self.target.f16_macs_per_cycle
         } else {
@@ -302,7 +313,7 @@ impl Lowerer<'_> {
         );
         let c_t = self.arr_mapped(
             &format!("{name}.partials"),
-            &ArrayShape::new(ElementType::F32, &[c_at as i64]),
+            &ArrayShape::new(partial_type, &[c_at as i64]),
             c_pieces,
         );
         let tpi = self.target.tiles_per_ipu;
@@ -319,6 +330,7 @@ impl Lowerer<'_> {
                         k: kb,
                         n: nb,
                         input: in_type,
+                        partials,
                     }),
                     ipu: blk.tile / tpi,
                     tile: blk.tile % tpi,
@@ -348,7 +360,7 @@ impl Lowerer<'_> {
         let cs = self.b.compute_set(&name, vertices);
         self.emit(Program::Execute(cs));
         // Blocks back into [batch, M, N] order, one tensor per K part.
-        let f32_shape = shape.with_element_type(ElementType::F32);
+        let partial_shape = shape.with_element_type(partial_type);
         let mut sums = Vec::new();
         for ik in 0..p.pk {
             let mut runs = Vec::new();
@@ -369,7 +381,7 @@ impl Lowerer<'_> {
                     }
                 }
             }
-            let r = self.linear_arr(&format!("{name}.k{ik}"), &f32_shape);
+            let r = self.linear_arr(&format!("{name}.k{ik}"), &partial_shape);
             self.rearrange_into(
                 r.tensor,
                 vec![c_t.tensor],
@@ -379,7 +391,7 @@ impl Lowerer<'_> {
             );
             sums.push(r);
         }
-        if sums.len() == 1 && out_type == DType::F32 {
+        if sums.len() == 1 && out_type == partials {
             return Ok(Value::Array(Arr {
                 tensor: sums[0].tensor,
                 shape,

@@ -303,7 +303,8 @@ impl<'m> Lowerer<'m> {
         replicas: usize,
         partitions: usize,
     ) -> Result<Lowerer<'m>, CompileError> {
-        let b = ExecutableBuilder::new(target.clone(), num_ipus);
+        let mut b = ExecutableBuilder::new(target.clone(), num_ipus);
+        b.set_floating_point(config.floating_point_behaviour.mode());
         Ok(Lowerer {
             module,
             b,

@@ -59,6 +59,20 @@ struct LoadedVertex {
     /// (their `inputs` ranges are empty): `(input, compute set, byte range there)`.
     /// See [`crate::exec::shortcuts::scratch_reads`].
     scratch: Option<Box<[ScratchInput]>>,
+    /// Under a floating-point mode: where the vertex sits, to name an exception's element
+    /// and to seed stochastic rounding (such vertices are never joined).
+    origin: Option<Box<Origin>>,
+}
+
+/// An element-wise vertex's place, for floating-point exceptions and rounding.
+#[derive(Debug, Clone)]
+struct Origin {
+    /// Distinct per vertex of the executable (compute set and vertex index).
+    salt: u64,
+    ipu: usize,
+    tile: usize,
+    /// Each output's tensor and the region's first element there.
+    outputs: Vec<(String, usize)>,
 }
 
 /// A vertex's tile, index and input byte ranges (see [`LoadedComputeSet::input_ranges`]).
@@ -103,22 +117,50 @@ impl LoadedVertex {
             overlaps,
             views: None,
             scratch: None,
+            origin: None,
         }
     }
 
+    /// Runs the kernel or codelet; `step` counts the compute set's runs (stochastic
+    /// rounding differs from one run of a compute set to the next).
     fn call(
         &self,
         ins: &[&[u8]],
         outs: &mut [&mut [u8]],
         table: &KernelTable,
         codelets: &[CodeletRef],
+        step: u64,
     ) -> Result<(), String> {
         match self.work {
             Work::Codelet(c) => codelets[c].0.run(ins, outs),
             Work::Kernel(k) => {
                 let kernel = table.get(k);
                 match kernel.spec() {
-                    KernelSpec::Elementwise(_) => kernel.run_elementwise(ins, outs, self.elements),
+                    KernelSpec::Elementwise(_) => match &self.origin {
+                        None => kernel.run_elementwise(ins, outs, self.elements),
+                        Some(o) => {
+                            let salt = o.salt.wrapping_mul(0x0000_0100_0000_01B3) ^ step;
+                            return kernel
+                                .run_elementwise_at(ins, outs, self.elements, salt)
+                                .map_err(|e| match e {
+                                    codegen::CodegenError::FloatingPoint {
+                                        exception,
+                                        output,
+                                        element,
+                                    } => {
+                                        let (tensor, start) = &o.outputs[output.min(o.outputs.len() - 1)];
+                                        format!(
+                                            "IPU {} tile {}: floating-point exception: {exception} computing element {} of '{tensor}' (floating_point_behaviour.{})",
+                                            o.ipu,
+                                            o.tile,
+                                            start + element,
+                                            exception.flag()
+                                        )
+                                    }
+                                    other => other.to_string(),
+                                });
+                        }
+                    },
                     KernelSpec::Reduce(_) => {
                         kernel.run_reduce(ins[0], outs[0], self.run_length, self.runs)
                     }
@@ -138,6 +180,7 @@ impl LoadedVertex {
         codelets: &[CodeletRef],
         windows: &[Vec<Vec<f32>>],
         results: &(dyn Fn(usize) -> &'r [u8] + Sync),
+        step: u64,
     ) -> Result<(), String> {
         if let (Some(views), Work::Kernel(k)) = (&self.views, self.work) {
             return self.run_viewed(views, k, mem, table, windows);
@@ -159,7 +202,7 @@ impl LoadedVertex {
                 .map(|&(b, e)| vec![0u8; e - b])
                 .collect();
             let mut outs: Vec<&mut [u8]> = outputs.iter_mut().map(Vec::as_mut_slice).collect();
-            self.call(&ins, &mut outs, table, codelets)?;
+            self.call(&ins, &mut outs, table, codelets, step)?;
             for (&(b, e), out) in self.outputs.iter().zip(&outputs) {
                 mem[b..e].copy_from_slice(out);
             }
@@ -183,7 +226,7 @@ impl LoadedVertex {
             .iter()
             .map(|&(b, e)| unsafe { std::slice::from_raw_parts_mut(base.add(b), e - b) })
             .collect();
-        self.call(&ins, &mut outs, table, codelets)
+        self.call(&ins, &mut outs, table, codelets, step)
     }
 }
 
@@ -201,7 +244,9 @@ impl LoadedVertex {
         let continues = |a: &[(usize, usize)], b: &[(usize, usize)]| {
             a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.1 == y.0)
         };
-        let plain = |v: &LoadedVertex| v.views.is_none() && v.scratch.is_none() && !v.overlaps;
+        let plain = |v: &LoadedVertex| {
+            v.views.is_none() && v.scratch.is_none() && !v.overlaps && v.origin.is_none()
+        };
         if !same_kernel
             || self.shape != next.shape
             || self.shape == Shape::Other
@@ -320,6 +365,8 @@ pub(crate) struct LoadedComputeSet {
     scatters: Buckets<Scatter>,
     /// Each tile's index in `tiles` (`u32::MAX`: no vertices).
     slot: Vec<u32>,
+    /// How many times the compute set has run (stochastic rounding's step).
+    runs: u64,
 }
 
 impl LoadedComputeSet {
@@ -337,7 +384,7 @@ impl LoadedComputeSet {
             let kernel = match last {
                 Some((spec, id)) if *spec == v.kernel => id,
                 _ => kernels
-                    .compile(&v.kernel)
+                    .compile_with(&v.kernel, exe.floating_point)
                     .map_err(|e| RuntimeError::Kernel {
                         compute_set: cs.name.clone(),
                         vertex: i,
@@ -414,6 +461,18 @@ impl LoadedComputeSet {
                 v.outputs.iter().map(|r| bytes(r, v.ipu, v.tile)).collect(),
                 (elements, runs, v.run_length),
             );
+            if exe.floating_point.is_active() && matches!(v.kernel, KernelSpec::Elementwise(_)) {
+                loaded.origin = Some(Box::new(Origin {
+                    salt: (cs_index as u64) << 32 | i as u64,
+                    ipu: v.ipu,
+                    tile: v.tile,
+                    outputs: v
+                        .outputs
+                        .iter()
+                        .map(|r| (exe.tensors[r.tensor.0 as usize].name.clone(), r.start))
+                        .collect(),
+                }));
+            }
             let s = place(v.ipu * tiles_per_ipu + v.tile);
             if operand_views.iter().any(Option::is_some) {
                 viewed_products += 1;
@@ -474,6 +533,7 @@ impl LoadedComputeSet {
             batches,
             scatters: Buckets::new(slots, scatters),
             slot,
+            runs: 0,
         })
     }
 
@@ -548,9 +608,11 @@ impl LoadedComputeSet {
         if !self.batches.is_empty() {
             self.batches.compute(windows, self.spread.is_inline(), pool);
         }
+        let step = self.runs;
+        self.runs += 1;
         let run_tile = |mem: &mut Vec<u8>, s: usize| -> Result<(), RuntimeError> {
             for v in self.tiles.get(s) {
-                v.run(mem, table, codelets, windows, results)
+                v.run(mem, table, codelets, windows, results, step)
                     .map_err(|e| RuntimeError::Run(format!("compute set {}: {e}", self.name)))?;
             }
             for scatter in self.scatters.get(s) {

@@ -172,7 +172,7 @@ fn check_vertex(
                 && v.outputs[0].len == lens[2];
             (
                 smallvec::smallvec![k.input, k.input],
-                smallvec::smallvec![DType::F32],
+                smallvec::smallvec![k.partials],
                 ok,
             )
         }

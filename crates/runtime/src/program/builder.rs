@@ -37,11 +37,17 @@ impl ExecutableBuilder {
                 codelets: Vec::new(),
                 collectives: Vec::new(),
                 replication: Default::default(),
+                floating_point: Default::default(),
                 liveness: Vec::new(),
                 program: Program::Sequence(vec![]),
             },
             next_offset: HashMap::new(),
         }
+    }
+
+    /// Sets the IPU's floating-point control for the executable's element-wise vertices.
+    pub fn set_floating_point(&mut self, mode: codegen::FloatMode) {
+        self.exe.floating_point = mode;
     }
 
     /// A tensor whose consecutive runs of `len` elements live on `(ipu, tile)` in turn.

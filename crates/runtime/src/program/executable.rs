@@ -321,6 +321,10 @@ pub struct Executable {
     /// How many replicas run the program, and where they sit.
     #[serde(default)]
     pub replication: Replication,
+    /// The IPU's floating-point control for element-wise vertices (exceptions, NaN on
+    /// overflow, stochastic rounding); all off by default.
+    #[serde(default)]
+    pub floating_point: codegen::FloatMode,
     /// The compiler's liveness over the program's steps (empty when it did not say).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub liveness: Vec<LivePoint>,

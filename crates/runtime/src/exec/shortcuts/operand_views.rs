@@ -328,6 +328,7 @@ mod tests {
                     k: 2,
                     n: 2,
                     input: DType::F32,
+                    partials: codegen::DType::F32,
                 }),
                 ipu: 0,
                 tile: 1,

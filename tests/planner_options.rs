@@ -1,0 +1,136 @@
+//! The planner options act: `partialsType half` stores f16 matrix products' partials in
+//! f16 (less memory and exchange, f16 rounding, within f16 tolerance) and is refused for
+//! f32 operands and for convolutions; a convolution's `availableMemoryProportion` bounds
+//! its temporaries per tile, so a smaller one splits it further.
+
+mod common;
+use common::fixture;
+
+use ipuxla::compiler::IpuConfig;
+use xla_ir::literal::{ArrayData, ArrayLiteral};
+use xla_ir::{ArrayShape, ElementType, Literal};
+
+fn module(path: &str) -> xla_ir::Module {
+    xla_ir::parse_module(&std::fs::read_to_string(fixture(path)).unwrap()).unwrap()
+}
+
+/// Deterministic values in [-1, 1) of `t` for every parameter.
+fn arguments(m: &xla_ir::Module) -> Vec<Literal> {
+    m.entry_computation()
+        .parameter_shapes()
+        .iter()
+        .enumerate()
+        .map(|(p, s)| {
+            let a = s.as_array().unwrap();
+            let n = a.element_count() as usize;
+            let v = (0..n).map(move |i| ((i * 7919 + p * 104_729) % 2000) as f32 / 1000.0 - 1.0);
+            let data = match a.element_type {
+                ElementType::F16 => ArrayData::F16(v.map(half::f16::from_f32).collect()),
+                _ => ArrayData::F32(v.collect()),
+            };
+            Literal::Array(ArrayLiteral {
+                shape: ArrayShape::new(a.element_type, &a.dims),
+                data,
+            })
+        })
+        .collect()
+}
+
+fn with(options: &str, tiles: usize) -> IpuConfig {
+    let mut c = IpuConfig::from_json(options).unwrap();
+    c.ipu_model.tiles_per_ipu = tiles;
+    c
+}
+
+fn values(a: &ArrayLiteral) -> Vec<f64> {
+    match &a.data {
+        ArrayData::F16(v) => v.iter().map(|x| x.to_f64()).collect(),
+        ArrayData::F32(v) => v.iter().map(|&x| x as f64).collect(),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn half_partials_store_f16_partials_with_less_memory_and_f16_rounding() {
+    let m = module("planner/f16_dot.hlo");
+    let args = arguments(&m);
+    let want = values(&common::leaves(xla_ir::eval::evaluate(&m, &args).unwrap())[0]);
+    let half = r#"{"matmuls": {"poplar_options": {"partialsType": "half"}}}"#;
+    for tiles in [1472, 4] {
+        let float = ipuxla::device::run_on_ipu_model(&m, &with("{}", tiles), &args).unwrap();
+        let halved = ipuxla::device::run_on_ipu_model(&m, &with(half, tiles), &args).unwrap();
+        assert!(
+            halved.profile.total_cycles < float.profile.total_cycles,
+            "{tiles} tiles: {} vs {} cycles",
+            halved.profile.total_cycles,
+            float.profile.total_cycles
+        );
+        let (f, h) = (values(&float.outputs[0]), values(&halved.outputs[0]));
+        assert_ne!(f, h, "{tiles} tiles: f16 partials round differently");
+        for (i, ((&g, &w), &fl)) in h.iter().zip(&want).zip(&f).enumerate() {
+            assert!(
+                (g - w).abs() <= 0.05,
+                "{tiles} tiles, element {i}: {g} vs {w}"
+            );
+            assert!(
+                (fl - w).abs() <= 0.05,
+                "{tiles} tiles, element {i}: {fl} vs {w}"
+            );
+        }
+    }
+    let float = ipuxla::device::run_on_ipu_model(&m, &with("{}", 1472), &args).unwrap();
+    let halved = ipuxla::device::run_on_ipu_model(&m, &with(half, 1472), &args).unwrap();
+    assert!(
+        halved.profile.peak_tile().unwrap().bytes_used
+            < float.profile.peak_tile().unwrap().bytes_used
+    );
+}
+
+#[test]
+fn half_partials_are_refused_where_they_would_not_act() {
+    let text = "HloModule f32_dot\n\nENTRY main {\n  a = f32[4,8]{1,0} parameter(0)\n  b = f32[8,4]{1,0} parameter(1)\n  ROOT d = f32[4,4]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+    let m = xla_ir::parse_module(text).unwrap();
+    let half = with(
+        r#"{"matmuls": {"poplar_options": {"partialsType": "half"}}}"#,
+        4,
+    );
+    let e = ipuxla::compiler::compile(&m, &half)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("partialsType half applies to f16 operands") && e.contains("'d'"),
+        "{e}"
+    );
+    let conv = module("planner/conv.hlo");
+    let half = with(
+        r#"{"convolutions": {"poplar_options": {"partialsType": "half"}}}"#,
+        4,
+    );
+    let e = ipuxla::compiler::compile(&conv, &half)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("convolutions.poplar_options.partialsType half"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_smaller_convolution_memory_proportion_splits_the_convolution_further() {
+    let m = module("planner/conv.hlo");
+    let args = arguments(&m);
+    let roomy = ipuxla::device::run_on_ipu_model(&m, &with("{}", 1472), &args).unwrap();
+    let tight = with(
+        r#"{"convolutions": {"poplar_options": {"availableMemoryProportion": "0.01"}}}"#,
+        1472,
+    );
+    let tight = ipuxla::device::run_on_ipu_model(&m, &tight, &args).unwrap();
+    assert!(
+        tight.profile.peak_tile().unwrap().bytes_used
+            < roomy.profile.peak_tile().unwrap().bytes_used,
+        "peak {} vs {}",
+        tight.profile.peak_tile().unwrap().bytes_used,
+        roomy.profile.peak_tile().unwrap().bytes_used
+    );
+    assert_eq!(tight.outputs, roomy.outputs, "the split changes no value");
+}
