@@ -33,23 +33,8 @@ impl Pass for Int64Conversion {
 
 /// Whether `id` is a constant (or a broadcast or reshape of one) with an element of 32 or
 /// more: a shift by a whole 32-bit word.
-fn shifts_a_word_or_more(comp: &xla_ir::Computation, mut id: xla_ir::InstrId) -> bool {
-    loop {
-        let instr = comp.instr(id);
-        match &instr.op {
-            Op::Broadcast { .. } | Op::Reshape | Op::Bitcast => id = instr.operands[0],
-            Op::Constant {
-                literal: Literal::Array(a),
-            } => {
-                return match &a.data {
-                    ArrayData::U64(v) => v.iter().any(|&x| x >= 32),
-                    ArrayData::S64(v) => v.iter().any(|&x| x >= 32),
-                    _ => false,
-                };
-            }
-            _ => return false,
-        }
-    }
+fn shifts_a_word_or_more(comp: &xla_ir::Computation, id: xla_ir::InstrId) -> bool {
+    super::int64_words::constant_values(comp, id).is_some_and(|v| v.iter().any(|&x| x >= 32))
 }
 
 /// Why the module's 64-bit integers must stay exact, if they must: a `bitcast-convert`

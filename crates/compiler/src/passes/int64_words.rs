@@ -8,7 +8,7 @@
 //! nothing. Operations without a word form (division, dots, sorts, gathers on 64-bit
 //! values, conversions to and from floats) are refused by name.
 
-use super::words::{Emitter, names_in, renamed};
+use super::words::{Emitter, names_in, rebuild, renamed};
 use crate::CompileError;
 use std::collections::HashMap;
 use xla_ir::attributes::{ComparisonDirection, PadDim, SliceDim};
@@ -88,30 +88,18 @@ pub(super) fn split_into_words(module: &mut Module) -> Result<usize, CompileErro
         if reducers.values().any(|&(_, r)| r == id) {
             continue;
         }
-        let old = module.computation(id);
-        let mut e = Emitter::new(PASS, module, &old.name, &mut taken);
-        let mut map: Vec<Option<InstrId>> =
-            vec![None; old.order().iter().map(|i| i.index() + 1).max().unwrap_or(0)];
-        for &i in old.order() {
-            let instr = old.instr(i);
+        let new = rebuild(PASS, module, id, &mut taken, &mut |e, old, instr, map| {
             let involved = has_wide(&instr.shape)
                 || instr
                     .operands
                     .iter()
                     .any(|o| has_wide(&old.instr(*o).shape));
-            let new = if involved {
-                rewritten += 1;
-                e.begin(instr);
-                let v = rewrite(&mut e, old, instr, &map, &reducers)?;
-                e.finish(v);
-                v
-            } else {
-                e.copy(instr, &map)
-            };
-            map[i.index()] = Some(new);
-        }
-        e.out.root = renamed(&map, old.root);
-        let new = e.out;
+            if !involved {
+                return Ok(None);
+            }
+            rewritten += 1;
+            rewrite(e, old, instr, map, &reducers).map(Some)
+        })?;
         *module.computation_mut(id) = new;
     }
     if let Some(layout) = &mut module.entry_computation_layout {
@@ -224,9 +212,9 @@ fn unsupported(comp: &Computation, instr: &Instruction, reason: &str) -> Compile
     }
 }
 
-/// The single value every element of `id` has, when it is a constant (or a broadcast,
-/// reshape or bitcast of one) with all elements equal.
-fn uniform_constant(comp: &Computation, mut id: InstrId) -> Option<u64> {
+/// The 64-bit integer elements of `id` when it is a constant (or a broadcast, reshape or
+/// bitcast of one).
+pub(super) fn constant_values(comp: &Computation, mut id: InstrId) -> Option<Vec<u64>> {
     loop {
         let instr = comp.instr(id);
         match &instr.op {
@@ -234,17 +222,22 @@ fn uniform_constant(comp: &Computation, mut id: InstrId) -> Option<u64> {
             Op::Constant {
                 literal: Literal::Array(a),
             } => {
-                let values: Vec<u64> = match &a.data {
-                    ArrayData::U64(v) => v.clone(),
-                    ArrayData::S64(v) => v.iter().map(|&x| x as u64).collect(),
-                    _ => return None,
+                return match &a.data {
+                    ArrayData::U64(v) => Some(v.clone()),
+                    ArrayData::S64(v) => Some(v.iter().map(|&x| x as u64).collect()),
+                    _ => None,
                 };
-                let first = *values.first()?;
-                return values.iter().all(|&v| v == first).then_some(first);
             }
             _ => return None,
         }
     }
+}
+
+/// The single value every element of `id` has, when it is such a constant.
+fn uniform_constant(comp: &Computation, id: InstrId) -> Option<u64> {
+    let values = constant_values(comp, id)?;
+    let first = *values.first()?;
+    values.iter().all(|&v| v == first).then_some(first)
 }
 
 /// The words emitted for one instruction that touches 64-bit integers.

@@ -8,7 +8,7 @@
 //! the int64 conversion then keeps exact (it sees the words are needed and keeps 64-bit
 //! integers as word pairs instead of narrowing them).
 
-use super::words::{Emitter, names_in, renamed};
+use super::words::{Emitter, names_in, rebuild, renamed};
 use super::{Pass, PassContext};
 use crate::CompileError;
 use xla_ir::op::RngAlgorithm;
@@ -36,32 +36,13 @@ impl Pass for RngBitGeneratorExpander {
         let mut taken = names_in(module);
         let mut expanded = 0;
         for id in with_rng {
-            let old = module.computation(id);
-            let mut e = Emitter::new(PASS, module, &old.name, &mut taken);
-            let mut map: Vec<Option<InstrId>> =
-                vec![None; old.order().iter().map(|i| i.index() + 1).max().unwrap_or(0)];
-            for &i in old.order() {
-                let instr = old.instr(i);
-                let new = match instr.op {
-                    Op::RngBitGenerator { algorithm } => {
-                        expanded += 1;
-                        e.begin(instr);
-                        let v = expand(
-                            &mut e,
-                            old,
-                            instr,
-                            algorithm,
-                            renamed(&map, instr.operands[0]),
-                        )?;
-                        e.finish(v);
-                        v
-                    }
-                    _ => e.copy(instr, &map),
+            let new = rebuild(PASS, module, id, &mut taken, &mut |e, old, instr, map| {
+                let Op::RngBitGenerator { algorithm } = instr.op else {
+                    return Ok(None);
                 };
-                map[i.index()] = Some(new);
-            }
-            e.out.root = renamed(&map, old.root);
-            let new = e.out;
+                expanded += 1;
+                expand(e, old, instr, algorithm, renamed(map, instr.operands[0])).map(Some)
+            })?;
             *module.computation_mut(id) = new;
         }
         if expanded > 0 {
@@ -195,6 +176,26 @@ fn expand(
     )
 }
 
+/// The counters `counter + j` for `j < blocks`, word by word (least significant first),
+/// as `u32[blocks]` arrays.
+fn counters(
+    e: &mut Emitter,
+    counter: &[InstrId],
+    blocks: i64,
+) -> Result<Vec<InstrId>, CompileError> {
+    let d = [blocks];
+    let j = e.add(
+        Op::Iota { dimension: 0 },
+        &[],
+        Some(Shape::array(ElementType::U32, &d)),
+    )?;
+    let spread_counter: Vec<InstrId> = counter
+        .iter()
+        .map(|&c| spread(e, c, &d))
+        .collect::<Result<_, _>>()?;
+    e.add_words(&spread_counter, &[j])
+}
+
 /// `u32[blocks]` broadcast of a scalar.
 fn spread(e: &mut Emitter, x: InstrId, dims: &[i64]) -> Result<InstrId, CompileError> {
     e.broadcast(x, &[], dims, ElementType::U32)
@@ -212,16 +213,7 @@ fn philox_words(
     const W: [u32; 2] = [0x9E37_79B9, 0xBB67_AE85];
     const M: [u32; 2] = [0xD251_1F53, 0xCD9E_8D57];
     let d = [blocks];
-    let j = e.add(
-        Op::Iota { dimension: 0 },
-        &[],
-        Some(Shape::array(ElementType::U32, &d)),
-    )?;
-    let spread_counter: Vec<InstrId> = counter
-        .iter()
-        .map(|&c| spread(e, c, &d))
-        .collect::<Result<_, _>>()?;
-    let mut x = e.add_words(&spread_counter, &[j])?;
+    let mut x = counters(e, counter, blocks)?;
     let mut k = [spread(e, key[0], &d)?, spread(e, key[1], &d)?];
     let m = [e.splat(M[0], &d)?, e.splat(M[1], &d)?];
     for round in 0..10 {
@@ -321,16 +313,7 @@ fn threefry_blocks(
     use BinaryOp::{Add, Or, ShiftLeft, ShiftRightLogical, Xor};
     const R: [u32; 8] = [13, 15, 26, 6, 17, 29, 16, 24];
     let d = [blocks];
-    let j = e.add(
-        Op::Iota { dimension: 0 },
-        &[],
-        Some(Shape::array(ElementType::U32, &d)),
-    )?;
-    let c: Vec<InstrId> = counter
-        .iter()
-        .map(|&c| spread(e, c, &d))
-        .collect::<Result<_, _>>()?;
-    let c = e.add_words(&c, &[j])?;
+    let c = counters(e, counter, blocks)?;
     let parity = e.binary(Xor, key[0], key[1])?;
     let parity = e.binary_const(Xor, parity, 0x1BD1_1BDA)?;
     let ks = [

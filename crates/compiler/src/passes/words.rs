@@ -12,8 +12,8 @@ use xla_ir::attributes::{ComparisonDirection, SliceDim};
 use xla_ir::literal::{ArrayData, ArrayLiteral, Literal};
 use xla_ir::shape_inference::infer_shape;
 use xla_ir::{
-    ArrayShape, BinaryOp, Computation, ElementType, InstrId, Instruction, Module, Op, Shape,
-    UnaryOp,
+    ArrayShape, BinaryOp, CompId, Computation, ElementType, InstrId, Instruction, Module, Op,
+    Shape, UnaryOp,
 };
 
 /// Rebuilds one computation, instruction by instruction.
@@ -67,7 +67,9 @@ impl<'a> Emitter<'a> {
             && value.index() >= self.first_new
         {
             let old = std::mem::replace(&mut self.out.instr_mut(value).name, source.name.clone());
-            self.taken.remove(&old);
+            if old != source.name {
+                self.taken.remove(&old);
+            }
         }
     }
 
@@ -376,6 +378,48 @@ impl<'a> Emitter<'a> {
         }
         Ok(out)
     }
+}
+
+/// What a rewrite makes of one instruction: the value standing for it, or `None` to copy
+/// it as it is.
+pub(super) type Rewrite<'r> = dyn FnMut(
+        &mut Emitter,
+        &Computation,
+        &Instruction,
+        &[Option<InstrId>],
+    ) -> Result<Option<InstrId>, CompileError>
+    + 'r;
+
+/// Rebuilds computation `id` of `module` instruction by instruction, in program order,
+/// through `rewrite`.
+pub(super) fn rebuild(
+    pass: &'static str,
+    module: &Module,
+    id: CompId,
+    taken: &mut HashSet<String>,
+    rewrite: &mut Rewrite<'_>,
+) -> Result<Computation, CompileError> {
+    let old = module.computation(id);
+    let mut e = Emitter::new(pass, module, &old.name, taken);
+    let slots = old.order().iter().map(|i| i.index() + 1).max().unwrap_or(0);
+    let mut map: Vec<Option<InstrId>> = vec![None; slots];
+    for &i in old.order() {
+        let instr = old.instr(i);
+        e.begin(instr);
+        let new = match rewrite(&mut e, old, instr, &map)? {
+            Some(v) => {
+                e.finish(v);
+                v
+            }
+            None => {
+                e.source = None;
+                e.copy(instr, &map)
+            }
+        };
+        map[i.index()] = Some(new);
+    }
+    e.out.root = renamed(&map, old.root);
+    Ok(e.out)
 }
 
 /// `map[old]`, the value emitted for an original instruction.
