@@ -7,9 +7,12 @@
 //! transposes, slices (strided), concatenations, pads (interior too), reverses, reductions
 //! (sum, max), matrix products (with batch dimensions), dynamic slices and updates (indices
 //! constant, out of range, or read from the data), iotas, sorts, bounded `while` loops and
-//! conditionals on the data. Values stay small (inputs in
-//! [-2, 2] and [-8, 8], no exp or division) so that reference and device agree up to
-//! rounding.
+//! conditionals on the data; and ([`more`]) gathers, scatters, convolutions, windowed
+//! reductions, integer bit operations and division, float division and transcendentals on
+//! bounded operands, 64-bit integer mixing and random bits. Values stay small (inputs in
+//! [-2, 2] and [-8, 8]) so that reference and device agree up to rounding.
+
+mod more;
 
 use crate::attributes::{ComparisonDirection, DotDims, PadDim, SliceDim};
 use crate::builder::{BuildError, ComputationBuilder, ModuleBuilder};
@@ -198,7 +201,7 @@ impl Gen<'_, '_> {
         let dims = s.dims.to_vec();
         let rank = dims.len();
         let elements: i64 = dims.iter().product();
-        let made = match self.rng.below(20) {
+        let made = match self.rng.below(28) {
             0 => {
                 let floats = [
                     "negate", "abs", "tanh", "floor", "ceil", "logistic", "sine", "cosine",
@@ -389,6 +392,16 @@ impl Gen<'_, '_> {
                 self.c.sort(&[x], d, true, less)?
             }
             18 => self.bounded_loop(x, t)?,
+            20 if rank >= 1 && elements * 5 <= self.options.max_elements => {
+                self.gather_rows(x, &dims)?
+            }
+            21 if rank >= 1 => self.scatter_rows(x, &dims, t)?,
+            22 if float => self.convolution(t)?,
+            23 if rank >= 1 => self.reduce_window(x, &dims, t)?,
+            24 if !float => self.integer_bits(x, &dims)?,
+            25 if float => self.float_math(x, &dims, t)?,
+            26 if rank < 4 && elements * 2 <= self.options.max_elements => self.mix_64(x, &dims)?,
+            27 if elements >= 1 => self.random_bits(&dims)?,
             19 => {
                 // A branch on the data: the sign of x's first element.
                 let first = self.first_element(x)?;

@@ -1,0 +1,309 @@
+//! The generator's second tier of ops: gathers and scatters, convolutions (strides,
+//! padding, dilations, feature groups), windowed reductions, integer bit operations and
+//! division, float division and transcendentals on bounded operands, 64-bit integer mixing
+//! (kept exact as word pairs on the IPU), and random bits.
+
+use super::Gen;
+use crate::attributes::{ConvDims, GatherDims, ScatterDims, Window, WindowDim};
+use crate::builder::BuildError;
+use crate::ids::InstrId;
+use crate::literal::{ArrayData, ArrayLiteral};
+use crate::op::{BinaryOp, RngAlgorithm};
+use crate::{ArrayShape, ElementType, Shape};
+
+impl Gen<'_, '_> {
+    /// An `s32[n, 1]` constant of row indices for an array of `rows` rows (some out of
+    /// range: they clamp, or are skipped by a scatter).
+    fn row_indices(&mut self, n: i64, rows: i64) -> Result<InstrId, BuildError> {
+        let v: Vec<i32> = (0..n)
+            .map(|_| self.rng.below(rows as usize + 2) as i32 - 1)
+            .collect();
+        self.c.constant(ArrayLiteral {
+            shape: ArrayShape::new(ElementType::S32, &[n, 1]),
+            data: ArrayData::S32(v),
+        })
+    }
+
+    /// Rows of `x` picked by index: `gather` with `x`'s first dimension collapsed.
+    pub(super) fn gather_rows(&mut self, x: InstrId, dims: &[i64]) -> Result<InstrId, BuildError> {
+        let n = *self.rng.pick(&[1, 2, 3, 5]);
+        let indices = self.row_indices(n, dims[0])?;
+        let rank = dims.len() as i64;
+        let gd = GatherDims {
+            offset_dims: (1..rank).collect(),
+            collapsed_slice_dims: vec![0],
+            start_index_map: vec![0],
+            operand_batching_dims: vec![],
+            start_indices_batching_dims: vec![],
+            index_vector_dim: 1,
+        };
+        let mut sizes = dims.to_vec();
+        sizes[0] = 1;
+        self.c.gather(x, indices, gd, &sizes)
+    }
+
+    /// Rows added into `x` by index: `scatter` with an add.
+    pub(super) fn scatter_rows(
+        &mut self,
+        x: InstrId,
+        dims: &[i64],
+        t: ElementType,
+    ) -> Result<InstrId, BuildError> {
+        let n = *self.rng.pick(&[1, 2, 3]);
+        let indices = self.row_indices(n, dims[0])?;
+        let mut update_dims = dims.to_vec();
+        update_dims[0] = n;
+        let updates = self.same_shape(x, &update_dims)?;
+        let rank = dims.len() as i64;
+        let sd = ScatterDims {
+            update_window_dims: (1..rank).collect(),
+            inserted_window_dims: vec![0],
+            scatter_dims_to_operand_dims: vec![0],
+            input_batching_dims: vec![],
+            scatter_indices_batching_dims: vec![],
+            index_vector_dim: 1,
+        };
+        let name = format!("sum{}", self.values.len());
+        let add = self.c.scalar_binary_computation(&name, BinaryOp::Add, t)?;
+        self.c.scatter(x, indices, updates, sd, add)
+    }
+
+    /// A 2-D convolution of a new `[batch, h, w, c]` input by a new kernel: strides,
+    /// padding, input and kernel dilation, feature groups at times.
+    pub(super) fn convolution(&mut self, t: ElementType) -> Result<InstrId, BuildError> {
+        let batch = *self.rng.pick(&[1, 2]);
+        let c_in = *self.rng.pick(&[1, 2, 3, 4]);
+        let groups = if self.rng.chance(0.3) { c_in } else { 1 };
+        let c_out = groups * *self.rng.pick(&[1, 2, 3]);
+        let mut spatial = Vec::new();
+        let mut window = Vec::new();
+        for _ in 0..2 {
+            let size = *self.rng.pick(&[3, 4, 5, 7]);
+            let k = *self.rng.pick(&[1, 2, 3]);
+            let base_dilation = *self.rng.pick(&[1, 1, 2]);
+            let window_dilation = *self.rng.pick(&[1, 1, 2]);
+            let pad_low = self.rng.below(3) as i64;
+            let pad_high = self.rng.below(3) as i64;
+            let padded = (size - 1) * base_dilation + 1 + pad_low + pad_high;
+            let reach = (k - 1) * window_dilation + 1;
+            if padded < reach {
+                return self.c.float_constant(t, 0.5);
+            }
+            spatial.push((size, k));
+            window.push(WindowDim {
+                size: k,
+                stride: *self.rng.pick(&[1, 1, 2]),
+                pad_low,
+                pad_high,
+                window_dilation,
+                base_dilation,
+                window_reversal: false,
+            });
+        }
+        let input = self.parameter(ArrayShape::new(
+            t,
+            &[batch, spatial[0].0, spatial[1].0, c_in],
+        ))?;
+        let kernel = self.parameter(ArrayShape::new(
+            t,
+            &[spatial[0].1, spatial[1].1, c_in / groups, c_out],
+        ))?;
+        let dims = ConvDims {
+            input_batch: 0,
+            input_feature: 3,
+            input_spatial: vec![1, 2],
+            kernel_input_feature: 2,
+            kernel_output_feature: 3,
+            kernel_spatial: vec![0, 1],
+            output_batch: 0,
+            output_feature: 3,
+            output_spatial: vec![1, 2],
+        };
+        let y = self.c.convolution(
+            input,
+            kernel,
+            Window { dims: window },
+            dims,
+            groups,
+            1,
+            None,
+        )?;
+        self.c.tanh(y)
+    }
+
+    /// A windowed maximum or sum over `x`.
+    pub(super) fn reduce_window(
+        &mut self,
+        x: InstrId,
+        dims: &[i64],
+        t: ElementType,
+    ) -> Result<InstrId, BuildError> {
+        let window: Vec<WindowDim> = dims
+            .iter()
+            .map(|&d| {
+                let pad_low = self.rng.below(2) as i64;
+                let pad_high = self.rng.below(2) as i64;
+                let size = 1 + self.rng.below((d + pad_low + pad_high).min(3) as usize) as i64;
+                WindowDim {
+                    size,
+                    stride: 1 + self.rng.below(2) as i64,
+                    pad_low,
+                    pad_high,
+                    window_dilation: 1,
+                    base_dilation: 1,
+                    window_reversal: false,
+                }
+            })
+            .collect();
+        let (op, init) = if self.rng.chance(0.5) {
+            (BinaryOp::Maximum, -100.0)
+        } else {
+            (BinaryOp::Add, 0.0)
+        };
+        let init = self.scalar(t, init)?;
+        let name = format!("w{}", self.values.len());
+        let f = self.c.scalar_binary_computation(&name, op, t)?;
+        let r = self
+            .c
+            .reduce_window(&[x], &[init], Window { dims: window }, f)?;
+        if op == BinaryOp::Add && t != ElementType::S32 {
+            self.c.tanh(r)
+        } else {
+            Ok(r)
+        }
+    }
+
+    /// Integer bit operations, shifts (any amount: XLA's rules past the width) and division
+    /// and remainder (XLA's rules for zero and overflow).
+    pub(super) fn integer_bits(&mut self, x: InstrId, dims: &[i64]) -> Result<InstrId, BuildError> {
+        let y = self.same_shape(x, dims)?;
+        let op = *self.rng.pick(&[
+            BinaryOp::And,
+            BinaryOp::Or,
+            BinaryOp::Xor,
+            BinaryOp::ShiftLeft,
+            BinaryOp::ShiftRightLogical,
+            BinaryOp::ShiftRightArithmetic,
+            BinaryOp::Divide,
+            BinaryOp::Remainder,
+        ]);
+        let z = self
+            .c
+            .add_instruction(crate::op::Op::Binary(op), &[x, y], None)?;
+        // Keep integers small for what follows.
+        let bound = self.c.constant(ArrayLiteral::scalar_s32(8))?;
+        let bound = self.c.broadcast(bound, dims, &[])?;
+        self.c.remainder(z, bound)
+    }
+
+    /// Float division and transcendentals on operands kept in their domains.
+    pub(super) fn float_math(
+        &mut self,
+        x: InstrId,
+        dims: &[i64],
+        t: ElementType,
+    ) -> Result<InstrId, BuildError> {
+        let one = self.scalar(t, 1.0)?;
+        let one = self.c.broadcast(one, dims, &[])?;
+        let positive = {
+            let a = self.c.abs(x)?;
+            self.c.add(a, one)?
+        };
+        match self.rng.below(5) {
+            0 => {
+                let y = self.same_shape(x, dims)?;
+                let a = self.c.abs(y)?;
+                let d = self.c.add(a, one)?;
+                self.c.divide(x, d)
+            }
+            1 => {
+                let s = self.c.tanh(x)?;
+                self.c.exp(s)
+            }
+            2 => self.c.log(positive),
+            3 => self.c.sqrt(positive),
+            _ => {
+                let y = self.same_shape(x, dims)?;
+                self.c.atan2(x, y)
+            }
+        }
+    }
+
+    /// `x` mixed through 64-bit integer arithmetic: two 32-bit words read as one `u64`
+    /// (which keeps the module's 64-bit integers exact), multiplied, shifted, xor-ed and
+    /// added, its high word brought back as `s32`.
+    pub(super) fn mix_64(&mut self, x: InstrId, dims: &[i64]) -> Result<InstrId, BuildError> {
+        let rank = dims.len();
+        let w = self.c.convert(x, ElementType::U32)?;
+        let three = self.c.constant(ArrayLiteral {
+            shape: ArrayShape::new(ElementType::U32, &[]),
+            data: ArrayData::U32(vec![0x9E37_79B9]),
+        })?;
+        let three = self.c.broadcast(three, dims, &[])?;
+        let w2 = self.c.multiply(w, three)?;
+        let mut column = dims.to_vec();
+        column.push(1);
+        let lo = self.c.reshape(w, &column)?;
+        let hi = self.c.reshape(w2, &column)?;
+        let pair = self.c.concatenate(&[lo, hi], rank as i64)?;
+        let u = self
+            .c
+            .bitcast_convert(pair, Shape::array(ElementType::U64, dims))?;
+        let u64_const = |g: &mut Self, v: u64| -> Result<InstrId, BuildError> {
+            let c = g.c.constant(ArrayLiteral {
+                shape: ArrayShape::new(ElementType::U64, &[]),
+                data: ArrayData::U64(vec![v]),
+            })?;
+            g.c.broadcast(c, dims, &[])
+        };
+        let k = u64_const(self, 0xBF58_476D_1CE4_E5B9)?;
+        let m = self.c.multiply(u, k)?;
+        let by = 1 + self.rng.below(63) as u64;
+        let amount = u64_const(self, by)?;
+        let shifted = self.c.shift_right_logical(m, amount)?;
+        let mixed = self.c.xor(m, shifted)?;
+        let mixed = self.c.add(mixed, u)?;
+        let thirty_two = u64_const(self, 32)?;
+        let high = self.c.shift_right_logical(mixed, thirty_two)?;
+        let high = self.c.convert(high, ElementType::U32)?;
+        let sixteen = self.c.constant(ArrayLiteral {
+            shape: ArrayShape::new(ElementType::U32, &[]),
+            data: ArrayData::U32(vec![16]),
+        })?;
+        let sixteen = self.c.broadcast(sixteen, dims, &[])?;
+        let small = self.c.remainder(high, sixteen)?;
+        self.c.convert(small, ElementType::S32)
+    }
+
+    /// Random bits of `dims` from a constant state, as `s32` in [0, 16).
+    pub(super) fn random_bits(&mut self, dims: &[i64]) -> Result<InstrId, BuildError> {
+        let algorithm = *self.rng.pick(&[
+            RngAlgorithm::Default,
+            RngAlgorithm::Philox,
+            RngAlgorithm::ThreeFry,
+        ]);
+        let words: Vec<u64> = (0..2).map(|_| self.rng.next_u64()).collect();
+        let state_shape = ArrayShape::new(ElementType::U64, &[2]);
+        let state = self.c.constant(ArrayLiteral {
+            shape: state_shape.clone(),
+            data: ArrayData::U64(words),
+        })?;
+        let shape = Shape::Tuple(vec![
+            Shape::Array(state_shape),
+            Shape::array(ElementType::U32, dims),
+        ]);
+        let r = self.c.add_instruction(
+            crate::op::Op::RngBitGenerator { algorithm },
+            &[state],
+            Some(shape),
+        )?;
+        let bits = self.c.get_tuple_element(r, 1)?;
+        let sixteen = self.c.constant(ArrayLiteral {
+            shape: ArrayShape::new(ElementType::U32, &[]),
+            data: ArrayData::U32(vec![16]),
+        })?;
+        let sixteen = self.c.broadcast(sixteen, dims, &[])?;
+        let small = self.c.remainder(bits, sixteen)?;
+        self.c.convert(small, ElementType::S32)
+    }
+}
