@@ -405,7 +405,9 @@ pub fn tanh<E: Emitter>(e: &mut E, x: E::F) -> E::F {
     let large = copysign(e, large, x);
     let limit = e.f(0.625);
     let is_small = e.lt(ax, limit);
-    e.select(is_small, small, large)
+    let r = e.select(is_small, small, large);
+    // tanh is odd: the result has x's sign, -0 included (the polynomial makes +0 of -0).
+    copysign(e, r, x)
 }
 
 /// 1 / (1 + e^-x).
@@ -467,10 +469,19 @@ fn by_quadrant<E: Emitter>(e: &mut E, q: E::I, s: E::F, c: E::F) -> E::F {
     e.bits_to_float(flipped)
 }
 
+/// `x` where it is ±0, else `r`: an odd function's value at zero keeps the zero's sign
+/// (the argument reduction or a polynomial makes +0 of -0).
+fn zero_keeps_sign<E: Emitter>(e: &mut E, x: E::F, r: E::F) -> E::F {
+    let zero = e.f(0.0);
+    let is_zero = e.eq(x, zero);
+    e.select(is_zero, x, r)
+}
+
 /// sin x.
 pub fn sin<E: Emitter>(e: &mut E, x: E::F) -> E::F {
     let (q, s, c) = sin_cos_reduced(e, x);
-    by_quadrant(e, q, s, c)
+    let r = by_quadrant(e, q, s, c);
+    zero_keeps_sign(e, x, r)
 }
 
 /// cos x = sin(x + π/2), by shifting the quadrant.
@@ -491,7 +502,8 @@ pub fn tan<E: Emitter>(e: &mut E, x: E::F) -> E::F {
     let one = e.i(1);
     let odd = e.iand(q, one);
     let v = e.ieq(odd, one);
-    e.select(v, ncs, sc)
+    let r = e.select(v, ncs, sc);
+    zero_keeps_sign(e, x, r)
 }
 
 /// erf x: a Taylor polynomial below 0.5, 1 - erfc (Numerical Recipes' Chebyshev fit) above.
@@ -544,7 +556,8 @@ pub fn erf<E: Emitter>(e: &mut E, x: E::F) -> E::F {
     let large = copysign(e, large, x);
     let limit = e.f(0.5);
     let is_small = e.lt(ax, limit);
-    e.select(is_small, small, large)
+    let r = e.select(is_small, small, large);
+    zero_keeps_sign(e, x, r)
 }
 
 /// ∛x: exp(ln|x| / 3) refined by one Newton step, with the sign of x.
@@ -1064,5 +1077,31 @@ mod tests {
     fn erf_and_cbrt() {
         check("erf", erf, libm::erf, 4, f32::MAX);
         check("cbrt", cbrt, f64::cbrt, 2, f32::MAX);
+    }
+}
+
+#[cfg(test)]
+mod signed_zero {
+    use super::*;
+
+    /// Odd functions keep the sign of zero, as XLA's (libm's) do: f(-0) is -0, f(+0) is +0
+    /// (an `atan2` downstream tells them apart).
+    #[test]
+    fn odd_functions_keep_the_sign_of_zero() {
+        let odd: [(&str, fn(&mut HostEmitter, f32) -> f32); 7] = [
+            ("tanh", tanh),
+            ("sin", sin),
+            ("tan", tan),
+            ("erf", erf),
+            ("expm1", expm1),
+            ("log1p", log1p),
+            ("cbrt", cbrt),
+        ];
+        for (name, f) in odd {
+            for zero in [0.0f32, -0.0] {
+                let got = f(&mut HostEmitter, zero);
+                assert_eq!(got.to_bits(), zero.to_bits(), "{name}({zero:?}) = {got:?}");
+            }
+        }
     }
 }
