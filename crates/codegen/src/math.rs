@@ -1084,11 +1084,14 @@ mod tests {
 mod signed_zero {
     use super::*;
 
+    /// A unary function as the host evaluates it.
+    type Unary = fn(&mut HostEmitter, f32) -> f32;
+
     /// Odd functions keep the sign of zero, as XLA's (libm's) do: f(-0) is -0, f(+0) is +0
     /// (an `atan2` downstream tells them apart).
     #[test]
     fn odd_functions_keep_the_sign_of_zero() {
-        let odd: [(&str, fn(&mut HostEmitter, f32) -> f32); 7] = [
+        let odd: [(&str, Unary); 7] = [
             ("tanh", tanh),
             ("sin", sin),
             ("tan", tan),
