@@ -126,12 +126,20 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    /// Skips whitespace and `/* ... */` comments (XLA prints `/*index=5*/`).
+    /// Skips whitespace, `/* ... */` comments (XLA prints `/*index=5*/`) and `// ...`
+    /// comments to the end of the line (XLA's lexer takes both).
     pub(crate) fn skip_trivia(&mut self) {
         let bytes = self.text.as_bytes();
         loop {
             while self.pos < self.end && bytes[self.pos].is_ascii_whitespace() {
                 self.pos += 1;
+            }
+            if self.pos + 1 < self.end && bytes[self.pos] == b'/' && bytes[self.pos + 1] == b'/' {
+                match self.text[self.pos..self.end].find('\n') {
+                    Some(offset) => self.pos += offset + 1,
+                    None => self.pos = self.end,
+                }
+                continue;
             }
             if self.pos + 1 < self.end && bytes[self.pos] == b'/' && bytes[self.pos + 1] == b'*' {
                 match self.text[self.pos + 2..self.end].find("*/") {
@@ -472,5 +480,18 @@ mod tests {
         let mut c = Cursor::new(text, &lines);
         assert_eq!(c.name("a name").unwrap(), "name.1-x");
         assert!(c.at_end());
+    }
+
+    #[test]
+    fn line_comments_run_to_the_end_of_the_line() {
+        let text = "// a comment\n  %a // another\n%b //";
+        let lines = LineIndex::new(text);
+        let mut c = Cursor::new(text, &lines);
+        assert_eq!(c.name("a name").unwrap(), "a");
+        assert_eq!(c.name("a name").unwrap(), "b");
+        assert!(c.at_end());
+        let module = "HloModule m\n\n// the entry\nENTRY main {\n  x = f32[] parameter(0) // in\n  ROOT y = f32[] negate(x)\n}\n";
+        let m = crate::parse_module(module).unwrap();
+        assert_eq!(m.entry_computation().len(), 2);
     }
 }
