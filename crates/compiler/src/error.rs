@@ -32,6 +32,22 @@ pub enum CompileError {
         /// Why, and what to do instead.
         reason: String,
     },
+    /// A value bigger than the IPU Model can hold.
+    #[error(
+        "{at}: instruction '{instruction}': its value {shape} needs {bytes} bytes on the device, more than the IPU Model holds in host memory for one value ({limit} bytes, the reference evaluator's limit too)"
+    )]
+    TooBig {
+        /// Where (`computation 'c', line L`).
+        at: String,
+        /// The instruction's name.
+        instruction: String,
+        /// Its shape.
+        shape: String,
+        /// Its bytes in device storage (saturating).
+        bytes: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// A tile's live tensors do not fit its memory.
     #[error(transparent)]
     OutOfMemory(Box<TileOutOfMemory>),

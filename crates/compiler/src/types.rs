@@ -45,7 +45,8 @@ fn has_type(shape: &Shape, t: ElementType) -> bool {
     shape.leaf_arrays().iter().any(|a| a.element_type == t)
 }
 
-/// Rejects types the device does not have: f64 (with the conversion to make) and bf16.
+/// Rejects types the device does not have (f64, with the conversion to make, and bf16) and
+/// values too big to model.
 pub fn check_device_types(module: &Module) -> Result<(), CompileError> {
     for (_, comp) in module.computations() {
         for (_, instr) in comp.instructions() {
@@ -63,9 +64,36 @@ pub fn check_device_types(module: &Module) -> Result<(), CompileError> {
                     reason: "bf16 values are not supported yet; convert to f16 or f32".into(),
                 });
             }
+            let bytes = device_bytes(&instr.shape);
+            if bytes > MAX_VALUE_BYTES {
+                return Err(CompileError::TooBig {
+                    at: location(comp, instr),
+                    instruction: instr.name.clone(),
+                    shape: instr.shape.to_string(),
+                    bytes,
+                    limit: MAX_VALUE_BYTES,
+                });
+            }
         }
     }
     Ok(())
+}
+
+/// The most bytes one value may take on the device: the IPU Model keeps every tile's (and
+/// Streaming Memory's) bytes in host memory, so it refuses, before lowering, what the
+/// reference evaluator refuses too.
+pub const MAX_VALUE_BYTES: u64 = xla_ir::eval::MAX_VALUE_BYTES;
+
+/// A value's bytes in device storage (narrow integers widened), saturating.
+fn device_bytes(shape: &Shape) -> u64 {
+    shape
+        .leaf_arrays()
+        .iter()
+        .map(|a| {
+            let size = device_type(a.element_type).map_or(8, |t| t.size() as u64);
+            a.element_count().saturating_mul(size)
+        })
+        .fold(0u64, u64::saturating_add)
 }
 
 /// Why an `rng-bit-generator` reaching lowering is refused: the expander pass replaces
