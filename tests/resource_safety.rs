@@ -52,3 +52,45 @@ fn deeply_nested_tuple_shapes_are_a_parse_error() {
     let e = xla_ir::parse_module(&text).unwrap_err().to_string();
     assert!(e.contains("nested deeper than"), "{e}");
 }
+
+/// A chain of `n` computations, each calling the next, the last negating.
+fn call_chain(n: usize) -> xla_ir::Module {
+    let mut text = String::from("HloModule chain\n\n");
+    for i in 0..n {
+        let body = if i + 1 == n {
+            format!("ROOT r{i} = f32[] negate(x{i})")
+        } else {
+            format!("ROOT r{i} = f32[] call(x{i}), to_apply=c{}", i + 1)
+        };
+        text += &format!("c{i} {{\n  x{i} = f32[] parameter(0)\n  {body}\n}}\n\n");
+    }
+    text += "ENTRY main {\n  p = f32[] parameter(0)\n  ROOT r = f32[] call(p), to_apply=c0\n}\n";
+    xla_ir::parse_module(&text).unwrap()
+}
+
+/// Calls nested deeper than the engines' recursion allows are an error, not a stack
+/// overflow; up to the limit they run.
+#[test]
+fn calls_nested_too_deep_are_refused_and_the_limit_runs() {
+    let arg = [xla_ir::Literal::Array(xla_ir::ArrayLiteral::scalar_f32(
+        1.5,
+    ))];
+    let limit = xla_ir::eval::MAX_CALL_DEPTH;
+    let deep = call_chain(5000);
+    assert_eq!(deep.call_depth(), 5001);
+    let e = xla_ir::eval::evaluate(&deep, &arg).unwrap_err().to_string();
+    assert!(
+        e.contains("calls nest 5001 computations deep") && e.contains(&format!("limit is {limit}")),
+        "{e}"
+    );
+    let config = ipuxla::compiler::IpuConfig::default();
+    let e = ipuxla::compiler::compile(&deep, &config)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("calls nest 5001 computations deep"), "{e}");
+    let at_limit = call_chain(limit - 1);
+    assert_eq!(at_limit.call_depth(), limit);
+    let want = common::leaves(xla_ir::eval::evaluate(&at_limit, &arg).unwrap());
+    let run = ipuxla::device::run_on_ipu_model(&at_limit, &config, &arg).unwrap();
+    assert_eq!(run.outputs[0].data, want[0].data);
+}

@@ -32,6 +32,16 @@ pub enum CompileError {
         /// Why, and what to do instead.
         reason: String,
     },
+    /// Calls nested deeper than lowering's recursion allows.
+    #[error(
+        "calls nest {depth} computations deep from the entry; the limit is {limit} (lowering recurses through them)"
+    )]
+    TooDeep {
+        /// The module's call depth.
+        depth: usize,
+        /// The limit (`xla_ir::eval::MAX_CALL_DEPTH`).
+        limit: usize,
+    },
     /// A value bigger than the IPU Model can hold.
     #[error(
         "{at}: instruction '{instruction}': its value {shape} needs {bytes} bytes on the device, more than the IPU Model holds in host memory for one value ({limit} bytes, the reference evaluator's limit too)"

@@ -45,9 +45,16 @@ fn has_type(shape: &Shape, t: ElementType) -> bool {
     shape.leaf_arrays().iter().any(|a| a.element_type == t)
 }
 
-/// Rejects types the device does not have (f64, with the conversion to make, and bf16) and
-/// values too big to model.
+/// Rejects types the device does not have (f64, with the conversion to make, and bf16),
+/// values too big to model and calls nested too deep.
 pub fn check_device_types(module: &Module) -> Result<(), CompileError> {
+    let depth = module.call_depth();
+    if depth > xla_ir::eval::MAX_CALL_DEPTH {
+        return Err(CompileError::TooDeep {
+            depth,
+            limit: xla_ir::eval::MAX_CALL_DEPTH,
+        });
+    }
     for (_, comp) in module.computations() {
         for (_, instr) in comp.instructions() {
             if has_type(&instr.shape, ElementType::F64) {

@@ -117,6 +117,24 @@ impl Module {
         out
     }
 
+    /// How deep calls nest from the entry: 1 for an entry that calls nothing, 2 when it
+    /// calls (or loops over, fuses, reduces with) computations that call nothing, ...
+    /// Computed without recursion, so any depth is safe to ask about.
+    pub fn call_depth(&self) -> usize {
+        let mut depth = vec![1usize; self.computations.len()];
+        for id in self.post_order() {
+            let deepest = self
+                .computation(id)
+                .instructions()
+                .flat_map(|(_, i)| i.op.called_computations())
+                .map(|c| depth.get(c.index()).copied().unwrap_or(0))
+                .max()
+                .unwrap_or(0);
+            depth[id.index()] = deepest + 1;
+        }
+        depth[self.entry.index()]
+    }
+
     fn visit_post_order(&self, root: CompId, visited: &mut [bool], out: &mut Vec<CompId>) {
         // Iterative DFS: call graphs from generated code can be deep.
         let mut stack = vec![(root, false)];

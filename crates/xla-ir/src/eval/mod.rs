@@ -97,10 +97,25 @@ pub enum EvaluateError {
         /// The limit ([`MAX_VALUE_BYTES`]).
         limit: u64,
     },
+    /// Calls nested deeper than the evaluator's recursion allows.
+    #[error(
+        "calls nest {depth} computations deep from the entry; the limit is {limit} (the evaluator recurses through them)"
+    )]
+    TooDeep {
+        /// The module's call depth ([`Module::call_depth`]).
+        depth: usize,
+        /// The limit ([`MAX_CALL_DEPTH`]).
+        limit: usize,
+    },
     /// Evaluation failed at an instruction.
     #[error(transparent)]
     Failed(#[from] EvalError),
 }
+
+/// How deep calls (and loops, fusions, reducers) may nest: the evaluator, the compiler's
+/// lowering and the IPU Model's program walks recurse through them on the caller's stack
+/// (32 levels run on a 2 MiB thread in an unoptimised build; JAX's modules nest a handful).
+pub const MAX_CALL_DEPTH: usize = 32;
 
 /// The largest single value the evaluator will materialise (8 GiB).
 pub const MAX_VALUE_BYTES: u64 = 8 << 30;
@@ -183,6 +198,13 @@ pub fn evaluate_replicated(
 
 /// Verifies `module`, bounds its values' sizes and checks `args` against its parameters.
 fn check_module_and_args(module: &Module, args: &[Literal]) -> Result<(), EvaluateError> {
+    let depth = module.call_depth();
+    if depth > MAX_CALL_DEPTH {
+        return Err(EvaluateError::TooDeep {
+            depth,
+            limit: MAX_CALL_DEPTH,
+        });
+    }
     crate::verify(module)?;
     for (_, comp) in module.computations() {
         for (_, instr) in comp.instructions() {
