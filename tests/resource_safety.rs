@@ -94,3 +94,80 @@ fn calls_nested_too_deep_are_refused_and_the_limit_runs() {
     let run = ipuxla::device::run_on_ipu_model(&at_limit, &config, &arg).unwrap();
     assert_eq!(run.outputs[0].data, want[0].data);
 }
+
+/// A chain of four 4 MiB values, each dropped after its one use.
+const CHAIN: &str = "HloModule chain\n\nENTRY main {\n  p = f32[] parameter(0)\n  b = f32[1024,1024]{1,0} broadcast(p), dimensions={}\n  e1 = f32[1024,1024]{1,0} exponential(b)\n  e2 = f32[1024,1024]{1,0} exponential(e1)\n  ROOT e3 = f32[1024,1024]{1,0} negate(e2)\n}\n";
+
+/// `--max-host-memory` bounds the values held at once, counting drops after last use.
+#[test]
+fn the_reference_engine_holds_at_most_max_host_memory() {
+    let m = xla_ir::parse_module(CHAIN).unwrap();
+    let arg = [xla_ir::Literal::Array(xla_ir::ArrayLiteral::scalar_f32(
+        0.0,
+    ))];
+    let mib = 1u64 << 20;
+    // Two 4 MiB values live at once (an operand and its user's result), never four.
+    let mut feeds = xla_ir::eval::Feeds::default();
+    assert!(xla_ir::eval::evaluate_within(&m, &arg, &mut feeds, 9 * mib).is_ok());
+    let e = xla_ir::eval::evaluate_within(&m, &arg, &mut feeds, 6 * mib)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("instruction e1") && e.contains("over the host memory limit of 6291456 bytes"),
+        "{e}"
+    );
+    // The command line: refused on the IPU Model, acting on the reference engine.
+    let dir = std::env::temp_dir().join(format!("ipuxla-maxmem-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("chain.hlo");
+    std::fs::write(&file, CHAIN).unwrap();
+    let npy = dir.join("p.npy");
+    ipuxla::npy::write_npy(&npy, &xla_ir::ArrayLiteral::scalar_f32(0.0)).unwrap();
+    let inputs = format!("0={}", npy.display());
+    let out_dir = dir.join("out");
+    let base = [
+        "run",
+        file.to_str().unwrap(),
+        "--inputs",
+        &inputs,
+        "--outdir",
+        out_dir.to_str().unwrap(),
+        "--overwrite",
+        "-q",
+    ];
+    let out = ipuxla(&[&base[..], &["--max-host-memory", "6M"]].concat());
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("--max-host-memory bounds the reference engine")
+    );
+    let out = ipuxla(
+        &[
+            &base[..],
+            &["--engine", "reference", "--max-host-memory", "6M"],
+        ]
+        .concat(),
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("host memory limit"));
+    let out = ipuxla(
+        &[
+            &base[..],
+            &["--engine", "reference", "--max-host-memory", "9M"],
+        ]
+        .concat(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = ipuxla(
+        &[
+            &base[..],
+            &["--engine", "reference", "--max-host-memory", "lots"],
+        ]
+        .concat(),
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not a size"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

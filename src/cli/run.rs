@@ -85,6 +85,12 @@ pub struct RunArgs {
     /// The engine that computes the results.
     #[arg(long, value_enum, ignore_case = true, default_value_t = Engine::IpuModel)]
     pub engine: Engine,
+    /// The reference engine: the most bytes of values it holds at once (`512M`, `4G`, or
+    /// bytes; default: no limit but 8 GiB per value). The instruction whose value would
+    /// pass it fails, naming the bytes, before allocating. Refused with the ipu-model
+    /// engine (its limit is per value) and with --replicas or --iterations (not yet).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub max_host_memory: Option<u64>,
     /// Steps per execution: run the entry computation N times in one device execution (the
     /// seed's `iterations_per_loop`, Keras `steps_per_execution`). A parameter the module's
     /// `input_output_alias` names stays on the device, each iteration reading what the last
@@ -282,6 +288,15 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
     if args.estimate_only {
         return estimate(&args, &module, &config);
     }
+    if args.max_host_memory.is_some()
+        && (args.engine != Engine::Reference
+            || args.iterations.is_some()
+            || args.replicas.is_some())
+    {
+        bail!(
+            "--max-host-memory bounds the reference engine's values on a plain run; the ipu-model engine limits each value to 8 GiB, and runs with --replicas or --iterations do not take it yet"
+        );
+    }
     if args.engine == Engine::Reference && config.floating_point_behaviour.mode().is_active() {
         bail!(
             "floating_point_behaviour acts on the IPU Model's kernels; the reference engine computes with IEEE defaults (run on the ipu-model engine, or turn the flags off)"
@@ -371,8 +386,13 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
         }
         (Engine::Reference, None) => (
             crate::device_loop::leaves(
-                xla_ir::eval::evaluate_with_feeds(&module, &inputs, &mut feeds)
-                    .map_err(|e| anyhow!("{}: {e}", args.file.display()))?,
+                xla_ir::eval::evaluate_within(
+                    &module,
+                    &inputs,
+                    &mut feeds,
+                    args.max_host_memory.unwrap_or(u64::MAX),
+                )
+                .map_err(|e| anyhow!("{}: {e}", args.file.display()))?,
             ),
             None,
         ),
@@ -964,4 +984,22 @@ fn preview(a: &ArrayLiteral) -> String {
         head.join(", "),
         tail.join(", ")
     )
+}
+
+/// A byte count: digits with an optional binary suffix (`K`, `M`, `G`, `T`; `512M`).
+fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let (digits, shift) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&t[..t.len() - 1], 10),
+        Some('M') => (&t[..t.len() - 1], 20),
+        Some('G') => (&t[..t.len() - 1], 30),
+        Some('T') => (&t[..t.len() - 1], 40),
+        _ => (t, 0),
+    };
+    let n: u64 = digits
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{text}' is not a size (bytes, or a number with K, M, G or T)"))?;
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("'{text}' is too large"))
 }

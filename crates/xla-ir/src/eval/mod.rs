@@ -134,12 +134,27 @@ pub fn evaluate_with_feeds(
     args: &[Literal],
     feeds: &mut Feeds,
 ) -> Result<Literal, EvaluateError> {
+    evaluate_within(module, args, feeds, u64::MAX)
+}
+
+/// [`evaluate_with_feeds`] holding at most `max_live` bytes of values at once (the values
+/// computed and not yet dropped after their last use, through every call): the
+/// instruction whose value would pass it fails, naming the bytes, before it allocates
+/// (`ipuxla run --engine reference --max-host-memory`).
+pub fn evaluate_within(
+    module: &Module,
+    args: &[Literal],
+    feeds: &mut Feeds,
+    max_live: u64,
+) -> Result<Literal, EvaluateError> {
     check_module_and_args(module, args)?;
     let evaluator = Evaluator {
         module,
         names: FeedNames::of(module),
         feeds: RefCell::new(std::mem::take(feeds)),
         replica: None,
+        live: std::cell::Cell::new(0),
+        max_live,
     };
     let result = evaluator.computation(module.entry, args);
     *feeds = evaluator.feeds.into_inner();
@@ -174,6 +189,8 @@ pub fn evaluate_replicated(
             names: names.clone(),
             feeds: RefCell::new(Feeds::default()),
             replica: Some(ctx),
+            live: std::cell::Cell::new(0),
+            max_live: u64::MAX,
         };
         evaluator
             .computation(module.entry, &args[id])
@@ -255,6 +272,9 @@ pub(crate) struct Evaluator<'m> {
     feeds: RefCell<Feeds>,
     /// Among replicas in lockstep (none: a lone evaluator, replica 0 of 1).
     replica: Option<replicas::ReplicaContext<'m>>,
+    /// Bytes of the values held now, and the most they may reach.
+    live: std::cell::Cell<u64>,
+    max_live: u64,
 }
 
 /// What an op implementation returns: a value or a message (the caller adds where).
@@ -296,6 +316,19 @@ impl<'m> Evaluator<'m> {
         let mut values: Vec<Option<Literal>> = vec![None; last_use.len()];
         for (pos, &instr_id) in order.iter().enumerate() {
             let instr = comp.instr(instr_id);
+            let bytes = instr.shape.byte_size();
+            let live = self.live.get().saturating_add(bytes);
+            if live > self.max_live {
+                return Err(EvalError {
+                    computation: comp.name.clone(),
+                    instruction: instr.name.clone(),
+                    message: format!(
+                        "its value {} ({bytes} bytes) would bring the values held to {live} bytes, over the host memory limit of {} bytes",
+                        instr.shape, self.max_live
+                    ),
+                    called_from: Vec::new(),
+                });
+            }
             let value = {
                 let operands: Vec<&Literal> = instr
                     .operands
@@ -322,16 +355,32 @@ impl<'m> Evaluator<'m> {
                     inner
                 }
             })?;
+            self.live.set(self.live.get().saturating_add(bytes));
             values[instr_id.index()] = Some(value);
             for operand in &instr.operands {
-                if last_use[operand.index()] == pos {
-                    values[operand.index()] = None;
+                if last_use[operand.index()] == pos
+                    && let Some(v) = values[operand.index()].take()
+                {
+                    self.release(&v);
                 }
             }
         }
-        Ok(values[comp.root.index()]
+        // What is still held (results nothing read, and the root, which the caller
+        // counts as its own value) is released here.
+        let root = values[comp.root.index()]
             .take()
-            .expect("the root is evaluated"))
+            .expect("the root is evaluated");
+        self.release(&root);
+        for v in values.iter().flatten() {
+            self.release(v);
+        }
+        Ok(root)
+    }
+
+    /// Stops counting a value that is dropped (or handed to the caller).
+    fn release(&self, value: &Literal) {
+        self.live
+            .set(self.live.get().saturating_sub(value.shape().byte_size()));
     }
 
     /// The feed an infeed or outfeed instruction uses.
