@@ -15,7 +15,7 @@ fn module(path: &str) -> xla_ir::Module {
     xla_ir::parse_module(&std::fs::read_to_string(fixture(path)).unwrap()).unwrap()
 }
 
-/// Deterministic arguments for every parameter; f32 ones in [-1, 1) but for
+/// Deterministic arguments for every parameter (`common::arguments`) but for
 /// `exceptions.hlo`, whose inputs raise every exception (and overflow).
 fn arguments(path: &str, m: &xla_ir::Module) -> Vec<Literal> {
     if path.ends_with("exceptions.hlo") {
@@ -31,25 +31,7 @@ fn arguments(path: &str, m: &xla_ir::Module) -> Vec<Literal> {
             })
             .collect();
     }
-    m.entry_computation()
-        .parameter_shapes()
-        .iter()
-        .enumerate()
-        .map(|(p, s)| {
-            let a = s.as_array().unwrap();
-            let n = a.element_count() as usize;
-            let v = (0..n).map(move |i| ((i * 7919 + p * 104_729) % 2000) as f32 / 1000.0 - 1.0);
-            let data = match a.element_type {
-                ElementType::F16 => ArrayData::F16(v.map(half::f16::from_f32).collect()),
-                ElementType::S32 => ArrayData::S32(v.map(|x| (x * 10.0) as i32).collect()),
-                _ => ArrayData::F32(v.collect()),
-            };
-            Literal::Array(ArrayLiteral {
-                shape: ArrayShape::new(a.element_type, &a.dims),
-                data,
-            })
-        })
-        .collect()
+    common::arguments(m)
 }
 
 /// What a run produces (its outputs' bytes, cycles, clock and peak tile bytes, or its

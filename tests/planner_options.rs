@@ -4,36 +4,13 @@
 //! its temporaries per tile, so a smaller one splits it further.
 
 mod common;
-use common::fixture;
+use common::{arguments, fixture};
 
 use ipuxla::compiler::IpuConfig;
 use xla_ir::literal::{ArrayData, ArrayLiteral};
-use xla_ir::{ArrayShape, ElementType, Literal};
 
 fn module(path: &str) -> xla_ir::Module {
     xla_ir::parse_module(&std::fs::read_to_string(fixture(path)).unwrap()).unwrap()
-}
-
-/// Deterministic values in [-1, 1) of `t` for every parameter.
-fn arguments(m: &xla_ir::Module) -> Vec<Literal> {
-    m.entry_computation()
-        .parameter_shapes()
-        .iter()
-        .enumerate()
-        .map(|(p, s)| {
-            let a = s.as_array().unwrap();
-            let n = a.element_count() as usize;
-            let v = (0..n).map(move |i| ((i * 7919 + p * 104_729) % 2000) as f32 / 1000.0 - 1.0);
-            let data = match a.element_type {
-                ElementType::F16 => ArrayData::F16(v.map(half::f16::from_f32).collect()),
-                _ => ArrayData::F32(v.collect()),
-            };
-            Literal::Array(ArrayLiteral {
-                shape: ArrayShape::new(a.element_type, &a.dims),
-                data,
-            })
-        })
-        .collect()
 }
 
 fn with(options: &str, tiles: usize) -> IpuConfig {

@@ -84,3 +84,29 @@ pub fn fixture(rel: &str) -> String {
         .to_string_lossy()
         .into_owned()
 }
+
+/// Deterministic arguments for every parameter of `m`'s entry: values in [-1, 1) (f32,
+/// f16), or ten times that, truncated (s32).
+pub fn arguments(m: &xla_ir::Module) -> Vec<Literal> {
+    use xla_ir::ElementType;
+    use xla_ir::literal::ArrayData;
+    m.entry_computation()
+        .parameter_shapes()
+        .iter()
+        .enumerate()
+        .map(|(p, s)| {
+            let a = s.as_array().expect("array parameters");
+            let n = a.element_count() as usize;
+            let v = (0..n).map(move |i| ((i * 7919 + p * 104_729) % 2000) as f32 / 1000.0 - 1.0);
+            let data = match a.element_type {
+                ElementType::F16 => ArrayData::F16(v.map(half::f16::from_f32).collect()),
+                ElementType::S32 => ArrayData::S32(v.map(|x| (x * 10.0) as i32).collect()),
+                _ => ArrayData::F32(v.collect()),
+            };
+            Literal::Array(ArrayLiteral {
+                shape: xla_ir::ArrayShape::new(a.element_type, &a.dims),
+                data,
+            })
+        })
+        .collect()
+}

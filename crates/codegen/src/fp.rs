@@ -319,6 +319,15 @@ fn next_down(h: half::f16) -> half::f16 {
     half::f16::from_bits(if b & 0x8000 == 0 { b - 1 } else { b + 1 })
 }
 
+/// Writes `values` as f16 bytes rounded stochastically, element `i` with the random bits
+/// of `(seed, salt, first + i)`.
+pub fn narrow_stochastic(values: &[f32], bytes: &mut [u8], seed: u64, salt: u64, first: usize) {
+    for (i, (x, c)) in values.iter().zip(bytes.chunks_exact_mut(2)).enumerate() {
+        let h = round_f16_stochastic(*x, rounding_bits(seed, salt, (first + i) as u64));
+        c.copy_from_slice(&h.to_bits().to_le_bytes());
+    }
+}
+
 /// A 32-bit hash of (seed, salt, element): the stochastic rounding's random bits, the
 /// same for the same element of the same vertex on every run (SplitMix64's finaliser).
 pub fn rounding_bits(seed: u64, salt: u64, element: u64) -> u32 {

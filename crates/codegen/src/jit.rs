@@ -993,13 +993,7 @@ impl CompiledKernel<'_> {
                     None => narrow(&wide[..len], dst),
                     Some(seed) => {
                         let salt = salt ^ ((o as u64) << 56);
-                        for (i, (x, c)) in
-                            wide[..len].iter().zip(dst.chunks_exact_mut(2)).enumerate()
-                        {
-                            let r = crate::fp::rounding_bits(seed, salt, (start + i) as u64);
-                            let h = crate::fp::round_f16_stochastic(*x, r);
-                            c.copy_from_slice(&h.to_bits().to_le_bytes());
-                        }
+                        crate::fp::narrow_stochastic(&wide[..len], dst, seed, salt, start);
                     }
                 }
             }

@@ -116,7 +116,7 @@ pub fn optimise(
     options: &PassOptions,
 ) -> Result<(Module, PipelineReport), CompileError> {
     config.check()?;
-    types::check_device_types(module)?;
+    types::check_device_limits(module)?;
     let mut module = module.clone();
     let report = passes::run_pipeline(&mut module, config, options)?;
     Ok((module, report))

@@ -47,7 +47,7 @@ fn has_type(shape: &Shape, t: ElementType) -> bool {
 
 /// Rejects types the device does not have (f64, with the conversion to make, and bf16),
 /// values too big to model and calls nested too deep.
-pub fn check_device_types(module: &Module) -> Result<(), CompileError> {
+pub fn check_device_limits(module: &Module) -> Result<(), CompileError> {
     let depth = module.call_depth();
     if depth > xla_ir::eval::MAX_CALL_DEPTH {
         return Err(CompileError::TooDeep {

@@ -75,6 +75,28 @@ struct Origin {
     outputs: Vec<(String, usize)>,
 }
 
+impl Origin {
+    /// A kernel's error, a floating-point exception named by tile, tensor and element.
+    fn explain(&self, e: codegen::CodegenError) -> String {
+        let codegen::CodegenError::FloatingPoint {
+            exception,
+            output,
+            element,
+        } = e
+        else {
+            return e.to_string();
+        };
+        let (tensor, start) = &self.outputs[output.min(self.outputs.len() - 1)];
+        format!(
+            "IPU {} tile {}: floating-point exception: {exception} computing element {} of '{tensor}' (floating_point_behaviour.{})",
+            self.ipu,
+            self.tile,
+            start + element,
+            exception.flag()
+        )
+    }
+}
+
 /// A vertex's tile, index and input byte ranges (see [`LoadedComputeSet::input_ranges`]).
 pub(crate) type VertexInputs<'a> = (usize, usize, &'a [(usize, usize)]);
 
@@ -142,23 +164,7 @@ impl LoadedVertex {
                             let salt = o.salt.wrapping_mul(0x0000_0100_0000_01B3) ^ step;
                             return kernel
                                 .run_elementwise_at(ins, outs, self.elements, salt)
-                                .map_err(|e| match e {
-                                    codegen::CodegenError::FloatingPoint {
-                                        exception,
-                                        output,
-                                        element,
-                                    } => {
-                                        let (tensor, start) = &o.outputs[output.min(o.outputs.len() - 1)];
-                                        format!(
-                                            "IPU {} tile {}: floating-point exception: {exception} computing element {} of '{tensor}' (floating_point_behaviour.{})",
-                                            o.ipu,
-                                            o.tile,
-                                            start + element,
-                                            exception.flag()
-                                        )
-                                    }
-                                    other => other.to_string(),
-                                });
+                                .map_err(|e| o.explain(e));
                         }
                     },
                     KernelSpec::Reduce(_) => {

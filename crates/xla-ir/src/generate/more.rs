@@ -12,6 +12,15 @@ use crate::op::{BinaryOp, RngAlgorithm};
 use crate::{ArrayShape, ElementType, Shape};
 
 impl Gen<'_, '_> {
+    /// A `u32` constant broadcast to `dims`.
+    fn u32_splat(&mut self, value: u32, dims: &[i64]) -> Result<InstrId, BuildError> {
+        let c = self.c.constant(ArrayLiteral {
+            shape: ArrayShape::new(ElementType::U32, &[]),
+            data: ArrayData::U32(vec![value]),
+        })?;
+        self.c.broadcast(c, dims, &[])
+    }
+
     /// An `s32[n, 1]` constant of row indices for an array of `rows` rows (some out of
     /// range: they clamp, or are skipped by a scatter).
     fn row_indices(&mut self, n: i64, rows: i64) -> Result<InstrId, BuildError> {
@@ -84,20 +93,21 @@ impl Gen<'_, '_> {
             let window_dilation = *self.rng.pick(&[1, 1, 2]);
             let pad_low = self.rng.below(3) as i64;
             let pad_high = self.rng.below(3) as i64;
-            let padded = (size - 1) * base_dilation + 1 + pad_low + pad_high;
-            let reach = (k - 1) * window_dilation + 1;
-            if padded < reach {
-                return self.c.float_constant(t, 0.5);
-            }
-            spatial.push((size, k));
-            window.push(WindowDim {
-                size: k,
-                stride: *self.rng.pick(&[1, 1, 2]),
+            let dim = WindowDim {
                 pad_low,
                 pad_high,
                 window_dilation,
                 base_dilation,
-                window_reversal: false,
+                ..WindowDim::of_size(k)
+            };
+            let padded = (size - 1) * base_dilation + 1 + pad_low + pad_high;
+            if padded < dim.dilated_size() {
+                return self.c.float_constant(t, 0.5);
+            }
+            spatial.push((size, k));
+            window.push(WindowDim {
+                stride: *self.rng.pick(&[1, 1, 2]),
+                ..dim
             });
         }
         let input = self.parameter(ArrayShape::new(
@@ -145,13 +155,10 @@ impl Gen<'_, '_> {
                 let pad_high = self.rng.below(2) as i64;
                 let size = 1 + self.rng.below((d + pad_low + pad_high).min(3) as usize) as i64;
                 WindowDim {
-                    size,
                     stride: 1 + self.rng.below(2) as i64,
                     pad_low,
                     pad_high,
-                    window_dilation: 1,
-                    base_dilation: 1,
-                    window_reversal: false,
+                    ..WindowDim::of_size(size)
                 }
             })
             .collect();
@@ -235,11 +242,7 @@ impl Gen<'_, '_> {
     pub(super) fn mix_64(&mut self, x: InstrId, dims: &[i64]) -> Result<InstrId, BuildError> {
         let rank = dims.len();
         let w = self.c.convert(x, ElementType::U32)?;
-        let three = self.c.constant(ArrayLiteral {
-            shape: ArrayShape::new(ElementType::U32, &[]),
-            data: ArrayData::U32(vec![0x9E37_79B9]),
-        })?;
-        let three = self.c.broadcast(three, dims, &[])?;
+        let three = self.u32_splat(0x9E37_79B9, dims)?;
         let w2 = self.c.multiply(w, three)?;
         let mut column = dims.to_vec();
         column.push(1);
@@ -266,11 +269,7 @@ impl Gen<'_, '_> {
         let thirty_two = u64_const(self, 32)?;
         let high = self.c.shift_right_logical(mixed, thirty_two)?;
         let high = self.c.convert(high, ElementType::U32)?;
-        let sixteen = self.c.constant(ArrayLiteral {
-            shape: ArrayShape::new(ElementType::U32, &[]),
-            data: ArrayData::U32(vec![16]),
-        })?;
-        let sixteen = self.c.broadcast(sixteen, dims, &[])?;
+        let sixteen = self.u32_splat(16, dims)?;
         let small = self.c.remainder(high, sixteen)?;
         self.c.convert(small, ElementType::S32)
     }
@@ -298,11 +297,7 @@ impl Gen<'_, '_> {
             Some(shape),
         )?;
         let bits = self.c.get_tuple_element(r, 1)?;
-        let sixteen = self.c.constant(ArrayLiteral {
-            shape: ArrayShape::new(ElementType::U32, &[]),
-            data: ArrayData::U32(vec![16]),
-        })?;
-        let sixteen = self.c.broadcast(sixteen, dims, &[])?;
+        let sixteen = self.u32_splat(16, dims)?;
         let small = self.c.remainder(bits, sixteen)?;
         self.c.convert(small, ElementType::S32)
     }
