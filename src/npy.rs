@@ -43,6 +43,21 @@ pub fn numpy_name(t: ElementType) -> &'static str {
         ElementType::Bf16 => "bfloat16",
         ElementType::F32 => "float32",
         ElementType::F64 => "float64",
+        ElementType::C64 => "complex64",
+        ElementType::C128 => "complex128",
+        ElementType::S2 => "int2",
+        ElementType::S4 => "int4",
+        ElementType::U2 => "uint2",
+        ElementType::U4 => "uint4",
+        ElementType::F4e2m1fn => "float4_e2m1fn",
+        ElementType::F8e3m4 => "float8_e3m4",
+        ElementType::F8e4m3 => "float8_e4m3",
+        ElementType::F8e4m3fn => "float8_e4m3fn",
+        ElementType::F8e4m3fnuz => "float8_e4m3fnuz",
+        ElementType::F8e4m3b11fnuz => "float8_e4m3b11fnuz",
+        ElementType::F8e5m2 => "float8_e5m2",
+        ElementType::F8e5m2fnuz => "float8_e5m2fnuz",
+        ElementType::F8e8m0fnu => "float8_e8m0fnu",
     }
 }
 
@@ -98,7 +113,7 @@ pub fn read_npy(path: &Path) -> Result<ArrayLiteral, NpyError> {
         ElementType::F16 => ArrayData::F16(npy.into_vec().map_err(read_err)?),
         ElementType::F32 => ArrayData::F32(npy.into_vec().map_err(read_err)?),
         ElementType::F64 => ArrayData::F64(npy.into_vec().map_err(read_err)?),
-        ElementType::Bf16 => unreachable!("no NumPy dtype maps to bf16"),
+        other => unreachable!("no NumPy dtype read above maps to {other}"),
     };
     let shape = ArrayShape::new(element_type, &dims);
     let literal = ArrayLiteral::new(shape, data).map_err(|m| error(path, m))?;
@@ -163,6 +178,15 @@ pub fn write_npy(path: &Path, literal: &ArrayLiteral) -> Result<(), NpyError> {
             return Err(error(
                 path,
                 "bf16 has no .npy dtype; convert it to f32 in the module",
+            ));
+        }
+        other => {
+            return Err(error(
+                path,
+                format!(
+                    "{} values are not computed by ipuxla and have no .npy writer",
+                    other.element_type()
+                ),
             ));
         }
     };

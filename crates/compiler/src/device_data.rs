@@ -23,8 +23,12 @@ pub fn to_device(data: &ArrayData) -> Vec<u8> {
         ArrayData::U64(v) => words(v, |x| (x as u32).to_le_bytes()),
         ArrayData::F16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
         ArrayData::F32(v) => words(v, |x| x.to_le_bytes()),
-        ArrayData::F64(_) | ArrayData::Bf16(_) => {
-            unreachable!("f64 and bf16 are rejected before lowering")
+        ArrayData::F64(_)
+        | ArrayData::Bf16(_)
+        | ArrayData::C64(_)
+        | ArrayData::C128(_)
+        | ArrayData::Narrow { .. } => {
+            unreachable!("types without a device form are rejected before lowering")
         }
     }
 }
@@ -104,9 +108,7 @@ pub fn from_device(shape: &ArrayShape, bytes: &[u8]) -> ArrayLiteral {
                 .map(|c| f32::from_le_bytes(w(c)))
                 .collect(),
         ),
-        ElementType::F64 | ElementType::Bf16 => {
-            unreachable!("f64 and bf16 are rejected before lowering")
-        }
+        _ => unreachable!("types without a device form are rejected before lowering"),
     };
     ArrayLiteral {
         shape: shape.clone(),

@@ -7,7 +7,8 @@ use codegen::DType;
 use xla_ir::{ElementType, Module, Shape};
 
 /// The storage type of an HLO element type on the device, or `None` where there is none
-/// (f64, bf16; s64/u64 are narrowed before lowering).
+/// (f64, bf16, complex and sub-16-bit floats and sub-byte integers; s64/u64 are narrowed
+/// before lowering).
 pub fn device_type(t: ElementType) -> Option<DType> {
     Some(match t {
         ElementType::F32 => DType::F32,
@@ -15,9 +16,7 @@ pub fn device_type(t: ElementType) -> Option<DType> {
         ElementType::S32 | ElementType::S16 | ElementType::S8 => DType::S32,
         ElementType::U32 | ElementType::U16 | ElementType::U8 => DType::U32,
         ElementType::Pred => DType::Pred,
-        ElementType::S64 | ElementType::U64 | ElementType::F64 | ElementType::Bf16 => {
-            return None;
-        }
+        _ => return None,
     })
 }
 
@@ -62,6 +61,52 @@ pub fn check_device_limits(module: &Module) -> Result<(), CompileError> {
                     at: location(comp, instr),
                     instruction: instr.name.clone(),
                 });
+            }
+            if let Some(t) = instr
+                .shape
+                .leaf_arrays()
+                .iter()
+                .map(|a| a.element_type)
+                .find(|t| !t.is_computed())
+            {
+                return Err(CompileError::Unsupported {
+                    at: location(comp, instr),
+                    instruction: instr.name.clone(),
+                    opcode: instr.op.name().to_string(),
+                    reason: format!(
+                        "{t} values are read, checked and printed by ipuxla but not computed"
+                    ),
+                });
+            }
+            let unsupported = |reason: String| CompileError::Unsupported {
+                at: location(comp, instr),
+                instruction: instr.name.clone(),
+                opcode: instr.op.name().to_string(),
+                reason,
+            };
+            match &instr.op {
+                xla_ir::Op::Foreign { opcode, .. } => {
+                    return Err(unsupported(format!(
+                        "{opcode} is read, checked and printed by ipuxla but not compiled (see the README's support table)"
+                    )));
+                }
+                xla_ir::Op::ElidedConstant => {
+                    return Err(unsupported(
+                        "the constant's data was elided as {...} in the dump; re-dump the module with large constants printed".into(),
+                    ));
+                }
+                op => {
+                    let shapes: Vec<&Shape> = instr
+                        .operands
+                        .iter()
+                        .map(|o| &comp.instr(*o).shape)
+                        .collect();
+                    if xla_ir::shape_inference::vector_start_indices(op, &shapes) {
+                        return Err(unsupported(
+                            "start indices given as one vector (XLA's older form) are read but not compiled; give one scalar per dimension".into(),
+                        ));
+                    }
+                }
             }
             if has_type(&instr.shape, ElementType::Bf16) {
                 return Err(CompileError::Unsupported {

@@ -37,6 +37,10 @@ pub struct Instruction {
     pub backend_config: Option<String>,
     /// Where the instruction was parsed from, if it came from text.
     pub location: Option<SourceLocation>,
+    /// Attributes XLA prints that never change the value (`origin`, `statistics`,
+    /// `result_accuracy`, `parameter_replication`, a call's `is_composite`, a dot's
+    /// `algorithm`, ...): `name` and value text as written, in order, printed last.
+    pub extra_attributes: Vec<(String, String)>,
 }
 
 impl Instruction {
@@ -53,6 +57,7 @@ impl Instruction {
             frontend_attributes: FrontendAttributes::new(),
             backend_config: None,
             location: None,
+            extra_attributes: Vec::new(),
         }
     }
 }

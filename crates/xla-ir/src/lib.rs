@@ -21,6 +21,7 @@ pub mod instruction;
 pub mod literal;
 pub mod metadata;
 pub mod module;
+pub mod narrow;
 pub mod op;
 pub mod parser;
 pub mod printer;
@@ -41,6 +42,7 @@ pub use shape::{ArrayShape, Layout, Shape};
 pub use sharding::Sharding;
 pub mod shape_inference;
 pub mod verify;
+mod verify_async;
 
 pub use shape_inference::infer_shape;
 pub use verify::{VerifyError, verify};

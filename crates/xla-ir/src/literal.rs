@@ -35,9 +35,23 @@ pub enum ArrayData {
     F32(Vec<f32>),
     /// `f64` elements.
     F64(Vec<f64>),
+    /// `c64` elements: (real, imaginary).
+    C64(Vec<[f32; 2]>),
+    /// `c128` elements: (real, imaginary).
+    C128(Vec<[f64; 2]>),
+    /// Elements of a type narrower than a byte or than `f16` (see [`crate::narrow`]): each
+    /// element's bit pattern in one byte.
+    Narrow {
+        /// The element type.
+        element_type: ElementType,
+        /// One bit pattern per element.
+        bits: Vec<u8>,
+    },
 }
 
-/// Applies `$body` to the vector inside any [`ArrayData`] variant.
+/// Applies `$body` to the vector inside an [`ArrayData`] of a type ipuxla computes with
+/// (those that hold [`crate::ElementType::is_computed`] types). Computing code runs only on
+/// such data: the evaluator refuses other element types before it computes a value.
 macro_rules! with_data {
     ($data:expr, $v:ident => $body:expr) => {
         match $data {
@@ -54,6 +68,9 @@ macro_rules! with_data {
             ArrayData::Bf16($v) => $body,
             ArrayData::F32($v) => $body,
             ArrayData::F64($v) => $body,
+            ArrayData::C64(_) | ArrayData::C128(_) | ArrayData::Narrow { .. } => {
+                unreachable!("values of element types ipuxla does not compute with are refused before evaluation")
+            }
         }
     };
 }
@@ -76,6 +93,12 @@ impl ArrayData {
             ElementType::Bf16 => ArrayData::Bf16(vec![bf16::ZERO; count]),
             ElementType::F32 => ArrayData::F32(vec![0.0; count]),
             ElementType::F64 => ArrayData::F64(vec![0.0; count]),
+            ElementType::C64 => ArrayData::C64(vec![[0.0; 2]; count]),
+            ElementType::C128 => ArrayData::C128(vec![[0.0; 2]; count]),
+            t => ArrayData::Narrow {
+                element_type: t,
+                bits: vec![0; count],
+            },
         }
     }
 
@@ -95,12 +118,20 @@ impl ArrayData {
             ArrayData::Bf16(_) => ElementType::Bf16,
             ArrayData::F32(_) => ElementType::F32,
             ArrayData::F64(_) => ElementType::F64,
+            ArrayData::C64(_) => ElementType::C64,
+            ArrayData::C128(_) => ElementType::C128,
+            ArrayData::Narrow { element_type, .. } => *element_type,
         }
     }
 
     /// Number of elements.
     pub fn len(&self) -> usize {
-        with_data!(self, v => v.len())
+        match self {
+            ArrayData::C64(v) => v.len(),
+            ArrayData::C128(v) => v.len(),
+            ArrayData::Narrow { bits, .. } => bits.len(),
+            computed => with_data!(computed, v => v.len()),
+        }
     }
 
     /// True when there are no elements.
@@ -114,11 +145,15 @@ impl ArrayData {
             ($($variant:ident),*) => {
                 match self {
                     $(ArrayData::$variant(v) => ArrayData::$variant(indices.iter().map(|&i| v[i]).collect()),)*
+                    ArrayData::Narrow { element_type, bits } => ArrayData::Narrow {
+                        element_type: *element_type,
+                        bits: indices.iter().map(|&i| bits[i]).collect(),
+                    },
                 }
             };
         }
         take_from!(
-            Pred, S8, S16, S32, S64, U8, U16, U32, U64, F16, Bf16, F32, F64
+            Pred, S8, S16, S32, S64, U8, U16, U32, U64, F16, Bf16, F32, F64, C64, C128
         )
     }
 
@@ -135,13 +170,49 @@ impl ArrayData {
             ArrayData::U32(v) => v[i].to_string(),
             ArrayData::U64(v) => v[i].to_string(),
             // XLA prints 16-bit floats with their max_digits10 directly.
+            ArrayData::F16(v) if v[i].is_nan() => nan_text(v[i].to_bits() as u64, 16, 10),
             ArrayData::F16(v) => float_text(v[i].to_f64(), 5, 5, |_| Ok::<_, ()>(true)),
+            ArrayData::Bf16(v) if v[i].is_nan() => nan_text(v[i].to_bits() as u64, 16, 7),
             ArrayData::Bf16(v) => float_text(v[i].to_f64(), 4, 4, |_| Ok::<_, ()>(true)),
-            ArrayData::F32(v) => {
-                float_text(v[i] as f64, 6, 9, |s| s.parse::<f32>().map(|x| x == v[i]))
+            ArrayData::F32(v) if v[i].is_nan() => nan_text(v[i].to_bits() as u64, 32, 23),
+            ArrayData::F32(v) => f32_text(v[i]),
+            ArrayData::F64(v) if v[i].is_nan() => nan_text(v[i].to_bits(), 64, 52),
+            ArrayData::F64(v) => f64_text(v[i]),
+            ArrayData::C64(v) => format!("({}, {})", f32_text(v[i][0]), f32_text(v[i][1])),
+            ArrayData::C128(v) => format!("({}, {})", f64_text(v[i][0]), f64_text(v[i][1])),
+            ArrayData::Narrow { element_type, bits } => {
+                let value = crate::narrow::decode(*element_type, bits[i]);
+                if element_type.is_float() {
+                    float_text(value, 4, 4, |_| Ok::<_, ()>(true))
+                } else {
+                    format!("{value}")
+                }
             }
-            ArrayData::F64(v) => float_text(v[i], 15, 17, |s| s.parse::<f64>().map(|x| x == v[i])),
         }
+    }
+}
+
+fn f32_text(x: f32) -> String {
+    float_text(x as f64, 6, 9, |s| s.parse::<f32>().map(|y| y == x))
+}
+
+fn f64_text(x: f64) -> String {
+    float_text(x, 15, 17, |s| s.parse::<f64>().map(|y| y == x))
+}
+
+/// A NaN as XLA prints it: `nan`, or `nan(0x..)` when its payload is not the default quiet
+/// NaN's, with `-` when the sign bit is set.
+fn nan_text(bits: u64, width: u32, mantissa_bits: u32) -> String {
+    let sign = if bits >> (width - 1) & 1 == 1 {
+        "-"
+    } else {
+        ""
+    };
+    let payload = bits & ((1u64 << mantissa_bits) - 1);
+    if payload == 1u64 << (mantissa_bits - 1) {
+        format!("{sign}nan")
+    } else {
+        format!("{sign}nan({payload:#x})")
     }
 }
 

@@ -530,11 +530,27 @@ pub enum Op {
     },
     /// `opt-barrier(x)`: a value the optimiser must not look through.
     OptimizationBarrier,
+    /// `constant({...})`: a constant whose data the dump left out (XLA prints large
+    /// constants so unless asked not to). It reads and prints; computing with it is an
+    /// error that says to re-dump the module with large constants.
+    ElidedConstant,
+    /// An op of XLA's that ipuxla reads, checks and prints but does not model: its declared
+    /// shape is trusted, its attributes are kept verbatim, and compiling or evaluating it is
+    /// `Unsupported` by name (the README's support table lists them).
+    Foreign {
+        /// The opcode as written (`batch-norm-training`, `async-start`, `add-start`).
+        opcode: String,
+        /// The computations it calls, with the attribute naming them (`calls`, `to_apply`,
+        /// `called_computations` for a `{..}` list), in attribute order.
+        called: Vec<(String, Vec<CompId>)>,
+        /// Every other attribute, `name` and value text as written, in order.
+        attributes: Vec<(String, String)>,
+    },
 }
 
 impl Op {
     /// The opcode as HLO text spells it.
-    pub fn name(&self) -> &'static str {
+    pub fn name(&self) -> &str {
         match self {
             Op::Parameter { .. } => "parameter",
             Op::Constant { .. } => "constant",
@@ -586,6 +602,19 @@ impl Op {
             Op::Infeed { .. } => "infeed",
             Op::Outfeed { .. } => "outfeed",
             Op::OptimizationBarrier => "opt-barrier",
+            Op::ElidedConstant => "constant",
+            Op::Foreign { opcode, .. } => opcode,
+        }
+    }
+
+    /// The value of a verbatim attribute of a foreign op or custom call.
+    pub fn attribute(&self, name: &str) -> Option<&str> {
+        match self {
+            Op::Foreign { attributes, .. } | Op::CustomCall { attributes, .. } => attributes
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str()),
+            _ => None,
         }
     }
 
@@ -610,6 +639,7 @@ impl Op {
                 called_computations,
                 ..
             } => called_computations.clone(),
+            Op::Foreign { called, .. } => called.iter().flat_map(|(_, c)| c.clone()).collect(),
             _ => vec![],
         }
     }
@@ -641,6 +671,10 @@ impl Op {
                 called_computations,
                 ..
             } => called_computations.iter_mut().for_each(|c| *c = f(*c)),
+            Op::Foreign { called, .. } => called
+                .iter_mut()
+                .flat_map(|(_, c)| c.iter_mut())
+                .for_each(|c| *c = f(*c)),
             _ => {}
         }
     }

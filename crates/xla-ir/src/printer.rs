@@ -77,6 +77,7 @@ pub fn print_instruction(
     match &instr.op {
         Op::Parameter { number } => write!(f, "{number}")?,
         Op::Constant { literal } => write!(f, "{literal}")?,
+        Op::ElidedConstant => f.write_str("{...}")?,
         _ => {
             let names: Vec<&str> = instr
                 .operands
@@ -111,6 +112,9 @@ pub fn print_instruction(
     }
     if let Some(config) = &instr.backend_config {
         attrs.attr("backend_config", config)?;
+    }
+    for (key, value) in &instr.extra_attributes {
+        attrs.attr(key, value)?;
     }
     Ok(())
 }
@@ -290,7 +294,9 @@ fn write_op_attributes<W: Write>(
             a.comp("to_apply", module, *to_apply)?;
         }
         Op::ReduceWindow { window, to_apply } => {
-            a.attr("window", window)?;
+            if !window.dims.is_empty() {
+                a.attr("window", window)?;
+            }
             a.comp("to_apply", module, *to_apply)?;
         }
         Op::SelectAndScatter {
@@ -298,7 +304,9 @@ fn write_op_attributes<W: Write>(
             select,
             scatter,
         } => {
-            a.attr("window", window)?;
+            if !window.dims.is_empty() {
+                a.attr("window", window)?;
+            }
             a.comp("select", module, *select)?;
             a.comp("scatter", module, *scatter)?;
         }
@@ -412,6 +420,24 @@ fn write_op_attributes<W: Write>(
             a.attr("source_target_pairs", format!("{{{}}}", inner.join(",")))?;
         }
         Op::RngBitGenerator { algorithm } => a.attr("algorithm", algorithm.name())?,
+        Op::Foreign {
+            called, attributes, ..
+        } => {
+            for (key, comps) in called {
+                let names: Vec<&str> = comps
+                    .iter()
+                    .map(|c| module.computation(*c).name.as_str())
+                    .collect();
+                if key == "called_computations" || key == "branch_computations" {
+                    a.attr(key, format!("{{{}}}", names.join(", ")))?;
+                } else {
+                    a.attr(key, names.join(", "))?;
+                }
+            }
+            for (key, value) in attributes {
+                a.attr(key, value)?;
+            }
+        }
         Op::Infeed { config } => {
             if !config.is_empty() {
                 a.attr(
@@ -446,6 +472,7 @@ fn write_op_attributes<W: Write>(
         | Op::ReplicaId
         | Op::PartitionId
         | Op::AfterAll
+        | Op::ElidedConstant
         | Op::OptimizationBarrier => {}
     }
     Ok(())

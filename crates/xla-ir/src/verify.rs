@@ -44,7 +44,11 @@ pub fn verify(module: &Module) -> Result<(), VerifyError> {
         });
     }
     check_call_graph(module)?;
+    let mut wrapped_by = HashMap::new();
     for (_, comp) in module.computations() {
+        // Async chains first: a malformed chain explains the shapes around it.
+        crate::verify_async::check(module, comp, &mut wrapped_by)
+            .map_err(|(id, message)| instruction_error(comp, id, message))?;
         verify_computation(module, comp)?;
     }
     crate::alias::check_aliases(module)

@@ -64,6 +64,7 @@ fn splat_of(data: &ArrayData) -> Option<f64> {
         ArrayData::Bf16(v) => v.iter().map(|x| x.to_f64()).collect(),
         ArrayData::F32(v) => v.iter().map(|&x| x as f64).collect(),
         ArrayData::F64(v) => v.clone(),
+        ArrayData::C64(_) | ArrayData::C128(_) | ArrayData::Narrow { .. } => return None,
     };
     let first = *values.first()?;
     // Bitwise equality: -0.0 is not a splat of 0.0, NaN is no splat.

@@ -58,14 +58,26 @@ impl Lowerer<'_> {
                 },
                 self.groups(here, &attrs.replica_groups)?,
             ),
-            Op::AllGather { attrs, dimension } => (
-                CollectiveKind::AllGather {
-                    blocks: Blocks {
-                        outer: outer(&results[0], *dimension),
+            Op::AllGather { attrs, dimension } => {
+                let groups = self.groups(here, &attrs.replica_groups)?;
+                let n = groups.first().map_or(1, Vec::len) as i64;
+                let d = *dimension as usize;
+                let (from, to) = (&operands[0].shape, &results[0]);
+                if from.dims.get(d).map(|x| x * n) != to.dims.get(d).copied() {
+                    return Err(here.unsupported(format!(
+                        "gathering {from} over groups of {n} devices gives dimension {d} of {} elements, but the instruction declares {to} (run it on as many replicas as it was written for)",
+                        from.dims.get(d).map_or(0, |x| x * n)
+                    )));
+                }
+                (
+                    CollectiveKind::AllGather {
+                        blocks: Blocks {
+                            outer: outer(&results[0], *dimension),
+                        },
                     },
-                },
-                self.groups(here, &attrs.replica_groups)?,
-            ),
+                    groups,
+                )
+            }
             Op::ReduceScatter {
                 attrs,
                 dimension,

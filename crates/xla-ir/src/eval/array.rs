@@ -24,6 +24,11 @@ macro_rules! map_same {
             ArrayData::Bf16($v) => ArrayData::Bf16($body),
             ArrayData::F32($v) => ArrayData::F32($body),
             ArrayData::F64($v) => ArrayData::F64($body),
+            ArrayData::C64(_) | ArrayData::C128(_) | ArrayData::Narrow { .. } => {
+                unreachable!(
+                    "the evaluator refuses element types it does not compute before computing"
+                )
+            }
         }
     };
 }
@@ -52,6 +57,7 @@ pub(crate) fn from_nums(
         ElementType::Bf16 => ArrayData::Bf16(build(count, f)),
         ElementType::F32 => ArrayData::F32(build(count, f)),
         ElementType::F64 => ArrayData::F64(build(count, f)),
+        t => unreachable!("the evaluator refuses {t} values before computing any"),
     }
 }
 
@@ -235,6 +241,9 @@ pub(crate) fn to_le_bytes(data: &ArrayData) -> Vec<u8> {
         ArrayData::Bf16(v) => v.iter().flat_map(|x| x.to_bits().to_le_bytes()).collect(),
         ArrayData::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
         ArrayData::F64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        ArrayData::C64(v) => v.iter().flatten().flat_map(|x| x.to_le_bytes()).collect(),
+        ArrayData::C128(v) => v.iter().flatten().flat_map(|x| x.to_le_bytes()).collect(),
+        ArrayData::Narrow { bits, .. } => bits.clone(),
     }
 }
 
@@ -266,5 +275,6 @@ pub(crate) fn from_le_bytes(element_type: ElementType, bytes: &[u8]) -> ArrayDat
         ElementType::Bf16 => ArrayData::Bf16(read!(u16, half::bf16::from_bits)),
         ElementType::F32 => ArrayData::F32(read!(f32, |x| x)),
         ElementType::F64 => ArrayData::F64(read!(f64, |x| x)),
+        t => unreachable!("the evaluator refuses {t} values before computing any"),
     }
 }

@@ -97,6 +97,28 @@ pub enum EvaluateError {
         /// The limit ([`MAX_VALUE_BYTES`]).
         limit: u64,
     },
+    /// A value of an element type ipuxla reads but does not compute with.
+    #[error(
+        "Unsupported: in computation {computation}, instruction {instruction}: {element_type} values are read, checked and printed by ipuxla but not computed"
+    )]
+    UncomputedType {
+        /// The computation.
+        computation: String,
+        /// The instruction producing the value.
+        instruction: String,
+        /// The element type.
+        element_type: crate::ElementType,
+    },
+    /// An instruction the evaluator does not compute.
+    #[error("Unsupported: in computation {computation}, instruction {instruction}: {reason}")]
+    Unsupported {
+        /// The computation.
+        computation: String,
+        /// The instruction.
+        instruction: String,
+        /// Why.
+        reason: String,
+    },
     /// Calls nested deeper than the evaluator's recursion allows.
     #[error(
         "calls nest {depth} computations deep from the entry; the limit is {limit} (the evaluator recurses through them)"
@@ -225,6 +247,31 @@ fn check_module_and_args(module: &Module, args: &[Literal]) -> Result<(), Evalua
     crate::verify(module)?;
     for (_, comp) in module.computations() {
         for (_, instr) in comp.instructions() {
+            if let Some(t) = instr
+                .shape
+                .leaf_arrays()
+                .iter()
+                .map(|a| a.element_type)
+                .find(|t| !t.is_computed())
+            {
+                return Err(EvaluateError::UncomputedType {
+                    computation: comp.name.clone(),
+                    instruction: instr.name.clone(),
+                    element_type: t,
+                });
+            }
+            let shapes: Vec<&crate::Shape> = instr
+                .operands
+                .iter()
+                .map(|o| &comp.instr(*o).shape)
+                .collect();
+            if crate::shape_inference::vector_start_indices(&instr.op, &shapes) {
+                return Err(EvaluateError::Unsupported {
+                    computation: comp.name.clone(),
+                    instruction: instr.name.clone(),
+                    reason: "start indices given as one vector (XLA's older form) are read but not evaluated; give one scalar per dimension".into(),
+                });
+            }
             let bytes = instr.shape.byte_size();
             if bytes > MAX_VALUE_BYTES {
                 return Err(EvaluateError::TooLarge {
@@ -405,6 +452,12 @@ impl<'m> Evaluator<'m> {
                 .cloned()
                 .ok_or_else(|| OpError::Message(format!("parameter {number} was not given"))),
             Op::Constant { literal } => Ok(literal.clone()),
+            Op::ElidedConstant => Err(OpError::Message(
+                "the constant's data was elided as {...} in the dump; re-dump the module with large constants printed".into(),
+            )),
+            Op::Foreign { opcode, .. } => Err(OpError::Message(format!(
+                "Unsupported: {opcode} is read, checked and printed by ipuxla but not evaluated"
+            ))),
             Op::Unary(op) => elementwise::unary(*op, array(operands[0])?, shape),
             Op::Binary(op) => elementwise::binary(*op, array(operands[0])?, array(operands[1])?),
             Op::Compare {
@@ -555,7 +608,14 @@ impl<'m> Evaluator<'m> {
                 self.all_reduce(operands, &attrs.replica_groups, *to_apply)
             }
             Op::AllGather { attrs, dimension } => {
-                self.all_gather(operands[0], &attrs.replica_groups, *dimension)
+                let gathered = self.all_gather(operands[0], &attrs.replica_groups, *dimension)?;
+                if !gathered.shape().same_ignoring_layout(shape) {
+                    return Err(OpError::Message(format!(
+                        "gathering over this run's replicas gives {}, but the instruction declares {shape} (run it on as many replicas as it was written for)",
+                        gathered.shape()
+                    )));
+                }
+                Ok(gathered)
             }
             Op::ReduceScatter {
                 attrs,

@@ -14,11 +14,14 @@ pub(crate) struct LineIndex {
 
 impl LineIndex {
     pub(crate) fn new(text: &str) -> LineIndex {
+        // Lines end at `\n`, `\r\n` or a lone `\r` (old Mac text).
+        let bytes = text.as_bytes();
         let mut starts = vec![0];
         starts.extend(
-            text.bytes()
+            bytes
+                .iter()
                 .enumerate()
-                .filter(|(_, b)| *b == b'\n')
+                .filter(|&(i, &b)| b == b'\n' || (b == b'\r' && bytes.get(i + 1) != Some(&b'\n')))
                 .map(|(i, _)| i + 1),
         );
         LineIndex { starts }
@@ -45,6 +48,9 @@ pub(crate) struct Cursor<'a> {
     end: usize,
     /// Where a `/*` that is never closed starts, once trivia skipping has met one.
     unterminated_comment: Option<usize>,
+    /// Where the last attribute value spread over several lines opened, for errors at the
+    /// end of the text (a bracket left open takes the rest of the computation with it).
+    multiline_value: Option<usize>,
 }
 
 fn is_word_byte(b: u8) -> bool {
@@ -59,6 +65,7 @@ impl<'a> Cursor<'a> {
             pos: 0,
             end: text.len(),
             unterminated_comment: None,
+            multiline_value: None,
         }
     }
 
@@ -70,6 +77,7 @@ impl<'a> Cursor<'a> {
             pos: start,
             end,
             unterminated_comment: None,
+            multiline_value: None,
         }
     }
 
@@ -110,7 +118,15 @@ impl<'a> Cursor<'a> {
                         "end of input inside the comment opened at {line}:{column} ('/*' without '*/')"
                     )
                 }
-                None => "end of input".to_string(),
+                None => match self.multiline_value {
+                    Some(open) => {
+                        let (line, column) = self.line_col(open);
+                        format!(
+                            "end of input (an unbalanced '{{' opened at {line}:{column} may have taken the rest)"
+                        )
+                    }
+                    None => "end of input".to_string(),
+                },
             };
         }
         let rest = &self.text[self.pos..self.end];
@@ -135,7 +151,8 @@ impl<'a> Cursor<'a> {
                 self.pos += 1;
             }
             if self.pos + 1 < self.end && bytes[self.pos] == b'/' && bytes[self.pos + 1] == b'/' {
-                match self.text[self.pos..self.end].find('\n') {
+                // A `//` comment ends at the line end: `\n`, `\r\n` or a lone `\r`.
+                match self.text[self.pos..self.end].find(['\n', '\r']) {
                     Some(offset) => self.pos += offset + 1,
                     None => self.pos = self.end,
                 }
@@ -348,17 +365,14 @@ impl<'a> Cursor<'a> {
             Some(b'{' | b'[' | b'(') => {
                 let mut stack: Vec<u8> = Vec::new();
                 loop {
-                    // Attribute values never span lines in XLA's text, so a line end
-                    // inside a group means a bracket was left open.
+                    // XLA's printer keeps a value on one line, but hand-written modules
+                    // (and `origin_recovery_table`) spread groups over lines.
                     let b = match self.peek_raw() {
-                        Some(b'\n') | None => {
+                        None => {
                             let open = stack.last().copied().unwrap_or(b'{');
                             return Err(self.error_at(
                                 start,
-                                format!(
-                                    "unbalanced '{}': not closed before the end of the line",
-                                    open as char
-                                ),
+                                format!("unbalanced '{}': never closed", open as char),
                             ));
                         }
                         Some(b) => b,
@@ -370,6 +384,7 @@ impl<'a> Cursor<'a> {
                             }
                             continue;
                         }
+                        b'\n' => self.multiline_value = Some(start),
                         b'{' | b'[' | b'(' => stack.push(b),
                         b'}' | b']' | b')' => {
                             let open = stack.pop().unwrap_or(b'{');

@@ -18,6 +18,7 @@ use crate::metadata::{FrontendAttributes, Metadata};
 use crate::module::ProgramShape;
 use crate::{Computation, Instruction, Module, Op, Shape, Sharding};
 use cursor::{Cursor, LineIndex};
+pub(crate) use ops::async_sugar;
 use ops::{Attrs, ComputationRefs, RawAttr};
 use smallvec::SmallVec;
 use std::collections::{BinaryHeap, HashMap};
@@ -42,6 +43,7 @@ pub fn parse_module(text: &str) -> Result<Module> {
     let mut parser = Parser {
         c: Cursor::new(text, &lines),
         comps: CompTable::default(),
+        single_op: false,
     };
     parser.module()
 }
@@ -71,13 +73,30 @@ pub fn parse_module_bytes(bytes: &[u8]) -> Result<Module> {
 struct CompTable {
     ids: HashMap<String, CompId>,
     slots: Vec<CompSlot>,
+    /// Computations written in place, not parsed yet: id and the span of `{ ... }`.
+    inline_bodies: Vec<(CompId, usize, usize)>,
 }
 
 struct CompSlot {
     name: String,
     first_reference: Option<usize>,
     definition: Option<(usize, Computation)>,
+    checks: DeferredChecks,
     is_entry: bool,
+}
+
+/// What can only be checked once every computation is known (shapes of called
+/// computations): results to infer, operand shapes written in the text, the signature.
+#[derive(Default)]
+struct DeferredChecks {
+    /// Instructions written without a result shape, with their positions.
+    infer: Vec<(InstrId, usize)>,
+    /// `(instruction, operand index, the shape written, position)`.
+    operand_shapes: Vec<(InstrId, usize, Shape, usize)>,
+    /// Other checks against operand shapes.
+    operand_checks: Vec<(InstrId, OperandCheck)>,
+    /// The `(params) -> result` written after the computation's name.
+    signature: Option<(usize, ProgramShape)>,
 }
 
 impl CompTable {
@@ -90,6 +109,7 @@ impl CompTable {
             name: name.to_string(),
             first_reference: None,
             definition: None,
+            checks: DeferredChecks::default(),
             is_entry: false,
         });
         self.ids.insert(name.to_string(), id);
@@ -103,36 +123,98 @@ impl ComputationRefs for CompTable {
         self.slots[id.index()].first_reference.get_or_insert(pos);
         id
     }
+
+    fn inline(&mut self, start: usize, end: usize) -> CompId {
+        let mut name = "inline_computation".to_string();
+        let mut n = 0;
+        while self.ids.contains_key(&name) {
+            n += 1;
+            name = format!("inline_computation.{n}");
+        }
+        let id = self.reference(&name, start);
+        self.inline_bodies.push((id, start, end));
+        id
+    }
 }
 
 /// An instruction as parsed, before its operand names are resolved.
 struct PendingInstr<'a> {
-    name: &'a str,
+    name: String,
+    /// Named by the text (not a nested, anonymous operand).
+    named: bool,
     pos: usize,
     is_root: bool,
-    shape: Shape,
+    /// `None` when the text leaves it to be inferred.
+    shape: Option<Shape>,
     op: Op,
-    operands: SmallVec<[(&'a str, usize); 4]>,
+    operands: SmallVec<[Operand<'a>; 4]>,
     control_predecessors: Vec<(&'a str, usize)>,
     metadata: Metadata,
     sharding: Option<Sharding>,
     frontend_attributes: FrontendAttributes,
     backend_config: Option<String>,
+    extra_attributes: Vec<(String, String)>,
+    /// Checks that need the operands' shapes, made once they are known.
+    operand_checks: Vec<OperandCheck>,
 }
+
+/// A check of an instruction against its operands' shapes, made after inference.
+#[derive(Clone)]
+enum OperandCheck {
+    /// A conditional written with `branch_computations={..}`: its selector must be `s32`
+    /// (a `pred` one takes `true_computation=` and `false_computation=`).
+    BranchList { pos: usize },
+    /// A custom call's `operand_layout_constraints`: one shape per operand, each
+    /// compatible with it.
+    LayoutConstraints { pos: usize, shapes: Vec<Shape> },
+}
+
+/// One operand as written: a name, or a nested instruction (by its index among the
+/// computation's pending instructions), with the shape the text gave it, if any.
+struct Operand<'a> {
+    target: OperandTarget<'a>,
+    pos: usize,
+    declared: Option<Shape>,
+}
+
+enum OperandTarget<'a> {
+    Name(&'a str),
+    Nested(usize),
+}
+
+/// Operands nest at most this deep (`add(f32[] add(...), ...)`), as XLA's parser limits
+/// its recursion: deeper text is refused, never a stack overflow.
+const MAX_OPERAND_NESTING: usize = 64;
 
 struct Parser<'a> {
     c: Cursor<'a>,
     comps: CompTable,
+    /// Parsing a lone instruction (XLA's single-op text): its operands become parameters.
+    single_op: bool,
 }
 
 const DEBUG_TABLES: [&str; 4] = ["FileNames", "FunctionNames", "FileLocations", "StackFrames"];
 
 impl<'a> Parser<'a> {
     fn module(&mut self) -> Result<Module> {
+        if self.c.at_end() {
+            return Err(self.c.expected("'HloModule' or a computation"));
+        }
         if !self.c.eat_keyword("HloModule") {
-            return Err(self.c.expected("'HloModule' at the start of the module"));
+            // XLA also reads bare computations (the last, or the ENTRY, is the entry).
+            if !self.computation_follows() {
+                return self.single_instruction();
+            }
+            let mut module = Module::new("module");
+            module.entry_computation_layout = None;
+            while !self.c.at_end() {
+                self.computation()?;
+            }
+            return self.finish_module(module, HeaderPositions::default());
         }
         let name = self.c.name("the module name")?;
+        // Older dumps end the name with a colon (`HloModule name:`).
+        self.c.eat(b':');
         let mut module = Module::new(name);
         let mut positions = HeaderPositions::default();
         while self.c.eat(b',') {
@@ -147,6 +229,13 @@ impl<'a> Parser<'a> {
                 "entry_computation_layout" => {
                     positions.entry_layout = attr.start;
                     module.entry_computation_layout = Some(ops::value(c, attr, program_shape)?);
+                }
+                "buffer_donor" => {
+                    ops::value(c, attr, buffer_donors)?;
+                    module.header_attributes.push((
+                        attr.name.to_string(),
+                        c.slice(attr.start, attr.end).to_string(),
+                    ));
                 }
                 "replica_count" => module.replica_count = Some(ops::value(c, attr, |c| c.int())?),
                 "num_partitions" => module.num_partitions = Some(ops::value(c, attr, |c| c.int())?),
@@ -163,6 +252,26 @@ impl<'a> Parser<'a> {
         self.finish_module(module, positions)
     }
 
+    /// True when a computation starts here: `ENTRY`, or `name {`, or `name (..) -> .. {`.
+    fn computation_follows(&mut self) -> bool {
+        let mut probe = self.c.clone();
+        if probe.eat_keyword("ENTRY") {
+            return true;
+        }
+        if probe.name("").is_err() {
+            return false;
+        }
+        match probe.peek() {
+            Some(b'{') => true,
+            // A signature, `(a: f32[], ...) -> ...`, not an instruction's operands.
+            Some(b'(') => {
+                probe.eat(b'(');
+                probe.peek() == Some(b')') || (probe.name("").is_ok() && probe.peek() == Some(b':'))
+            }
+            _ => false,
+        }
+    }
+
     fn raw_attr(&mut self) -> Result<RawAttr<'a>> {
         self.c.skip_trivia();
         let name_pos = self.c.pos();
@@ -171,6 +280,20 @@ impl<'a> Parser<'a> {
             .word()
             .ok_or_else(|| self.c.expected("an attribute name"))?;
         self.c.expect(b'=')?;
+        if name == "literal" && self.c.peek() != Some(b'(') {
+            // A custom call's `literal=s32[2]{0} {1, 2}`: a shape, then its value.
+            self.c.skip_trivia();
+            let start = self.c.pos();
+            let shape = values::shape(&mut self.c)?;
+            literal::literal(&mut self.c, &shape)?;
+            let end = self.c.pos();
+            return Ok(RawAttr {
+                name,
+                name_pos,
+                start,
+                end,
+            });
+        }
         let (start, end) = self.c.raw_value()?;
         Ok(RawAttr {
             name,
@@ -223,22 +346,28 @@ impl<'a> Parser<'a> {
         let mut pending = Vec::new();
         while !self.c.eat(b'}') {
             if self.c.at_end() {
-                return Err(self.c.error_at(
-                    pos,
-                    format!("computation {name} is missing its closing '}}'"),
-                ));
+                return Err(self.c.expected(&format!("'}}' closing computation {name}")));
             }
-            pending.push(self.instruction()?);
+            self.instruction(&mut pending)?;
         }
         if pending.is_empty() {
             return Err(self
                 .c
                 .error_at(pos, format!("computation {name} has no instructions")));
         }
-        let computation = self.resolve(name, pending)?;
-        if let Some((sig_pos, sig)) = signature {
-            self.check_signature(&computation, sig_pos, &sig)?;
+        self.inline_computations()?;
+        // XLA prints computation attributes after the body: `}, execution_thread="main"`.
+        while self.c.peek() == Some(b',') {
+            let mut probe = self.c.clone();
+            probe.eat(b',');
+            if probe.peek_word() != Some("execution_thread") {
+                break;
+            }
+            self.c.eat(b',');
+            self.raw_attr()?;
         }
+        let (computation, mut checks) = self.resolve(name, pending)?;
+        checks.signature = signature;
         let id = self.comps.id(name);
         let slot = &mut self.comps.slots[id.index()];
         if let Some((first, _)) = &slot.definition {
@@ -249,7 +378,76 @@ impl<'a> Parser<'a> {
             ));
         }
         slot.definition = Some((pos, computation));
+        slot.checks = checks;
         slot.is_entry = is_entry;
+        Ok(())
+    }
+
+    /// XLA's single-instruction text (`%m = f32[2] multiply(f32[2] %a, f32[2] %b)`, or
+    /// without the name): a module whose entry computation takes each operand as a
+    /// parameter and returns the instruction.
+    fn single_instruction(&mut self) -> Result<Module> {
+        self.c.skip_trivia();
+        let pos = self.c.pos();
+        let mut probe = self.c.clone();
+        let named = probe.name("").is_ok() && probe.peek() == Some(b'=');
+        let name = if named {
+            let name = self.c.name("an instruction name")?;
+            self.c.expect(b'=')?;
+            name.to_string()
+        } else if self.shape_follows() {
+            "instruction".to_string()
+        } else {
+            return Err(self.c.expected(
+                "'HloModule', a computation, or one instruction (expects '=' in instruction)",
+            ));
+        };
+        let mut pending = Vec::new();
+        self.single_op = true;
+        let instr = self.instruction_rhs(name, true, pos, true, None, &mut pending, 0);
+        self.single_op = false;
+        pending.push(instr?);
+        if !self.c.at_end() {
+            return Err(self
+                .c
+                .expected("the end of the text after the instruction (Expected eof)"));
+        }
+        self.inline_computations()?;
+        let (computation, checks) = self.resolve("entry", pending)?;
+        let id = self.comps.id("entry");
+        let slot = &mut self.comps.slots[id.index()];
+        slot.definition = Some((pos, computation));
+        slot.checks = checks;
+        slot.is_entry = true;
+        self.finish_module(Module::new("module"), HeaderPositions::default())
+    }
+
+    /// Parses the computations written in place so far (`to_apply={ ... }`), and those
+    /// written inside them.
+    fn inline_computations(&mut self) -> Result<()> {
+        while let Some((id, start, end)) = self.comps.inline_bodies.pop() {
+            let body = self.c.sub(start, end);
+            let outer = std::mem::replace(&mut self.c, body);
+            let name = self.comps.slots[id.index()].name.clone();
+            self.c.expect(b'{')?;
+            let mut pending = Vec::new();
+            while !self.c.eat(b'}') {
+                if self.c.at_end() {
+                    return Err(self
+                        .c
+                        .error_at(start, "computation is missing its closing '}'"));
+                }
+                self.instruction(&mut pending)?;
+            }
+            if pending.is_empty() {
+                return Err(self.c.error_at(start, "computation has no instructions"));
+            }
+            let (computation, checks) = self.resolve(&name, pending)?;
+            self.c = outer;
+            let slot = &mut self.comps.slots[id.index()];
+            slot.definition = Some((start, computation));
+            slot.checks = checks;
+        }
         Ok(())
     }
 
@@ -309,16 +507,69 @@ impl<'a> Parser<'a> {
         Ok(())
     }
 
-    fn instruction(&mut self) -> Result<PendingInstr<'a>> {
+    /// One `[ROOT] name = [shape] opcode(operands), attributes` line; nested operands
+    /// are pushed to `pending` before it.
+    fn instruction(&mut self, pending: &mut Vec<PendingInstr<'a>>) -> Result<()> {
         let is_root = self.c.eat_keyword("ROOT");
         self.c.skip_trivia();
         let pos = self.c.pos();
+        if self.shape_follows() {
+            return Err(self.c.error_at(
+                pos,
+                "expects name: an instruction starts with 'name =' before its shape",
+            ));
+        }
         let name = self.c.name("an instruction name")?;
-        self.c.expect(b'=')?;
-        let shape = values::shape(&mut self.c)?;
+        if !self.c.eat(b'=') {
+            return Err(self.c.expected("'=' in instruction"));
+        }
+        let instr = self.instruction_rhs(name.to_string(), true, pos, is_root, None, pending, 0)?;
+        pending.push(instr);
+        Ok(())
+    }
+
+    /// True when a shape comes next (`f32[..]`, `token[]`, `(..)`) rather than a word.
+    fn shape_follows(&mut self) -> bool {
+        if self.c.peek() == Some(b'(') {
+            return true;
+        }
+        let mut probe = self.c.clone();
+        match probe.word() {
+            Some(w) => {
+                (w == "token" || w == "opaque" || crate::ElementType::from_name(w).is_some())
+                    && probe.peek_raw() == Some(b'[')
+            }
+            None => false,
+        }
+    }
+
+    /// `[shape] opcode(operands), attributes` after the `=` (`given_shape`: a shape the
+    /// caller already read).
+    #[allow(clippy::too_many_arguments)]
+    fn instruction_rhs(
+        &mut self,
+        name: String,
+        named: bool,
+        pos: usize,
+        is_root: bool,
+        given_shape: Option<Shape>,
+        pending: &mut Vec<PendingInstr<'a>>,
+        depth: usize,
+    ) -> Result<PendingInstr<'a>> {
+        let shape = match given_shape {
+            Some(shape) => Some(shape),
+            None if self.shape_follows() => Some(values::shape(&mut self.c)?),
+            None => None,
+        };
         self.c.skip_trivia();
         let opcode_pos = self.c.pos();
         let opcode = self.c.word().ok_or_else(|| self.c.expected("an opcode"))?;
+        if self.c.peek_raw() == Some(b'[') {
+            return Err(self.c.error_at(
+                opcode_pos,
+                format!("expected a shape, found '{opcode}' (not an element type)"),
+            ));
+        }
         self.c.expect(b'(')?;
         let mut operands = SmallVec::new();
         let mut fixed_op = None;
@@ -326,28 +577,29 @@ impl<'a> Parser<'a> {
             "parameter" => {
                 let number_pos = self.c.pos();
                 let number = self.c.int()?;
-                let number = u64::try_from(number).map_err(|_| {
-                    self.c
-                        .error_at(number_pos, "parameter number must not be negative")
-                })?;
+                let number = u64::try_from(number)
+                    .map_err(|_| self.c.error_at(number_pos, "parameter number must be >= 0"))?;
                 fixed_op = Some(Op::Parameter { number });
                 self.c.expect(b')')?;
             }
             "constant" => {
-                let literal = literal::literal(&mut self.c, &shape)?;
-                fixed_op = Some(Op::Constant { literal });
+                let Some(shape) = &shape else {
+                    return Err(self
+                        .c
+                        .error_at(opcode_pos, "a constant needs its shape written"));
+                };
+                if self.c.eat_str("{...}") {
+                    fixed_op = Some(Op::ElidedConstant);
+                } else {
+                    let literal = literal::literal(&mut self.c, shape)?;
+                    fixed_op = Some(Op::Constant { literal });
+                }
                 self.c.expect(b')')?;
             }
             _ => {
                 if !self.c.eat(b')') {
                     loop {
-                        // Older dumps print each operand's shape before its name.
-                        if matches!(self.c.peek(), Some(b'(')) || self.operand_shape_follows() {
-                            values::shape(&mut self.c)?;
-                        }
-                        self.c.skip_trivia();
-                        let operand_pos = self.c.pos();
-                        operands.push((self.c.name("an operand name")?, operand_pos));
+                        operands.push(self.operand(pending, depth)?);
                         if self.c.eat(b')') {
                             break;
                         }
@@ -359,7 +611,8 @@ impl<'a> Parser<'a> {
             }
         }
         let mut attrs = Attrs::new();
-        while self.c.eat(b',') {
+        while self.attribute_follows(depth) {
+            self.c.expect(b',')?;
             let attr = self.raw_attr()?;
             attrs.push(&self.c, attr)?;
         }
@@ -383,15 +636,39 @@ impl<'a> Parser<'a> {
             Some(a) => ops::value(c, a, name_list)?,
             None => Vec::new(),
         };
+        let extra_attributes = ops::extra_attributes(c, opcode, &mut attrs, shape.as_ref())?;
+        let mut operand_checks = Vec::new();
+        for a in &attrs.list {
+            match (opcode, a.name) {
+                ("conditional", "branch_computations") => {
+                    operand_checks.push(OperandCheck::BranchList { pos: a.name_pos })
+                }
+                ("custom-call", "operand_layout_constraints") => {
+                    operand_checks.push(OperandCheck::LayoutConstraints {
+                        pos: a.start,
+                        shapes: ops::value(c, *a, values::shape_list)?,
+                    })
+                }
+                _ => {}
+            }
+        }
         let op = match fixed_op {
             Some(op) => {
                 attrs.finish(c, opcode, &[])?;
                 op
             }
-            None => ops::build_op(c, opcode, opcode_pos, attrs, &mut self.comps)?,
+            None => ops::build_op(
+                c,
+                opcode,
+                opcode_pos,
+                attrs,
+                &mut self.comps,
+                operands.len(),
+            )?,
         };
         Ok(PendingInstr {
             name,
+            named,
             pos,
             is_root,
             shape,
@@ -402,27 +679,128 @@ impl<'a> Parser<'a> {
             sharding,
             frontend_attributes,
             backend_config,
+            extra_attributes,
+            operand_checks,
         })
     }
 
-    /// True when the next operand starts with a shape (`f32[2] %x`) rather than a name.
-    fn operand_shape_follows(&mut self) -> bool {
+    /// True when `, name=` follows: an attribute. Inside a nested operand list a `,` may
+    /// instead start the next operand.
+    fn attribute_follows(&mut self, depth: usize) -> bool {
         let mut probe = self.c.clone();
-        match probe.word() {
-            Some(w) => {
-                (w == "token" || crate::ElementType::from_name(w).is_some())
-                    && probe.peek_raw() == Some(b'[')
-            }
-            None => false,
+        if !probe.eat(b',') {
+            return false;
         }
+        if depth == 0 {
+            return true;
+        }
+        probe.word().is_some() && probe.peek() == Some(b'=')
     }
 
-    /// Resolves operand names, picks the root and orders instructions operands-first.
-    fn resolve(&self, comp_name: &str, pending: Vec<PendingInstr<'a>>) -> Result<Computation> {
+    /// One operand: `[shape] name`, or a nested `[shape] opcode(...)`.
+    fn operand(
+        &mut self,
+        pending: &mut Vec<PendingInstr<'a>>,
+        depth: usize,
+    ) -> Result<Operand<'a>> {
+        self.c.skip_trivia();
+        let pos = self.c.pos();
+        let declared = if self.shape_follows() {
+            Some(values::shape(&mut self.c)?)
+        } else {
+            None
+        };
+        self.c.skip_trivia();
+        let name_pos = self.c.pos();
+        let mut probe = self.c.clone();
+        let nested = probe.word().is_some() && probe.peek_raw() == Some(b'(');
+        if nested {
+            if depth + 1 >= MAX_OPERAND_NESTING {
+                return Err(self.c.error_at(
+                    name_pos,
+                    format!(
+                        "maximum recursion depth exceeded: operands nest more than {MAX_OPERAND_NESTING} deep"
+                    ),
+                ));
+            }
+            let mut rhs = self.c.clone();
+            let opcode = rhs.word().expect("checked: a word is next");
+            let name = format!("{opcode}.anon");
+            let instr = self.instruction_rhs(
+                name,
+                false,
+                name_pos,
+                false,
+                declared.clone(),
+                pending,
+                depth + 1,
+            )?;
+            pending.push(instr);
+            return Ok(Operand {
+                target: OperandTarget::Nested(pending.len() - 1),
+                pos,
+                declared,
+            });
+        }
+        if self.single_op && depth == 0 {
+            // A lone instruction's operands are its computation's parameters.
+            let Some(shape) = declared.clone() else {
+                return Err(self.c.error_at(
+                    name_pos,
+                    "Operand had no shape in HLO text: a lone instruction's operands need their shapes",
+                ));
+            };
+            let name = match self.c.peek() {
+                Some(b',') | Some(b')') => "parameter".to_string(),
+                _ => self.c.name("an operand name")?.to_string(),
+            };
+            let number = pending
+                .iter()
+                .filter(|p| matches!(p.op, Op::Parameter { .. }))
+                .count();
+            pending.push(PendingInstr {
+                name,
+                named: false,
+                pos: name_pos,
+                is_root: false,
+                shape: Some(shape),
+                op: Op::Parameter {
+                    number: number as u64,
+                },
+                operands: SmallVec::new(),
+                control_predecessors: Vec::new(),
+                metadata: Metadata::default(),
+                sharding: None,
+                frontend_attributes: FrontendAttributes::new(),
+                backend_config: None,
+                extra_attributes: Vec::new(),
+                operand_checks: Vec::new(),
+            });
+            return Ok(Operand {
+                target: OperandTarget::Nested(pending.len() - 1),
+                pos: name_pos,
+                declared,
+            });
+        }
+        let name = self.c.name("an operand name")?;
+        Ok(Operand {
+            target: OperandTarget::Name(name),
+            pos: name_pos,
+            declared,
+        })
+    }
+
+    /// Resolves operand names, names nested operands, picks the root and orders
+    /// instructions operands-first.
+    fn resolve(
+        &self,
+        comp_name: &str,
+        mut pending: Vec<PendingInstr<'a>>,
+    ) -> Result<(Computation, DeferredChecks)> {
         let c = &self.c;
-        let mut ids: HashMap<&str, usize> = HashMap::with_capacity(pending.len());
-        for (i, p) in pending.iter().enumerate() {
-            if let Some(&first) = ids.get(p.name) {
+        let mut ids: HashMap<String, usize> = HashMap::with_capacity(pending.len());
+        for (i, p) in pending.iter().enumerate().filter(|(_, p)| p.named) {
+            if let Some(&first) = ids.get(&p.name) {
                 let (line, _) = c.line_col(pending[first].pos);
                 return Err(c.error_at(
                     p.pos,
@@ -432,7 +810,19 @@ impl<'a> Parser<'a> {
                     ),
                 ));
             }
-            ids.insert(p.name, i);
+            ids.insert(p.name.clone(), i);
+        }
+        // Nested operands are named as XLA names them: `add.anon`, `add.anon.1`, ...
+        let mut taken: std::collections::HashSet<String> = ids.keys().cloned().collect();
+        for p in pending.iter_mut().filter(|p| !p.named) {
+            let mut name = p.name.clone();
+            let mut n = 0;
+            while taken.contains(&name) {
+                n += 1;
+                name = format!("{}.{n}", p.name);
+            }
+            taken.insert(name.clone());
+            p.name = name;
         }
         let lookup = |name: &str, pos: usize| -> Result<usize> {
             ids.get(name).copied().ok_or_else(|| {
@@ -449,41 +839,63 @@ impl<'a> Parser<'a> {
             (Some(_), Some((_, second))) => {
                 return Err(c.error_at(
                     second.pos,
-                    format!("computation {comp_name} has more than one ROOT"),
+                    format!("computation {comp_name} has more than one ROOT: one computation should have only one ROOT"),
                 ));
             }
         };
         let mut comp = Computation::new(comp_name);
+        let mut checks = DeferredChecks::default();
         let mut edges: Vec<SmallVec<[usize; 4]>> = Vec::with_capacity(pending.len());
-        for p in &pending {
-            let operands: SmallVec<[usize; 4]> = p
-                .operands
-                .iter()
-                .map(|(n, pos)| lookup(n, *pos))
-                .collect::<Result<_>>()?;
+        for (index, p) in pending.iter().enumerate() {
+            let mut operands: SmallVec<[usize; 4]> = SmallVec::new();
+            for (k, o) in p.operands.iter().enumerate() {
+                let target = match o.target {
+                    OperandTarget::Name(n) => lookup(n, o.pos)?,
+                    OperandTarget::Nested(i) => i,
+                };
+                if let Some(shape) = &o.declared {
+                    checks
+                        .operand_shapes
+                        .push((InstrId(index as u32), k, shape.clone(), o.pos));
+                }
+                operands.push(target);
+            }
             let preds: Vec<usize> = p
                 .control_predecessors
                 .iter()
                 .map(|(n, pos)| lookup(n, *pos))
                 .collect::<Result<_>>()?;
+            for check in &p.operand_checks {
+                checks
+                    .operand_checks
+                    .push((InstrId(index as u32), check.clone()));
+            }
             let mut e = operands.clone();
             e.extend(preds.iter().copied());
             edges.push(e);
             let (line, column) = c.line_col(p.pos);
+            let shape = match &p.shape {
+                Some(shape) => shape.clone(),
+                None => {
+                    checks.infer.push((InstrId(index as u32), p.pos));
+                    Shape::Tuple(Vec::new())
+                }
+            };
             let mut instr = Instruction::new(
-                p.name,
+                p.name.clone(),
                 p.op.clone(),
                 &operands
                     .iter()
                     .map(|&i| InstrId(i as u32))
                     .collect::<Vec<_>>(),
-                p.shape.clone(),
+                shape,
             );
             instr.control_predecessors = preds.iter().map(|&i| InstrId(i as u32)).collect();
             instr.metadata = p.metadata.clone();
             instr.sharding = p.sharding.clone();
             instr.frontend_attributes = p.frontend_attributes.clone();
             instr.backend_config = p.backend_config.clone();
+            instr.extra_attributes = p.extra_attributes.clone();
             instr.location = Some(SourceLocation { line, column });
             comp.allocate(instr);
         }
@@ -498,7 +910,97 @@ impl<'a> Parser<'a> {
             )
         })?;
         comp.set_order(order.into_iter().map(|i| InstrId(i as u32)).collect());
-        Ok(comp)
+        Ok((comp, checks))
+    }
+
+    /// Infers the shapes the text left out (callees first, so a `call` or `conditional`
+    /// sees its computations' results), then checks the operand shapes and signatures
+    /// that were written against the instructions they name.
+    fn deferred_checks(
+        &self,
+        module: &mut Module,
+        checks: Vec<(CompId, DeferredChecks)>,
+    ) -> Result<()> {
+        let c = &self.c;
+        let mut checks: HashMap<CompId, DeferredChecks> = checks.into_iter().collect();
+        for comp_id in module.post_order() {
+            let Some(deferred) = checks.get(&comp_id) else {
+                continue;
+            };
+            let order = module.computation(comp_id).order().to_vec();
+            for id in order {
+                let Some(&(_, pos)) = deferred.infer.iter().find(|(i, _)| *i == id) else {
+                    continue;
+                };
+                let comp = module.computation(comp_id);
+                let instr = comp.instr(id);
+                let operand_shapes: Vec<&Shape> = instr
+                    .operands
+                    .iter()
+                    .map(|o| &comp.instr(*o).shape)
+                    .collect();
+                let shape =
+                    crate::infer_shape(&instr.op, &operand_shapes, None, module).map_err(|m| {
+                        c.error_at(
+                            pos,
+                            format!(
+                                "cannot infer the shape of {} ({m}); write it before the opcode",
+                                instr.name
+                            ),
+                        )
+                    })?;
+                module.computation_mut(comp_id).instr_mut(id).shape = shape;
+            }
+        }
+        for (comp_id, deferred) in checks.drain() {
+            let comp = module.computation(comp_id);
+            for (id, k, written, pos) in &deferred.operand_shapes {
+                let operand = comp.instr(comp.instr(*id).operands[*k]);
+                if !written.same_ignoring_layout(&operand.shape) {
+                    return Err(c.error_at(
+                        *pos,
+                        format!(
+                            "The declared operand shape {written} is not compatible with the shape of the operand instruction {} ({}).",
+                            operand.shape, operand.name
+                        ),
+                    ));
+                }
+            }
+            for (id, check) in &deferred.operand_checks {
+                let instr = comp.instr(*id);
+                let operand = |k: usize| instr.operands.get(k).map(|o| &comp.instr(*o).shape);
+                match check {
+                    OperandCheck::BranchList { pos } => {
+                        if let Some(Shape::Array(a)) = operand(0)
+                            && a.element_type == crate::ElementType::Pred
+                        {
+                            return Err(c.error_at(
+                                *pos,
+                                "unexpected attribute \"branch_computations\": a conditional on a pred takes true_computation= and false_computation=",
+                            ));
+                        }
+                    }
+                    OperandCheck::LayoutConstraints { pos, shapes } => {
+                        for (k, constraint) in shapes.iter().enumerate() {
+                            if let Some(shape) = operand(k)
+                                && !constraint.same_ignoring_layout(shape)
+                            {
+                                return Err(c.error_at(
+                                    *pos,
+                                    format!(
+                                        "operand_layout_constraints: the constraint {constraint} for operand {k} is not compatible with operand shape {shape}"
+                                    ),
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+            if let Some((pos, sig)) = &deferred.signature {
+                self.check_signature(comp, *pos, sig)?;
+            }
+        }
+        Ok(())
     }
 
     fn finish_module(&mut self, mut module: Module, positions: HeaderPositions) -> Result<Module> {
@@ -523,9 +1025,11 @@ impl<'a> Parser<'a> {
             new_id[old] = CompId(new as u32);
         }
         let mut entries = Vec::new();
+        let mut deferred = Vec::new();
         let mut slots: Vec<Option<CompSlot>> = slots.into_iter().map(Some).collect();
         for &old in &by_definition {
             let slot = slots[old].take().expect("each slot is moved once");
+            deferred.push((new_id[old], slot.checks));
             let (pos, mut comp) = slot.definition.expect("checked above");
             for id in comp.order().to_vec() {
                 comp.instr_mut(id)
@@ -540,8 +1044,15 @@ impl<'a> Parser<'a> {
         module.entry = match entries[..] {
             [] => CompId(module.computation_count() as u32 - 1),
             [(id, _)] => id,
-            [_, (_, pos), ..] => return Err(c.error_at(pos, "more than one ENTRY computation")),
+            [_, (_, pos), ..] => {
+                return Err(c.error_at(
+                    pos,
+                    "more than one ENTRY computation: a module expects only one ENTRY",
+                ));
+            }
         };
+        self.deferred_checks(&mut module, deferred)?;
+        let c = &self.c;
         if let Some(layout) = &module.entry_computation_layout {
             let actual = module.entry_program_shape();
             let same = layout.parameters.len() == actual.parameters.len()
@@ -606,6 +1117,23 @@ fn output_aliases(c: &mut Cursor<'_>) -> Result<Vec<OutputAlias>> {
         }
     }
     Ok(out)
+}
+
+/// `{ (0, {0}), (1, {}) }`: parameters (and tuple indices in them) whose buffers the
+/// caller donates.
+fn buffer_donors(c: &mut Cursor<'_>) -> Result<()> {
+    c.expect(b'{')?;
+    while !c.eat(b'}') {
+        c.expect(b'(')?;
+        c.int()?;
+        c.expect(b',')?;
+        values::int_list(c)?;
+        c.expect(b')')?;
+        if !c.eat(b',') && c.peek() != Some(b'}') {
+            return Err(c.expected("',' or '}'"));
+        }
+    }
+    Ok(())
 }
 
 /// `{a, b}`: instruction names (for control-predecessors), with their positions.

@@ -3,7 +3,7 @@
 use super::ParseError;
 use super::cursor::Cursor;
 use super::values;
-use crate::attributes::{DotDims, GatherDims, ScatterDims, Window};
+use crate::attributes::{DotDims, GatherDims, ScatterDims};
 use crate::ids::CompId;
 use crate::op::{BinaryOp, Op, UnaryOp};
 
@@ -20,7 +20,7 @@ pub(crate) struct RawAttr<'a> {
 
 /// The attributes of one instruction, consumed as the op builder asks for them.
 pub(crate) struct Attrs<'a> {
-    list: Vec<RawAttr<'a>>,
+    pub(crate) list: Vec<RawAttr<'a>>,
 }
 
 impl<'a> Attrs<'a> {
@@ -85,9 +85,13 @@ pub(crate) fn value<'a, T>(
 /// Resolves a computation name to an id (allocating one on first reference).
 pub(crate) trait ComputationRefs {
     fn reference(&mut self, name: &str, pos: usize) -> CompId;
+    /// A computation written in place (`to_apply={ ... }`): the byte span of its braces,
+    /// parsed once the current instruction is done.
+    fn inline(&mut self, start: usize, end: usize) -> CompId;
 }
 
-/// Opcodes XLA defines that ipuxla does not accept yet: named so the error says so.
+/// Opcodes XLA defines that ipuxla reads, checks and prints but does not model
+/// ([`Op::Foreign`]).
 const KNOWN_UNSUPPORTED: &[&str] = &[
     "add-dependency",
     "all-gather-start",
@@ -113,6 +117,7 @@ const KNOWN_UNSUPPORTED: &[&str] = &[
     "fft",
     "get-dimension-size",
     "imag",
+    "scan",
     "ragged-all-to-all",
     "real",
     "recv",
@@ -196,10 +201,6 @@ impl<'a> Builder<'_, 'a> {
         self.required(name, |c| computation_ref(c, comps))
     }
 
-    fn window(&mut self) -> Result<Window> {
-        self.required("window", values::window)
-    }
-
     /// `channel_id`, `replica_groups` (default: one group of every replica),
     /// `use_global_device_ids`, `constrain_layout`.
     fn collective(&mut self) -> Result<crate::collective::CollectiveAttrs> {
@@ -221,6 +222,10 @@ impl<'a> Builder<'_, 'a> {
 }
 
 fn computation_ref(c: &mut Cursor<'_>, comps: &mut dyn ComputationRefs) -> Result<CompId> {
+    if c.peek() == Some(b'{') {
+        let (start, end) = c.raw_value()?;
+        return Ok(comps.inline(start, end));
+    }
     c.skip_trivia();
     let pos = c.pos();
     let name = c.name("a computation name")?;
@@ -239,6 +244,168 @@ fn computation_list(c: &mut Cursor<'_>, comps: &mut dyn ComputationRefs) -> Resu
     Ok(out)
 }
 
+/// Attributes that name computations; a foreign op keeps them as computation ids.
+const COMPUTATION_ATTRIBUTES: &[&str] = &[
+    "calls",
+    "to_apply",
+    "called_computations",
+    "branch_computations",
+    "condition",
+    "body",
+    "true_computation",
+    "false_computation",
+    "select",
+    "scatter",
+];
+
+/// Unary ops XLA lets carry `result_accuracy` (its transcendental functions).
+const RESULT_ACCURACY_OPS: &[&str] = &[
+    "exponential",
+    "exponential-minus-one",
+    "log",
+    "log-plus-one",
+    "rsqrt",
+    "sqrt",
+    "cbrt",
+    "tanh",
+    "logistic",
+    "sine",
+    "cosine",
+    "tan",
+    "erf",
+];
+
+/// True for XLA's async sugar: `X-start`, `X-update`, `X-done` for an op `X`
+/// (`custom-call-start` is an `async-start` wrapping a custom call). Ops with their own
+/// start/done pairs (`copy-start`, `all-reduce-start`, ...) are not sugar.
+pub(crate) fn async_sugar(opcode: &str) -> Option<(&str, &str)> {
+    if KNOWN_UNSUPPORTED.contains(&opcode) {
+        return None;
+    }
+    ["-start", "-update", "-done"]
+        .into_iter()
+        .find_map(|suffix| {
+            let wrapped = opcode.strip_suffix(suffix)?;
+            let known = UnaryOp::ALL.iter().any(|u| u.name() == wrapped)
+                || BinaryOp::ALL.iter().any(|b| b.name() == wrapped)
+                || matches!(
+                    wrapped,
+                    "custom-call"
+                        | "compare"
+                        | "select"
+                        | "convert"
+                        | "reduce"
+                        | "dot"
+                        | "convolution"
+                        | "fusion"
+                        | "call"
+                        | "sort"
+                        | "scatter"
+                        | "gather"
+                        | "reduce-scatter"
+                        | "all-to-all"
+                        | "ragged-all-to-all"
+                );
+            known.then_some((wrapped, &suffix[1..]))
+        })
+}
+
+/// Takes the attributes XLA prints that never change the value, checking what XLA checks:
+/// `origin`, `statistics`; `result_accuracy` on transcendental ops; a parameter's
+/// `parameter_replication`; a call's `is_composite`, a dot's `algorithm`, a collective's
+/// `mode`, a convolution's `conv_kind`, a fusion's `output_to_operand_aliasing`.
+pub(crate) fn extra_attributes<'a>(
+    c: &Cursor<'a>,
+    opcode: &str,
+    attrs: &mut Attrs<'a>,
+    shape: Option<&crate::Shape>,
+) -> Result<Vec<(String, String)>> {
+    let mut names: Vec<&str> = vec!["origin", "statistics"];
+    if RESULT_ACCURACY_OPS.contains(&opcode) {
+        names.push("result_accuracy");
+    }
+    match opcode {
+        "parameter" => names.push("parameter_replication"),
+        "call" => names.push("is_composite"),
+        "dot" => names.push("algorithm"),
+        "all-reduce" | "reduce-scatter" | "all-gather" | "all-to-all" => names.push("mode"),
+        "convolution" => names.push("conv_kind"),
+        "fusion" => names.push("output_to_operand_aliasing"),
+        _ => {}
+    }
+    let mut out = Vec::new();
+    for name in names {
+        let Some(a) = attrs.take(name) else { continue };
+        match name {
+            "result_accuracy" => value(c, a, values::result_accuracy)?,
+            "parameter_replication" => {
+                let flags = value(c, a, values::bool_list)?;
+                if let Some(shape) = shape {
+                    let leaves = shape.leaf_arrays().len();
+                    if flags.len() != leaves && flags.len() != 1 {
+                        return Err(c.error_at(
+                            a.name_pos,
+                            format!(
+                                "parameter has {leaves} leaf buffers, but parameter_replication has {} elements",
+                                flags.len()
+                            ),
+                        ));
+                    }
+                }
+            }
+            "is_composite" => {
+                value(c, a, values::boolean)?;
+            }
+            _ => {}
+        }
+        out.push((name.to_string(), c.slice(a.start, a.end).to_string()));
+    }
+    Ok(out)
+}
+
+/// Builds an op ipuxla does not model: computations resolved, everything else verbatim.
+fn foreign<'a>(
+    c: &Cursor<'a>,
+    opcode: &str,
+    mut attrs: Attrs<'a>,
+    comps: &mut dyn ComputationRefs,
+) -> Result<Op> {
+    let mut called = Vec::new();
+    let mut attributes = Vec::new();
+    // Which computation attributes the op takes (sugar takes its wrapped op's).
+    let takes: &[&str] = match opcode {
+        "async-start" | "async-update" | "async-done" => &["calls"],
+        "all-reduce-start" | "scan" => &["to_apply"],
+        _ if async_sugar(opcode).is_some() => COMPUTATION_ATTRIBUTES,
+        _ => &[],
+    };
+    for a in attrs.drain() {
+        if COMPUTATION_ATTRIBUTES.contains(&a.name) && !takes.contains(&a.name) {
+            return Err(c.error_at(
+                a.name_pos,
+                format!("unexpected attribute \"{}\" for {opcode}", a.name),
+            ));
+        }
+        if COMPUTATION_ATTRIBUTES.contains(&a.name) {
+            let list = value(c, a, |c| {
+                if c.peek() == Some(b'{') {
+                    computation_list(c, comps)
+                } else {
+                    computation_ref(c, comps).map(|id| vec![id])
+                }
+            })?;
+            called.push((a.name.to_string(), list));
+        } else {
+            attributes.push((a.name.to_string(), c.slice(a.start, a.end).to_string()));
+        }
+    }
+    Ok(Op::Foreign {
+        opcode: opcode.to_string(),
+        called,
+        attributes,
+    })
+}
+
 /// Builds the op for `opcode` from `attrs` (common annotations already taken out).
 pub(crate) fn build_op<'a>(
     c: &Cursor<'a>,
@@ -246,7 +413,18 @@ pub(crate) fn build_op<'a>(
     opcode_pos: usize,
     attrs: Attrs<'a>,
     comps: &mut dyn ComputationRefs,
+    operand_count: usize,
 ) -> Result<Op> {
+    if KNOWN_UNSUPPORTED.contains(&opcode) || async_sugar(opcode).is_some() {
+        return foreign(c, opcode, attrs, comps);
+    }
+    // In-place (`slice_sizes`, four operands) and combined (several operands)
+    // collective-permutes are read and printed but not modelled.
+    if opcode == "collective-permute"
+        && (operand_count != 1 || attrs.list.iter().any(|a| a.name == "slice_sizes"))
+    {
+        return foreign(c, opcode, attrs, comps);
+    }
     let mut b = Builder {
         c,
         attrs,
@@ -339,7 +517,8 @@ pub(crate) fn build_op<'a>(
             mantissa_bits: b.int("mantissa_bits")?,
         },
         "broadcast" => Op::Broadcast {
-            dimensions: b.dims("dimensions")?,
+            // XLA lets a scalar's broadcast leave out `dimensions={}`.
+            dimensions: b.dims_or_empty("dimensions")?,
         },
         "transpose" => Op::Transpose {
             dimensions: b.dims("dimensions")?,
@@ -397,11 +576,12 @@ pub(crate) fn build_op<'a>(
             to_apply: b.comp("to_apply", comps)?,
         },
         "reduce-window" => Op::ReduceWindow {
-            window: b.window()?,
+            // A scalar's window is empty and XLA leaves it out.
+            window: b.optional("window", values::window)?.unwrap_or_default(),
             to_apply: b.comp("to_apply", comps)?,
         },
         "select-and-scatter" => Op::SelectAndScatter {
-            window: b.window()?,
+            window: b.optional("window", values::window)?.unwrap_or_default(),
             select: b.comp("select", comps)?,
             scatter: b.comp("scatter", comps)?,
         },
@@ -461,6 +641,39 @@ pub(crate) fn build_op<'a>(
         },
         "custom-call" => {
             let target = b.required("custom_call_target", |c| c.string())?;
+            if let Some(a) = b.attrs.list.iter().find(|a| a.name == "api_version") {
+                let version = c.slice(a.start, a.end);
+                match version {
+                    "API_VERSION_ORIGINAL"
+                    | "API_VERSION_STATUS_RETURNING"
+                    | "API_VERSION_STATUS_RETURNING_UNIFIED"
+                    | "API_VERSION_TYPED_FFI" => {}
+                    "API_VERSION_UNSPECIFIED" => {
+                        return Err(
+                            c.error_at(a.start, "Invalid API version API_VERSION_UNSPECIFIED")
+                        );
+                    }
+                    other => {
+                        return Err(c.error_at(a.start, format!("Unknown API version {other}")));
+                    }
+                }
+            }
+            if let Some(a) = b
+                .attrs
+                .list
+                .iter()
+                .find(|a| a.name == "operand_layout_constraints")
+            {
+                let given = value(c, *a, values::shape_list)?.len();
+                if given != operand_count {
+                    return Err(c.error_at(
+                        a.start,
+                        format!(
+                            "Expected {operand_count} operand layout constraints, {given} given"
+                        ),
+                    ));
+                }
+            }
             let called_computations = b
                 .optional("called_computations", |c| computation_list(c, comps))?
                 .unwrap_or_default();
@@ -481,12 +694,6 @@ pub(crate) fn build_op<'a>(
             return Err(c.error_at(
                 opcode_pos,
                 format!("{opcode} takes its value in parentheses"),
-            ));
-        }
-        _ if KNOWN_UNSUPPORTED.contains(&opcode) => {
-            return Err(c.error_at(
-                opcode_pos,
-                format!("opcode '{opcode}' is valid XLA but not supported by ipuxla yet"),
             ));
         }
         _ => return Err(c.error_at(opcode_pos, format!("unknown opcode '{opcode}'"))),

@@ -109,6 +109,8 @@ fn layout(c: &mut Cursor<'_>, rank: usize) -> Result<Layout> {
     let open = c.pos();
     c.expect(b'{')?;
     let mut layout = Layout::default();
+    let mut sparse = false;
+    let mut physical_shape = None;
     while matches!(c.peek(), Some(b'0'..=b'9')) {
         layout.minor_to_major.push(c.int()?);
         if !c.eat(b',') {
@@ -141,8 +143,14 @@ fn layout(c: &mut Cursor<'_>, rank: usize) -> Result<Layout> {
                 Some(_) => {
                     // Other layout items (`E(32)`, `S(1)`, `L(..)`, ...) are kept verbatim.
                     let start = c.pos();
-                    c.word().ok_or_else(|| c.expected("a layout item"))?;
-                    c.raw_value()?;
+                    let item = c.word().ok_or_else(|| c.expected("a layout item"))?;
+                    let (value_start, value_end) = c.raw_value()?;
+                    let value = c.slice(value_start, value_end);
+                    match item {
+                        "D" => sparse |= dim_level_types(c, value_start, value)?,
+                        "P" => physical_shape = Some(start),
+                        _ => {}
+                    }
                     layout
                         .suffix_items
                         .push(c.slice(start, c.pos()).to_string());
@@ -152,6 +160,12 @@ fn layout(c: &mut Cursor<'_>, rank: usize) -> Result<Layout> {
     }
     if !c.eat(b'}') {
         return Err(c.expected("'}' closing the layout"));
+    }
+    if let Some(at) = physical_shape.filter(|_| !sparse) {
+        return Err(c.error_at(
+            at,
+            "Layout has physical shape, but is not for a sparse array (its D(..) dimension level types are all dense)",
+        ));
     }
     if layout.minor_to_major.len() != rank {
         return Err(c.error_at(
@@ -175,6 +189,31 @@ fn layout(c: &mut Cursor<'_>, rank: usize) -> Result<Layout> {
         }
     }
     Ok(layout)
+}
+
+/// `(D,C+,S~)`: a sparse layout's dimension level types (dense, compressed, singleton,
+/// loose compressed, each optionally `+` non-unique or `~` unordered); true when any is not
+/// dense.
+fn dim_level_types(c: &Cursor<'_>, at: usize, value: &str) -> Result<bool> {
+    let inner = value
+        .strip_prefix('(')
+        .and_then(|v| v.strip_suffix(')'))
+        .ok_or_else(|| c.error_at(at, "expected D(...) with dimension level types"))?;
+    let mut sparse = false;
+    for item in inner.split(',').map(str::trim) {
+        let kind = item.trim_end_matches(['+', '~']);
+        match kind {
+            "D" => {}
+            "C" | "S" | "H" => sparse = true,
+            _ => {
+                return Err(c.error_at(
+                    at,
+                    format!("expected a DimLevelType abbreviation (D, C, S or H), found '{item}'"),
+                ));
+            }
+        }
+    }
+    Ok(sparse)
 }
 
 /// `{1,2,3}` (possibly empty).
@@ -269,6 +308,96 @@ pub(crate) fn boolean(c: &mut Cursor<'_>) -> Result<bool> {
         Some("false") => Ok(false),
         _ => Err(c.expected("true or false")),
     }
+}
+
+/// `{true,false,..}`.
+pub(crate) fn bool_list(c: &mut Cursor<'_>) -> Result<Vec<bool>> {
+    c.expect(b'{')?;
+    let mut out = Vec::new();
+    while !c.eat(b'}') {
+        out.push(boolean(c)?);
+        if !c.eat(b',') && c.peek() != Some(b'}') {
+            return Err(c.expected("',' or '}'"));
+        }
+    }
+    Ok(out)
+}
+
+/// `{f32[2]{0}, (s32[], f32[3])}` (possibly empty).
+pub(crate) fn shape_list(c: &mut Cursor<'_>) -> Result<Vec<Shape>> {
+    c.expect(b'{')?;
+    let mut out = Vec::new();
+    while !c.eat(b'}') {
+        out.push(shape(c)?);
+        if !c.eat(b',') && c.peek() != Some(b'}') {
+            return Err(c.expected("',' or '}'"));
+        }
+    }
+    Ok(out)
+}
+
+/// `{mode=highest}` or `{tolerance={rtol=0.5, atol=1.0, ulps=2}}`, checked as XLA checks
+/// it (the value is kept verbatim).
+pub(crate) fn result_accuracy(c: &mut Cursor<'_>) -> Result<()> {
+    c.expect(b'{')?;
+    let name_pos = c.pos();
+    let Some(name) = c
+        .word()
+        .filter(|w| !w.starts_with(|ch: char| ch.is_ascii_digit()))
+    else {
+        return Err(c.error_at(
+            name_pos,
+            "result_accuracy expects attribute name (mode or tolerance)",
+        ));
+    };
+    c.expect(b'=')?;
+    match name {
+        "mode" => {
+            let pos = c.pos();
+            let mode = c.word().unwrap_or("");
+            if !matches!(mode, "default" | "highest") {
+                return Err(c.error_at(
+                    pos,
+                    format!("result_accuracy expects ResultAccuracy type but sees: {mode} (default or highest)"),
+                ));
+            }
+        }
+        "tolerance" => {
+            c.expect(b'{')?;
+            while !c.eat(b'}') {
+                let pos = c.pos();
+                match c.word() {
+                    Some("rtol" | "atol") => {
+                        c.expect(b'=')?;
+                        c.number_token()?;
+                    }
+                    Some("ulps") => {
+                        c.expect(b'=')?;
+                        c.int()?;
+                    }
+                    other => {
+                        return Err(c.error_at(
+                            pos,
+                            format!(
+                                "invalid attribute name '{}' in tolerance (rtol, atol, ulps)",
+                                other.unwrap_or("")
+                            ),
+                        ));
+                    }
+                }
+                if !c.eat(b',') && c.peek() != Some(b'}') {
+                    return Err(c.expected("',' or '}'"));
+                }
+            }
+        }
+        other => {
+            return Err(c.error_at(
+                name_pos,
+                format!("invalid attribute name '{other}' in result_accuracy (mode or tolerance)"),
+            ));
+        }
+    }
+    c.expect(b'}')
 }
 
 /// Picks one of `options` by its spelling.
@@ -448,9 +577,17 @@ pub(crate) fn window(c: &mut Cursor<'_>) -> Result<Window> {
                 "rhs_dilate" => d.window_dilation = parse_i64(c, pos, part)?,
                 "rhs_reversal" => d.window_reversal = parse_i64(c, pos, part)? != 0,
                 "pad" => {
-                    let (lo, hi) = part.split_once('_').ok_or_else(|| {
-                        c.error_at(pos, format!("window pad '{part}' must be low_high"))
-                    })?;
+                    let (lo, hi) = part
+                        .split_once('_')
+                        .filter(|(_, hi)| !hi.contains('_'))
+                        .ok_or_else(|| {
+                            c.error_at(
+                                pos,
+                                format!(
+                                    "window pad '{part}' expects padding_low and padding_high separated by '_' (no interior padding in a window)"
+                                ),
+                            )
+                        })?;
                     d.pad_low = parse_i64(c, pos, lo)?;
                     d.pad_high = parse_i64(c, pos, hi)?;
                 }
@@ -471,6 +608,42 @@ pub(crate) fn window(c: &mut Cursor<'_>) -> Result<Window> {
 }
 
 /// `dim_labels=b01f_01io->b01f`.
+/// XLA's checks of dim_labels before their meaning: labels unique within a part, every
+/// part with the same number of spatial dimensions, spatial labels `0..n`.
+fn check_dim_labels(parts: &[(&str, [char; 2])]) -> std::result::Result<(), String> {
+    let spatial = |labels: &str| labels.chars().filter(char::is_ascii_digit).count();
+    for &(labels, letters) in parts {
+        let n = spatial(labels);
+        let mut seen = Vec::new();
+        for ch in labels.chars() {
+            let valid = letters.contains(&ch)
+                || ch == '?'
+                || ch.to_digit(10).is_some_and(|d| (d as usize) < n);
+            if !valid {
+                return Err(format!(
+                    "'{labels}' expects [0-{}{}{}?], found '{ch}'",
+                    n.saturating_sub(1),
+                    letters[0],
+                    letters[1]
+                ));
+            }
+            if ch != '?' && seen.contains(&ch) {
+                return Err(format!(
+                    "'{labels}' expects unique labels, '{ch}' appears twice"
+                ));
+            }
+            seen.push(ch);
+        }
+    }
+    let counts: Vec<usize> = parts.iter().map(|(l, _)| spatial(l)).collect();
+    if counts.windows(2).any(|w| w[0] != w[1]) {
+        return Err(format!(
+            "input, kernel and output must have same number of spatial dimensions, found {counts:?}"
+        ));
+    }
+    Ok(())
+}
+
 pub(crate) fn conv_dims(c: &mut Cursor<'_>) -> Result<ConvDims> {
     c.skip_trivia();
     let pos = c.pos();
@@ -483,6 +656,12 @@ pub(crate) fn conv_dims(c: &mut Cursor<'_>) -> Result<ConvDims> {
     let (input, kernel) = inputs
         .split_once('_')
         .ok_or_else(|| err("expected INPUT_KERNEL->OUTPUT".into()))?;
+    check_dim_labels(&[
+        (input, ['b', 'f']),
+        (kernel, ['i', 'o']),
+        (output, ['b', 'f']),
+    ])
+    .map_err(&err)?;
     let spatial_rank = input.len().saturating_sub(2);
     let side =
         |labels: &str, a: char, b: char| -> std::result::Result<(i64, i64, Vec<i64>), String> {
@@ -652,6 +831,9 @@ pub(crate) fn metadata(c: &mut Cursor<'_>) -> Result<Metadata> {
     c.expect(b'{')?;
     let mut m = Metadata::default();
     while !c.eat(b'}') {
+        // XLA separates fields with spaces, and accepts commas.
+        c.eat(b',');
+        c.skip_trivia();
         let key_pos = c.pos();
         let key = c
             .word()

@@ -81,7 +81,21 @@ pub(super) fn all_gather(ctx: &Ctx<'_>, groups: &ReplicaGroups, d: i64) -> Infer
     let a = ctx.array(0)?;
     let d = dimension(a, d, "all-gather")?;
     let mut dims = a.dims.to_vec();
-    dims[d] *= n;
+    // With every device in one group and no device count in the module, the group size is
+    // the run's: as XLA does, accept any whole multiple the text declares.
+    let unknown_size = declared_devices(ctx.module).is_none()
+        && matches!(groups, ReplicaGroups::Listed(g) if g.is_empty());
+    if unknown_size
+        && let Some(Shape::Array(declared)) = ctx.declared
+        && declared.rank() == a.rank()
+        && a.dims[d] > 0
+        && declared.dims[d] % a.dims[d] == 0
+        && (0..a.rank()).all(|i| i == d || declared.dims[i] == a.dims[i])
+    {
+        dims[d] = declared.dims[d];
+    } else {
+        dims[d] *= n;
+    }
     Ok(Shape::array(a.element_type, &dims))
 }
 

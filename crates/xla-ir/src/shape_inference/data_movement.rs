@@ -3,7 +3,7 @@
 
 use super::{Ctx, InferResult, array, check_dimension_list};
 use crate::attributes::{PadDim, SliceDim};
-use crate::{ArrayShape, Shape};
+use crate::{ArrayShape, Op, Shape};
 
 pub(super) fn bitcast(ctx: &Ctx<'_>) -> InferResult<Shape> {
     ctx.operand_count(1)?;
@@ -188,7 +188,30 @@ pub(super) fn iota(ctx: &Ctx<'_>, dimension: i64) -> InferResult<Shape> {
 }
 
 /// Checks the scalar integer start indices of dynamic-slice and dynamic-update-slice.
+/// True when a `dynamic-slice` or `dynamic-update-slice` gives its start indices as one
+/// rank-1 array (XLA's older form, which it still reads) rather than one scalar per
+/// dimension. ipuxla reads and checks this form but computes only the scalar one.
+pub fn vector_start_indices(op: &Op, operands: &[&Shape]) -> bool {
+    let first = match op {
+        Op::DynamicSlice { .. } => 1,
+        Op::DynamicUpdateSlice => 2,
+        _ => return false,
+    };
+    // Scalar start indices are rank 0, so a rank-1 index operand is the vector form.
+    operands.len() == first + 1 && matches!(operands[first], Shape::Array(a) if a.rank() == 1)
+}
+
 fn check_start_indices(ctx: &Ctx<'_>, first: usize, rank: usize) -> InferResult<()> {
+    if vector_start_indices(ctx.op, ctx.operands) {
+        let s = ctx.array(first)?;
+        if s.dims[0] as usize != rank || !s.element_type.is_integer() {
+            return Err(format!(
+                "{} of a rank-{rank} array takes {rank} start indices, found {s}",
+                ctx.op.name()
+            ));
+        }
+        return Ok(());
+    }
     if ctx.operands.len() != first + rank {
         return Err(format!(
             "{} of a rank-{rank} array takes {} operands ({rank} start indices), found {}",

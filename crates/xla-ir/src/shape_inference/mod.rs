@@ -9,6 +9,8 @@
 pub mod collective;
 mod control;
 mod data_movement;
+
+pub use data_movement::vector_start_indices;
 mod elementwise;
 mod gather_scatter;
 mod linalg;
@@ -39,6 +41,8 @@ pub fn infer_shape(
     };
     match op {
         Op::Parameter { .. } => ctx.operand_count(0).and_then(|_| ctx.declared()).cloned(),
+        Op::ElidedConstant => ctx.operand_count(0).and_then(|_| ctx.declared()).cloned(),
+        Op::Foreign { .. } => ctx.declared().cloned(),
         Op::Constant { literal } => {
             ctx.operand_count(0)?;
             Ok(literal.shape())
