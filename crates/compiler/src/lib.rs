@@ -116,6 +116,15 @@ pub fn optimise(
     options: &PassOptions,
 ) -> Result<(Module, PipelineReport), CompileError> {
     config.check()?;
+    // XLA's ops ipuxla reads as foreign, in the ops they mean where that is known.
+    let expanded =
+        xla_ir::expand::expand_foreign_ops(module).map_err(|e| CompileError::Unsupported {
+            at: format!("computation '{}'", e.computation),
+            instruction: e.instruction.clone(),
+            opcode: "foreign op".into(),
+            reason: e.message.clone(),
+        })?;
+    let module = expanded.as_ref().unwrap_or(module);
     types::check_device_limits(module)?;
     let mut module = module.clone();
     let report = passes::run_pipeline(&mut module, config, options)?;

@@ -109,9 +109,36 @@ impl ModuleBuilder {
         ComputationBuilder::new(self, name.into(), Scopes::default())
     }
 
+    /// Continues an existing module: new computations and instructions get names none of
+    /// its names take.
+    pub fn extend(module: Module) -> ModuleBuilder {
+        let mut names = HashSet::new();
+        for (_, comp) in module.computations() {
+            names.insert(format!("computation {}", comp.name));
+            for (_, instr) in comp.instructions() {
+                names.insert(instr.name.clone());
+            }
+        }
+        ModuleBuilder {
+            module,
+            names,
+            next_suffix: 1,
+        }
+    }
+
     /// The module so far (to look at finished computations).
     pub fn module(&self) -> &Module {
         &self.module
+    }
+
+    /// The module so far, to change in place (what [`Self::extend`] is for).
+    pub fn module_mut(&mut self) -> &mut Module {
+        &mut self.module
+    }
+
+    /// The module so far, without choosing an entry or verifying (see [`Self::finish`]).
+    pub fn into_module(self) -> Module {
+        self.module
     }
 
     /// Finishes the module with `entry` as its entry computation and verifies it.

@@ -15,6 +15,7 @@ pub mod collective;
 pub mod computation;
 pub mod element_type;
 pub mod eval;
+pub mod expand;
 pub mod generate;
 pub mod ids;
 pub mod instruction;

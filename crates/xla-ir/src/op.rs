@@ -151,9 +151,14 @@ impl UnaryOp {
         match self {
             UnaryOp::Copy => true,
             UnaryOp::Abs | UnaryOp::Negate | UnaryOp::Sign => t != ElementType::Pred,
-            UnaryOp::Not => !t.is_float(),
+            UnaryOp::Not => !t.is_float() && !t.is_complex(),
             UnaryOp::Popcnt | UnaryOp::Clz => t.is_integer(),
-            _ => t.is_float(),
+            UnaryOp::Floor
+            | UnaryOp::Ceil
+            | UnaryOp::RoundNearestAfz
+            | UnaryOp::RoundNearestEven
+            | UnaryOp::IsFinite => t.is_float(),
+            _ => t.is_float() || t.is_complex(),
         }
     }
 }
@@ -238,7 +243,7 @@ impl BinaryOp {
     pub fn accepts(self, t: ElementType) -> bool {
         match self {
             BinaryOp::Atan2 => t.is_float(),
-            BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => !t.is_float(),
+            BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => !t.is_float() && !t.is_complex(),
             BinaryOp::ShiftLeft | BinaryOp::ShiftRightArithmetic | BinaryOp::ShiftRightLogical => {
                 t.is_integer()
             }

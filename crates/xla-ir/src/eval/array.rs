@@ -99,7 +99,7 @@ fn append(out: &mut ArrayData, part: &ArrayData) {
         };
     }
     extend!(
-        Pred, S8, S16, S32, S64, U8, U16, U32, U64, F16, Bf16, F32, F64
+        Pred, S8, S16, S32, S64, U8, U16, U32, U64, F16, Bf16, F32, F64, C64, C128
     );
 }
 

@@ -9,8 +9,10 @@
 
 mod array;
 mod calls;
+mod complex;
 mod element;
 mod elementwise;
+mod factor;
 mod feeds;
 mod groups;
 mod linalg;
@@ -109,6 +111,9 @@ pub enum EvaluateError {
         /// The element type.
         element_type: crate::ElementType,
     },
+    /// A foreign op whose meaning could not be given in ops the evaluator runs.
+    #[error(transparent)]
+    Expand(#[from] crate::expand::ExpandError),
     /// An instruction the evaluator does not compute.
     #[error("Unsupported: in computation {computation}, instruction {instruction}: {reason}")]
     Unsupported {
@@ -169,6 +174,8 @@ pub fn evaluate_within(
     feeds: &mut Feeds,
     max_live: u64,
 ) -> Result<Literal, EvaluateError> {
+    let expanded = crate::expand::expand_foreign_ops(module)?;
+    let module = expanded.as_ref().unwrap_or(module);
     check_module_and_args(module, args)?;
     let evaluator = Evaluator {
         module,
@@ -198,6 +205,8 @@ pub fn evaluate_replicated(
             given: 0,
         });
     }
+    let expanded = crate::expand::expand_foreign_ops(module)?;
+    let module = expanded.as_ref().unwrap_or(module);
     // Checks (verification, argument shapes) once, on replica 0's arguments.
     check_module_and_args(module, &args[0])?;
     for a in &args[1..] {
@@ -247,12 +256,16 @@ fn check_module_and_args(module: &Module, args: &[Literal]) -> Result<(), Evalua
     crate::verify(module)?;
     for (_, comp) in module.computations() {
         for (_, instr) in comp.instructions() {
-            if let Some(t) = instr
-                .shape
-                .leaf_arrays()
-                .iter()
-                .map(|a| a.element_type)
-                .find(|t| !t.is_computed())
+            // Complex values are computed by the ops `complex::computes_complex` names;
+            // other types the evaluator does not compute are refused here.
+            let types = std::iter::once(&instr.shape)
+                .chain(instr.operands.iter().map(|o| &comp.instr(*o).shape))
+                .flat_map(|s| s.leaf_arrays())
+                .map(|a| a.element_type);
+            let complex_ok = complex::computes_complex(&instr.op);
+            if let Some(t) = types
+                .into_iter()
+                .find(|t| !(t.is_computed() || (t.is_complex() && complex_ok)))
             {
                 return Err(EvaluateError::UncomputedType {
                     computation: comp.name.clone(),
@@ -455,11 +468,67 @@ impl<'m> Evaluator<'m> {
             Op::ElidedConstant => Err(OpError::Message(
                 "the constant's data was elided as {...} in the dump; re-dump the module with large constants printed".into(),
             )),
+            Op::Foreign { opcode, .. } if opcode == "cholesky" => {
+                factor::cholesky(array(operands[0])?, instr.op.attribute("lower") == Some("true"))
+            }
+            Op::Foreign { opcode, .. } if opcode == "triangular-solve" => {
+                let flag = |name: &str| instr.op.attribute(name) == Some("true");
+                let transpose = match instr.op.attribute("transpose_a") {
+                    None | Some("NO_TRANSPOSE") => false,
+                    Some("TRANSPOSE" | "ADJOINT") => true,
+                    Some(other) => {
+                        return Err(OpError::Message(format!(
+                            "transpose_a={other} is not NO_TRANSPOSE, TRANSPOSE or ADJOINT"
+                        )));
+                    }
+                };
+                factor::triangular_solve(
+                    array(operands[0])?,
+                    array(operands[1])?,
+                    factor::SolveOptions {
+                        left_side: flag("left_side"),
+                        lower: flag("lower"),
+                        unit_diagonal: flag("unit_diagonal"),
+                        transpose,
+                    },
+                )
+            }
+            Op::Unary(op) if is_complex(operands[0]) => {
+                complex::unary(*op, array(operands[0])?, shape)
+            }
+            Op::Unary(op) => elementwise::unary(*op, array(operands[0])?, shape),
+            Op::Binary(op) if is_complex(operands[0]) => {
+                complex::binary(*op, array(operands[0])?, array(operands[1])?)
+            }
+            Op::Binary(op) => elementwise::binary(*op, array(operands[0])?, array(operands[1])?),
+            Op::Compare { direction, .. } if is_complex(operands[0]) => complex::compare(
+                *direction == crate::attributes::ComparisonDirection::Eq,
+                array(operands[0])?,
+                array(operands[1])?,
+            ),
+            Op::Convert if shape.as_array().is_some_and(|a| a.element_type.is_complex()) => {
+                complex::convert(array(operands[0])?, out_array(shape)?)
+            }
+            Op::Foreign { opcode, .. } if matches!(opcode.as_str(), "real" | "imag" | "complex") => {
+                complex::parts(opcode, &arrays(operands)?, shape)
+            }
+            Op::Foreign { opcode, .. } if opcode == "fft" => {
+                let fft_type = instr.op.attribute("fft_type").unwrap_or("FFT");
+                let lengths: Vec<i64> = instr
+                    .op
+                    .attribute("fft_length")
+                    .unwrap_or("{}")
+                    .trim_matches(['{', '}'])
+                    .split(',')
+                    .filter(|s| !s.trim().is_empty())
+                    .map(|s| s.trim().parse::<i64>())
+                    .collect::<Result<_, _>>()
+                    .map_err(|_| OpError::Message("fft_length is not a list of integers".into()))?;
+                complex::fft(array(operands[0])?, fft_type, &lengths, shape)
+            }
             Op::Foreign { opcode, .. } => Err(OpError::Message(format!(
                 "Unsupported: {opcode} is read, checked and printed by ipuxla but not evaluated"
             ))),
-            Op::Unary(op) => elementwise::unary(*op, array(operands[0])?, shape),
-            Op::Binary(op) => elementwise::binary(*op, array(operands[0])?, array(operands[1])?),
             Op::Compare {
                 direction,
                 compare_type,
@@ -679,6 +748,11 @@ fn out_array(shape: &Shape) -> Result<&crate::ArrayShape, OpError> {
 }
 
 /// Wraps data in a literal of `shape`'s dimensions with a default layout.
+/// True when a value is a complex array.
+fn is_complex(value: &Literal) -> bool {
+    matches!(value, Literal::Array(a) if a.shape.element_type.is_complex())
+}
+
 pub(crate) fn literal(element_type: crate::ElementType, dims: &[i64], data: ArrayData) -> Literal {
     Literal::Array(ArrayLiteral {
         shape: crate::ArrayShape::new(element_type, dims),

@@ -68,6 +68,84 @@ pub fn parse_module_bytes(bytes: &[u8]) -> Result<Module> {
     }
 }
 
+/// The typed op `opcode` with a foreign op's attributes (`called` by attribute, the rest
+/// verbatim), as if it had been written so: how an async chain's wrapped op, or a
+/// collective's synchronous form, is recovered. `Err` says what does not fit.
+pub(crate) fn typed_op(
+    opcode: &str,
+    called: &[(String, Vec<CompId>)],
+    attributes: &[(String, String)],
+    operand_count: usize,
+) -> std::result::Result<Op, String> {
+    struct Fixed(Vec<CompId>);
+    impl ComputationRefs for Fixed {
+        fn reference(&mut self, name: &str, _pos: usize) -> CompId {
+            let i: usize = name
+                .trim_start_matches("__c")
+                .parse()
+                .expect("typed_op names computations __cN");
+            self.0[i]
+        }
+        fn inline(&mut self, _start: usize, _end: usize) -> CompId {
+            unreachable!("typed_op writes computations by name")
+        }
+    }
+    let mut ids = Vec::new();
+    let mut parts = Vec::new();
+    for (name, comps) in called {
+        let names: Vec<String> = comps
+            .iter()
+            .map(|c| {
+                ids.push(*c);
+                format!("__c{}", ids.len() - 1)
+            })
+            .collect();
+        if comps.len() == 1 && name != "called_computations" && name != "branch_computations" {
+            parts.push(format!("{name}={}", names[0]));
+        } else {
+            parts.push(format!("{name}={{{}}}", names.join(", ")));
+        }
+    }
+    for (name, value) in attributes {
+        parts.push(format!("{name}={value}"));
+    }
+    let text = parts.join(", ");
+    let lines = LineIndex::new(&text);
+    let mut c = Cursor::new(&text, &lines);
+    let mut attrs = Attrs::new();
+    while !c.at_end() {
+        c.skip_trivia();
+        let name_pos = c.pos();
+        let name = c
+            .word()
+            .ok_or_else(|| "expected an attribute name".to_string())?;
+        c.expect(b'=').map_err(|e| e.message)?;
+        let (start, end) = c.raw_value().map_err(|e| e.message)?;
+        attrs
+            .push(
+                &c,
+                RawAttr {
+                    name,
+                    name_pos,
+                    start,
+                    end,
+                },
+            )
+            .map_err(|e| e.message)?;
+        if !c.eat(b',') {
+            break;
+        }
+    }
+    if !c.at_end() {
+        return Err(format!(
+            "cannot read the attributes of {opcode} back: '{}'",
+            &text[c.pos()..]
+        ));
+    }
+    let mut refs = Fixed(ids);
+    ops::build_op(&c, opcode, 0, attrs, &mut refs, operand_count).map_err(|e| e.message)
+}
+
 /// Computations by name: ids are handed out on first mention and filled in on definition.
 #[derive(Default)]
 struct CompTable {

@@ -14,10 +14,11 @@ pub(super) fn unary(ctx: &Ctx<'_>, op: UnaryOp) -> InferResult<Shape> {
             x.element_type
         ));
     }
-    let result_type = if op == UnaryOp::IsFinite {
-        ElementType::Pred
-    } else {
-        x.element_type
+    let result_type = match op {
+        UnaryOp::IsFinite => ElementType::Pred,
+        // The magnitude of a complex value is real.
+        UnaryOp::Abs => x.element_type.component_type(),
+        _ => x.element_type,
     };
     Ok(Shape::Array(x.with_element_type(result_type)))
 }
