@@ -83,21 +83,8 @@ impl ElementType {
         ElementType::F64,
     ];
 
-    /// Every element type XLA's text format has, in a stable order.
-    pub const ALL: [ElementType; 28] = [
-        ElementType::Pred,
-        ElementType::S8,
-        ElementType::S16,
-        ElementType::S32,
-        ElementType::S64,
-        ElementType::U8,
-        ElementType::U16,
-        ElementType::U32,
-        ElementType::U64,
-        ElementType::F16,
-        ElementType::Bf16,
-        ElementType::F32,
-        ElementType::F64,
+    /// The element types ipuxla reads and prints but does not compute with.
+    pub const UNCOMPUTED: [ElementType; 15] = [
         ElementType::S2,
         ElementType::S4,
         ElementType::U2,
@@ -114,6 +101,22 @@ impl ElementType {
         ElementType::C64,
         ElementType::C128,
     ];
+
+    /// Every element type XLA's text format has: [`Self::COMPUTED`], then
+    /// [`Self::UNCOMPUTED`].
+    pub const ALL: [ElementType; 28] = {
+        let mut all = [ElementType::Pred; 28];
+        let mut i = 0;
+        while i < 28 {
+            all[i] = if i < 13 {
+                ElementType::COMPUTED[i]
+            } else {
+                ElementType::UNCOMPUTED[i - 13]
+            };
+            i += 1;
+        }
+        all
+    };
 
     /// True for the types ipuxla computes with (the evaluator and the IPU); the others are
     /// read, verified and printed, and refused by name where a value would be computed.
@@ -274,6 +277,9 @@ mod tests {
         }
         assert_eq!(ElementType::from_name("f8"), None);
         assert!(ElementType::COMPUTED.iter().all(|t| t.is_computed()));
+        assert!(ElementType::UNCOMPUTED.iter().all(|t| !t.is_computed()));
+        let distinct: std::collections::HashSet<_> = ElementType::ALL.iter().collect();
+        assert_eq!(distinct.len(), ElementType::ALL.len());
         assert!(!ElementType::C64.is_computed());
     }
 

@@ -282,6 +282,17 @@ fn batch_norm(
         .iter()
         .map(|o| comp.instr(*o).shape.clone())
         .collect();
+    let arity = if opcode == "batch-norm-training" {
+        3
+    } else {
+        5
+    };
+    if shapes.len() != arity {
+        return Err(format!(
+            "{opcode} takes {arity} operands, found {}",
+            shapes.len()
+        ));
+    }
     let Some(Shape::Array(x)) = shapes.first() else {
         return Err(format!("{opcode}'s operand is not an array"));
     };
@@ -319,11 +330,7 @@ fn batch_norm(
         match opcode.as_str() {
             "batch-norm-inference" => {
                 let [x, scale, offset, mean, var] = params[..] else {
-                    return Err(BuildError::Shape {
-                        computation: instr.name.clone(),
-                        opcode: opcode.clone(),
-                        message: "batch-norm-inference takes 5 operands".into(),
-                    });
+                    unreachable!("the operand count is checked before building")
                 };
                 // true_scale = scale * rsqrt(var + eps); true_shift = offset - mean * true_scale.
                 let v = c.add(var, eps)?;
@@ -338,11 +345,7 @@ fn batch_norm(
             }
             "batch-norm-training" => {
                 let [x, scale, offset] = params[..] else {
-                    return Err(BuildError::Shape {
-                        computation: instr.name.clone(),
-                        opcode: opcode.clone(),
-                        message: "batch-norm-training takes 3 operands".into(),
-                    });
+                    unreachable!("the operand count is checked before building")
                 };
                 // mean = E[x]; var = E[x^2] - E[x]^2.
                 let total = sum(c, x)?;
@@ -366,11 +369,7 @@ fn batch_norm(
             }
             _ => {
                 let [x, scale, mean, var, grad] = params[..] else {
-                    return Err(BuildError::Shape {
-                        computation: instr.name.clone(),
-                        opcode: opcode.clone(),
-                        message: "batch-norm-grad takes 5 operands".into(),
-                    });
+                    unreachable!("the operand count is checked before building")
                 };
                 // grad_offset = sum(g); grad_scale = sum(g * (x - mean)) * rsqrt(var + eps);
                 // grad_x = scale * rsqrt(var + eps) / N
