@@ -17,6 +17,11 @@ static CURRENT: Mutex<Option<(u64, ProgressBar, String)>> = Mutex::new(None);
 /// Numbers the indicators, so a finished one clears only itself from [`CURRENT`].
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
+/// True after `--quiet`: commands print no progress or summaries.
+pub fn is_quiet() -> bool {
+    QUIET.load(Ordering::Relaxed)
+}
+
 /// Turns progress off (`--quiet`).
 pub fn set_quiet(quiet: bool) {
     QUIET.store(quiet, Ordering::Relaxed);

@@ -2,6 +2,7 @@
 
 mod bench;
 mod config;
+mod convert;
 mod devices;
 mod dump;
 mod load;
@@ -42,6 +43,9 @@ pub enum Command {
     Dump(dump::DumpArgs),
     /// Run a module on .npy inputs and write its results as .npy files.
     Run(Box<run::RunArgs>),
+    /// Convert a module for the IPU (the seed's `convert`): f16 precision with excluded
+    /// nodes, int64 to int32; writes the converted module for `run`.
+    Convert(convert::ConvertArgs),
     /// Schedule a module's instructions for peak memory and print the order and peak.
     Schedule(schedule::ScheduleArgs),
     /// Compile and run corpus cases, timing them against XLA's figures in `case.json`.
@@ -66,6 +70,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     crate::progress::set_quiet(cli.quiet);
     match cli.command {
         Command::Dump(args) => dump::run(args),
+        Command::Convert(args) => convert::run(args),
         Command::Run(args) => run::run(*args),
         Command::Devices(args) => devices::run(args),
         Command::Config(args) => config::run(args),

@@ -8,6 +8,7 @@
 
 pub mod config;
 pub mod config_docs;
+pub mod convert;
 pub mod device_data;
 pub mod egraph;
 pub mod error;

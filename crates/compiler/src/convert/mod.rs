@@ -1,0 +1,6 @@
+//! The model converter's transformations (the seed's `ipu_saved_model_cli convert`), each
+//! HLO to HLO: what `ipuxla convert` applies before writing the converted module.
+
+pub mod precision;
+
+pub use precision::{PrecisionError, to_fp16};

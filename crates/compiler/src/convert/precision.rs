@@ -1,0 +1,320 @@
+//! `--precision-mode FP16`: f32 compute becomes f16. The entry computation's parameters and
+//! results keep their types (converts at the edges); instructions the caller excludes stay
+//! f32 with converts around them; so do the ops whose meaning is tied to f32 (bit casts,
+//! `reduce-precision`, custom calls, feeds, foreign ops). Computations called by converted
+//! instructions are converted whole; one called by both kinds is an error naming it.
+
+use std::collections::HashMap;
+use xla_ir::literal::{ArrayData, ArrayLiteral};
+use xla_ir::{
+    CompId, Computation, ElementType, InstrId, Instruction, Literal, Module, Op, Shape, verify,
+};
+
+/// Why the conversion could not be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PrecisionError {
+    /// A computation is called by a converted and by a kept instruction.
+    #[error(
+        "computation {computation} is called both by instructions converted to f16 and by {kept}, which stays f32; exclude all of its callers or none"
+    )]
+    MixedCallers {
+        /// The computation.
+        computation: String,
+        /// A caller that stays f32.
+        kept: String,
+    },
+    /// The converted module does not verify (a bug in the conversion: the message names
+    /// the instruction).
+    #[error("the converted module does not verify: {0}")]
+    Invalid(String),
+}
+
+/// `shape` with its f32 leaves as f16.
+fn halved(shape: &Shape) -> Shape {
+    match shape {
+        Shape::Array(a) if a.element_type == ElementType::F32 => {
+            Shape::Array(a.with_element_type(ElementType::F16))
+        }
+        Shape::Tuple(items) => Shape::Tuple(items.iter().map(halved).collect()),
+        other => other.clone(),
+    }
+}
+
+fn halved_literal(l: &Literal) -> Literal {
+    match l {
+        Literal::Array(a) => match &a.data {
+            ArrayData::F32(v) => Literal::Array(ArrayLiteral {
+                shape: a.shape.with_element_type(ElementType::F16),
+                data: ArrayData::F16(v.iter().map(|&x| half::f16::from_f32(x)).collect()),
+            }),
+            _ => l.clone(),
+        },
+        Literal::Tuple(items) => Literal::Tuple(items.iter().map(halved_literal).collect()),
+        Literal::Token => Literal::Token,
+    }
+}
+
+/// Ops whose meaning is tied to their f32 types: they stay f32 whatever the caller asks.
+fn tied_to_f32(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::BitcastConvert
+            | Op::ReducePrecision { .. }
+            | Op::CustomCall { .. }
+            | Op::Infeed { .. }
+            | Op::Outfeed { .. }
+            | Op::Foreign { .. }
+            | Op::ElidedConstant
+    )
+}
+
+/// The module with f32 compute in f16, except the instructions `excluded` names.
+pub fn to_fp16(
+    module: &Module,
+    excluded: &dyn Fn(&Instruction) -> bool,
+) -> Result<Module, PrecisionError> {
+    // Which computations are converted: the entry is; a called one as its callers are.
+    let mut converted: HashMap<CompId, bool> = HashMap::new();
+    let mut caller: HashMap<CompId, (bool, String)> = HashMap::new();
+    let mut order = module.post_order();
+    order.reverse();
+    for id in order {
+        let comp = module.computation(id);
+        let this = if id == module.entry {
+            true
+        } else {
+            caller.get(&id).is_none_or(|(c, _)| *c)
+        };
+        converted.insert(id, this);
+        for (_, instr) in comp.instructions() {
+            let kept = !this || excluded(instr) || tied_to_f32(&instr.op);
+            for callee in instr.op.called_computations() {
+                match caller.get(&callee) {
+                    Some((c, name)) if *c == kept => {
+                        let kept_name = if kept { &instr.name } else { name };
+                        return Err(PrecisionError::MixedCallers {
+                            computation: module.computation(callee).name.clone(),
+                            kept: kept_name.clone(),
+                        });
+                    }
+                    _ => {
+                        caller.insert(callee, (!kept, instr.name.clone()));
+                    }
+                }
+            }
+        }
+    }
+    let mut out = module.clone();
+    for (id, &is_converted) in &converted {
+        if !is_converted {
+            continue;
+        }
+        let comp = module.computation(*id);
+        let new = convert_computation(comp, *id == module.entry, excluded);
+        *out.computation_mut(*id) = new;
+    }
+    verify(&out).map_err(|e| PrecisionError::Invalid(e.to_string()))?;
+    Ok(out)
+}
+
+/// Rebuilds one computation: every instruction f16 unless kept, with converts where a
+/// value's type differs from what its user takes.
+fn convert_computation(
+    comp: &Computation,
+    is_entry: bool,
+    excluded: &dyn Fn(&Instruction) -> bool,
+) -> Computation {
+    let keep = |instr: &Instruction| {
+        excluded(instr)
+            || tied_to_f32(&instr.op)
+            || (is_entry && matches!(instr.op, Op::Parameter { .. }))
+    };
+    let mut b = Rebuilder {
+        out: Computation::new(comp.name.clone()),
+        map: HashMap::new(),
+        converts: HashMap::new(),
+    };
+    for &id in comp.order() {
+        let instr = comp.instr(id);
+        // Tuples and their elements pass values on as they are: no precision of their own
+        // (a kept value is not rounded through f16 on its way to the results).
+        if matches!(instr.op, Op::Tuple | Op::GetTupleElement { .. }) {
+            let mut new = instr.clone();
+            new.operands = instr.operands.iter().map(|o| b.map[o]).collect();
+            new.control_predecessors = instr
+                .control_predecessors
+                .iter()
+                .map(|p| b.map[p])
+                .collect();
+            let shapes: Vec<Shape> = new
+                .operands
+                .iter()
+                .map(|o| b.out.instr(*o).shape.clone())
+                .collect();
+            new.shape = match instr.op {
+                Op::GetTupleElement { index } => shapes[0]
+                    .as_tuple()
+                    .and_then(|t| t.get(index as usize))
+                    .cloned()
+                    .unwrap_or_else(|| halved(&instr.shape)),
+                _ => Shape::Tuple(shapes),
+            };
+            let nid = b.out.push(new);
+            b.map.insert(id, nid);
+            continue;
+        }
+        let kept = keep(instr);
+        let want = |shape: &Shape| if kept { shape.clone() } else { halved(shape) };
+        let operands: Vec<InstrId> = instr
+            .operands
+            .iter()
+            .map(|&o| {
+                let target = want(&comp.instr(o).shape);
+                b.value_as(o, &target)
+            })
+            .collect();
+        let mut new = instr.clone();
+        new.operands = operands.into_iter().collect();
+        new.control_predecessors = instr
+            .control_predecessors
+            .iter()
+            .map(|p| b.map[p])
+            .collect();
+        if !kept {
+            new.shape = halved(&instr.shape);
+            if let Op::Constant { literal } = &instr.op {
+                new.op = Op::Constant {
+                    literal: halved_literal(literal),
+                };
+            }
+        }
+        let nid = b.out.push(new);
+        b.map.insert(id, nid);
+    }
+    let root = b.map[&comp.root];
+    b.out.root = if is_entry {
+        // The entry's results keep their declared types.
+        b.value_as(comp.root, &comp.root_instr().shape.clone())
+    } else {
+        root
+    };
+    b.out
+}
+
+/// The computation being rebuilt, with the old-to-new map and converts made so far.
+struct Rebuilder {
+    out: Computation,
+    map: HashMap<InstrId, InstrId>,
+    converts: HashMap<(InstrId, String), InstrId>,
+}
+
+impl Rebuilder {
+    /// The new value of old instruction `old`, converted to `target` where its element
+    /// types differ (tuples element by element).
+    fn value_as(&mut self, old: InstrId, target: &Shape) -> InstrId {
+        let new = self.map[&old];
+        self.convert(new, target)
+    }
+
+    fn convert(&mut self, value: InstrId, target: &Shape) -> InstrId {
+        let have = self.out.instr(value).shape.clone();
+        if have.same_ignoring_layout(target) {
+            return value;
+        }
+        let key = (value, target.to_string());
+        if let Some(&done) = self.converts.get(&key) {
+            return done;
+        }
+        let base = self.out.instr(value).name.clone();
+        let made = match (&have, target) {
+            (Shape::Tuple(items), Shape::Tuple(targets)) => {
+                let parts: Vec<InstrId> = items
+                    .iter()
+                    .zip(targets)
+                    .enumerate()
+                    .map(|(i, (item, t))| {
+                        let gte = self.out.push(Instruction::new(
+                            format!("{base}.{i}"),
+                            Op::GetTupleElement { index: i as i64 },
+                            &[value],
+                            item.clone(),
+                        ));
+                        self.convert(gte, t)
+                    })
+                    .collect();
+                self.out.push(Instruction::new(
+                    format!("{base}.converted"),
+                    Op::Tuple,
+                    &parts,
+                    target.clone(),
+                ))
+            }
+            _ => self.out.push(Instruction::new(
+                format!(
+                    "{base}.to_{}",
+                    target.as_array().map_or("tuple", |a| a.element_type.name())
+                ),
+                Op::Convert,
+                &[value],
+                target.clone(),
+            )),
+        };
+        self.converts.insert(key, made);
+        made
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Module {
+        xla_ir::parse_module(text).unwrap()
+    }
+
+    #[test]
+    fn compute_is_f16_and_the_edges_keep_their_types() {
+        let m = parse(
+            "HloModule m\n\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\nENTRY e {\n  x = f32[4] parameter(0)\n  two = f32[] constant(2)\n  k = f32[4] broadcast(two), dimensions={}\n  y = f32[4] multiply(x, k)\n  zero = f32[] constant(0)\n  r = f32[] reduce(y, zero), dimensions={0}, to_apply=add\n  keep = f32[4] exponential(y)\n  ROOT t = (f32[], f32[4]) tuple(r, keep)\n}\n",
+        );
+        let out = to_fp16(&m, &|i: &Instruction| i.name == "keep").unwrap();
+        let text = out.to_string();
+        // Parameters and results as declared; compute in f16; the excluded op in f32
+        // between converts; the reducer converted with its caller.
+        assert_eq!(out.entry_program_shape(), m.entry_program_shape(), "{text}");
+        assert!(text.contains("y = f16[4] multiply(x.to_f16, k)"), "{text}");
+        assert!(
+            text.contains("keep = f32[4] exponential(y.to_f32)"),
+            "{text}"
+        );
+        assert!(text.contains("s = f16[] add(a, b)"), "{text}");
+        assert!(text.contains("two = f16[] constant(2)"), "{text}");
+        let before = xla_ir::eval::evaluate(
+            &m,
+            &[Literal::Array(ArrayLiteral::vector_f32(&[
+                1.0, 2.0, 3.0, 4.0,
+            ]))],
+        )
+        .unwrap();
+        let after = xla_ir::eval::evaluate(
+            &out,
+            &[Literal::Array(ArrayLiteral::vector_f32(&[
+                1.0, 2.0, 3.0, 4.0,
+            ]))],
+        )
+        .unwrap();
+        assert_eq!(before.shape().to_string(), after.shape().to_string());
+    }
+
+    #[test]
+    fn a_computation_called_by_both_kinds_is_an_error() {
+        let m = parse(
+            "HloModule m\n\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\nENTRY e {\n  x = f32[4] parameter(0)\n  zero = f32[] constant(0)\n  r = f32[] reduce(x, zero), dimensions={0}, to_apply=add\n  q = f32[] reduce(x, zero), dimensions={0}, to_apply=add\n  ROOT t = (f32[], f32[]) tuple(r, q)\n}\n",
+        );
+        let err = to_fp16(&m, &|i: &Instruction| i.name == "q").unwrap_err();
+        assert!(
+            err.to_string().contains("computation add is called both"),
+            "{err}"
+        );
+    }
+}

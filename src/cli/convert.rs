@@ -1,0 +1,248 @@
+//! `ipuxla convert`: the seed's model converter (`ipu_saved_model_cli convert`) for HLO:
+//! reads a module, applies the conversions asked for, writes the converted module, which
+//! `ipuxla run` executes. Options follow the seed's names, hyphenated; each is also read
+//! from `--config-file` in the seed's JSON layout (command-line values win).
+
+use clap::{Args, ValueEnum};
+use regex::Regex;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use xla_ir::{ElementType, Instruction, Module};
+
+/// `--precision-mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PrecisionMode {
+    /// Keep the module's precision (the seed's default).
+    #[value(name = "FP32")]
+    Fp32,
+    /// Compute in f16: f32 instructions become f16 (the entry's parameters and results keep
+    /// their types, converted at the edges).
+    #[value(name = "FP16")]
+    Fp16,
+}
+
+/// Arguments of `ipuxla convert`.
+#[derive(Debug, Args)]
+pub struct ConvertArgs {
+    /// The HLO text module to convert.
+    pub file: PathBuf,
+    /// Where to write the converted module (HLO text).
+    #[arg(short = 'o', long, value_name = "OUT.hlo")]
+    pub output: PathBuf,
+    /// Replace OUT.hlo if it exists.
+    #[arg(long)]
+    pub overwrite: bool,
+    /// FP16 converts the model to compute in f16, FP32 (the default) keeps it. Parameters
+    /// and results keep their types; ops tied to f32 bits (bitcast-convert,
+    /// reduce-precision, custom calls, feeds) stay f32.
+    #[arg(long, value_enum, ignore_case = true, value_name = "MODE")]
+    pub precision_mode: Option<PrecisionMode>,
+    /// With --precision-mode FP16: instructions whose name or metadata op_name a regex
+    /// matches (anywhere; anchor with ^...$) stay f32, with converts around them.
+    #[arg(long, num_args = 1.., value_name = "REGEX")]
+    pub precision_conversion_excluded_nodes: Vec<String>,
+    /// Convert 64-bit integers to 32-bit ones (values wrap as the IPU's int64 conversion
+    /// does).
+    #[arg(long)]
+    pub int64_to_int32_conversion: bool,
+    /// Read these options from a JSON file in the seed's layout (`precision_mode`,
+    /// `precision_conversion_excluded_nodes`, `int64_to_int32_conversion`; `//` comments
+    /// allowed). Options ipuxla convert does not implement yet are refused by name.
+    #[arg(long, value_name = "FILE.json")]
+    pub config_file: Option<PathBuf>,
+}
+
+/// The options after merging the config file and the command line.
+#[derive(Debug, Default)]
+struct Options {
+    precision_mode: Option<PrecisionMode>,
+    excluded: Vec<String>,
+    int64_to_int32: bool,
+}
+
+/// The seed's config keys ipuxla convert does not act on yet.
+const NOT_YET: &[&str] = &[
+    "batch_size",
+    "num_ipus",
+    "batch_per_step",
+    "matmul_amp",
+    "matmul_partial_type",
+    "conv_amp",
+    "conv_partial_type",
+    "no_ipu_placement",
+    "excluded_nodes",
+    "remove_excluded_nodes",
+    "merge_subgraphs",
+    "gelu_replacement",
+    "manual_sharding",
+    "pipeline_cfg",
+    "embedded_runtime_save_config",
+];
+
+/// Runs `ipuxla convert`.
+pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
+    let mut options = match &args.config_file {
+        Some(path) => read_config(path)?,
+        None => Options::default(),
+    };
+    if args.precision_mode.is_some() {
+        options.precision_mode = args.precision_mode;
+    }
+    if !args.precision_conversion_excluded_nodes.is_empty() {
+        options.excluded = args.precision_conversion_excluded_nodes.clone();
+    }
+    options.int64_to_int32 |= args.int64_to_int32_conversion;
+    let excluded: Vec<Regex> = options
+        .excluded
+        .iter()
+        .map(|r| {
+            Regex::new(r).map_err(|e| {
+                anyhow::anyhow!("--precision-conversion-excluded-nodes: '{r}' is not a regex: {e}")
+            })
+        })
+        .collect::<anyhow::Result<_>>()?;
+    if !excluded.is_empty() && options.precision_mode != Some(PrecisionMode::Fp16) {
+        anyhow::bail!(
+            "--precision-conversion-excluded-nodes needs --precision-mode FP16 (there is nothing to exclude from)"
+        );
+    }
+    if args.output.exists() && !args.overwrite {
+        anyhow::bail!(
+            "{} exists; pass --overwrite to replace it",
+            args.output.display()
+        );
+    }
+    let mut module = super::load_module(&args.file)?;
+    let mut report = Vec::new();
+    if options.int64_to_int32 {
+        let changed = compiler::passes::narrow_int64(&mut module);
+        report.push(format!(
+            "{} instruction(s) narrowed from 64 to 32 bits",
+            changed.len()
+        ));
+    }
+    if options.precision_mode == Some(PrecisionMode::Fp16) {
+        let matches = |instr: &Instruction| {
+            excluded.iter().any(|r| {
+                r.is_match(&instr.name)
+                    || instr
+                        .metadata
+                        .op_name
+                        .as_deref()
+                        .is_some_and(|n| r.is_match(n))
+            })
+        };
+        let kept = count(&module, &matches);
+        module = compiler::convert::to_fp16(&module, &matches)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
+        report.push(format!(
+            "{} instruction(s) compute in f16, {kept} kept f32 by the excluded-nodes regexes",
+            f16_count(&module)
+        ));
+    }
+    std::fs::write(&args.output, module.to_string())
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", args.output.display()))?;
+    if !crate::progress::is_quiet() {
+        for line in &report {
+            eprintln!("{line}");
+        }
+        eprintln!("wrote {}", args.output.display());
+    }
+    Ok(())
+}
+
+fn count(module: &Module, matches: &dyn Fn(&Instruction) -> bool) -> usize {
+    module
+        .computations()
+        .flat_map(|(_, c)| c.instructions().map(|(_, i)| i))
+        .filter(|i| matches(i))
+        .count()
+}
+
+fn f16_count(module: &Module) -> usize {
+    count(module, &|i: &Instruction| {
+        i.shape
+            .leaf_arrays()
+            .iter()
+            .any(|a| a.element_type == ElementType::F16)
+    })
+}
+
+/// The seed's config file: JSON with `//` comments.
+fn read_config(path: &Path) -> anyhow::Result<Options> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    let value: Value = serde_json::from_str(&strip_line_comments(&text))
+        .map_err(|e| anyhow::anyhow!("{}: not JSON: {e}", path.display()))?;
+    let Value::Object(map) = value else {
+        anyhow::bail!("{}: expected a JSON object of options", path.display());
+    };
+    let mut options = Options::default();
+    for (key, v) in &map {
+        let bad = |want: &str| anyhow::anyhow!("{}: {key} must be {want}", path.display());
+        match key.as_str() {
+            "precision_mode" => {
+                options.precision_mode = Some(match v.as_str() {
+                    Some(s) if s.eq_ignore_ascii_case("fp16") => PrecisionMode::Fp16,
+                    Some(s) if s.eq_ignore_ascii_case("fp32") => PrecisionMode::Fp32,
+                    _ => return Err(bad("\"FP16\" or \"FP32\"")),
+                })
+            }
+            "precision_conversion_excluded_nodes" => {
+                options.excluded = v
+                    .as_array()
+                    .and_then(|a| a.iter().map(|x| x.as_str().map(String::from)).collect())
+                    .ok_or_else(|| bad("a list of regex strings"))?
+            }
+            "int64_to_int32_conversion" => {
+                options.int64_to_int32 = v.as_bool().ok_or_else(|| bad("true or false"))?
+            }
+            other if NOT_YET.contains(&other) => anyhow::bail!(
+                "{}: option {other} is not implemented by ipuxla convert yet",
+                path.display()
+            ),
+            other => anyhow::bail!("{}: unknown option {other}", path.display()),
+        }
+    }
+    Ok(options)
+}
+
+/// `text` without `//` comments (outside strings), as the seed's sample config has them.
+fn strip_line_comments(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        let mut in_string = false;
+        let mut escaped = false;
+        let mut cut = line.len();
+        let bytes = line.as_bytes();
+        for (i, &b) in bytes.iter().enumerate() {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' if in_string => escaped = true,
+                b'"' => in_string = !in_string,
+                b'/' if !in_string && bytes.get(i + 1) == Some(&b'/') => {
+                    cut = i;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        out.push_str(&line[..cut]);
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn comments_go_and_strings_stay() {
+        let text =
+            "{\n  // a comment\n  \"precision_mode\": \"FP16\", // trailing\n  \"x\": \"a//b\"\n}";
+        let v: Value = serde_json::from_str(&strip_line_comments(text)).unwrap();
+        assert_eq!(v["precision_mode"], "FP16");
+        assert_eq!(v["x"], "a//b");
+    }
+}
