@@ -190,7 +190,7 @@ fn the_config_file_takes_the_seeds_layout_and_names_what_is_not_implemented() {
         stderr(&run)
     );
 
-    std::fs::write(&config, "{\"num_ipus\": 4}").unwrap();
+    std::fs::write(&config, "{\"batch_size\": 4}").unwrap();
     let refused = ipuxla(&[
         "convert",
         &input,
@@ -201,7 +201,7 @@ fn the_config_file_takes_the_seeds_layout_and_names_what_is_not_implemented() {
         config.to_str().unwrap(),
     ]);
     assert!(
-        stderr(&refused).contains("option num_ipus is not implemented by ipuxla convert yet"),
+        stderr(&refused).contains("option batch_size is not implemented by ipuxla convert yet"),
         "{}",
         stderr(&refused)
     );
@@ -219,5 +219,93 @@ fn the_config_file_takes_the_seeds_layout_and_names_what_is_not_implemented() {
         stderr(&bad).contains("precision_mode must be"),
         "{}",
         stderr(&bad)
+    );
+}
+
+#[test]
+fn manual_sharding_places_nodes_and_run_takes_the_ipu_count_from_the_module() {
+    let case = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/conformance/seed_mlp_forward");
+    let input = case.join("module.hlo");
+    let out = scratch("mlp2.hlo");
+    let o = out.to_str().unwrap();
+    // Parameters x, w1, b1 on IPU 0, everything else on IPU 1 (the first match wins).
+    let run = ipuxla(&[
+        "convert",
+        input.to_str().unwrap(),
+        "-o",
+        o,
+        "--overwrite",
+        "--num-ipus",
+        "2",
+        "--manual-sharding",
+        "^(x|w1|b1)\\.",
+        ".",
+    ]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    assert!(
+        stderr(&run).contains("on IPU 0") && stderr(&run).contains("on IPU 1"),
+        "{}",
+        stderr(&run)
+    );
+    let module = xla_ir::parse_module(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(module.frontend_attributes()["ipuxla.num_ipus"], "2");
+    let entry = module.entry_computation();
+    let device = |name: &str| match &entry.instr(entry.find(name).unwrap()).sharding {
+        Some(xla_ir::Sharding::Maximal { device }) => *device,
+        other => panic!("{name}: {other:?}"),
+    };
+    assert_eq!(device("w1.1"), 0);
+    assert_eq!(device(&entry.root_instr().name.clone()), 1);
+
+    // `run` without --num-ipus runs it on the module's 2 IPUs, with XLA's results.
+    let info: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(case.join("case.json")).unwrap()).unwrap();
+    let inputs: Vec<String> = info["params"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            format!(
+                "{}={}",
+                p["index"],
+                case.join(p["file"].as_str().unwrap()).display()
+            )
+        })
+        .collect();
+    let outdir = scratch("mlp2-out");
+    let ran = ipuxla(&[
+        "run",
+        o,
+        "--inputs",
+        &inputs.join(";"),
+        "--outdir",
+        outdir.to_str().unwrap(),
+        "--overwrite",
+    ]);
+    assert!(ran.status.success(), "{}", stderr(&ran));
+    let stdout = String::from_utf8_lossy(&ran.stdout).to_string() + &stderr(&ran);
+    assert!(stdout.contains("2 x ipu2"), "{stdout}");
+    let spec = &info["outputs"][0];
+    let got = read_npy(&outdir.join("output_0.npy")).unwrap();
+    let want = read_npy(&case.join(spec["file"].as_str().unwrap())).unwrap();
+    ipuxla::corpus::compare_output(&got, &want, spec).unwrap();
+
+    // A regex per IPU, or the command says so.
+    let wrong = ipuxla(&[
+        "convert",
+        input.to_str().unwrap(),
+        "-o",
+        o,
+        "--overwrite",
+        "--num-ipus",
+        "4",
+        "--manual-sharding",
+        "a",
+        "b",
+    ]);
+    assert!(
+        stderr(&wrong).contains("gives 2 regex(es) but the model runs on 4 IPU(s)"),
+        "{}",
+        stderr(&wrong)
     );
 }

@@ -45,9 +45,20 @@ pub struct ConvertArgs {
     /// does).
     #[arg(long)]
     pub int64_to_int32_conversion: bool,
+    /// The IPUs the model runs on, written into the module (`frontend_attributes=
+    /// {ipuxla.num_ipus="N"}` in its header) so `ipuxla run` uses them without
+    /// `--num-ipus`.
+    #[arg(long, value_name = "N")]
+    pub num_ipus: Option<usize>,
+    /// One regex per IPU, in IPU order: instructions of the entry computation whose name or
+    /// metadata op_name one matches are placed on that IPU (`sharding={maximal device=K}`;
+    /// the first match wins), the others on IPU 0. As many regexes as --num-ipus.
+    #[arg(long, num_args = 1.., value_name = "REGEX")]
+    pub manual_sharding: Vec<String>,
     /// Read these options from a JSON file in the seed's layout (`precision_mode`,
-    /// `precision_conversion_excluded_nodes`, `int64_to_int32_conversion`; `//` comments
-    /// allowed). Options ipuxla convert does not implement yet are refused by name.
+    /// `precision_conversion_excluded_nodes`, `int64_to_int32_conversion`, `num_ipus`,
+    /// `manual_sharding` as one list of regexes per IPU; `//` comments allowed). Options
+    /// ipuxla convert does not implement yet are refused by name.
     #[arg(long, value_name = "FILE.json")]
     pub config_file: Option<PathBuf>,
 }
@@ -58,12 +69,14 @@ struct Options {
     precision_mode: Option<PrecisionMode>,
     excluded: Vec<String>,
     int64_to_int32: bool,
+    num_ipus: Option<usize>,
+    /// Per IPU, the regexes that place an instruction on it.
+    manual_sharding: Vec<Vec<String>>,
 }
 
 /// The seed's config keys ipuxla convert does not act on yet.
 const NOT_YET: &[&str] = &[
     "batch_size",
-    "num_ipus",
     "batch_per_step",
     "matmul_amp",
     "matmul_partial_type",
@@ -74,7 +87,6 @@ const NOT_YET: &[&str] = &[
     "remove_excluded_nodes",
     "merge_subgraphs",
     "gelu_replacement",
-    "manual_sharding",
     "pipeline_cfg",
     "embedded_runtime_save_config",
 ];
@@ -92,6 +104,41 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
         options.excluded = args.precision_conversion_excluded_nodes.clone();
     }
     options.int64_to_int32 |= args.int64_to_int32_conversion;
+    if args.num_ipus.is_some() {
+        options.num_ipus = args.num_ipus;
+    }
+    if !args.manual_sharding.is_empty() {
+        options.manual_sharding = args
+            .manual_sharding
+            .iter()
+            .map(|r| vec![r.clone()])
+            .collect();
+    }
+    let shards: Vec<Vec<Regex>> = options
+        .manual_sharding
+        .iter()
+        .map(|list| {
+            list.iter()
+                .map(|r| {
+                    Regex::new(r).map_err(|e| {
+                        anyhow::anyhow!("--manual-sharding: '{r}' is not a regex: {e}")
+                    })
+                })
+                .collect()
+        })
+        .collect::<anyhow::Result<_>>()?;
+    if let Some(0) = options.num_ipus {
+        anyhow::bail!("--num-ipus must be at least 1");
+    }
+    if !shards.is_empty() && options.num_ipus != Some(shards.len()) {
+        anyhow::bail!(
+            "--manual-sharding gives {} regex(es) but the model runs on {} IPU(s): give one per IPU (and --num-ipus)",
+            shards.len(),
+            options
+                .num_ipus
+                .map_or("an unspecified number of".to_string(), |n| n.to_string())
+        );
+    }
     let excluded: Vec<Regex> = options
         .excluded
         .iter()
@@ -140,6 +187,21 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
             f16_count(&module)
         ));
     }
+    if !shards.is_empty() {
+        let placed = place(&mut module, &shards);
+        report.push(format!(
+            "placed by --manual-sharding: {}",
+            placed
+                .iter()
+                .enumerate()
+                .map(|(ipu, n)| format!("{n} on IPU {ipu}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if let Some(n) = options.num_ipus {
+        module.set_frontend_attribute("ipuxla.num_ipus", &n.to_string());
+    }
     std::fs::write(&args.output, module.to_string())
         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", args.output.display()))?;
     if !crate::progress::is_quiet() {
@@ -149,6 +211,32 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
         eprintln!("wrote {}", args.output.display());
     }
     Ok(())
+}
+
+/// Places every instruction of the entry computation on the IPU whose regexes match its
+/// name or op_name first (IPU 0 when none does); returns the count per IPU.
+fn place(module: &mut Module, shards: &[Vec<Regex>]) -> Vec<usize> {
+    let mut placed = vec![0; shards.len()];
+    let entry = module.entry;
+    let comp = module.computation_mut(entry);
+    for id in comp.order().to_vec() {
+        let instr = comp.instr_mut(id);
+        let matches = |r: &Regex| {
+            r.is_match(&instr.name)
+                || instr
+                    .metadata
+                    .op_name
+                    .as_deref()
+                    .is_some_and(|n| r.is_match(n))
+        };
+        let ipu = shards
+            .iter()
+            .position(|list| list.iter().any(matches))
+            .unwrap_or(0);
+        instr.sharding = Some(xla_ir::Sharding::Maximal { device: ipu as i64 });
+        placed[ipu] += 1;
+    }
+    placed
 }
 
 fn count(module: &Module, matches: &dyn Fn(&Instruction) -> bool) -> usize {
@@ -196,6 +284,24 @@ fn read_config(path: &Path) -> anyhow::Result<Options> {
             }
             "int64_to_int32_conversion" => {
                 options.int64_to_int32 = v.as_bool().ok_or_else(|| bad("true or false"))?
+            }
+            "num_ipus" => {
+                options.num_ipus =
+                    Some(v.as_u64().ok_or_else(|| bad("a positive integer"))? as usize)
+            }
+            "manual_sharding" => {
+                options.manual_sharding = v
+                    .as_array()
+                    .and_then(|ipus| {
+                        ipus.iter()
+                            .map(|list| {
+                                list.as_array().and_then(|l| {
+                                    l.iter().map(|x| x.as_str().map(String::from)).collect()
+                                })
+                            })
+                            .collect()
+                    })
+                    .ok_or_else(|| bad("a list of regex lists, one per IPU"))?
             }
             other if NOT_YET.contains(&other) => anyhow::bail!(
                 "{}: option {other} is not implemented by ipuxla convert yet",

@@ -274,7 +274,21 @@ fn config_of(args: &RunArgs) -> anyhow::Result<compiler::IpuConfig> {
 pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
     let _progress = crate::progress::Progress::spinner(format!("{}", args.file.display()));
     let module = super::load_module(&args.file)?;
-    let config = config_of(&args)?;
+    let mut config = config_of(&args)?;
+    // The IPU count `ipuxla convert --num-ipus` wrote into the module, unless the flags or
+    // the config choose one.
+    if args.num_ipus.is_none()
+        && config.auto_select_ipus == compiler::config::AutoSelectIpus::default()
+        && let Some(n) = module.frontend_attributes().get("ipuxla.num_ipus")
+    {
+        let n: usize = n.parse().map_err(|_| {
+            anyhow::anyhow!(
+                "{}: ipuxla.num_ipus=\"{n}\" is not a count",
+                args.file.display()
+            )
+        })?;
+        config.auto_select_ipus = compiler::config::AutoSelectIpus::Count(n);
+    }
     // The config's device loop, unless the flags set it (they are in the config now).
     args.iterations = config.device_loop.iterations_per_loop;
     if args.estimate_only && args.iterations.is_some() {

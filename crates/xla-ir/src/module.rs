@@ -56,6 +56,33 @@ impl Module {
         }
     }
 
+    /// The header's `frontend_attributes={...}` (empty when there are none): the module's
+    /// own options, such as `ipuxla.num_ipus` that `ipuxla convert --num-ipus` writes.
+    pub fn frontend_attributes(&self) -> crate::metadata::FrontendAttributes {
+        self.header_attributes
+            .iter()
+            .find(|(k, _)| k == "frontend_attributes")
+            .and_then(|(_, v)| crate::parser::parse_frontend_attributes(v).ok())
+            .unwrap_or_default()
+    }
+
+    /// Sets one of the header's frontend attributes.
+    pub fn set_frontend_attribute(&mut self, key: &str, value: &str) {
+        let mut attrs = self.frontend_attributes();
+        attrs.insert(key.to_string(), value.to_string());
+        let text = crate::metadata::frontend_attributes_text(&attrs);
+        match self
+            .header_attributes
+            .iter_mut()
+            .find(|(k, _)| k == "frontend_attributes")
+        {
+            Some((_, v)) => *v = text,
+            None => self
+                .header_attributes
+                .push(("frontend_attributes".to_string(), text)),
+        }
+    }
+
     /// Adds a computation and returns its id.
     pub fn add_computation(&mut self, computation: Computation) -> CompId {
         self.computations.push(computation);

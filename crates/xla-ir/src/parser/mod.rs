@@ -48,6 +48,16 @@ pub fn parse_module(text: &str) -> Result<Module> {
     parser.module()
 }
 
+/// Parses a `{key="value",...}` frontend-attributes value (a module header's or an
+/// instruction's).
+pub fn parse_frontend_attributes(text: &str) -> Result<FrontendAttributes> {
+    let lines = LineIndex::new(text);
+    let mut c = Cursor::new(text, &lines);
+    let attrs = values::frontend_attributes(&mut c)?;
+    c.expect_end("the frontend attributes")?;
+    Ok(attrs)
+}
+
 /// Parses HLO text given as bytes, reporting invalid UTF-8 with its line and column.
 pub fn parse_module_bytes(bytes: &[u8]) -> Result<Module> {
     match std::str::from_utf8(bytes) {
