@@ -309,3 +309,111 @@ fn manual_sharding_places_nodes_and_run_takes_the_ipu_count_from_the_module() {
         stderr(&wrong)
     );
 }
+
+#[test]
+fn gelu_replacement_fuses_the_named_gelu_and_keeps_the_values() {
+    let case =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/conformance/transformer_encoder_fwd");
+    let out = scratch("gelu.hlo");
+    // The seed's form: the GELU's nodes, its input, and the node that uses its output.
+    let rule = r#"{
+      "gelu_replacement": {
+        "nodes": ["^(integer_pow\\.[23]|mul\\.(2[3-5]|3[4-7])|add\\.(31|5[01])|tanh\\.1)$"],
+        "node_as_gelu_input": ["^add\\.49$"], // the bias add before the GELU
+        "node_use_gelu_output": ["^dot_general\\.11$"]
+      }
+    }"#;
+    let run = ipuxla(&[
+        "convert",
+        case.join("module.hlo").to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--overwrite",
+        "--gelu-replacement",
+        rule,
+    ]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(
+        text.matches("custom_call_target=\"Gelu\"").count(),
+        1,
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"backend_config={"approximate":true}"#),
+        "{text}"
+    );
+    assert!(
+        !text.contains("tanh("),
+        "the replaced nodes are gone:\n{text}"
+    );
+    // The fused GELU computes what the nodes did: XLA's outputs at the case's tolerances.
+    let (info, _, inputs) = load(&case, "module.hlo");
+    let module = xla_ir::parse_module(&text).unwrap();
+    let mut config = ipuxla::compiler::IpuConfig::default();
+    config.ipu_model.tiles_per_ipu = 16;
+    let ran = ipuxla::device::run_on_ipu_model(&module, &config, &inputs).unwrap();
+    for (got, spec) in ran.outputs.iter().zip(info["outputs"].as_array().unwrap()) {
+        let want = read_npy(&case.join(spec["file"].as_str().unwrap())).unwrap();
+        ipuxla::corpus::compare_output(got, &want, spec).unwrap();
+    }
+    // A rule that names no GELU is an error, not a silent no-op.
+    let none = ipuxla(&[
+        "convert",
+        case.join("module.hlo").to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--overwrite",
+        "--gelu-replacement",
+        r#"{"nodes": ["^nothing$"], "node_as_gelu_input": ["x"], "node_use_gelu_output": ["y"]}"#,
+    ]);
+    assert!(stderr(&none).contains("names no GELU"), "{}", stderr(&none));
+}
+
+#[test]
+fn batch_per_step_is_the_device_loop_run_uses() {
+    let case = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/conformance/seed_vector_add");
+    let out = scratch("loop.hlo");
+    let o = out.to_str().unwrap();
+    let run = ipuxla(&[
+        "convert",
+        case.join("module.hlo").to_str().unwrap(),
+        "-o",
+        o,
+        "--overwrite",
+        "--batch-per-step",
+        "3",
+    ]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let outdir = scratch("loop-out");
+    let inputs = "0=A;1=B;2=C"
+        .replace('A', case.join("inputs/0.npy").to_str().unwrap())
+        .replace('B', case.join("inputs/1.npy").to_str().unwrap())
+        .replace('C', case.join("inputs/2.npy").to_str().unwrap());
+    let ran = ipuxla(&[
+        "run",
+        o,
+        "--inputs",
+        &inputs,
+        "--outdir",
+        outdir.to_str().unwrap(),
+        "--overwrite",
+    ]);
+    assert!(ran.status.success(), "{}", stderr(&ran));
+    let all = String::from_utf8_lossy(&ran.stdout).to_string() + &stderr(&ran);
+    assert!(all.contains("device loop: 3 iterations"), "{all}");
+    // --iterations on the command line still wins.
+    let ran = ipuxla(&[
+        "run",
+        o,
+        "--inputs",
+        &inputs,
+        "--outdir",
+        outdir.to_str().unwrap(),
+        "--overwrite",
+        "--iterations",
+        "2",
+    ]);
+    let all = String::from_utf8_lossy(&ran.stdout).to_string() + &stderr(&ran);
+    assert!(all.contains("device loop: 2 iterations"), "{all}");
+}

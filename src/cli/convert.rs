@@ -45,6 +45,18 @@ pub struct ConvertArgs {
     /// does).
     #[arg(long)]
     pub int64_to_int32_conversion: bool,
+    /// Replace hand-written GELUs with one fused GELU: a JSON object with `nodes` (the
+    /// GELU's nodes), `node_as_gelu_input` (its input) and `node_use_gelu_output` (the nodes
+    /// that use its output), each a list of regexes on names or op_names (the seed's form,
+    /// also wrapped as `{"gelu_replacement": {...}}`, `//` comments allowed). The tanh or
+    /// erf form is the one the replaced nodes compute.
+    #[arg(long, value_name = "JSON")]
+    pub gelu_replacement: Option<String>,
+    /// Iterations of the device loop each `run` executes (the seed's `batch_per_step`),
+    /// written into the module (`ipuxla.batch_per_step`) so `ipuxla run` loops without
+    /// `--iterations`; 0 (the seed's default) writes none.
+    #[arg(long, value_name = "N")]
+    pub batch_per_step: Option<u64>,
     /// The IPUs the model runs on, written into the module (`frontend_attributes=
     /// {ipuxla.num_ipus="N"}` in its header) so `ipuxla run` uses them without
     /// `--num-ipus`.
@@ -72,12 +84,15 @@ struct Options {
     num_ipus: Option<usize>,
     /// Per IPU, the regexes that place an instruction on it.
     manual_sharding: Vec<Vec<String>>,
+    /// Device-loop iterations per run (0: none).
+    batch_per_step: Option<u64>,
+    /// `nodes`, `node_as_gelu_input`, `node_use_gelu_output`.
+    gelu: Option<[Vec<String>; 3]>,
 }
 
 /// The seed's config keys ipuxla convert does not act on yet.
 const NOT_YET: &[&str] = &[
     "batch_size",
-    "batch_per_step",
     "matmul_amp",
     "matmul_partial_type",
     "conv_amp",
@@ -86,7 +101,6 @@ const NOT_YET: &[&str] = &[
     "excluded_nodes",
     "remove_excluded_nodes",
     "merge_subgraphs",
-    "gelu_replacement",
     "pipeline_cfg",
     "embedded_runtime_save_config",
 ];
@@ -106,6 +120,9 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
     options.int64_to_int32 |= args.int64_to_int32_conversion;
     if args.num_ipus.is_some() {
         options.num_ipus = args.num_ipus;
+    }
+    if args.batch_per_step.is_some() {
+        options.batch_per_step = args.batch_per_step;
     }
     if !args.manual_sharding.is_empty() {
         options.manual_sharding = args
@@ -127,6 +144,20 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
                 .collect()
         })
         .collect::<anyhow::Result<_>>()?;
+    if let Some(json) = &args.gelu_replacement {
+        let value: Value = serde_json::from_str(&strip_line_comments(json))
+            .map_err(|e| anyhow::anyhow!("--gelu-replacement: not JSON: {e}"))?;
+        options.gelu =
+            Some(gelu_rule(&value).map_err(|e| anyhow::anyhow!("--gelu-replacement: {e}"))?);
+    }
+    let gelu: Option<[Vec<Regex>; 3]> = match &options.gelu {
+        Some(lists) => Some([
+            regexes(&lists[0], "gelu_replacement.nodes")?,
+            regexes(&lists[1], "gelu_replacement.node_as_gelu_input")?,
+            regexes(&lists[2], "gelu_replacement.node_use_gelu_output")?,
+        ]),
+        None => None,
+    };
     if let Some(0) = options.num_ipus {
         anyhow::bail!("--num-ipus must be at least 1");
     }
@@ -161,6 +192,22 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
     }
     let mut module = super::load_module(&args.file)?;
     let mut report = Vec::new();
+    if let Some([nodes, input, users]) = &gelu {
+        let rule = compiler::convert::GeluRule {
+            nodes: &|i: &Instruction| matches_any(nodes, i),
+            input: &|i: &Instruction| matches_any(input, i),
+            output_user: &|i: &Instruction| matches_any(users, i),
+        };
+        let n = compiler::convert::replace_gelu(&mut module, &rule)
+            .map_err(|e| anyhow::anyhow!("{}: --gelu-replacement: {e}", args.file.display()))?;
+        if n == 0 {
+            anyhow::bail!(
+                "{}: --gelu-replacement names no GELU (no node_use_gelu_output reads one of its nodes)",
+                args.file.display()
+            );
+        }
+        report.push(format!("{n} GELU(s) replaced by the fused GELU"));
+    }
     if options.int64_to_int32 {
         let changed = compiler::passes::narrow_int64(&mut module);
         report.push(format!(
@@ -202,6 +249,9 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
     if let Some(n) = options.num_ipus {
         module.set_frontend_attribute("ipuxla.num_ipus", &n.to_string());
     }
+    if let Some(n) = options.batch_per_step.filter(|&n| n > 0) {
+        module.set_frontend_attribute("ipuxla.batch_per_step", &n.to_string());
+    }
     std::fs::write(&args.output, module.to_string())
         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", args.output.display()))?;
     if !crate::progress::is_quiet() {
@@ -211,6 +261,41 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
         eprintln!("wrote {}", args.output.display());
     }
     Ok(())
+}
+
+/// True when a regex matches the instruction's name or metadata op_name.
+fn matches_any(regexes: &[Regex], instr: &Instruction) -> bool {
+    regexes.iter().any(|r| {
+        r.is_match(&instr.name)
+            || instr
+                .metadata
+                .op_name
+                .as_deref()
+                .is_some_and(|n| r.is_match(n))
+    })
+}
+
+fn regexes(list: &[String], what: &str) -> anyhow::Result<Vec<Regex>> {
+    list.iter()
+        .map(|r| Regex::new(r).map_err(|e| anyhow::anyhow!("{what}: '{r}' is not a regex: {e}")))
+        .collect()
+}
+
+/// The three regex lists of a GELU replacement (`{"gelu_replacement": {...}}` or the object).
+fn gelu_rule(value: &Value) -> Result<[Vec<String>; 3], String> {
+    let object = value.get("gelu_replacement").unwrap_or(value);
+    let list = |key: &str| -> Result<Vec<String>, String> {
+        object
+            .get(key)
+            .and_then(Value::as_array)
+            .and_then(|a| a.iter().map(|x| x.as_str().map(String::from)).collect())
+            .ok_or_else(|| format!("{key} must be a list of regex strings"))
+    };
+    Ok([
+        list("nodes")?,
+        list("node_as_gelu_input")?,
+        list("node_use_gelu_output")?,
+    ])
 }
 
 /// Places every instruction of the entry computation on the IPU whose regexes match its
@@ -284,6 +369,18 @@ fn read_config(path: &Path) -> anyhow::Result<Options> {
             }
             "int64_to_int32_conversion" => {
                 options.int64_to_int32 = v.as_bool().ok_or_else(|| bad("true or false"))?
+            }
+            "gelu_replacement" => {
+                options.gelu =
+                    Some(gelu_rule(v).map_err(|e| {
+                        anyhow::anyhow!("{}: gelu_replacement: {e}", path.display())
+                    })?)
+            }
+            "batch_per_step" => {
+                options.batch_per_step = Some(
+                    v.as_u64()
+                        .ok_or_else(|| bad("a count (0: no device loop)"))?,
+                )
             }
             "num_ipus" => {
                 options.num_ipus =

@@ -289,6 +289,18 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
         })?;
         config.auto_select_ipus = compiler::config::AutoSelectIpus::Count(n);
     }
+    // Likewise the device loop `ipuxla convert --batch-per-step` wrote.
+    if config.device_loop.iterations_per_loop.is_none()
+        && let Some(n) = module.frontend_attributes().get("ipuxla.batch_per_step")
+    {
+        let n: u64 = n.parse().map_err(|_| {
+            anyhow::anyhow!(
+                "{}: ipuxla.batch_per_step=\"{n}\" is not a count",
+                args.file.display()
+            )
+        })?;
+        config.device_loop.iterations_per_loop = Some(n);
+    }
     // The config's device loop, unless the flags set it (they are in the config now).
     args.iterations = config.device_loop.iterations_per_loop;
     if args.estimate_only && args.iterations.is_some() {

@@ -48,6 +48,36 @@ impl Computation {
         self.order = order;
     }
 
+    /// Takes `dead` out of the program order (their arena slots stay unused); refused when
+    /// one is the root or a kept instruction reads it.
+    pub fn remove(&mut self, dead: &[InstrId]) -> Result<(), String> {
+        let gone: std::collections::HashSet<InstrId> = dead.iter().copied().collect();
+        if gone.contains(&self.root) {
+            return Err(format!("{}: the root cannot be removed", self.name));
+        }
+        for &id in &self.order {
+            if gone.contains(&id) {
+                continue;
+            }
+            let instr = &self.arena[id.index()];
+            if let Some(d) = instr
+                .operands
+                .iter()
+                .chain(&instr.control_predecessors)
+                .find(|o| gone.contains(o))
+            {
+                return Err(format!(
+                    "{}: '{}' still reads '{}'",
+                    self.name,
+                    instr.name,
+                    self.arena[d.index()].name
+                ));
+            }
+        }
+        self.order.retain(|id| !gone.contains(id));
+        Ok(())
+    }
+
     /// Replaces the program order with a schedule: `order` must list the instructions of
     /// the current order once each, every one after its operands and control predecessors.
     /// On error (naming the first instruction out of place) nothing changes.

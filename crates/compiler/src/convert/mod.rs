@@ -1,6 +1,8 @@
 //! The model converter's transformations (the seed's `ipu_saved_model_cli convert`), each
 //! HLO to HLO: what `ipuxla convert` applies before writing the converted module.
 
+pub mod gelu;
 pub mod precision;
 
+pub use gelu::{GeluRule, replace_gelu};
 pub use precision::{PrecisionError, to_fp16};
