@@ -57,6 +57,15 @@ pub struct ConvertArgs {
     /// `--iterations`; 0 (the seed's default) writes none.
     #[arg(long, value_name = "N")]
     pub batch_per_step: Option<u64>,
+    /// Split the model into pipeline stages (the seed's `pipeline_cfg` JSON): `{"converter":
+    /// "manual", "manual_pipeline_config": [[regexes of stage 0], ...], "device_info":
+    /// [IPU of each stage], "solution_dir": DIR}` places every entry instruction on the first
+    /// stage whose regexes match it (unmatched: stage 0) and writes the solution file
+    /// `DIR/pipeline.pipeconfig`; `{"converter": "load", "solution_path": FILE}` applies a
+    /// solution file (`device_info`, `pipeline_mapping` instruction to stage). The stages run
+    /// as a pipeline under `run --iterations`. `"auto"` is not implemented yet.
+    #[arg(long, value_name = "JSON")]
+    pub pipeline_cfg: Option<String>,
     /// The IPUs the model runs on, written into the module (`frontend_attributes=
     /// {ipuxla.num_ipus="N"}` in its header) so `ipuxla run` uses them without
     /// `--num-ipus`.
@@ -84,6 +93,8 @@ struct Options {
     num_ipus: Option<usize>,
     /// Per IPU, the regexes that place an instruction on it.
     manual_sharding: Vec<Vec<String>>,
+    /// The pipeline configuration, as JSON.
+    pipeline: Option<Value>,
     /// Device-loop iterations per run (0: none).
     batch_per_step: Option<u64>,
     /// `nodes`, `node_as_gelu_input`, `node_use_gelu_output`.
@@ -101,7 +112,6 @@ const NOT_YET: &[&str] = &[
     "excluded_nodes",
     "remove_excluded_nodes",
     "merge_subgraphs",
-    "pipeline_cfg",
     "embedded_runtime_save_config",
 ];
 
@@ -158,6 +168,12 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
         ]),
         None => None,
     };
+    if let Some(json) = &args.pipeline_cfg {
+        options.pipeline = Some(
+            serde_json::from_str(&strip_line_comments(json))
+                .map_err(|e| anyhow::anyhow!("--pipeline-cfg: not JSON: {e}"))?,
+        );
+    }
     if let Some(0) = options.num_ipus {
         anyhow::bail!("--num-ipus must be at least 1");
     }
@@ -246,6 +262,46 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
                 .join(", ")
         ));
     }
+    if let Some(cfg) = &options.pipeline {
+        let (mapping, devices) = pipeline_stages(&module, cfg)?;
+        let stages = devices.len();
+        let entry = module.entry;
+        let comp = module.computation_mut(entry);
+        for id in comp.order().to_vec() {
+            let instr = comp.instr_mut(id);
+            let stage = mapping[&instr.name];
+            instr
+                .frontend_attributes
+                .insert("ipu_stage".to_string(), stage.to_string());
+        }
+        if let Some(dir) = cfg.get("solution_dir").and_then(Value::as_str) {
+            let file = Path::new(dir).join("pipeline.pipeconfig");
+            std::fs::create_dir_all(dir)
+                .map_err(|e| anyhow::anyhow!("cannot create {dir}: {e}"))?;
+            let solution = serde_json::json!({
+                "device_info": devices,
+                "pipeline_mapping": mapping,
+            });
+            std::fs::write(&file, serde_json::to_string_pretty(&solution)?)
+                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", file.display()))?;
+            report.push(format!("solution written to {}", file.display()));
+        }
+        let ipus = devices.iter().max().map_or(1, |m| m + 1);
+        match options.num_ipus {
+            Some(n) if n < ipus => anyhow::bail!(
+                "--pipeline-cfg: device_info places stages on {ipus} IPU(s) but --num-ipus is {n}"
+            ),
+            Some(_) => {}
+            None => options.num_ipus = Some(ipus),
+        }
+        let list: Vec<String> = devices.iter().map(|d| d.to_string()).collect();
+        module.set_frontend_attribute("ipuxla.device_mapping", &list.join(","));
+        report.push(format!(
+            "{} instruction(s) split into {stages} pipeline stage(s) on IPUs {}",
+            mapping.len(),
+            list.join(",")
+        ));
+    }
     if let Some(n) = options.num_ipus {
         module.set_frontend_attribute("ipuxla.num_ipus", &n.to_string());
     }
@@ -261,6 +317,102 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
         eprintln!("wrote {}", args.output.display());
     }
     Ok(())
+}
+
+/// Each entry instruction's pipeline stage and each stage's IPU, from a `pipeline_cfg`.
+fn pipeline_stages(
+    module: &Module,
+    cfg: &Value,
+) -> anyhow::Result<(std::collections::BTreeMap<String, usize>, Vec<usize>)> {
+    let what = "--pipeline-cfg";
+    let field = |key: &str| cfg.get(key);
+    let device_info = |v: Option<&Value>, key: &str| -> anyhow::Result<Vec<usize>> {
+        v.and_then(Value::as_array)
+            .and_then(|a| a.iter().map(|x| x.as_u64().map(|n| n as usize)).collect())
+            .ok_or_else(|| {
+                anyhow::anyhow!("{what}: {key} must be a list of IPU numbers, one per stage")
+            })
+    };
+    if field("profiling_enable").and_then(Value::as_bool) == Some(true) {
+        anyhow::bail!(
+            "{what}: profiling_enable is not implemented yet (run the converted module with --profile)"
+        );
+    }
+    let entry = module.entry_computation();
+    let mut mapping = std::collections::BTreeMap::new();
+    let devices = match field("converter").and_then(Value::as_str) {
+        Some("manual") => {
+            let stages: Vec<Vec<Regex>> = field("manual_pipeline_config")
+                .and_then(Value::as_array)
+                .ok_or_else(|| anyhow::anyhow!("{what}: the manual converter needs manual_pipeline_config (one list of regexes per stage)"))?
+                .iter()
+                .map(|list| {
+                    let strings: Vec<String> = list
+                        .as_array()
+                        .and_then(|l| l.iter().map(|x| x.as_str().map(String::from)).collect())
+                        .ok_or_else(|| anyhow::anyhow!("{what}: manual_pipeline_config holds lists of regex strings"))?;
+                    regexes(&strings, "manual_pipeline_config")
+                })
+                .collect::<anyhow::Result<_>>()?;
+            let devices = device_info(
+                field("device_info"),
+                "device_info (required by the manual converter)",
+            )?;
+            if devices.len() != stages.len() {
+                anyhow::bail!(
+                    "{what}: manual_pipeline_config has {} stage(s) but device_info {}",
+                    stages.len(),
+                    devices.len()
+                );
+            }
+            for (_, instr) in entry.instructions() {
+                let stage = stages
+                    .iter()
+                    .position(|list| matches_any(list, instr))
+                    .unwrap_or(0);
+                mapping.insert(instr.name.clone(), stage);
+            }
+            devices
+        }
+        Some("load") => {
+            let path = field("solution_path")
+                .and_then(Value::as_str)
+                .ok_or_else(|| anyhow::anyhow!("{what}: the load converter needs solution_path"))?;
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| anyhow::anyhow!("{what}: cannot read {path}: {e}"))?;
+            let solution: Value = serde_json::from_str(&text)
+                .map_err(|e| anyhow::anyhow!("{path}: not JSON: {e}"))?;
+            let devices = device_info(solution.get("device_info"), "device_info")?;
+            let Some(Value::Object(map)) = solution.get("pipeline_mapping") else {
+                anyhow::bail!("{path}: pipeline_mapping must map instruction names to stages");
+            };
+            for (name, stage) in map {
+                if entry.find(name).is_none() {
+                    anyhow::bail!(
+                        "{path}: pipeline_mapping names {name}, which is not an instruction of the entry computation"
+                    );
+                }
+                let stage = stage
+                    .as_u64()
+                    .map(|s| s as usize)
+                    .filter(|&s| s < devices.len())
+                    .ok_or_else(|| anyhow::anyhow!("{path}: {name}'s stage {stage} is not one of the {} stage(s) device_info lists", devices.len()))?;
+                mapping.insert(name.clone(), stage);
+            }
+            if let Some((_, instr)) = entry
+                .instructions()
+                .find(|(_, i)| !mapping.contains_key(&i.name))
+            {
+                anyhow::bail!("{path}: pipeline_mapping gives no stage for {}", instr.name);
+            }
+            devices
+        }
+        Some("auto") => anyhow::bail!(
+            "{what}: the auto converter (a cycle- or memory-balanced split) is not implemented yet; use manual or load"
+        ),
+        other => anyhow::bail!("{what}: converter must be auto, manual or load, found {other:?}"),
+    };
+    Ok((mapping, devices))
 }
 
 /// True when a regex matches the instruction's name or metadata op_name.
@@ -376,6 +528,7 @@ fn read_config(path: &Path) -> anyhow::Result<Options> {
                         anyhow::anyhow!("{}: gelu_replacement: {e}", path.display())
                     })?)
             }
+            "pipeline_cfg" => options.pipeline = Some(v.clone()),
             "batch_per_step" => {
                 options.batch_per_step = Some(
                     v.as_u64()

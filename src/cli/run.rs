@@ -289,6 +289,21 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
         })?;
         config.auto_select_ipus = compiler::config::AutoSelectIpus::Count(n);
     }
+    // Likewise the stage-to-IPU mapping `ipuxla convert --pipeline-cfg` wrote.
+    if config.pipelining.device_mapping.is_empty()
+        && let Some(m) = module.frontend_attributes().get("ipuxla.device_mapping")
+    {
+        config.pipelining.device_mapping = m
+            .split(',')
+            .map(|d| d.trim().parse::<usize>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| {
+                anyhow::anyhow!(
+                    "{}: ipuxla.device_mapping=\"{m}\" is not a list of IPUs",
+                    args.file.display()
+                )
+            })?;
+    }
     // Likewise the device loop `ipuxla convert --batch-per-step` wrote.
     if config.device_loop.iterations_per_loop.is_none()
         && let Some(n) = module.frontend_attributes().get("ipuxla.batch_per_step")

@@ -1,7 +1,8 @@
-//! `ipuxla convert --precision-mode FP16` (the seed's precision conversion): a forward
+//! `ipuxla convert`, the seed's model converter for HLO: `--precision-mode FP16` (a forward
 //! model computes in f16 on the IPU Model, matches XLA's f32 outputs within the corpus's f16
-//! tolerance class, and holds less memory than in f32; excluded nodes stay f32; every
-//! option of the command acts or is refused by name.
+//! tolerance class and holds less memory; excluded nodes stay f32), `--gelu-replacement`,
+//! `--manual-sharding` and `--num-ipus`, `--batch-per-step`, `--pipeline-cfg` manual and
+//! load, `--config-file`; every option acts or is refused by name.
 
 mod common;
 use common::{fixture, ipuxla, load};
@@ -416,4 +417,122 @@ fn batch_per_step_is_the_device_loop_run_uses() {
     ]);
     let all = String::from_utf8_lossy(&ran.stdout).to_string() + &stderr(&ran);
     assert!(all.contains("device loop: 2 iterations"), "{all}");
+}
+
+#[test]
+fn pipeline_cfg_manual_writes_a_solution_that_load_reproduces_and_run_pipelines() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/pipeline");
+    // The two-stage fixture without its stage annotations.
+    let plain = std::fs::read_to_string(dir.join("two_stages.hlo"))
+        .unwrap()
+        .replace(", frontend_attributes={ipu_stage=\"0\"}", "")
+        .replace(", frontend_attributes={ipu_stage=\"1\"}", "");
+    assert!(!plain.contains("ipu_stage"));
+    let input = scratch("plain.hlo");
+    std::fs::write(&input, &plain).unwrap();
+    let solution_dir = scratch("solution");
+    let manual = scratch("manual.hlo");
+    let cfg = format!(
+        r#"{{"converter": "manual", "manual_pipeline_config": [["^a$"], ["^(b|c)$"]], "device_info": [0, 1], "solution_dir": "{}"}}"#,
+        solution_dir.display()
+    );
+    let run = ipuxla(&[
+        "convert",
+        input.to_str().unwrap(),
+        "-o",
+        manual.to_str().unwrap(),
+        "--overwrite",
+        "--pipeline-cfg",
+        &cfg,
+    ]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let text = std::fs::read_to_string(&manual).unwrap();
+    assert!(
+        text.contains(r#"c = f32[4]{0} multiply(b, b), frontend_attributes={ipu_stage="1"}"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"ipuxla.device_mapping="0,1""#) && text.contains(r#"ipuxla.num_ipus="2""#),
+        "{text}"
+    );
+
+    // Loading the solution gives the same module, byte for byte.
+    let solution = solution_dir.join("pipeline.pipeconfig");
+    let loaded = scratch("loaded.hlo");
+    let cfg = format!(
+        r#"{{"converter": "load", "solution_path": "{}"}}"#,
+        solution.display()
+    );
+    let run = ipuxla(&[
+        "convert",
+        input.to_str().unwrap(),
+        "-o",
+        loaded.to_str().unwrap(),
+        "--overwrite",
+        "--pipeline-cfg",
+        &cfg,
+    ]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    assert_eq!(std::fs::read_to_string(&loaded).unwrap(), text);
+
+    // `run --iterations` pipelines it on the module's two IPUs with the fixture's results.
+    let inputs = format!(
+        "0={};1={}",
+        dir.join("x.npy").display(),
+        dir.join("w.npy").display()
+    );
+    let outdir = scratch("pipelined");
+    let ran = ipuxla(&[
+        "run",
+        loaded.to_str().unwrap(),
+        "--iterations",
+        "3",
+        "--inputs",
+        &inputs,
+        "--outdir",
+        outdir.to_str().unwrap(),
+        "--overwrite",
+    ]);
+    let stdout = String::from_utf8_lossy(&ran.stdout);
+    assert!(
+        ran.status.success()
+            && stdout.contains("[[1, 16, 81, 256], [25, 144, 441, 1024], [81, 400, 1089, 2304]]"),
+        "{stdout}{}",
+        stderr(&ran)
+    );
+
+    // Bad solutions are refused by name; the auto converter says it is not there yet.
+    std::fs::write(
+        &solution,
+        r#"{"device_info": [0, 1], "pipeline_mapping": {"x": 0, "nope": 1}}"#,
+    )
+    .unwrap();
+    let bad = ipuxla(&[
+        "convert",
+        input.to_str().unwrap(),
+        "-o",
+        loaded.to_str().unwrap(),
+        "--overwrite",
+        "--pipeline-cfg",
+        &cfg,
+    ]);
+    assert!(
+        stderr(&bad).contains("names nope, which is not an instruction"),
+        "{}",
+        stderr(&bad)
+    );
+    let auto = ipuxla(&[
+        "convert",
+        input.to_str().unwrap(),
+        "-o",
+        loaded.to_str().unwrap(),
+        "--overwrite",
+        "--pipeline-cfg",
+        r#"{"converter": "auto"}"#,
+    ]);
+    assert!(
+        stderr(&auto).contains("auto converter"),
+        "{}",
+        stderr(&auto)
+    );
 }
