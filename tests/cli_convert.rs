@@ -536,3 +536,109 @@ fn pipeline_cfg_manual_writes_a_solution_that_load_reproduces_and_run_pipelines(
         stderr(&auto)
     );
 }
+
+#[test]
+fn pipeline_cfg_auto_balances_stages_by_the_models_cycles_and_keeps_xlas_results() {
+    let case =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/conformance/transformer_encoder_fwd");
+    let out = scratch("enc2.hlo");
+    let solution_dir = scratch("enc2-solution");
+    let cfg = format!(
+        r#"{{"converter": "auto", "priority": "cycle", "solution_dir": "{}"}}"#,
+        solution_dir.display()
+    );
+    let run = ipuxla(&[
+        "convert",
+        case.join("module.hlo").to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--overwrite",
+        "--num-ipus",
+        "2",
+        "--pipeline-cfg",
+        &cfg,
+    ]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    // The solution file reproduces the module.
+    let again = scratch("enc2-loaded.hlo");
+    let load = format!(
+        r#"{{"converter": "load", "solution_path": "{}"}}"#,
+        solution_dir.join("pipeline.pipeconfig").display()
+    );
+    let run = ipuxla(&[
+        "convert",
+        case.join("module.hlo").to_str().unwrap(),
+        "-o",
+        again.to_str().unwrap(),
+        "--overwrite",
+        "--num-ipus",
+        "2",
+        "--pipeline-cfg",
+        &load,
+    ]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    assert_eq!(
+        std::fs::read_to_string(&again).unwrap(),
+        std::fs::read_to_string(&out).unwrap()
+    );
+
+    // Four micro-batches through the two stages: each is XLA's result; in the steady state
+    // both stages are busy within 15% of each other.
+    let info: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(case.join("case.json")).unwrap()).unwrap();
+    let inputs: Vec<String> = info["params"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            format!(
+                "{}={}",
+                p["index"],
+                case.join(p["file"].as_str().unwrap()).display()
+            )
+        })
+        .collect();
+    let outdir = scratch("enc2-out");
+    let ran = ipuxla(&[
+        "run",
+        out.to_str().unwrap(),
+        "--inputs",
+        &inputs.join(";"),
+        "--iterations",
+        "4",
+        "--outdir",
+        outdir.to_str().unwrap(),
+        "--overwrite",
+    ]);
+    let all = String::from_utf8_lossy(&ran.stdout).to_string() + &stderr(&ran);
+    assert!(ran.status.success(), "{all}");
+    assert!(all.contains("pipeline: 2 stages"), "{all}");
+    let steady = all
+        .lines()
+        .find(|l| l.trim_start().starts_with("steady state"))
+        .unwrap_or_else(|| panic!("{all}"));
+    let busy: Vec<f64> = steady
+        .split("stage ")
+        .skip(1)
+        .map(|part| {
+            part.split_whitespace()
+                .nth(1)
+                .unwrap()
+                .trim_end_matches('%')
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    let (lo, hi) = busy
+        .iter()
+        .fold((f64::MAX, 0f64), |(lo, hi), &b| (lo.min(b), hi.max(b)));
+    assert!(busy.len() == 2 && lo >= 0.85 * hi, "{steady}");
+    for (k, spec) in info["outputs"].as_array().unwrap().iter().enumerate() {
+        let want = read_npy(&case.join(spec["file"].as_str().unwrap())).unwrap();
+        let got = read_npy(&outdir.join(format!("output_{k}.npy"))).unwrap();
+        for batch in 0..4 {
+            ipuxla::corpus::compare_output(&got.index_leading(batch), &want, spec)
+                .unwrap_or_else(|e| panic!("micro-batch {batch}: {e}"));
+        }
+    }
+}

@@ -263,17 +263,10 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
         ));
     }
     if let Some(cfg) = &options.pipeline {
-        let (mapping, devices) = pipeline_stages(&module, cfg)?;
+        let (mapping, devices) = pipeline_stages(&module, cfg, options.num_ipus)?;
         let stages = devices.len();
         let entry = module.entry;
-        let comp = module.computation_mut(entry);
-        for id in comp.order().to_vec() {
-            let instr = comp.instr_mut(id);
-            let stage = mapping[&instr.name];
-            instr
-                .frontend_attributes
-                .insert("ipu_stage".to_string(), stage.to_string());
-        }
+        stage_entry(module.computation_mut(entry), &mapping);
         if let Some(dir) = cfg.get("solution_dir").and_then(Value::as_str) {
             let file = Path::new(dir).join("pipeline.pipeconfig");
             std::fs::create_dir_all(dir)
@@ -323,6 +316,7 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
 fn pipeline_stages(
     module: &Module,
     cfg: &Value,
+    num_ipus: Option<usize>,
 ) -> anyhow::Result<(std::collections::BTreeMap<String, usize>, Vec<usize>)> {
     let what = "--pipeline-cfg";
     let field = |key: &str| cfg.get(key);
@@ -407,12 +401,220 @@ fn pipeline_stages(
             }
             devices
         }
-        Some("auto") => anyhow::bail!(
-            "{what}: the auto converter (a cycle- or memory-balanced split) is not implemented yet; use manual or load"
-        ),
+        Some("auto") => {
+            let stages = num_ipus.ok_or_else(|| {
+                anyhow::anyhow!("{what}: the auto converter needs --num-ipus (the stage count); searching for the fewest IPUs is not implemented yet")
+            })?;
+            let by_memory = match field("priority").and_then(Value::as_str) {
+                None | Some("cycle") => false,
+                Some("memory") => true,
+                Some(other) => {
+                    anyhow::bail!("{what}: priority must be cycle or memory, found {other}")
+                }
+            };
+            mapping = auto_split(module, stages, by_memory)?;
+            (0..stages).collect()
+        }
         other => anyhow::bail!("{what}: converter must be auto, manual or load, found {other:?}"),
     };
     Ok((mapping, devices))
+}
+
+/// Writes each entry instruction's stage (`ipu_stage`). A constant value (constants, iotas
+/// and what is computed from them alone) that stages after its own read gets a copy in each
+/// of them, since a stage reads only values of the stage before it.
+fn stage_entry(
+    comp: &mut xla_ir::Computation,
+    mapping: &std::collections::BTreeMap<String, usize>,
+) {
+    use std::collections::HashMap;
+    use xla_ir::{InstrId, Op};
+    let order = comp.order().to_vec();
+    let mut stage: HashMap<InstrId, usize> = order
+        .iter()
+        .map(|&i| (i, mapping[&comp.instr(i).name]))
+        .collect();
+    let mut constant: HashMap<InstrId, bool> = HashMap::new();
+    for &i in &order {
+        let instr = comp.instr(i);
+        let c = !matches!(
+            instr.op,
+            Op::Parameter { .. } | Op::Infeed { .. } | Op::RngBitGenerator { .. }
+        ) && instr.operands.iter().all(|o| constant[o]);
+        constant.insert(i, c);
+    }
+    let mut copies: HashMap<(InstrId, usize), InstrId> = HashMap::new();
+    fn copy_for(
+        comp: &mut xla_ir::Computation,
+        i: InstrId,
+        s: usize,
+        stage: &mut HashMap<InstrId, usize>,
+        copies: &mut HashMap<(InstrId, usize), InstrId>,
+    ) -> InstrId {
+        if stage[&i] == s {
+            return i;
+        }
+        if let Some(&c) = copies.get(&(i, s)) {
+            return c;
+        }
+        let mut copy = comp.instr(i).clone();
+        copy.name = format!("{}.stage{s}", copy.name);
+        copy.control_predecessors.clear();
+        copy.operands = copy
+            .operands
+            .iter()
+            .map(|&o| copy_for(comp, o, s, stage, copies))
+            .collect();
+        let id = comp.push(copy);
+        stage.insert(id, s);
+        copies.insert((i, s), id);
+        id
+    }
+    for &user in &order {
+        let s = stage[&user];
+        for k in 0..comp.instr(user).operands.len() {
+            let o = comp.instr(user).operands[k];
+            if constant[&o] && stage[&o] != s {
+                let c = copy_for(comp, o, s, &mut stage, &mut copies);
+                comp.instr_mut(user).operands[k] = c;
+            }
+        }
+    }
+    // Each copy right before the first instruction that reads it (its own operands first).
+    let original: std::collections::HashSet<InstrId> = order.iter().copied().collect();
+    let mut placed: Vec<InstrId> = Vec::new();
+    let mut seen: std::collections::HashSet<InstrId> = std::collections::HashSet::new();
+    fn place(
+        comp: &xla_ir::Computation,
+        c: InstrId,
+        original: &std::collections::HashSet<InstrId>,
+        placed: &mut Vec<InstrId>,
+        seen: &mut std::collections::HashSet<InstrId>,
+    ) {
+        if original.contains(&c) || !seen.insert(c) {
+            return;
+        }
+        for &o in &comp.instr(c).operands {
+            place(comp, o, original, placed, seen);
+        }
+        placed.push(c);
+    }
+    for &i in &order {
+        for &o in &comp.instr(i).operands {
+            place(comp, o, &original, &mut placed, &mut seen);
+        }
+        placed.push(i);
+    }
+    comp.set_schedule(placed)
+        .expect("copies placed after their operands and before their users");
+    for &i in comp.order().to_vec().iter() {
+        let s = stage[&i];
+        comp.instr_mut(i)
+            .frontend_attributes
+            .insert("ipu_stage".to_string(), s.to_string());
+    }
+}
+
+/// The auto converter's split: the entry computation's instructions, in program order, cut
+/// into `stages` runs of about equal cost: the IPU Model's estimated cycles of the steps
+/// each instruction lowers to (`priority: cycle`), or the bytes of its result (`memory`).
+/// Parameters and constants go with their first user.
+fn auto_split(
+    module: &Module,
+    stages: usize,
+    by_memory: bool,
+) -> anyhow::Result<std::collections::BTreeMap<String, usize>> {
+    let entry = module.entry_computation();
+    let order: Vec<xla_ir::InstrId> = entry.order().to_vec();
+    let is_input = |i: xla_ir::InstrId| {
+        matches!(
+            entry.instr(i).op,
+            xla_ir::Op::Parameter { .. } | xla_ir::Op::Constant { .. }
+        )
+    };
+    let mut cost: std::collections::HashMap<&str, f64> = std::collections::HashMap::new();
+    if by_memory {
+        for &i in &order {
+            cost.insert(
+                &entry.instr(i).name,
+                entry.instr(i).shape.byte_size() as f64,
+            );
+        }
+    } else {
+        let estimate = crate::device::estimate_on_ipu_model(
+            module,
+            &compiler::IpuConfig::default(),
+            &compiler::passes::PassOptions::default(),
+        )?;
+        // A step is named after the instruction it lowers (`dot.3`, `dot.3.result`).
+        for step in &estimate.profile.steps {
+            let mut name = step.name.as_str();
+            loop {
+                if entry.find(name).is_some() {
+                    *cost
+                        .entry(entry.instr(entry.find(name).expect("found")).name.as_str())
+                        .or_default() += step.cycles as f64;
+                    break;
+                }
+                match name.rsplit_once('.') {
+                    Some((head, _)) => name = head,
+                    None => break,
+                }
+            }
+        }
+    }
+    let work: Vec<xla_ir::InstrId> = order.iter().copied().filter(|&i| !is_input(i)).collect();
+    if work.len() < stages {
+        anyhow::bail!(
+            "--pipeline-cfg: {} instruction(s) cannot make {stages} stages",
+            work.len()
+        );
+    }
+    let total: f64 = work
+        .iter()
+        .map(|i| {
+            cost.get(entry.instr(*i).name.as_str())
+                .copied()
+                .unwrap_or(0.0)
+        })
+        .sum();
+    let mut mapping = std::collections::BTreeMap::new();
+    let mut done = 0.0;
+    for (k, &i) in work.iter().enumerate() {
+        let c = cost
+            .get(entry.instr(i).name.as_str())
+            .copied()
+            .unwrap_or(0.0);
+        // The stage whose share of the total the middle of this instruction's cost falls in,
+        // kept so that every stage gets at least one instruction.
+        let by_cost = if total > 0.0 {
+            ((done + c / 2.0) / total * stages as f64) as usize
+        } else {
+            0
+        };
+        let remaining = work.len() - k;
+        let stage = by_cost
+            .min(stages - 1)
+            .max(stages.saturating_sub(remaining));
+        mapping.insert(entry.instr(i).name.clone(), stage);
+        done += c;
+    }
+    // Stages never go backwards along the order.
+    let mut last = 0;
+    for &i in &work {
+        let s = mapping.get_mut(&entry.instr(i).name).expect("set above");
+        *s = (*s).max(last);
+        last = *s;
+    }
+    for &i in order.iter().filter(|&&i| is_input(i)) {
+        let first_user = order
+            .iter()
+            .find(|&&u| entry.instr(u).operands.contains(&i))
+            .map(|&u| mapping.get(&entry.instr(u).name).copied().unwrap_or(0))
+            .unwrap_or(0);
+        mapping.insert(entry.instr(i).name.clone(), first_user);
+    }
+    Ok(mapping)
 }
 
 /// True when a regex matches the instruction's name or metadata op_name.
