@@ -446,6 +446,10 @@ fn pipeline_cfg_manual_writes_a_solution_that_load_reproduces_and_run_pipelines(
         &cfg,
     ]);
     assert!(run.status.success(), "{}", stderr(&run));
+    assert!(
+        !manual.with_extension("pipeconfig").exists(),
+        "solution_dir given: written there"
+    );
     let text = std::fs::read_to_string(&manual).unwrap();
     assert!(
         text.contains(r#"c = f32[4]{0} multiply(b, b), frontend_attributes={ipu_stage="1"}"#),
@@ -559,7 +563,25 @@ fn pipeline_cfg_auto_balances_stages_by_the_models_cycles_and_keeps_xlas_results
         &cfg,
     ]);
     assert!(run.status.success(), "{}", stderr(&run));
-    // The solution file reproduces the module.
+    // The solution file reproduces the module (and without solution_dir it lands beside
+    // the output).
+    let beside = scratch("enc2-beside.hlo");
+    let run = ipuxla(&[
+        "convert",
+        case.join("module.hlo").to_str().unwrap(),
+        "-o",
+        beside.to_str().unwrap(),
+        "--overwrite",
+        "--num-ipus",
+        "2",
+        "--pipeline-cfg",
+        r#"{"converter": "auto"}"#,
+    ]);
+    assert!(
+        run.status.success() && beside.with_extension("pipeconfig").exists(),
+        "{}",
+        stderr(&run)
+    );
     let again = scratch("enc2-loaded.hlo");
     let load = format!(
         r#"{{"converter": "load", "solution_path": "{}"}}"#,

@@ -61,9 +61,11 @@ pub struct ConvertArgs {
     /// "manual", "manual_pipeline_config": [[regexes of stage 0], ...], "device_info":
     /// [IPU of each stage], "solution_dir": DIR}` places every entry instruction on the first
     /// stage whose regexes match it (unmatched: stage 0) and writes the solution file
-    /// `DIR/pipeline.pipeconfig`; `{"converter": "load", "solution_path": FILE}` applies a
+    /// `DIR/pipeline.pipeconfig` (without `solution_dir`: `OUT.pipeconfig`);
+    /// `{"converter": "auto", "priority": "cycle"|"memory"}` cuts the model into --num-ipus
+    /// stages of equal estimated cycles (or result bytes) and writes the solution the same way; `{"converter": "load", "solution_path": FILE}` applies a
     /// solution file (`device_info`, `pipeline_mapping` instruction to stage). The stages run
-    /// as a pipeline under `run --iterations`. `"auto"` is not implemented yet.
+    /// as a pipeline under `run --iterations`.
     #[arg(long, value_name = "JSON")]
     pub pipeline_cfg: Option<String>,
     /// The IPUs the model runs on, written into the module (`frontend_attributes=
@@ -267,10 +269,19 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
         let stages = devices.len();
         let entry = module.entry;
         stage_entry(module.computation_mut(entry), &mapping);
-        if let Some(dir) = cfg.get("solution_dir").and_then(Value::as_str) {
-            let file = Path::new(dir).join("pipeline.pipeconfig");
-            std::fs::create_dir_all(dir)
-                .map_err(|e| anyhow::anyhow!("cannot create {dir}: {e}"))?;
+        // The solution file: in `solution_dir`, else beside the output (`OUT.pipeconfig`);
+        // a loaded solution is not written again.
+        let converter = cfg.get("converter").and_then(Value::as_str);
+        let solution_file = match cfg.get("solution_dir").and_then(Value::as_str) {
+            Some(dir) => {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| anyhow::anyhow!("cannot create {dir}: {e}"))?;
+                Some(Path::new(dir).join("pipeline.pipeconfig"))
+            }
+            None if converter != Some("load") => Some(args.output.with_extension("pipeconfig")),
+            None => None,
+        };
+        if let Some(file) = solution_file {
             let solution = serde_json::json!({
                 "device_info": devices,
                 "pipeline_mapping": mapping,
