@@ -146,15 +146,7 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
     let shards: Vec<Vec<Regex>> = options
         .manual_sharding
         .iter()
-        .map(|list| {
-            list.iter()
-                .map(|r| {
-                    Regex::new(r).map_err(|e| {
-                        anyhow::anyhow!("--manual-sharding: '{r}' is not a regex: {e}")
-                    })
-                })
-                .collect()
-        })
+        .map(|list| regexes(list, "--manual-sharding"))
         .collect::<anyhow::Result<_>>()?;
     if let Some(json) = &args.gelu_replacement {
         let value: Value = serde_json::from_str(&strip_line_comments(json))
@@ -188,15 +180,7 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
                 .map_or("an unspecified number of".to_string(), |n| n.to_string())
         );
     }
-    let excluded: Vec<Regex> = options
-        .excluded
-        .iter()
-        .map(|r| {
-            Regex::new(r).map_err(|e| {
-                anyhow::anyhow!("--precision-conversion-excluded-nodes: '{r}' is not a regex: {e}")
-            })
-        })
-        .collect::<anyhow::Result<_>>()?;
+    let excluded = regexes(&options.excluded, "--precision-conversion-excluded-nodes")?;
     if !excluded.is_empty() && options.precision_mode != Some(PrecisionMode::Fp16) {
         anyhow::bail!(
             "--precision-conversion-excluded-nodes needs --precision-mode FP16 (there is nothing to exclude from)"
@@ -234,16 +218,7 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
         ));
     }
     if options.precision_mode == Some(PrecisionMode::Fp16) {
-        let matches = |instr: &Instruction| {
-            excluded.iter().any(|r| {
-                r.is_match(&instr.name)
-                    || instr
-                        .metadata
-                        .op_name
-                        .as_deref()
-                        .is_some_and(|n| r.is_match(n))
-            })
-        };
+        let matches = |instr: &Instruction| matches_any(&excluded, instr);
         let kept = count(&module, &matches);
         module = compiler::convert::to_fp16(&module, &matches)
             .map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
