@@ -664,3 +664,78 @@ fn pipeline_cfg_auto_balances_stages_by_the_models_cycles_and_keeps_xlas_results
         }
     }
 }
+
+#[test]
+fn planner_options_written_by_convert_act_in_run_unless_run_overrides_them() {
+    let case = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/conformance/seed_mlp_forward");
+    let out = scratch("amp.hlo");
+    let o = out.to_str().unwrap();
+    let run = ipuxla(&[
+        "convert",
+        case.join("module.hlo").to_str().unwrap(),
+        "-o",
+        o,
+        "--overwrite",
+        "--matmul-amp",
+        "0.3",
+        "--matmul-partial-type",
+        "half",
+    ]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let module = xla_ir::parse_module(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let options = module.frontend_attributes();
+    assert_eq!(options["ipuxla.matmul_amp"], "0.3");
+    assert_eq!(options["ipuxla.matmul_partial_type"], "half");
+    // The module's half partials act: refused for this f32 model, naming the option; the
+    // command line's float wins.
+    let info: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(case.join("case.json")).unwrap()).unwrap();
+    let inputs: Vec<String> = info["params"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            format!(
+                "{}={}",
+                p["index"],
+                case.join(p["file"].as_str().unwrap()).display()
+            )
+        })
+        .collect();
+    let outdir = scratch("amp-out");
+    let joined = inputs.join(";");
+    let base = [
+        "run",
+        o,
+        "--inputs",
+        joined.as_str(),
+        "--outdir",
+        outdir.to_str().unwrap(),
+        "--overwrite",
+    ];
+    let refused = ipuxla(&base);
+    assert!(
+        stderr(&refused).contains("partialsType half"),
+        "{}",
+        stderr(&refused)
+    );
+    let mut with_float = base.to_vec();
+    with_float.extend(["--matmul-partial-type", "float"]);
+    let ran = ipuxla(&with_float);
+    assert!(ran.status.success(), "{}", stderr(&ran));
+    // Out of range, as the seed says.
+    let bad = ipuxla(&[
+        "convert",
+        case.join("module.hlo").to_str().unwrap(),
+        "-o",
+        o,
+        "--overwrite",
+        "--conv-amp",
+        "1.5",
+    ]);
+    assert!(
+        stderr(&bad).contains("must be between 0.0 and 1.0"),
+        "{}",
+        stderr(&bad)
+    );
+}

@@ -68,6 +68,20 @@ pub struct ConvertArgs {
     /// as a pipeline under `run --iterations`.
     #[arg(long, value_name = "JSON")]
     pub pipeline_cfg: Option<String>,
+    /// availableMemoryProportion for matrix multiplications (0.0 to 1.0; default 0.6),
+    /// written into the module for `ipuxla run`.
+    #[arg(long, value_name = "F")]
+    pub matmul_amp: Option<f64>,
+    /// availableMemoryProportion for convolutions (0.0 to 1.0; default 0.6), written into
+    /// the module for `ipuxla run`.
+    #[arg(long, value_name = "F")]
+    pub conv_amp: Option<f64>,
+    /// Partial sums of matrix multiplications (default float), written into the module.
+    #[arg(long, value_enum, ignore_case = true)]
+    pub matmul_partial_type: Option<super::run::PartialType>,
+    /// Partial sums of convolutions (default float), written into the module.
+    #[arg(long, value_enum, ignore_case = true)]
+    pub conv_partial_type: Option<super::run::PartialType>,
     /// The IPUs the model runs on, written into the module (`frontend_attributes=
     /// {ipuxla.num_ipus="N"}` in its header) so `ipuxla run` uses them without
     /// `--num-ipus`.
@@ -97,6 +111,9 @@ struct Options {
     manual_sharding: Vec<Vec<String>>,
     /// The pipeline configuration, as JSON.
     pipeline: Option<Value>,
+    /// `(module option, value)` for the planners: `matmul_amp`, `conv_amp`,
+    /// `matmul_partial_type`, `conv_partial_type`.
+    planner: Vec<(&'static str, String)>,
     /// Device-loop iterations per run (0: none).
     batch_per_step: Option<u64>,
     /// `nodes`, `node_as_gelu_input`, `node_use_gelu_output`.
@@ -106,10 +123,6 @@ struct Options {
 /// The seed's config keys ipuxla convert does not act on yet.
 const NOT_YET: &[&str] = &[
     "batch_size",
-    "matmul_amp",
-    "matmul_partial_type",
-    "conv_amp",
-    "conv_partial_type",
     "no_ipu_placement",
     "excluded_nodes",
     "remove_excluded_nodes",
@@ -135,6 +148,23 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
     }
     if args.batch_per_step.is_some() {
         options.batch_per_step = args.batch_per_step;
+    }
+    for (key, amp) in [("matmul_amp", args.matmul_amp), ("conv_amp", args.conv_amp)] {
+        if let Some(a) = amp {
+            set_planner(&mut options, key, amp_value(a, key)?);
+        }
+    }
+    for (key, pt) in [
+        ("matmul_partial_type", args.matmul_partial_type),
+        ("conv_partial_type", args.conv_partial_type),
+    ] {
+        if let Some(pt) = pt {
+            let v = match pt {
+                super::run::PartialType::Float => "float",
+                super::run::PartialType::Half => "half",
+            };
+            set_planner(&mut options, key, v.to_string());
+        }
     }
     if !args.manual_sharding.is_empty() {
         options.manual_sharding = args
@@ -283,6 +313,9 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
     }
     if let Some(n) = options.num_ipus {
         module.set_frontend_attribute("ipuxla.num_ipus", &n.to_string());
+    }
+    for (key, value) in &options.planner {
+        module.set_frontend_attribute(&format!("ipuxla.{key}"), value);
     }
     if let Some(n) = options.batch_per_step.filter(|&n| n > 0) {
         module.set_frontend_attribute("ipuxla.batch_per_step", &n.to_string());
@@ -603,6 +636,19 @@ fn auto_split(
     Ok(mapping)
 }
 
+fn set_planner(options: &mut Options, key: &'static str, value: String) {
+    options.planner.retain(|(k, _)| *k != key);
+    options.planner.push((key, value));
+}
+
+/// An availableMemoryProportion, checked as the seed checks it.
+fn amp_value(a: f64, key: &str) -> anyhow::Result<String> {
+    if !(0.0..=1.0).contains(&a) {
+        anyhow::bail!("{key} is {a}; availableMemoryProportion must be between 0.0 and 1.0");
+    }
+    Ok(a.to_string())
+}
+
 /// True when a regex matches the instruction's name or metadata op_name.
 fn matches_any(regexes: &[Regex], instr: &Instruction) -> bool {
     regexes.iter().any(|r| {
@@ -717,6 +763,30 @@ fn read_config(path: &Path) -> anyhow::Result<Options> {
                     })?)
             }
             "pipeline_cfg" => options.pipeline = Some(v.clone()),
+            "matmul_amp" | "conv_amp" => {
+                let a = v
+                    .as_f64()
+                    .ok_or_else(|| bad("a number between 0.0 and 1.0"))?;
+                let key = if key == "matmul_amp" {
+                    "matmul_amp"
+                } else {
+                    "conv_amp"
+                };
+                set_planner(&mut options, key, amp_value(a, key)?);
+            }
+            "matmul_partial_type" | "conv_partial_type" => {
+                let pt = match v.as_str() {
+                    Some(p) if p.eq_ignore_ascii_case("float") => "float",
+                    Some(p) if p.eq_ignore_ascii_case("half") => "half",
+                    _ => return Err(bad("\"float\" or \"half\"")),
+                };
+                let key = if key == "matmul_partial_type" {
+                    "matmul_partial_type"
+                } else {
+                    "conv_partial_type"
+                };
+                set_planner(&mut options, key, pt.to_string());
+            }
             "batch_per_step" => {
                 options.batch_per_step = Some(
                     v.as_u64()

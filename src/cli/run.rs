@@ -304,6 +304,23 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
                 )
             })?;
     }
+    // Likewise the planner options `ipuxla convert` wrote.
+    let module_options = module.frontend_attributes();
+    for (prefix, planner) in [
+        ("ipuxla.matmul", &mut config.matmuls),
+        ("ipuxla.conv", &mut config.convolutions),
+    ] {
+        for (suffix, option) in [
+            ("_amp", "availableMemoryProportion"),
+            ("_partial_type", "partialsType"),
+        ] {
+            if let Some(v) = module_options.get(&format!("{prefix}{suffix}"))
+                && !planner.poplar_options.contains_key(option)
+            {
+                planner.poplar_options.insert(option.into(), v.clone());
+            }
+        }
+    }
     // Likewise the device loop `ipuxla convert --batch-per-step` wrote.
     if config.device_loop.iterations_per_loop.is_none()
         && let Some(n) = module.frontend_attributes().get("ipuxla.batch_per_step")
