@@ -505,7 +505,8 @@ fn pipeline_cfg_manual_writes_a_solution_that_load_reproduces_and_run_pipelines(
         stderr(&ran)
     );
 
-    // Bad solutions are refused by name; the auto converter says it is not there yet.
+    // Bad solutions are refused by name; the auto converter without --num-ipus says what it
+    // needs (the search for the fewest IPUs is not there yet).
     std::fs::write(
         &solution,
         r#"{"device_info": [0, 1], "pipeline_mapping": {"x": 0, "nope": 1}}"#,
@@ -538,6 +539,23 @@ fn pipeline_cfg_manual_writes_a_solution_that_load_reproduces_and_run_pipelines(
         stderr(&auto).contains("auto converter"),
         "{}",
         stderr(&auto)
+    );
+    // Keys of the seed's pipeline_cfg that do not act here are refused, not ignored.
+    let tune = ipuxla(&[
+        "convert",
+        input.to_str().unwrap(),
+        "-o",
+        loaded.to_str().unwrap(),
+        "--overwrite",
+        "--num-ipus",
+        "2",
+        "--pipeline-cfg",
+        r#"{"converter": "auto", "fine_tune_iter": 5}"#,
+    ]);
+    assert!(
+        stderr(&tune).contains("fine_tune_iter=5 is not implemented"),
+        "{}",
+        stderr(&tune)
     );
 }
 

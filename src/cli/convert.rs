@@ -346,10 +346,27 @@ fn pipeline_stages(
                 anyhow::anyhow!("{what}: {key} must be a list of IPU numbers, one per stage")
             })
     };
-    if field("profiling_enable").and_then(Value::as_bool) == Some(true) {
-        anyhow::bail!(
-            "{what}: profiling_enable is not implemented yet (run the converted module with --profile)"
-        );
+    // Every key acts or is refused: the seed's keys ipuxla does not implement yet are named.
+    let Value::Object(keys) = cfg else {
+        anyhow::bail!("{what}: expected a JSON object");
+    };
+    let converter = field("converter").and_then(Value::as_str).unwrap_or("");
+    for (key, value) in keys {
+        let acts = match key.as_str() {
+            "converter" | "solution_dir" => true,
+            "priority" => converter == "auto",
+            "manual_pipeline_config" | "device_info" => converter == "manual",
+            "solution_path" => converter == "load",
+            // The IPU Model is the only device here; profiling off is what happens.
+            "ipu_model" => value.as_bool() == Some(true),
+            "profiling_enable" => value.as_bool() == Some(false),
+            _ => false,
+        };
+        if !acts {
+            anyhow::bail!(
+                "{what}: {key}={value} is not implemented for the {converter:?} converter (ipuxla acts on converter, solution_dir, priority (auto), manual_pipeline_config and device_info (manual), solution_path (load), ipu_model=true, profiling_enable=false)"
+            );
+        }
     }
     let entry = module.entry_computation();
     let mut mapping = std::collections::BTreeMap::new();
@@ -566,13 +583,15 @@ fn auto_split(
             &compiler::passes::PassOptions::default(),
         )?;
         // A step is named after the instruction it lowers (`dot.3`, `dot.3.result`).
+        let names: std::collections::HashSet<&str> = order
+            .iter()
+            .map(|&i| entry.instr(i).name.as_str())
+            .collect();
         for step in &estimate.profile.steps {
             let mut name = step.name.as_str();
             loop {
-                if entry.find(name).is_some() {
-                    *cost
-                        .entry(entry.instr(entry.find(name).expect("found")).name.as_str())
-                        .or_default() += step.cycles as f64;
+                if let Some(&known) = names.get(name) {
+                    *cost.entry(known).or_default() += step.cycles as f64;
                     break;
                 }
                 match name.rsplit_once('.') {
@@ -692,17 +711,9 @@ fn place(module: &mut Module, shards: &[Vec<Regex>]) -> Vec<usize> {
     let comp = module.computation_mut(entry);
     for id in comp.order().to_vec() {
         let instr = comp.instr_mut(id);
-        let matches = |r: &Regex| {
-            r.is_match(&instr.name)
-                || instr
-                    .metadata
-                    .op_name
-                    .as_deref()
-                    .is_some_and(|n| r.is_match(n))
-        };
         let ipu = shards
             .iter()
-            .position(|list| list.iter().any(matches))
+            .position(|list| matches_any(list, instr))
             .unwrap_or(0);
         instr.sharding = Some(xla_ir::Sharding::Maximal { device: ipu as i64 });
         placed[ipu] += 1;

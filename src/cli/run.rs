@@ -275,11 +275,13 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
     let _progress = crate::progress::Progress::spinner(format!("{}", args.file.display()));
     let module = super::load_module(&args.file)?;
     let mut config = config_of(&args)?;
+    // Options `ipuxla convert` wrote into the module's header.
+    let module_options = module.frontend_attributes();
     // The IPU count `ipuxla convert --num-ipus` wrote into the module, unless the flags or
     // the config choose one.
     if args.num_ipus.is_none()
         && config.auto_select_ipus == compiler::config::AutoSelectIpus::default()
-        && let Some(n) = module.frontend_attributes().get("ipuxla.num_ipus")
+        && let Some(n) = module_options.get("ipuxla.num_ipus")
     {
         let n: usize = n.parse().map_err(|_| {
             anyhow::anyhow!(
@@ -291,7 +293,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
     }
     // Likewise the stage-to-IPU mapping `ipuxla convert --pipeline-cfg` wrote.
     if config.pipelining.device_mapping.is_empty()
-        && let Some(m) = module.frontend_attributes().get("ipuxla.device_mapping")
+        && let Some(m) = module_options.get("ipuxla.device_mapping")
     {
         config.pipelining.device_mapping = m
             .split(',')
@@ -305,7 +307,6 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
             })?;
     }
     // Likewise the planner options `ipuxla convert` wrote.
-    let module_options = module.frontend_attributes();
     for (prefix, planner) in [
         ("ipuxla.matmul", &mut config.matmuls),
         ("ipuxla.conv", &mut config.convolutions),
@@ -323,7 +324,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
     }
     // Likewise the device loop `ipuxla convert --batch-per-step` wrote.
     if config.device_loop.iterations_per_loop.is_none()
-        && let Some(n) = module.frontend_attributes().get("ipuxla.batch_per_step")
+        && let Some(n) = module_options.get("ipuxla.batch_per_step")
     {
         let n: u64 = n.parse().map_err(|_| {
             anyhow::anyhow!(

@@ -95,7 +95,7 @@ pub fn check_device_limits(module: &Module) -> Result<(), CompileError> {
                         "the constant's data was elided as {...} in the dump; re-dump the module with large constants printed".into(),
                     ));
                 }
-                op => {
+                op @ (xla_ir::Op::DynamicSlice { .. } | xla_ir::Op::DynamicUpdateSlice) => {
                     let shapes: Vec<&Shape> = instr
                         .operands
                         .iter()
@@ -107,6 +107,7 @@ pub fn check_device_limits(module: &Module) -> Result<(), CompileError> {
                         ));
                     }
                 }
+                _ => {}
             }
             if has_type(&instr.shape, ElementType::Bf16) {
                 return Err(CompileError::Unsupported {

@@ -273,12 +273,17 @@ fn check_module_and_args(module: &Module, args: &[Literal]) -> Result<(), Evalua
                     element_type: t,
                 });
             }
-            let shapes: Vec<&crate::Shape> = instr
-                .operands
-                .iter()
-                .map(|o| &comp.instr(*o).shape)
-                .collect();
-            if crate::shape_inference::vector_start_indices(&instr.op, &shapes) {
+            let dynamic = matches!(instr.op, Op::DynamicSlice { .. } | Op::DynamicUpdateSlice);
+            if dynamic
+                && crate::shape_inference::vector_start_indices(
+                    &instr.op,
+                    &instr
+                        .operands
+                        .iter()
+                        .map(|o| &comp.instr(*o).shape)
+                        .collect::<Vec<_>>(),
+                )
+            {
                 return Err(EvaluateError::Unsupported {
                     computation: comp.name.clone(),
                     instruction: instr.name.clone(),

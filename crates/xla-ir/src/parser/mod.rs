@@ -1015,9 +1015,13 @@ impl<'a> Parser<'a> {
             let Some(deferred) = checks.get(&comp_id) else {
                 continue;
             };
+            if deferred.infer.is_empty() {
+                continue;
+            }
+            let to_infer: HashMap<InstrId, usize> = deferred.infer.iter().copied().collect();
             let order = module.computation(comp_id).order().to_vec();
             for id in order {
-                let Some(&(_, pos)) = deferred.infer.iter().find(|(i, _)| *i == id) else {
+                let Some(&pos) = to_infer.get(&id) else {
                     continue;
                 };
                 let comp = module.computation(comp_id);
