@@ -473,9 +473,17 @@ fn stage_entry(
     let mut constant: HashMap<InstrId, bool> = HashMap::new();
     for &i in &order {
         let instr = comp.instr(i);
+        // Copies must compute the same value: no inputs, feeds, random bits, or ops with
+        // effects or unknown meaning.
         let c = !matches!(
             instr.op,
-            Op::Parameter { .. } | Op::Infeed { .. } | Op::RngBitGenerator { .. }
+            Op::Parameter { .. }
+                | Op::Infeed { .. }
+                | Op::Outfeed { .. }
+                | Op::RngBitGenerator { .. }
+                | Op::CustomCall { .. }
+                | Op::Foreign { .. }
+                | Op::AfterAll
         ) && instr.operands.iter().all(|o| constant[o]);
         constant.insert(i, c);
     }
