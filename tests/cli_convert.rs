@@ -387,10 +387,8 @@ fn batch_per_step_is_the_device_loop_run_uses() {
     ]);
     assert!(run.status.success(), "{}", stderr(&run));
     let outdir = scratch("loop-out");
-    let inputs = "0=A;1=B;2=C"
-        .replace('A', case.join("inputs/0.npy").to_str().unwrap())
-        .replace('B', case.join("inputs/1.npy").to_str().unwrap())
-        .replace('C', case.join("inputs/2.npy").to_str().unwrap());
+    let input = |k: usize| case.join(format!("inputs/{k}.npy")).display().to_string();
+    let inputs = format!("0={};1={};2={}", input(0), input(1), input(2));
     let ran = ipuxla(&[
         "run",
         o,
