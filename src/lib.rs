@@ -18,6 +18,7 @@ pub mod report;
 pub mod trace;
 
 pub use compiler;
+pub use frontend;
 pub use runtime;
 pub use xla_ir;
 pub mod npy;

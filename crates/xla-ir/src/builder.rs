@@ -83,6 +83,11 @@ pub enum BuildError {
     /// The finished module did not verify.
     #[error(transparent)]
     Verify(#[from] VerifyError),
+    /// [`ComputationBuilder::finish_module`] on a builder that does not own its module.
+    #[error(
+        "computation {0} is built inside another module builder: finish it with `finish`, then the module"
+    )]
+    NotOwner(String),
 }
 
 /// Builds a module: create computations with [`ModuleBuilder::computation`], then
@@ -106,7 +111,18 @@ impl ModuleBuilder {
 
     /// Starts a computation; it joins the module when [`ComputationBuilder::finish`] is called.
     pub fn computation(&mut self, name: impl Into<String>) -> ComputationBuilder<'_> {
-        ComputationBuilder::new(self, name.into(), Scopes::default())
+        ComputationBuilder::new(Owner::Borrowed(self), name.into(), Scopes::default())
+    }
+
+    /// Starts module `module` with its entry computation `entry`, the builder owning the
+    /// module (for frontends that keep a graph open in a struct):
+    /// [`ComputationBuilder::finish_module`] ends both.
+    pub fn entry(
+        module: impl Into<String>,
+        entry: impl Into<String>,
+    ) -> ComputationBuilder<'static> {
+        let owner = Owner::Owned(Box::new(ModuleBuilder::new(module)));
+        ComputationBuilder::new(owner, entry.into(), Scopes::default())
     }
 
     /// Continues an existing module: new computations and instructions get names none of
@@ -166,10 +182,33 @@ struct Scopes {
     frontend_attributes: FrontendAttributes,
 }
 
+/// The module a computation is built into: a caller's, or its own ([`ModuleBuilder::entry`]).
+#[derive(Debug)]
+enum Owner<'m> {
+    Borrowed(&'m mut ModuleBuilder),
+    Owned(Box<ModuleBuilder>),
+}
+
+impl Owner<'_> {
+    fn get(&self) -> &ModuleBuilder {
+        match self {
+            Owner::Borrowed(m) => m,
+            Owner::Owned(m) => m,
+        }
+    }
+
+    fn get_mut(&mut self) -> &mut ModuleBuilder {
+        match self {
+            Owner::Borrowed(m) => m,
+            Owner::Owned(m) => m,
+        }
+    }
+}
+
 /// Builds one computation. Every op is a method returning the new instruction's id.
 #[derive(Debug)]
 pub struct ComputationBuilder<'m> {
-    owner: &'m mut ModuleBuilder,
+    owner: Owner<'m>,
     comp: Computation,
     scopes: Scopes,
 }
@@ -193,7 +232,7 @@ macro_rules! binary_methods {
 }
 
 impl<'m> ComputationBuilder<'m> {
-    fn new(owner: &'m mut ModuleBuilder, name: String, scopes: Scopes) -> ComputationBuilder<'m> {
+    fn new(owner: Owner<'m>, name: String, scopes: Scopes) -> ComputationBuilder<'m> {
         ComputationBuilder {
             owner,
             comp: Computation::new(name),
@@ -206,6 +245,27 @@ impl<'m> ComputationBuilder<'m> {
         &self.comp.instr(value).shape
     }
 
+    /// An instruction built so far (its op, operands and shape: what autodiff reads).
+    pub fn instruction(&self, value: InstrId) -> &Instruction {
+        self.comp.instr(value)
+    }
+
+    /// The computation built so far.
+    pub fn computation_so_far(&self) -> &Computation {
+        &self.comp
+    }
+
+    /// The module the computation joins (its finished computations: reducers, bodies).
+    pub fn module(&self) -> &Module {
+        &self.owner.get().module
+    }
+
+    /// Whether `value` is a value of this computation.
+    pub fn contains(&self, value: InstrId) -> bool {
+        // The builder only appends, so the arena and the program order are the same list.
+        value.index() < self.comp.len()
+    }
+
     /// Builds another computation (a reducer, a loop body, a branch) while this one is open.
     /// It inherits the current scopes and joins the module when `build` returns its root.
     pub fn sub_computation(
@@ -213,7 +273,8 @@ impl<'m> ComputationBuilder<'m> {
         name: impl Into<String>,
         build: impl FnOnce(&mut ComputationBuilder<'_>) -> Result<InstrId, BuildError>,
     ) -> Result<CompId, BuildError> {
-        let mut sub = ComputationBuilder::new(self.owner, name.into(), self.scopes.clone());
+        let owner = Owner::Borrowed(self.owner.get_mut());
+        let mut sub = ComputationBuilder::new(owner, name.into(), self.scopes.clone());
         let root = build(&mut sub)?;
         sub.finish(root)
     }
@@ -259,7 +320,7 @@ impl<'m> ComputationBuilder<'m> {
         declared: Option<Shape>,
     ) -> Result<InstrId, BuildError> {
         let opcode = op.name();
-        let name = self.owner.unique_name(opcode);
+        let name = self.owner.get_mut().unique_name(opcode);
         self.add_named(name, op, operands, declared)
     }
 
@@ -270,8 +331,7 @@ impl<'m> ComputationBuilder<'m> {
         operands: &[InstrId],
         declared: Option<Shape>,
     ) -> Result<InstrId, BuildError> {
-        let known: HashSet<InstrId> = self.comp.order().iter().copied().collect();
-        if let Some(&bad) = operands.iter().find(|o| !known.contains(o)) {
+        if let Some(&bad) = operands.iter().find(|o| !self.contains(**o)) {
             return Err(BuildError::ForeignValue {
                 computation: self.comp.name.clone(),
                 opcode: op.name().to_string(),
@@ -282,13 +342,12 @@ impl<'m> ComputationBuilder<'m> {
             .iter()
             .map(|o| &self.comp.instr(*o).shape)
             .collect();
-        let shape = infer_shape(&op, &shapes, declared.as_ref(), &self.owner.module).map_err(
-            |message| BuildError::Shape {
+        let shape = infer_shape(&op, &shapes, declared.as_ref(), &self.owner.get().module)
+            .map_err(|message| BuildError::Shape {
                 computation: self.comp.name.clone(),
                 opcode: op.name().to_string(),
                 message,
-            },
-        )?;
+            })?;
         let mut instr = Instruction::new(name, op, operands, shape);
         instr.sharding = self.scopes.sharding.clone();
         instr.frontend_attributes = self.scopes.frontend_attributes.clone();
@@ -297,22 +356,40 @@ impl<'m> ComputationBuilder<'m> {
 
     /// Finishes the computation with `root` as its result and adds it to the module.
     pub fn finish(mut self, root: InstrId) -> Result<CompId, BuildError> {
-        if !self.comp.order().contains(&root) {
+        self.finish_in_place(root)
+    }
+
+    fn finish_in_place(&mut self, root: InstrId) -> Result<CompId, BuildError> {
+        if !self.contains(root) {
             return Err(BuildError::ForeignValue {
                 computation: self.comp.name.clone(),
                 opcode: "ROOT".to_string(),
                 operand: root,
             });
         }
-        if !self
-            .owner
+        let owner = self.owner.get_mut();
+        if !owner
             .names
             .insert(format!("computation {}", self.comp.name))
         {
             return Err(BuildError::DuplicateName(self.comp.name.clone()));
         }
         self.comp.root = root;
-        Ok(self.owner.module.add_computation(self.comp))
+        let comp = std::mem::replace(&mut self.comp, Computation::new(""));
+        Ok(owner.module.add_computation(comp))
+    }
+
+    /// Finishes a builder from [`ModuleBuilder::entry`]: the computation becomes the
+    /// module's entry with `root` as its result, and the module is verified.
+    pub fn finish_module(mut self, root: InstrId) -> Result<Module, BuildError> {
+        if matches!(self.owner, Owner::Borrowed(_)) {
+            return Err(BuildError::NotOwner(self.comp.name.clone()));
+        }
+        let entry = self.finish_in_place(root)?;
+        match self.owner {
+            Owner::Owned(m) => m.finish(entry),
+            Owner::Borrowed(_) => unreachable!("checked above"),
+        }
     }
 
     /// `parameter(number)` named `name`.
@@ -322,7 +399,7 @@ impl<'m> ComputationBuilder<'m> {
         shape: Shape,
         name: &str,
     ) -> Result<InstrId, BuildError> {
-        if !self.owner.names.insert(name.to_string()) {
+        if !self.owner.get_mut().names.insert(name.to_string()) {
             return Err(BuildError::DuplicateName(name.to_string()));
         }
         self.add_named(name.to_string(), Op::Parameter { number }, &[], Some(shape))
