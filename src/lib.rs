@@ -9,6 +9,7 @@ pub mod corpus;
 pub mod device;
 pub mod device_loop;
 pub mod encoder;
+pub mod ipu_model;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 pub mod pipeline;
@@ -19,6 +20,6 @@ pub mod trace;
 
 pub use compiler;
 pub use frontend;
+pub use frontend::npy;
 pub use runtime;
 pub use xla_ir;
-pub mod npy;

@@ -5,6 +5,13 @@
 //! builds is a module that `ipuxla dump` prints and `ipuxla run` runs.
 
 pub mod autodiff;
+pub mod device;
+pub mod init;
+pub mod layers;
+pub mod losses;
+pub mod model;
 pub mod nn;
+pub mod npy;
 pub mod ops;
 pub mod optimizers;
+pub mod scopes;

@@ -1,0 +1,271 @@
+//! The frontend's Keras-like model end to end: training with steps per execution, gradient
+//! accumulation and replicas gives the plain loop's weights; the IPU Model and the
+//! evaluator agree; bad models and datasets are refused with the rule they break.
+
+use ipuxla::compiler::IpuConfig;
+use ipuxla::frontend::device::{Device, Evaluator};
+use ipuxla::frontend::layers::{Activation, Conv2D, Dense, Flatten, Pool2D};
+use ipuxla::frontend::losses::Loss;
+use ipuxla::frontend::model::{CompileOptions, Dataset, FitOptions, Sequential};
+use ipuxla::frontend::optimizers::Optimizer;
+use ipuxla::ipu_model::IpuModel;
+use xla_ir::literal::{ArrayData, ArrayLiteral};
+use xla_ir::{ArrayShape, ElementType};
+
+/// `n` examples of 6 features in 3 classes: the class is the argmax of a fixed linear map.
+fn classes(n: usize, seed: u64) -> Dataset {
+    let mut rng = ipuxla::frontend::init::Rng::new(seed);
+    let mut x = Vec::with_capacity(n * 6);
+    let mut y = Vec::with_capacity(n);
+    for _ in 0..n {
+        let v: Vec<f32> = (0..6).map(|_| rng.normal() as f32).collect();
+        let scores = [v[0] + v[1] - v[2], v[2] + v[3] - v[4], v[4] + v[5] - v[0]];
+        let label = (0..3)
+            .max_by(|&a, &b| scores[a].total_cmp(&scores[b]))
+            .unwrap();
+        x.extend(v);
+        y.push(label as i32);
+    }
+    Dataset::new(
+        ArrayLiteral {
+            shape: ArrayShape::new(ElementType::F32, &[n as i64, 6]),
+            data: ArrayData::F32(x),
+        },
+        ArrayLiteral {
+            shape: ArrayShape::new(ElementType::S32, &[n as i64]),
+            data: ArrayData::S32(y),
+        },
+    )
+    .unwrap()
+}
+
+fn mlp(steps_per_execution: u64, optimizer: Optimizer) -> Sequential {
+    let mut m = Sequential::new("mlp", &[6], 3);
+    m.add(Dense::new(16).activation(Activation::Relu)).unwrap();
+    m.add(Dense::new(3)).unwrap();
+    m.compile(CompileOptions {
+        optimizer,
+        loss: Loss::SparseCategoricalCrossentropy { from_logits: true },
+        steps_per_execution,
+    })
+    .unwrap();
+    m
+}
+
+fn small_ipu() -> IpuModel {
+    let mut config = IpuConfig::default();
+    config.ipu_model.tiles_per_ipu = 16;
+    IpuModel::new(config)
+}
+
+fn f32s(a: &ArrayLiteral) -> &[f32] {
+    match &a.data {
+        ArrayData::F32(v) => v,
+        _ => panic!("f32 weights"),
+    }
+}
+
+fn assert_same_weights(what: &str, a: &Sequential, b: &Sequential) {
+    for (wa, wb) in a.weights().iter().zip(b.weights()) {
+        for (k, (x, y)) in f32s(&wa.value).iter().zip(f32s(&wb.value)).enumerate() {
+            assert!(
+                (x - y).abs() <= 1e-5 + 1e-4 * y.abs(),
+                "{what}: {} element {k}: {x} vs {y}",
+                wa.name
+            );
+        }
+    }
+}
+
+/// steps_per_execution 10, accumulation 4, 2 replicas, batch 4 = the plain loop on
+/// batches of 32, for SGD and for Adam (whose step count must advance once per update).
+#[test]
+fn accumulation_and_replicas_give_the_plain_loops_weights() {
+    let data = classes(320, 11);
+    for optimizer in [Optimizer::sgd(0.1), Optimizer::adam(0.01)] {
+        let mut plain = mlp(1, optimizer);
+        let options = FitOptions {
+            batch_size: 32,
+            epochs: 2,
+            verbose: false,
+        };
+        let plain_history = plain.fit(&mut Evaluator, &data, &options).unwrap();
+        assert_eq!(plain_history.updates, 20);
+        for device in [&mut Evaluator as &mut dyn Device, &mut small_ipu()] {
+            let mut fancy = mlp(10, optimizer);
+            fancy.set_gradient_accumulation_options(4).unwrap();
+            fancy.set_replication_factor(2).unwrap();
+            let options = FitOptions {
+                batch_size: 4,
+                epochs: 2,
+                verbose: false,
+            };
+            let history = fancy.fit(device, &data, &options).unwrap();
+            assert_eq!(
+                history.cycles.is_some(),
+                device.name().contains("IPU Model"),
+                "only the IPU Model counts cycles"
+            );
+            assert_eq!(history.updates, 20);
+            assert_eq!(
+                history.executions, 8,
+                "40 iterations per epoch, 10 per execution"
+            );
+            let what = format!("{optimizer:?} on {}", device.name());
+            assert_same_weights(&what, &fancy, &plain);
+            // The losses are those of the same batches, by micro-batch: their means agree
+            // only roughly, so the weights are the check.
+            assert!(history.loss[1] < history.loss[0], "{what}: {history:?}");
+        }
+    }
+}
+
+fn image_classes(n: usize) -> Dataset {
+    // 8x8 one-channel images: class 0 bright on the left half, class 1 on the right.
+    let mut rng = ipuxla::frontend::init::Rng::new(5);
+    let mut x = Vec::with_capacity(n * 64);
+    let mut y = Vec::with_capacity(n);
+    for i in 0..n {
+        let label = (i % 2) as i32;
+        for _row in 0..8 {
+            for col in 0..8 {
+                let lit = (col < 4) == (label == 0);
+                x.push(if lit { 1.0 } else { 0.0 } + 0.3 * rng.normal() as f32);
+            }
+        }
+        y.push(label);
+    }
+    Dataset::new(
+        ArrayLiteral {
+            shape: ArrayShape::new(ElementType::F32, &[n as i64, 8, 8, 1]),
+            data: ArrayData::F32(x),
+        },
+        ArrayLiteral {
+            shape: ArrayShape::new(ElementType::S32, &[n as i64]),
+            data: ArrayData::S32(y),
+        },
+    )
+    .unwrap()
+}
+
+/// A small CNN learns on the IPU Model, gives the evaluator's weights, predicts and
+/// evaluates; its weights survive a save and a load.
+#[test]
+fn a_cnn_trains_on_the_ipu_model_as_on_the_evaluator() {
+    let data = image_classes(64);
+    let build = || {
+        let mut m = Sequential::new("cnn", &[8, 8, 1], 9);
+        m.add(Conv2D::new(4, [3, 3]).activation(Activation::Relu))
+            .unwrap();
+        m.add(Pool2D::max([2, 2])).unwrap();
+        m.add(Flatten).unwrap();
+        m.add(Dense::new(2)).unwrap();
+        m.compile(CompileOptions {
+            optimizer: Optimizer::Momentum {
+                learning_rate: 0.05,
+                momentum: 0.9,
+            },
+            loss: Loss::SparseCategoricalCrossentropy { from_logits: true },
+            steps_per_execution: 4,
+        })
+        .unwrap();
+        m
+    };
+    let options = FitOptions {
+        batch_size: 8,
+        epochs: 3,
+        verbose: false,
+    };
+    let mut on_ipu = build();
+    let mut on_eval = build();
+    let mut ipu = small_ipu();
+    on_ipu.fit(&mut ipu, &data, &options).unwrap();
+    on_eval.fit(&mut Evaluator, &data, &options).unwrap();
+    assert_same_weights("cnn", &on_ipu, &on_eval);
+    let result = on_ipu.evaluate(&mut ipu, &data, 8).unwrap();
+    assert!(result.accuracy.unwrap() > 0.9, "{result:?}");
+    let predictions = on_ipu
+        .predict(&mut ipu, &Dataset::inputs(data.x()), 16)
+        .unwrap();
+    assert_eq!(predictions.shape.dims[..], [64, 2]);
+
+    let dir = std::env::temp_dir().join(format!("ipuxla-weights-{}", std::process::id()));
+    on_ipu.save_weights(&dir).unwrap();
+    let mut fresh = build();
+    fresh.load_weights(&dir).unwrap();
+    assert_same_weights("loaded", &fresh, &on_ipu);
+    // Weights loaded on the host reach the device: the same evaluation as before.
+    assert_eq!(fresh.evaluate(&mut ipu, &data, 8).unwrap(), result);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn bad_models_and_datasets_are_refused_with_the_rule() {
+    // A layer that cannot take its input names itself and the shapes.
+    let mut m = Sequential::new("bad", &[6], 1);
+    m.add(Dense::new(4)).unwrap();
+    let err = m.add(Conv2D::new(2, [3, 3])).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "layer conv2d: needs NHWC inputs (rank 4), got [1, 4]"
+    );
+    let mut img = Sequential::new("img", &[4, 4, 1], 1);
+    let err = img
+        .add(Conv2D::new(2, [5, 5]).with_padding(ipuxla::frontend::nn::Padding::Valid))
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("layer conv2d: a 5x5 window does not fit inputs of [1, 4, 4, 1]"),
+        "{err}"
+    );
+
+    // Stage assignments: one per layer, going up one at a time.
+    let mut m = mlp(1, Optimizer::sgd(0.1));
+    let err = m.set_pipeline_stage_assignment(&[0]).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("names 1 stages but model mlp has 2 layers"),
+        "{err}"
+    );
+    let err = m.set_pipeline_stage_assignment(&[0, 2]).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("layer dense_1 is in stage 2 after layer dense in stage 0"),
+        "{err}"
+    );
+
+    // The effective batch rule.
+    m.set_gradient_accumulation_options(4).unwrap();
+    m.set_replication_factor(2).unwrap();
+    let options = FitOptions {
+        batch_size: 4,
+        epochs: 1,
+        verbose: false,
+    };
+    let err = m
+        .fit(&mut Evaluator, &classes(100, 1), &options)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the dataset has 100 examples, not a multiple of the effective batch size: batch_size 4 x gradient_accumulation_steps_per_replica 4 x replicas 2 = 32"
+    );
+
+    // Targets of the wrong kind, and models used before compile.
+    let mut m = mlp(1, Optimizer::sgd(0.1));
+    let floats = Dataset::new(classes(32, 1).x(), classes(32, 1).x()).unwrap();
+    let err = m.fit(&mut Evaluator, &floats, &options).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("the loss needs targets of S32 [] per example"),
+        "{err}"
+    );
+    let mut raw = Sequential::new("raw", &[6], 1);
+    raw.add(Dense::new(2)).unwrap();
+    let err = raw
+        .fit(&mut Evaluator, &classes(32, 1), &options)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "model raw is not compiled: call compile first"
+    );
+}
