@@ -388,3 +388,79 @@ fn bench_transformer_gradients_match_xla() {
         })
     });
 }
+
+/// The data-parallel MLP step over 4 replicas, rebuilt, on 4 replicas of the evaluator and
+/// of the IPU Model. In JAX's `shard_map` the gradient of a replicated weight is already
+/// summed over the replicas (the transpose of making it vary per replica is a `psum`), so
+/// the source's `pmean` of it changes nothing: the update uses the replicas' sum.
+#[test]
+fn data_parallel_training_step_matches_xla() {
+    use ipuxla::frontend::ops::{cross_replica_mean, cross_replica_sum};
+    let case = fixture("conformance-spmd", "spmd_dp_mlp_train");
+    let (info, _, stacked) = load(&case, "module.opt.hlo");
+    let replicas = info["replicas"].as_u64().unwrap() as usize;
+    let per_replica = |l: &xla_ir::Literal, r: usize| match l {
+        xla_ir::Literal::Array(a) => xla_ir::Literal::Array(a.index_leading(r)),
+        other => panic!("{other}"),
+    };
+    let inputs: Vec<Vec<xla_ir::Literal>> = (0..replicas)
+        .map(|r| stacked.iter().map(|l| per_replica(l, r)).collect())
+        .collect();
+    let mut b = ModuleBuilder::entry("spmd_dp_mlp_train_frontend", "main");
+    let params: Vec<InstrId> = inputs[0]
+        .iter()
+        .enumerate()
+        .map(|(k, l)| {
+            let xla_ir::Literal::Array(a) = l else {
+                panic!()
+            };
+            b.parameter(k as u64, Shape::Array(a.shape.clone()), &format!("p{k}"))
+                .unwrap()
+        })
+        .collect();
+    let h = nn::linear(&mut b, params[4], params[0], Some(params[1])).unwrap();
+    let h = nn::relu(&mut b, h).unwrap();
+    let o = nn::linear(&mut b, h, params[2], Some(params[3])).unwrap();
+    let loss = nn::mean_squared_error(&mut b, o, params[5]).unwrap();
+    let grads = grad(&mut b, loss, &params[..4]).unwrap();
+    let mut outs = vec![cross_replica_mean(&mut b, loss, replicas).unwrap()];
+    for k in 0..4 {
+        let g = cross_replica_sum(&mut b, grads[k], replicas).unwrap();
+        let (w, _) = Optimizer::sgd(0.1)
+            .apply(&mut b, params[k], g, &[], None)
+            .unwrap();
+        outs.push(w);
+    }
+    let root = b.tuple(&outs).unwrap();
+    let mut module = b.finish_module(root).unwrap();
+    module.replica_count = Some(replicas as i64);
+    xla_ir::verify(&module).unwrap();
+
+    let reference: Vec<Vec<ArrayLiteral>> = xla_ir::eval::evaluate_replicated(&module, &inputs)
+        .unwrap()
+        .into_iter()
+        .map(leaves)
+        .collect();
+    let device = ipuxla::replicas::run_replicated_on_ipu_model(
+        &module,
+        &IpuConfig::default(),
+        &PassOptions::default(),
+        &inputs,
+    )
+    .unwrap()
+    .outputs;
+    let c = ipuxla::corpus::Case::read(&case, "module.opt.hlo").unwrap();
+    for (engine, outputs) in [("evaluator", &reference), ("IPU Model", &device)] {
+        for (r, replica) in outputs.iter().enumerate() {
+            for (k, got) in replica.iter().enumerate() {
+                let (want, spec) = c.expected_output(k).unwrap().expect("stored output");
+                check_output(
+                    &format!("spmd_dp_mlp_train on the {engine}: replica {r} output {k}"),
+                    got,
+                    &want.index_leading(r),
+                    &spec,
+                );
+            }
+        }
+    }
+}

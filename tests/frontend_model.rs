@@ -269,3 +269,36 @@ fn bad_models_and_datasets_are_refused_with_the_rule() {
         "model raw is not compiled: call compile first"
     );
 }
+
+/// Layers in pipeline stages predict as a forward pipeline on a 2-IPU IPU Model (the same
+/// outputs as unstaged); training a staged model on the IPU Model is refused by name until
+/// training pipelines take frontend models.
+#[test]
+fn staged_models_predict_as_pipelines() {
+    let data = classes(64, 1);
+    let config = IpuConfig {
+        auto_select_ipus: ipuxla::compiler::config::AutoSelectIpus::Count(2),
+        ..IpuConfig::default()
+    };
+    let mut ipu = IpuModel::new(config);
+    let mut plain = mlp(4, Optimizer::sgd(0.1));
+    let mut staged = mlp(4, Optimizer::sgd(0.1));
+    staged.set_pipeline_stage_assignment(&[0, 1]).unwrap();
+    let x = Dataset::inputs(data.x());
+    let want = plain.predict(&mut ipu, &x, 8).unwrap();
+    let got = staged.predict(&mut ipu, &x, 8).unwrap();
+    assert_eq!(got, want);
+    let options = FitOptions {
+        batch_size: 16,
+        epochs: 1,
+        verbose: false,
+    };
+    let err = staged.fit(&mut ipu, &data, &options).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("a pipeline with aliased (trained) parameters is not built yet"),
+        "{err}"
+    );
+    // The evaluator has no IPUs to pipeline over: it trains the staged model as it is.
+    staged.fit(&mut Evaluator, &data, &options).unwrap();
+}

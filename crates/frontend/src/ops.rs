@@ -197,3 +197,38 @@ pub const STOP_GRADIENT: &str = "ipuxla.stop_gradient";
 pub fn array(element_type: ElementType, dims: &[i64]) -> Shape {
     Shape::array(element_type, dims)
 }
+
+/// The sum of `x` over all `replicas` (`lax.psum`): an `all-reduce` with `add`.
+pub fn cross_replica_sum(
+    b: &mut Builder<'_>,
+    x: InstrId,
+    replicas: usize,
+) -> Result<InstrId, BuildError> {
+    use xla_ir::collective::{CollectiveAttrs, ReplicaGroups};
+    let t = element_type(b, x);
+    let sum = reducer(b, BinaryOp::Add, t)?;
+    let attrs = CollectiveAttrs {
+        channel_id: None,
+        replica_groups: ReplicaGroups::Listed(vec![(0..replicas as i64).collect()]),
+        use_global_device_ids: false,
+        constrain_layout: false,
+    };
+    b.add_instruction(
+        xla_ir::Op::AllReduce {
+            attrs,
+            to_apply: sum,
+        },
+        &[x],
+        None,
+    )
+}
+
+/// The mean of `x` over all `replicas` (`lax.pmean`): [`cross_replica_sum`], scaled.
+pub fn cross_replica_mean(
+    b: &mut Builder<'_>,
+    x: InstrId,
+    replicas: usize,
+) -> Result<InstrId, BuildError> {
+    let total = cross_replica_sum(b, x, replicas)?;
+    scale(b, total, 1.0 / replicas as f64)
+}

@@ -9,9 +9,7 @@ use crate::ops::{self, Builder};
 use xla_ir::alias::{AliasKind, OutputAlias};
 use xla_ir::attributes::ComparisonDirection;
 use xla_ir::builder::ModuleBuilder;
-use xla_ir::collective::{CollectiveAttrs, ReplicaGroups};
-use xla_ir::op::BinaryOp;
-use xla_ir::{ElementType, InstrId, Op, Shape};
+use xla_ir::{ElementType, InstrId, Shape};
 
 /// What a training step carries, in parameter (and result) order.
 #[derive(Debug, Clone, Copy)]
@@ -148,9 +146,9 @@ impl Sequential {
         if tr.replicas > 1 {
             // Data parallelism: every replica applies the mean of the replicas' gradients.
             for g in grads.iter_mut() {
-                *g = replica_mean(&mut b, *g, tr.replicas)?;
+                *g = ops::cross_replica_mean(&mut b, *g, tr.replicas)?;
             }
-            reported = replica_mean(&mut b, loss, tr.replicas)?;
+            reported = ops::cross_replica_mean(&mut b, loss, tr.replicas)?;
         }
         let mut results: Vec<InstrId> = Vec::with_capacity(layout.count() + 1);
         if let (Some(micro), true) = (micro, layout.accumulating) {
@@ -286,25 +284,4 @@ fn choose(
     let d = ops::dims(b, a);
     let p = ops::broadcast_into(b, apply, &d, &[])?;
     Ok(b.select(p, a, otherwise)?)
-}
-
-/// The mean of `x` over all `replicas` (an all-reduce sum, scaled).
-fn replica_mean(b: &mut Builder<'_>, x: InstrId, replicas: usize) -> Result<InstrId, ModelError> {
-    let t = ops::element_type(b, x);
-    let sum = ops::reducer(b, BinaryOp::Add, t)?;
-    let attrs = CollectiveAttrs {
-        channel_id: None,
-        replica_groups: ReplicaGroups::Listed(vec![(0..replicas as i64).collect()]),
-        use_global_device_ids: false,
-        constrain_layout: false,
-    };
-    let total = b.add_instruction(
-        Op::AllReduce {
-            attrs,
-            to_apply: sum,
-        },
-        &[x],
-        None,
-    )?;
-    Ok(ops::scale(b, total, 1.0 / replicas as f64)?)
 }
