@@ -302,3 +302,152 @@ fn staged_models_predict_as_pipelines() {
     // The evaluator has no IPUs to pipeline over: it trains the staged model as it is.
     staged.fit(&mut Evaluator, &data, &options).unwrap();
 }
+
+/// A functional model (a residual connection, a layer applied twice, a concatenation)
+/// trains to the same weights on the IPU Model as on the evaluator; applying its shared
+/// layer in two pipeline stages is refused.
+#[test]
+fn functional_models_with_shared_layers_train() {
+    use ipuxla::frontend::model::Model;
+    let data = classes(64, 4);
+    let build = || {
+        let mut m = Model::new("functional", &[6], 21);
+        let x = m.input();
+        let h = m
+            .apply(Dense::new(6).activation(Activation::Tanh), x)
+            .unwrap();
+        let again = m.reuse(h, h).unwrap();
+        let res = m.add_tensors(x, again).unwrap();
+        let both = m.concatenate(&[res, h], -1).unwrap();
+        m.apply(Dense::new(3), both).unwrap();
+        m.compile(CompileOptions {
+            optimizer: Optimizer::RmsProp {
+                learning_rate: 0.01,
+                rho: 0.9,
+                epsilon: 1e-7,
+            },
+            loss: Loss::SparseCategoricalCrossentropy { from_logits: true },
+            steps_per_execution: 2,
+        })
+        .unwrap();
+        m
+    };
+    let mut a = build();
+    let mut b = build();
+    assert_eq!(
+        a.weights().len(),
+        4,
+        "the reused layer has one kernel and one bias"
+    );
+    let options = FitOptions {
+        batch_size: 8,
+        epochs: 2,
+        verbose: false,
+    };
+    a.fit(&mut small_ipu(), &data, &options).unwrap();
+    b.fit(&mut Evaluator, &data, &options).unwrap();
+    assert_same_weights("functional", &a, &b);
+    let err = a
+        .set_pipeline_stage_assignment(&[0, 1, 1, 1, 1])
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "layer dense is applied in stages 0 and 1: its weights would be shared across IPUs"
+    );
+    let mut c = Model::new("bad", &[6], 1);
+    let h = c.apply(Dense::new(4), c.input()).unwrap();
+    let err = c.reuse(h, h).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("layer dense applied again to [1, 4]: it would need kernel of [4, 4], its weight is f32[6,4]"),
+        "{err}"
+    );
+}
+
+/// Batch normalisation (moving statistics updated by training, used by evaluation) and
+/// dropout (Philox bits from a state the step carries) train to the same weights and states
+/// on the IPU Model as on the evaluator, with 2 replicas.
+#[test]
+fn batch_norm_and_dropout_train_alike_on_both_engines() {
+    use ipuxla::frontend::layers::{BatchNorm, Dropout};
+    let data = classes(128, 8);
+    let build = || {
+        let mut m = Sequential::new("regularised", &[6], 17);
+        m.add(Dense::new(16)).unwrap();
+        m.add(BatchNorm::default()).unwrap();
+        m.add(ipuxla::frontend::layers::ActivationLayer(Activation::Relu))
+            .unwrap();
+        m.add(Dropout { rate: 0.25 }).unwrap();
+        m.add(Dense::new(3)).unwrap();
+        m.compile(CompileOptions {
+            // Not Adam: the bias before the normalisation has a zero gradient up to
+            // rounding, which Adam would scale up into different noise on each engine.
+            optimizer: Optimizer::sgd(0.1),
+            loss: Loss::SparseCategoricalCrossentropy { from_logits: true },
+            steps_per_execution: 4,
+        })
+        .unwrap();
+        m.set_replication_factor(2).unwrap();
+        m
+    };
+    let options = FitOptions {
+        batch_size: 8,
+        epochs: 3,
+        verbose: false,
+    };
+    let mut a = build();
+    let mut b = build();
+    let names: Vec<&str> = a.weights().iter().map(|w| w.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "dense/kernel",
+            "dense/bias",
+            "batch_normalization/gamma",
+            "batch_normalization/beta",
+            "batch_normalization/moving_mean",
+            "batch_normalization/moving_variance",
+            "dropout/rng_state",
+            "dense_1/kernel",
+            "dense_1/bias"
+        ]
+    );
+    let start = a.weights()[4].value.clone();
+    let state = a.weights()[6].value.clone();
+    let mut ipu = small_ipu();
+    a.fit(&mut ipu, &data, &options).unwrap();
+    b.fit(&mut Evaluator, &data, &options).unwrap();
+    assert_ne!(
+        a.weights()[4].value,
+        start,
+        "training moves the moving mean"
+    );
+    assert_ne!(
+        a.weights()[6].value,
+        state,
+        "dropout draws new bits every step"
+    );
+    assert_eq!(
+        a.weights()[6].value,
+        b.weights()[6].value,
+        "the same bits on both"
+    );
+    for (wa, wb) in a.weights().iter().zip(b.weights()) {
+        if wa.value.shape.element_type == ElementType::F32 {
+            for (x, y) in f32s(&wa.value).iter().zip(f32s(&wb.value)) {
+                assert!(
+                    (x - y).abs() <= 1e-4 + 1e-3 * y.abs(),
+                    "{}: {x} vs {y}",
+                    wa.name
+                );
+            }
+        }
+    }
+    let on_ipu = a.evaluate(&mut ipu, &data, 8).unwrap();
+    let on_eval = b.evaluate(&mut Evaluator, &data, 8).unwrap();
+    assert!(
+        (on_ipu.loss - on_eval.loss).abs() < 1e-3,
+        "{on_ipu:?} vs {on_eval:?}"
+    );
+    assert!(on_ipu.accuracy.unwrap() > 0.6, "{on_ipu:?}");
+}

@@ -28,6 +28,8 @@ pub enum Init {
         /// The standard deviation.
         stddev: f64,
     },
+    /// Random 64-bit words (`u64`): the state of a random number generator.
+    RandomState,
 }
 
 /// A seeded generator (SplitMix64): the same seed gives the same weights on every machine.
@@ -68,9 +70,16 @@ impl Rng {
 }
 
 impl Init {
-    /// An f32 array of `dims` drawn from this initialiser.
+    /// An array of `dims` drawn from this initialiser (f32; u64 for
+    /// [`Init::RandomState`]).
     pub fn sample(self, dims: &[i64], rng: &mut Rng) -> ArrayLiteral {
         let n: i64 = dims.iter().product();
+        if self == Init::RandomState {
+            return ArrayLiteral {
+                shape: ArrayShape::new(ElementType::U64, dims),
+                data: ArrayData::U64((0..n).map(|_| rng.next_u64()).collect()),
+            };
+        }
         let values: Vec<f32> = (0..n)
             .map(|_| match self {
                 Init::Zeros => 0.0,
@@ -81,6 +90,7 @@ impl Init {
                 }
                 Init::Uniform { limit } => (limit * (2.0 * rng.uniform() - 1.0)) as f32,
                 Init::Normal { stddev } => (stddev * rng.normal()) as f32,
+                Init::RandomState => unreachable!("returned above"),
             })
             .collect();
         ArrayLiteral {

@@ -17,6 +17,9 @@ pub struct WeightSpec {
     pub dims: Vec<i64>,
     /// How it starts.
     pub init: Init,
+    /// Whether training changes it by its gradient (moving statistics and random states
+    /// change by the layer's own updates instead).
+    pub trainable: bool,
 }
 
 /// What went wrong in a layer: its name and why (shapes included).
@@ -56,6 +59,30 @@ pub trait Layer: std::fmt::Debug {
         weights: &[InstrId],
         training: bool,
     ) -> Result<InstrId, BuildError>;
+
+    /// [`Layer::call`] and the new values of the layer's non-trainable weights (by position
+    /// in its weights) after a training step: moving statistics, random states.
+    fn call_with_updates(
+        &self,
+        b: &mut Builder<'_>,
+        x: InstrId,
+        weights: &[InstrId],
+        training: bool,
+    ) -> Result<Called, BuildError> {
+        Ok(Called {
+            value: self.call(b, x, weights, training)?,
+            updates: Vec::new(),
+        })
+    }
+}
+
+/// A layer's output and the new values of its non-trainable weights.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Called {
+    /// The output.
+    pub value: InstrId,
+    /// (position in the layer's weights, new value).
+    pub updates: Vec<(usize, InstrId)>,
 }
 
 /// An element-wise activation.
@@ -151,12 +178,14 @@ impl Layer for Dense {
                 fan_in: features,
                 fan_out: self.units,
             },
+            trainable: true,
         }];
         if self.use_bias {
             weights.push(WeightSpec {
                 name: "bias".into(),
                 dims: vec![self.units],
                 init: Init::Zeros,
+                trainable: true,
             });
         }
         let mut out = input.to_vec();
@@ -263,11 +292,13 @@ impl Layer for Conv2D {
                     fan_in: kh * kw * cin,
                     fan_out: kh * kw * self.filters,
                 },
+                trainable: true,
             },
             WeightSpec {
                 name: "bias".into(),
                 dims: vec![self.filters],
                 init: Init::Zeros,
+                trainable: true,
             },
         ];
         Ok((weights, vec![input[0], oh, ow, self.filters]))
@@ -420,6 +451,7 @@ impl Layer for LayerNorm {
             name: n.into(),
             dims: vec![features],
             init,
+            trainable: true,
         };
         Ok((
             vec![spec("gamma", Init::Ones), spec("beta", Init::Zeros)],
@@ -484,6 +516,7 @@ impl Layer for Embedding {
                 name: "embeddings".into(),
                 dims: vec![self.input_dim, self.output_dim],
                 init: Init::Uniform { limit: 0.05 },
+                trainable: true,
             }],
             out,
         ))
@@ -513,5 +546,211 @@ impl Layer for Embedding {
             index_vector_dim: rank,
         };
         b.gather(w[0], ids, dims, &[1, self.output_dim])
+    }
+}
+
+/// `BatchNormalization` over the last axis: in training, the batch's mean and variance
+/// normalise and update the moving statistics (`moving = momentum * moving + (1 - momentum)
+/// * batch`); in evaluation and prediction the moving statistics normalise.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BatchNorm {
+    /// Decay of the moving statistics.
+    pub momentum: f64,
+    /// Added to the variance.
+    pub epsilon: f64,
+}
+
+impl Default for BatchNorm {
+    fn default() -> BatchNorm {
+        BatchNorm {
+            momentum: 0.99,
+            epsilon: 1e-3,
+        }
+    }
+}
+
+impl Layer for BatchNorm {
+    fn kind(&self) -> &'static str {
+        "batch_normalization"
+    }
+
+    fn build(&self, name: &str, input: &[i64]) -> Result<(Vec<WeightSpec>, Vec<i64>), LayerError> {
+        let Some(&features) = input.last().filter(|_| input.len() >= 2) else {
+            return Err(shape_error(
+                name,
+                format!("needs inputs of rank 2 or more (batch, ..., features), got {input:?}"),
+            ));
+        };
+        let spec = |n: &str, init, trainable| WeightSpec {
+            name: n.into(),
+            dims: vec![features],
+            init,
+            trainable,
+        };
+        Ok((
+            vec![
+                spec("gamma", Init::Ones, true),
+                spec("beta", Init::Zeros, true),
+                spec("moving_mean", Init::Zeros, false),
+                spec("moving_variance", Init::Ones, false),
+            ],
+            input.to_vec(),
+        ))
+    }
+
+    fn call(
+        &self,
+        b: &mut Builder<'_>,
+        x: InstrId,
+        w: &[InstrId],
+        training: bool,
+    ) -> Result<InstrId, BuildError> {
+        Ok(self.call_with_updates(b, x, w, training)?.value)
+    }
+
+    fn call_with_updates(
+        &self,
+        b: &mut Builder<'_>,
+        x: InstrId,
+        w: &[InstrId],
+        training: bool,
+    ) -> Result<Called, BuildError> {
+        let d = ops::dims(b, x);
+        let last = d.len() as i64 - 1;
+        let batch_axes: Vec<i64> = (0..last).collect();
+        let (mean, var) = if training {
+            let mean = ops::mean(b, x, &batch_axes)?;
+            let mb = ops::broadcast_into(b, mean, &d, &[last])?;
+            let c = b.subtract(x, mb)?;
+            let sq = b.multiply(c, c)?;
+            (mean, ops::mean(b, sq, &batch_axes)?)
+        } else {
+            (w[2], w[3])
+        };
+        let mb = ops::broadcast_into(b, mean, &d, &[last])?;
+        let centred = b.subtract(x, mb)?;
+        let eps = ops::full_like(b, var, self.epsilon)?;
+        let v = b.add(var, eps)?;
+        let r = b.rsqrt(v)?;
+        let scale = b.multiply(r, w[0])?;
+        let sb = ops::broadcast_into(b, scale, &d, &[last])?;
+        let y = b.multiply(centred, sb)?;
+        let value = nn::add_bias(b, y, w[1])?;
+        if !training {
+            return Ok(Called {
+                value,
+                updates: Vec::new(),
+            });
+        }
+        let mut updates = Vec::new();
+        for (k, stat) in [(2, mean), (3, var)] {
+            let kept = ops::scale(b, w[k], self.momentum)?;
+            let added = ops::scale(b, stat, 1.0 - self.momentum)?;
+            updates.push((k, b.add(kept, added)?));
+        }
+        Ok(Called { value, updates })
+    }
+}
+
+/// `Dropout(rate)`: in training, each element is kept with probability `1 - rate` (and
+/// scaled by `1 / (1 - rate)`) by random bits from `rng-bit-generator` (Philox) whose state
+/// is the layer's non-trainable weight; in evaluation and prediction it passes `x` on.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Dropout {
+    /// The fraction of elements dropped.
+    pub rate: f64,
+}
+
+impl Layer for Dropout {
+    fn kind(&self) -> &'static str {
+        "dropout"
+    }
+
+    fn build(&self, name: &str, input: &[i64]) -> Result<(Vec<WeightSpec>, Vec<i64>), LayerError> {
+        if !(0.0..1.0).contains(&self.rate) {
+            return Err(shape_error(
+                name,
+                format!("the rate must be in [0, 1), it is {}", self.rate),
+            ));
+        }
+        Ok((
+            vec![WeightSpec {
+                name: "rng_state".into(),
+                dims: vec![2],
+                init: Init::RandomState,
+                trainable: false,
+            }],
+            input.to_vec(),
+        ))
+    }
+
+    fn call(
+        &self,
+        b: &mut Builder<'_>,
+        x: InstrId,
+        w: &[InstrId],
+        training: bool,
+    ) -> Result<InstrId, BuildError> {
+        Ok(self.call_with_updates(b, x, w, training)?.value)
+    }
+
+    fn call_with_updates(
+        &self,
+        b: &mut Builder<'_>,
+        x: InstrId,
+        w: &[InstrId],
+        training: bool,
+    ) -> Result<Called, BuildError> {
+        if !training || self.rate == 0.0 {
+            return Ok(Called {
+                value: x,
+                updates: Vec::new(),
+            });
+        }
+        use xla_ir::literal::{ArrayData, ArrayLiteral};
+        use xla_ir::op::RngAlgorithm;
+        use xla_ir::{ArrayShape, Op, Shape};
+        let d = ops::dims(b, x);
+        let t = ops::element_type(b, x);
+        let state_shape = b.shape(w[0]).clone();
+        let declared = Shape::Tuple(vec![state_shape, Shape::array(ElementType::U32, &d)]);
+        let rng = b.add_instruction(
+            Op::RngBitGenerator {
+                algorithm: RngAlgorithm::Default,
+            },
+            &[w[0]],
+            Some(declared),
+        )?;
+        let state = b.get_tuple_element(rng, 0)?;
+        let bits = b.get_tuple_element(rng, 1)?;
+        // Uniform in [0, 1) from the top 23 bits: 1.m as an f32, minus 1.
+        let u32_const = |b: &mut Builder<'_>, v: u32| -> Result<InstrId, BuildError> {
+            let c = b.constant(ArrayLiteral {
+                shape: ArrayShape::new(ElementType::U32, &[]),
+                data: ArrayData::U32(vec![v]),
+            })?;
+            b.broadcast(c, &d, &[])
+        };
+        let nine = u32_const(b, 9)?;
+        let mantissa = b.shift_right_logical(bits, nine)?;
+        let one_bits = u32_const(b, 0x3f80_0000)?;
+        let f = b.or(mantissa, one_bits)?;
+        let f = b.bitcast_convert(f, Shape::array(ElementType::F32, &d))?;
+        let one = ops::full_like(b, f, 1.0)?;
+        let u = b.subtract(f, one)?;
+        let keep_p = ops::full_like(b, u, 1.0 - self.rate)?;
+        let keep = b.compare(u, keep_p, xla_ir::attributes::ComparisonDirection::Lt, None)?;
+        let scaled = ops::scale(b, x, 1.0 / (1.0 - self.rate))?;
+        let zero = ops::zeros_like(b, x)?;
+        let value = b.select(keep, scaled, zero)?;
+        let value = if t == ElementType::F32 {
+            value
+        } else {
+            b.convert(value, t)?
+        };
+        Ok(Called {
+            value,
+            updates: vec![(0, state)],
+        })
     }
 }

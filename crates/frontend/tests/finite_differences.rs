@@ -437,3 +437,26 @@ fn unsupported_ops_are_named() {
         "{not_scalar}"
     );
 }
+
+#[test]
+fn outlined_functions_called_twice() {
+    use ipuxla_frontend::scopes::{call_outlined, outlined_function};
+    check(
+        "outlined",
+        &[
+            (&[3, 4], (-1.0, 1.0)),
+            (&[4, 4], (-1.0, 1.0)),
+            (&[4, 4], (-1.0, 1.0)),
+        ],
+        |b, p| {
+            let (f, h) = outlined_function(b, "f", &[p[0], p[1]], |f, a| {
+                let d = f.dot(a[0], a[1])?;
+                f.tanh(d)
+            })
+            .unwrap();
+            let y = call_outlined(b, f, &[h, p[2]]).unwrap();
+            let sq = b.multiply(y, y).unwrap();
+            ops::sum_all(b, sq).unwrap()
+        },
+    );
+}

@@ -25,6 +25,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod calls;
 mod contraction;
 mod elementwise;
 mod indexing;
@@ -219,10 +220,7 @@ fn rule(
         } => indexing::gather(b, x, dims, slice_sizes, g),
         Op::DynamicSlice { .. } => indexing::dynamic_slice(b, x, g),
         Op::DynamicUpdateSlice => indexing::dynamic_update_slice(b, x, g, wants),
-        Op::Call { .. } => Err(unsupported(
-            &instr,
-            "calls on the path to the loss are not differentiated yet: build the function inline",
-        )),
+        Op::Call { to_apply } => calls::call(b, &instr, *to_apply, g, wants),
         _ => Err(unsupported(&instr, "no gradient rule for this op")),
     }
 }

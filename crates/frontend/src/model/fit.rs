@@ -2,7 +2,7 @@
 //! iterations and replicas take, the step programs loaded once and run, the weights read
 //! back after every execution.
 
-use super::{ModelError, ProgramKey, Sequential};
+use super::{Model, ModelError, ProgramKey};
 use crate::device::{Device, StepProgram};
 use indicatif::{ProgressBar, ProgressStyle};
 use xla_ir::literal::{ArrayData, ArrayLiteral};
@@ -137,7 +137,7 @@ fn f32s(a: &ArrayLiteral) -> Vec<f32> {
     }
 }
 
-impl Sequential {
+impl Model {
     fn check_data(&self, data: &Dataset, with_target: bool) -> Result<(), ModelError> {
         let want = &self.input;
         if data.x.shape.dims[1..] != want[..] || data.x.shape.element_type != self.input_type {
@@ -170,7 +170,7 @@ impl Sequential {
         &mut self,
         device: &mut dyn Device,
         key: ProgramKey,
-        build: impl FnOnce(&Sequential) -> Result<StepProgram, ModelError>,
+        build: impl FnOnce(&Model) -> Result<StepProgram, ModelError>,
     ) -> Result<(), ModelError> {
         let device_name = device.name();
         let stale = self
@@ -329,6 +329,7 @@ impl Sequential {
     fn take_training_outputs(&mut self, out: &[ArrayLiteral]) -> Result<(), ModelError> {
         let layout = self.carried_layout()?;
         let n = self.weights.len();
+        let t = layout.trainable;
         let per = layout.slots_per_weight;
         for (w, v) in self.weights.iter_mut().zip(&out[..n]) {
             w.value = v.clone();
@@ -337,10 +338,10 @@ impl Sequential {
             .training
             .as_mut()
             .expect("compiled: checked by carried_layout");
-        for k in 0..n {
+        for k in 0..t {
             tr.slots[k] = out[n + k * per..n + (k + 1) * per].to_vec();
         }
-        let mut at = n + n * per;
+        let mut at = n + t * per;
         let scalar = |a: &ArrayLiteral| match &a.data {
             ArrayData::S32(v) => v[0],
             _ => 0,
@@ -350,8 +351,8 @@ impl Sequential {
             at += 1;
         }
         if layout.accumulating {
-            tr.accumulated = out[at..at + n].to_vec();
-            tr.micro_batch = scalar(&out[at + n]);
+            tr.accumulated = out[at..at + t].to_vec();
+            tr.micro_batch = scalar(&out[at + t]);
         }
         self.weights_changed = false;
         Ok(())

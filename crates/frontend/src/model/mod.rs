@@ -34,10 +34,13 @@
 //! ```
 
 mod fit;
+mod graph;
 mod programs;
 mod weights_io;
 
-pub use fit::{Dataset, FitOptions, History};
+pub use fit::{Dataset, Evaluation, FitOptions, History};
+pub use graph::Tensor;
+use graph::{Node, NodeOp};
 
 use crate::autodiff::AutodiffError;
 use crate::device::{DeviceError, LoadedStep};
@@ -92,6 +95,8 @@ pub struct Weight {
     pub name: String,
     /// Its current value.
     pub value: ArrayLiteral,
+    /// Whether training changes it by its gradient (else by its layer's updates).
+    pub trainable: bool,
 }
 
 /// A layer in a model, with its name and the range of its weights in the model's list.
@@ -100,7 +105,6 @@ struct NamedLayer {
     name: String,
     layer: Box<dyn Layer>,
     weights: Range<usize>,
-    output: Vec<i64>,
 }
 
 /// `compile`'s options.
@@ -120,11 +124,11 @@ struct Training {
     options: CompileOptions,
     gradient_accumulation: u64,
     replicas: usize,
-    /// Per weight, the optimiser's slots (in `Optimizer::slots` order).
+    /// Per trainable weight, the optimiser's slots (in `Optimizer::slots` order).
     slots: Vec<Vec<ArrayLiteral>>,
     /// The optimiser's step count.
     step: i32,
-    /// Per weight, the gradients accumulated since the last update (with accumulation).
+    /// Per trainable weight, the gradients accumulated since the last update.
     accumulated: Vec<ArrayLiteral>,
     /// Batches accumulated since the last update.
     micro_batch: i32,
@@ -138,12 +142,19 @@ enum ProgramKey {
     Predict { batch: i64, iterations: u64 },
 }
 
-/// A stack of layers, each feeding the next (Keras's `Sequential`).
-pub struct Sequential {
+/// Keras's `Sequential`: a [`Model`] built by [`Model::add`], each layer feeding the next.
+pub type Sequential = Model;
+
+/// A model: layers applied to its input ([`Model::add`] in a chain, or
+/// [`Model::apply`]/[`Model::reuse`]/merges as a graph), their weights, and how it trains.
+pub struct Model {
     name: String,
     input: Vec<i64>,
     input_type: ElementType,
     layers: Vec<NamedLayer>,
+    /// The graph: node 0 is the input.
+    nodes: Vec<Node>,
+    output: Tensor,
     weights: Vec<Weight>,
     rng: Rng,
     training: Option<Training>,
@@ -153,9 +164,9 @@ pub struct Sequential {
     weights_changed: bool,
 }
 
-impl std::fmt::Debug for Sequential {
+impl std::fmt::Debug for Model {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Sequential")
+        f.debug_struct("Model")
             .field("name", &self.name)
             .field("input", &self.input)
             .field("layers", &self.layers)
@@ -163,15 +174,22 @@ impl std::fmt::Debug for Sequential {
     }
 }
 
-impl Sequential {
+impl Model {
     /// An empty model for f32 examples of `input` dimensions (without the batch), its
     /// weights drawn from `seed`.
-    pub fn new(name: impl Into<String>, input: &[i64], seed: u64) -> Sequential {
-        Sequential {
+    pub fn new(name: impl Into<String>, input: &[i64], seed: u64) -> Model {
+        let dims = std::iter::once(1).chain(input.iter().copied()).collect();
+        Model {
             name: name.into(),
             input: input.to_vec(),
             input_type: ElementType::F32,
             layers: Vec::new(),
+            nodes: vec![Node {
+                op: NodeOp::Input,
+                inputs: Vec::new(),
+                dims,
+            }],
+            output: Tensor(0),
             weights: Vec::new(),
             rng: Rng::new(seed),
             training: None,
@@ -184,7 +202,7 @@ impl Sequential {
     /// The same model for integer examples (token ids for an [`Embedding`] first layer).
     ///
     /// [`Embedding`]: crate::layers::Embedding
-    pub fn with_integer_input(mut self) -> Sequential {
+    pub fn with_integer_input(mut self) -> Model {
         self.input_type = ElementType::S32;
         self
     }
@@ -194,55 +212,12 @@ impl Sequential {
         &self.name
     }
 
-    /// Adds `layer` after the others, named after its kind (`dense`, `dense_1`, ...), and
-    /// creates its weights; an input the layer cannot take is an error naming the layer and
-    /// the shapes.
-    pub fn add(&mut self, layer: impl Layer + 'static) -> Result<&mut Sequential, ModelError> {
-        let kind = layer.kind();
-        let same = self
-            .layers
-            .iter()
-            .filter(|l| l.layer.kind() == kind)
-            .count();
-        let name = if same == 0 {
-            kind.to_string()
-        } else {
-            format!("{kind}_{same}")
-        };
-        self.add_named(name, Box::new(layer))
-    }
-
-    fn add_named(
-        &mut self,
-        name: String,
-        layer: Box<dyn Layer>,
-    ) -> Result<&mut Sequential, ModelError> {
-        let input = match self.layers.last() {
-            Some(l) => l.output.clone(),
-            None => std::iter::once(1)
-                .chain(self.input.iter().copied())
-                .collect(),
-        };
-        let (specs, output) = layer.build(&name, &input)?;
-        let start = self.weights.len();
-        for s in specs {
-            let value = s.init.sample(&s.dims, &mut self.rng);
-            self.weights.push(Weight {
-                name: format!("{name}/{}", s.name),
-                value,
-            });
-        }
-        let end = self.weights.len();
-        self.layers.push(NamedLayer {
-            name,
-            layer,
-            weights: start..end,
-            output,
-        });
+    /// Something about the graph changed: programs must be built again.
+    fn changed(&mut self) {
         self.training = None;
+        self.stages = None;
         self.loaded.clear();
         self.weights_changed = true;
-        Ok(self)
     }
 
     /// The layers' names, in order.
@@ -282,19 +257,14 @@ impl Sequential {
 
     /// The output's dimensions for a batch of `batch`.
     pub fn output_dims(&self, batch: i64) -> Vec<i64> {
-        let mut d = match self.layers.last() {
-            Some(l) => l.output.clone(),
-            None => std::iter::once(1)
-                .chain(self.input.iter().copied())
-                .collect(),
-        };
+        let mut d = self.nodes[self.output.0].dims.clone();
         d[0] = batch;
         d
     }
 
     /// Prepares the model for training with `options` (resets the optimiser's state).
     pub fn compile(&mut self, options: CompileOptions) -> Result<(), ModelError> {
-        if self.layers.is_empty() {
+        if self.output == Tensor(0) {
             return Err(ModelError::Usage(format!(
                 "model {} has no layers to compile",
                 self.name
@@ -335,12 +305,12 @@ impl Sequential {
         let weights = &self.weights;
         if let Some(t) = self.training.as_mut() {
             let per = t.options.optimizer.slots().len();
-            t.slots = weights
-                .iter()
+            let trainable = || weights.iter().filter(|w| w.trainable);
+            t.slots = trainable()
                 .map(|w| vec![zeros(&w.value.shape); per])
                 .collect();
             t.step = 0;
-            t.accumulated = weights.iter().map(|w| zeros(&w.value.shape)).collect();
+            t.accumulated = trainable().map(|w| zeros(&w.value.shape)).collect();
             t.micro_batch = 0;
         }
         self.loaded.clear();
@@ -378,25 +348,27 @@ impl Sequential {
         Ok(())
     }
 
-    /// Puts layer `k` in pipeline stage `stages[k]` (the seed's
-    /// `set_pipeline_stage_assignment`): one stage per layer, starting at 0, never going
-    /// back, none skipped.
+    /// Puts the k-th node after the input (each layer application or merge, in the order
+    /// they were added: Keras's post-order) in pipeline stage `stages[k]` (the seed's
+    /// `set_pipeline_stage_assignment`): one stage per node, starting at 0, never going
+    /// back, none skipped; a layer applied in two stages would share its weights across
+    /// IPUs and is refused.
     pub fn set_pipeline_stage_assignment(&mut self, stages: &[usize]) -> Result<(), ModelError> {
-        if stages.len() != self.layers.len() {
+        let nodes = self.nodes.len() - 1;
+        if stages.len() != nodes {
             return Err(ModelError::Usage(format!(
-                "the pipeline stage assignment names {} stages but model {} has {} layers: every layer needs a stage",
+                "the pipeline stage assignment names {} stages but model {} has {nodes} layers: every layer needs a stage",
                 stages.len(),
                 self.name,
-                self.layers.len()
             )));
         }
         for (k, pair) in stages.windows(2).enumerate() {
             if pair[1] < pair[0] || pair[1] > pair[0] + 1 {
                 return Err(ModelError::Usage(format!(
                     "layer {} is in stage {} after layer {} in stage {}: stages must go up one at a time",
-                    self.layers[k + 1].name,
+                    self.node_name(k + 2),
                     pair[1],
-                    self.layers[k].name,
+                    self.node_name(k + 1),
                     pair[0]
                 )));
             }
@@ -406,12 +378,26 @@ impl Sequential {
                 "the first layer must be in stage 0".into(),
             ));
         }
+        let mut stage_of_layer: HashMap<usize, usize> = HashMap::new();
+        for (k, &stage) in stages.iter().enumerate() {
+            if let NodeOp::Layer(l) = self.nodes[k + 1].op
+                && let Some(&other) = stage_of_layer.get(&l)
+                && other != stage
+            {
+                return Err(ModelError::Usage(format!(
+                    "layer {} is applied in stages {other} and {stage}: its weights would be shared across IPUs",
+                    self.layers[l].name
+                )));
+            } else if let NodeOp::Layer(l) = self.nodes[k + 1].op {
+                stage_of_layer.insert(l, stage);
+            }
+        }
         self.stages = Some(stages.to_vec());
         self.loaded.clear();
         Ok(())
     }
 
-    /// The pipeline stage of each layer, if assigned.
+    /// The pipeline stage of each node after the input, if assigned.
     pub fn pipeline_stage_assignment(&self) -> Option<&[usize]> {
         self.stages.as_deref()
     }
@@ -436,6 +422,7 @@ impl Sequential {
         let t = self.training()?;
         Ok(programs::CarriedLayout {
             weights: self.weights.len(),
+            trainable: self.weights.iter().filter(|w| w.trainable).count(),
             slots_per_weight: t.options.optimizer.slots().len(),
             step: t.options.optimizer.counts_steps(),
             accumulating: t.gradient_accumulation > 1,

@@ -2,7 +2,7 @@
 //! mean, accumulation, the optimiser), an evaluation step (loss and correct count) and a
 //! prediction step, each one iteration of a device loop.
 
-use super::{ModelError, Sequential};
+use super::{Model, ModelError, NodeOp};
 use crate::autodiff::grad;
 use crate::device::StepProgram;
 use crate::ops::{self, Builder};
@@ -15,6 +15,7 @@ use xla_ir::{ElementType, InstrId, Shape};
 #[derive(Debug, Clone, Copy)]
 pub(super) struct CarriedLayout {
     pub weights: usize,
+    pub trainable: usize,
     pub slots_per_weight: usize,
     pub step: bool,
     pub accumulating: bool,
@@ -23,15 +24,16 @@ pub(super) struct CarriedLayout {
 impl CarriedLayout {
     /// Carried parameters in all.
     pub fn count(&self) -> usize {
-        let w = self.weights;
-        w + w * self.slots_per_weight
+        let t = self.trainable;
+        self.weights
+            + t * self.slots_per_weight
             + usize::from(self.step)
-            + if self.accumulating { w + 1 } else { 0 }
+            + if self.accumulating { t + 1 } else { 0 }
     }
 }
 
-impl Sequential {
-    /// The forward pass on `x` with the weights as `w` (in the model's order); layers in
+impl Model {
+    /// The forward pass on `x` with the weights as `w` (in the model's order); nodes in
     /// pipeline stages are marked with their stage.
     pub(super) fn forward(
         &self,
@@ -40,18 +42,56 @@ impl Sequential {
         w: &[InstrId],
         training: bool,
     ) -> Result<InstrId, ModelError> {
-        let mut h = x;
-        for (k, layer) in self.layers.iter().enumerate() {
-            let mine = &w[layer.weights.clone()];
-            let call = |b: &mut Builder<'_>| layer.layer.call(b, h, mine, training);
-            h = match &self.stages {
-                Some(stages) => {
-                    b.with_frontend_attribute("ipu_stage", stages[k].to_string(), call)?
+        Ok(self.forward_with_updates(b, x, w, training)?.0)
+    }
+
+    /// [`Self::forward`] and the new values of non-trainable weights (by index in the
+    /// model's weights; a layer applied twice updates with its last application).
+    pub(super) fn forward_with_updates(
+        &self,
+        b: &mut Builder<'_>,
+        x: InstrId,
+        w: &[InstrId],
+        training: bool,
+    ) -> Result<(InstrId, Vec<(usize, InstrId)>), ModelError> {
+        let mut updates = Vec::new();
+        let mut values = vec![x];
+        for (k, node) in self.nodes.iter().enumerate().skip(1) {
+            let ins: Vec<InstrId> = node.inputs.iter().map(|t| values[t.0]).collect();
+            let op = node.op;
+            let mut call = |b: &mut Builder<'_>| -> Result<InstrId, xla_ir::builder::BuildError> {
+                match op {
+                    NodeOp::Input => unreachable!("node 0 is the only input"),
+                    NodeOp::Layer(l) => {
+                        let layer = &self.layers[l];
+                        let range = layer.weights.clone();
+                        let called = layer.layer.call_with_updates(
+                            b,
+                            ins[0],
+                            &w[range.clone()],
+                            training,
+                        )?;
+                        for (k, v) in called.updates {
+                            updates.retain(|(i, _)| *i != range.start + k);
+                            updates.push((range.start + k, v));
+                        }
+                        Ok(called.value)
+                    }
+                    NodeOp::Add => b.add(ins[0], ins[1]),
+                    NodeOp::Concatenate(axis) => b.concatenate(&ins, axis),
                 }
+            };
+            let v = match &self.stages {
+                Some(stages) => b.with_frontend_attribute(
+                    crate::scopes::PIPELINE_STAGE,
+                    stages[k - 1].to_string(),
+                    call,
+                )?,
                 None => call(b)?,
             };
+            values.push(v);
         }
-        Ok(h)
+        Ok((values[self.output.0], updates))
     }
 
     fn weight_params(&self, b: &mut Builder<'_>) -> Result<Vec<InstrId>, ModelError> {
@@ -96,8 +136,10 @@ impl Sequential {
             next += 1;
             p
         };
-        let mut slots = Vec::with_capacity(n);
-        for (k, weight) in self.weights.iter().enumerate() {
+        let trainable: Vec<usize> = (0..n).filter(|&k| self.weights[k].trainable).collect();
+        let mut slots = Vec::with_capacity(trainable.len());
+        for &k in &trainable {
+            let weight = &self.weights[k];
             let mut mine = Vec::new();
             for s in opt.slots() {
                 let name = format!("{}.{s}", weight.name.replace('/', "."));
@@ -108,7 +150,6 @@ impl Sequential {
                 )?);
             }
             slots.push(mine);
-            let _ = k;
         }
         let step = if layout.step {
             Some(param(
@@ -122,7 +163,8 @@ impl Sequential {
         let mut acc = Vec::new();
         let mut micro = None;
         if layout.accumulating {
-            for weight in &self.weights {
+            for &k in &trainable {
+                let weight = &self.weights[k];
                 let name = format!("{}.accumulated", weight.name.replace('/', "."));
                 acc.push(param(
                     &mut b,
@@ -139,10 +181,22 @@ impl Sequential {
         let first_data = next;
         let (x, y) = self.data_params(&mut b, first_data, batch, true)?;
         let y = y.expect("asked for the target");
-        let out = self.forward(&mut b, x, &w, true)?;
+        let (out, updates) = self.forward_with_updates(&mut b, x, &w, true)?;
         let loss = tr.options.loss.build(&mut b, out, y)?;
-        let mut grads = grad(&mut b, loss, &w)?;
+        let wrt: Vec<InstrId> = trainable.iter().map(|&k| w[k]).collect();
+        let mut grads = grad(&mut b, loss, &wrt)?;
         let mut reported = loss;
+        // Non-trainable weights: their layers' updates, or as they were.
+        let mut new_w: Vec<InstrId> = w.clone();
+        for (k, v) in updates {
+            let float = ops::element_type(&b, v).is_float();
+            new_w[k] = if tr.replicas > 1 && float {
+                // Moving statistics stay the same on every replica: their mean.
+                ops::cross_replica_mean(&mut b, v, tr.replicas)?
+            } else {
+                v
+            };
+        }
         if tr.replicas > 1 {
             // Data parallelism: every replica applies the mean of the replicas' gradients.
             for g in grads.iter_mut() {
@@ -150,7 +204,8 @@ impl Sequential {
             }
             reported = ops::cross_replica_mean(&mut b, loss, tr.replicas)?;
         }
-        let mut results: Vec<InstrId> = Vec::with_capacity(layout.count() + 1);
+        let mut new_slots = Vec::new();
+        let mut tail: Vec<InstrId> = Vec::new();
         if let (Some(micro), true) = (micro, layout.accumulating) {
             let ga = tr.gradient_accumulation as f64;
             let one = ops::scalar(&mut b, ElementType::S32, 1.0)?;
@@ -161,42 +216,40 @@ impl Sequential {
                 Some(t) => Some(opt.next_step(&mut b, t)?),
                 None => None,
             };
-            let mut new_w = Vec::with_capacity(n);
-            let mut new_slots = Vec::new();
-            let mut new_acc = Vec::with_capacity(n);
-            for k in 0..n {
-                let total = b.add(acc[k], grads[k])?;
+            let mut new_acc = Vec::with_capacity(trainable.len());
+            for (j, &k) in trainable.iter().enumerate() {
+                let total = b.add(acc[j], grads[j])?;
                 let mean = ops::scale(&mut b, total, 1.0 / ga)?;
-                let (uw, us) = opt.apply(&mut b, w[k], mean, &slots[k], stepped)?;
-                new_w.push(choose(&mut b, apply, uw, w[k])?);
-                for (s, &old) in us.into_iter().zip(&slots[k]) {
+                let (uw, us) = opt.apply(&mut b, w[k], mean, &slots[j], stepped)?;
+                new_w[k] = choose(&mut b, apply, uw, w[k])?;
+                for (s, &old) in us.into_iter().zip(&slots[j]) {
                     new_slots.push(choose(&mut b, apply, s, old)?);
                 }
                 let zero = ops::zeros_like(&mut b, total)?;
                 new_acc.push(choose(&mut b, apply, zero, total)?);
             }
-            results.extend(new_w);
-            results.extend(new_slots);
             if let (Some(t), Some(st)) = (step, stepped) {
-                results.push(b.select(apply, st, t)?);
+                tail.push(b.select(apply, st, t)?);
             }
-            results.extend(new_acc);
+            tail.extend(new_acc);
             let zero = ops::scalar(&mut b, ElementType::S32, 0.0)?;
-            results.push(b.select(apply, zero, count)?);
+            tail.push(b.select(apply, zero, count)?);
         } else {
             let stepped = match step {
                 Some(t) => Some(opt.next_step(&mut b, t)?),
                 None => None,
             };
-            let mut new_slots = Vec::new();
-            for k in 0..n {
-                let (uw, us) = opt.apply(&mut b, w[k], grads[k], &slots[k], stepped)?;
-                results.push(uw);
+            for (j, &k) in trainable.iter().enumerate() {
+                let (uw, us) = opt.apply(&mut b, w[k], grads[j], &slots[j], stepped)?;
+                new_w[k] = uw;
                 new_slots.extend(us);
             }
-            results.extend(new_slots);
-            results.extend(stepped);
+            tail.extend(stepped);
         }
+        let mut results: Vec<InstrId> = Vec::with_capacity(layout.count() + 1);
+        results.extend(new_w);
+        results.extend(new_slots);
+        results.extend(tail);
         results.push(reported);
         let root = b.tuple(&results)?;
         let mut module = b.finish_module(root)?;

@@ -1,7 +1,7 @@
 //! Saving and loading a model's weights: one `.npy` file per weight in a directory, named
 //! after the weight (`dense_1.kernel.npy`), so NumPy reads them as they are.
 
-use super::{ModelError, Sequential};
+use super::{Model, ModelError};
 use crate::npy::{read_npy, write_npy};
 use std::path::Path;
 
@@ -9,7 +9,7 @@ fn file_name(weight: &str) -> String {
     format!("{}.npy", weight.replace('/', "."))
 }
 
-impl Sequential {
+impl Model {
     /// Writes every weight to `dir/<layer>.<weight>.npy` (the directory is created).
     pub fn save_weights(&self, dir: &Path) -> Result<(), ModelError> {
         std::fs::create_dir_all(dir).map_err(|e| ModelError::File {
