@@ -4,7 +4,7 @@
 
 use crate::device::LoadedModule;
 use compiler::{DeviceLoop, IpuConfig, PassOptions};
-use frontend::device::{Device, DeviceError, LoadedStep, StepProgram};
+use frontend::device::{Device, DeviceError, LoadedStep, PipelineProgram, StepProgram};
 use runtime::EngineOptions;
 use xla_ir::Literal;
 use xla_ir::literal::ArrayLiteral;
@@ -37,6 +37,66 @@ struct LoadedIpuStep {
 impl Device for IpuModel {
     fn name(&self) -> String {
         format!("the IPU Model ({})", self.config.ipu_model.version)
+    }
+
+    fn runs_pipelines(&self) -> bool {
+        true
+    }
+
+    fn load_pipeline(
+        &mut self,
+        program: PipelineProgram,
+    ) -> Result<Box<dyn LoadedStep>, DeviceError> {
+        use compiler::training_pipeline::{
+            Optimizer, TrainingPipeline, TrainingStage, compile_training_pipeline,
+        };
+        let stages = program
+            .stages
+            .into_iter()
+            .map(|s| TrainingStage {
+                forward: s.forward,
+                backward: s.backward,
+                weights: s.weights,
+                saved: s.saved,
+                gradients: s.gradients,
+            })
+            .collect();
+        let mut pipeline = TrainingPipeline::new(
+            stages,
+            Optimizer::PerStage(program.updates),
+            program.gradient_accumulation,
+        );
+        pipeline.repeat_count = program.repeat_count;
+        let to_error = |e: &dyn std::fmt::Display| -> DeviceError { e.to_string().into() };
+        let shapes = pipeline.check().map_err(|e| to_error(&e))?;
+        let last = shapes.last().expect("a checked pipeline has stages");
+        let declared = last
+            .outputs
+            .iter()
+            .chain(shapes.iter().flat_map(|s| &s.weights))
+            .cloned()
+            .collect();
+        let compiled =
+            compile_training_pipeline(&pipeline, &self.config).map_err(|e| to_error(&e))?;
+        let lp = DeviceLoop {
+            iterations: pipeline.micro_batches(),
+            fed: Vec::new(),
+            resident: false,
+        };
+        let (mut loaded, _) = LoadedModule::from_compiled(
+            compiled,
+            declared,
+            Some(lp),
+            EngineOptions::default(),
+            None,
+        )
+        .map_err(|e| to_error(&format!("{e:#}")))?;
+        loaded.outfeed_mode = crate::device_loop::OutfeedMode::All;
+        Ok(Box::new(LoadedIpuStep {
+            loaded,
+            replicas: 1,
+            cycles: None,
+        }))
     }
 
     fn load(&mut self, program: StepProgram) -> Result<Box<dyn LoadedStep>, DeviceError> {

@@ -270,37 +270,59 @@ fn bad_models_and_datasets_are_refused_with_the_rule() {
     );
 }
 
-/// Layers in pipeline stages predict as a forward pipeline on a 2-IPU IPU Model (the same
-/// outputs as unstaged); training a staged model on the IPU Model is refused by name until
-/// training pipelines take frontend models.
+/// Layers in pipeline stages train as a training pipeline on a 2-IPU IPU Model (stage k on
+/// IPU k, the gradients of `accumulation` micro-batches summed into each update) and give
+/// the plain loop's weights; they predict as a forward pipeline; what a pipeline cannot
+/// train yet is refused by name.
 #[test]
-fn staged_models_predict_as_pipelines() {
+fn staged_models_train_and_predict_as_pipelines() {
     let data = classes(64, 1);
     let config = IpuConfig {
         auto_select_ipus: ipuxla::compiler::config::AutoSelectIpus::Count(2),
         ..IpuConfig::default()
     };
     let mut ipu = IpuModel::new(config);
-    let mut plain = mlp(4, Optimizer::sgd(0.1));
-    let mut staged = mlp(4, Optimizer::sgd(0.1));
-    staged.set_pipeline_stage_assignment(&[0, 1]).unwrap();
-    let x = Dataset::inputs(data.x());
-    let want = plain.predict(&mut ipu, &x, 8).unwrap();
-    let got = staged.predict(&mut ipu, &x, 8).unwrap();
-    assert_eq!(got, want);
     let options = FitOptions {
-        batch_size: 16,
-        epochs: 1,
+        batch_size: 4,
+        epochs: 2,
         verbose: false,
     };
-    let err = staged.fit(&mut ipu, &data, &options).unwrap_err();
+    let mut plain = mlp(8, Optimizer::sgd(0.1));
+    plain.set_gradient_accumulation_options(4).unwrap();
+    let mut staged = mlp(8, Optimizer::sgd(0.1));
+    staged.set_gradient_accumulation_options(4).unwrap();
+    staged.set_pipeline_stage_assignment(&[0, 1]).unwrap();
+    plain.fit(&mut Evaluator, &data, &options).unwrap();
+    let history = staged.fit(&mut ipu, &data, &options).unwrap();
+    assert_eq!(history.updates, 8);
+    assert_same_weights("pipelined", &staged, &plain);
+
+    let x = Dataset::inputs(data.x());
+    let want = plain.predict(&mut ipu, &x, 8).unwrap();
+    let mut staged_copy = mlp(4, Optimizer::sgd(0.1));
+    staged_copy
+        .set_weights(plain.weights().iter().map(|w| w.value.clone()).collect())
+        .unwrap();
+    staged_copy.set_pipeline_stage_assignment(&[0, 1]).unwrap();
+    assert_eq!(staged_copy.predict(&mut ipu, &x, 8).unwrap(), want);
+
+    let mut adam = mlp(8, Optimizer::adam(0.01));
+    adam.set_gradient_accumulation_options(4).unwrap();
+    adam.set_pipeline_stage_assignment(&[0, 1]).unwrap();
+    let err = adam.fit(&mut ipu, &data, &options).unwrap_err();
     assert!(
         err.to_string()
-            .contains("a pipeline with aliased (trained) parameters is not built yet"),
+            .starts_with("a pipelined model trains with SGD only"),
         "{err}"
     );
-    // The evaluator has no IPUs to pipeline over: it trains the staged model as it is.
-    staged.fit(&mut Evaluator, &data, &options).unwrap();
+    let mut short = mlp(8, Optimizer::sgd(0.1));
+    short.set_pipeline_stage_assignment(&[0, 1]).unwrap();
+    let err = short.fit(&mut ipu, &data, &options).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("needs gradient_accumulation_steps_per_replica of at least 2"),
+        "{err}"
+    );
 }
 
 /// A functional model (a residual connection, a layer applied twice, a concatenation)

@@ -27,6 +27,38 @@ pub struct StepProgram {
     pub replicas: usize,
 }
 
+/// One stage of a training pipeline (the compiler's `TrainingStage`): its forward and
+/// backward computations.
+#[derive(Debug, Clone)]
+pub struct PipelineStage {
+    /// `(weights..., inputs...) -> (outputs..., saved...)`.
+    pub forward: Module,
+    /// `(weights..., saved..., gradients of the next stage's differentiated inputs...) ->
+    /// (gradients of this stage's first `gradients` inputs..., weight gradients...)`.
+    pub backward: Module,
+    /// The stage's weights: the forward computation's first parameters.
+    pub weights: usize,
+    /// Values saved for the backward pass: the forward computation's last results.
+    pub saved: usize,
+    /// The stage's first inputs that receive gradients (0 for stage 0).
+    pub gradients: usize,
+}
+
+/// A training pipeline: stage `k` on IPU `k`, `gradient_accumulation` micro-batches per
+/// pipeline run (their gradients summed into one update by `updates`), `repeat_count` runs
+/// per execution.
+#[derive(Debug, Clone)]
+pub struct PipelineProgram {
+    /// The stages.
+    pub stages: Vec<PipelineStage>,
+    /// Per stage: `(weights..., summed gradients...) -> (weights...)`.
+    pub updates: Vec<Module>,
+    /// Micro-batches per pipeline run.
+    pub gradient_accumulation: u64,
+    /// Pipeline runs per execution.
+    pub repeat_count: u64,
+}
+
 /// A program loaded on a device.
 pub trait LoadedStep {
     /// One execution: `inputs[r]` are replica r's, one literal per parameter (fed ones
@@ -45,6 +77,23 @@ pub trait Device {
     fn name(&self) -> String;
     /// Compiles and loads `program`.
     fn load(&mut self, program: StepProgram) -> Result<Box<dyn LoadedStep>, DeviceError>;
+
+    /// Whether the device runs models in pipeline stages as pipelines (else a staged model
+    /// trains with its plain step, which computes the same).
+    fn runs_pipelines(&self) -> bool {
+        false
+    }
+
+    /// Compiles and loads a training pipeline. One execution takes every stage's weights
+    /// (in stage order) and stage 0's inputs stacked over the micro-batches; it returns the
+    /// last stage's outputs stacked over them, then the trained weights.
+    fn load_pipeline(
+        &mut self,
+        program: PipelineProgram,
+    ) -> Result<Box<dyn LoadedStep>, DeviceError> {
+        let _ = program;
+        Err(format!("{} does not run training pipelines", self.name()).into())
+    }
 }
 
 /// The reference evaluator as a device: exact IEEE arithmetic, no cycles.

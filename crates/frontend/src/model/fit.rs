@@ -221,6 +221,12 @@ impl Model {
         }
         let iterations = n / (b as u64 * r);
         let plan = executions(iterations, s);
+        let pipelined = self.stages.is_some() && device.runs_pipelines();
+        if pipelined && !s.is_multiple_of(ga) {
+            return Err(ModelError::Usage(format!(
+                "a pipelined model runs whole pipeline runs per execution: steps_per_execution ({s}) must be a multiple of gradient_accumulation_steps_per_replica ({ga})"
+            )));
+        }
         let bar = if options.verbose {
             ProgressBar::new((plan.len() * options.epochs) as u64)
         } else {
@@ -242,6 +248,15 @@ impl Model {
             bar.set_prefix(format!("epoch {}/{}", epoch + 1, options.epochs));
             let mut losses = Vec::new();
             for &(first, count) in &plan {
+                if pipelined {
+                    let loss = self.run_pipeline(device, data, b, (first, count))?;
+                    losses.extend(loss);
+                    history.executions += 1;
+                    history.updates += count / ga;
+                    bar.set_message(format!("{:.4}", mean(&losses)));
+                    bar.inc(1);
+                    continue;
+                }
                 let key = ProgramKey::Train {
                     batch: b,
                     iterations: count,
@@ -279,6 +294,55 @@ impl Model {
         }
         bar.finish_and_clear();
         Ok(history)
+    }
+
+    /// One execution of the training pipeline over `count` micro-batches from `first`: the
+    /// micro-batches' losses; the weights are read back.
+    fn run_pipeline(
+        &mut self,
+        device: &mut dyn Device,
+        data: &Dataset,
+        b: i64,
+        (first, count): (u64, u64),
+    ) -> Result<Vec<f32>, ModelError> {
+        let ga = self.training()?.gradient_accumulation;
+        let key = ProgramKey::Pipeline {
+            batch: b,
+            iterations: count,
+        };
+        let device_name = device.name();
+        if self
+            .loaded
+            .get(&key)
+            .is_none_or(|(name, _)| *name != device_name)
+        {
+            let program = self.pipeline_program(b, count / ga)?;
+            let loaded = device
+                .load_pipeline(program)
+                .map_err(|source| ModelError::Device {
+                    device: device_name.clone(),
+                    source,
+                })?;
+            self.loaded.insert(key, (device_name, loaded));
+        }
+        let y = data.y.as_ref().expect("checked: training data has targets");
+        let starts: Vec<usize> = (first..first + count)
+            .map(|i| i as usize * b as usize)
+            .collect();
+        let mut inputs: Vec<Literal> = self
+            .weights
+            .iter()
+            .map(|w| Literal::Array(w.value.clone()))
+            .collect();
+        inputs.push(Literal::Array(take_rows(&data.x, &starts, b as usize)?));
+        inputs.push(Literal::Array(take_rows(y, &starts, b as usize)?));
+        let out = self.run_loaded(key, &[inputs])?;
+        let out = &out[0];
+        for (w, v) in self.weights.iter_mut().zip(&out[1..]) {
+            w.value = v.clone();
+        }
+        self.weights_changed = true;
+        Ok(f32s(&out[0]))
     }
 
     /// Each replica's inputs for the execution of `count` iterations from `first`.

@@ -35,6 +35,7 @@
 
 mod fit;
 mod graph;
+mod pipeline;
 mod programs;
 mod weights_io;
 
@@ -138,6 +139,7 @@ struct Training {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum ProgramKey {
     Train { batch: i64, iterations: u64 },
+    Pipeline { batch: i64, iterations: u64 },
     Evaluate { batch: i64, iterations: u64 },
     Predict { batch: i64, iterations: u64 },
 }
