@@ -460,3 +460,39 @@ fn outlined_functions_called_twice() {
         },
     );
 }
+
+#[test]
+fn conditionals_pass_the_gradient_to_the_taken_branch() {
+    for (name, shift) in [("cond_true", 2.0), ("cond_false", -2.0)] {
+        check(
+            name,
+            &[(&[3], (-1.0, 1.0)), (&[2, 2], (-1.0, 1.0))],
+            |b, p| {
+                let s = ops::sum_all(b, p[0]).unwrap();
+                let k = ops::scalar(b, F64, shift).unwrap();
+                let s = b.add(s, k).unwrap();
+                let zero = ops::scalar(b, F64, 0.0).unwrap();
+                let pred = b.compare(s, zero, ComparisonDirection::Gt, None).unwrap();
+                let on_true = b
+                    .sub_computation(format!("{name}_t"), |c| {
+                        let x = c.parameter(0, Shape::array(F64, &[3]), "tx")?;
+                        let e = c.exp(x)?;
+                        ops::sum_all(c, e)
+                    })
+                    .unwrap();
+                let on_false = b
+                    .sub_computation(format!("{name}_f"), |c| {
+                        let x = c.parameter(0, Shape::array(F64, &[2, 2]), "fx")?;
+                        let t = c.tanh(x)?;
+                        let sq = c.multiply(t, x)?;
+                        ops::sum_all(c, sq)
+                    })
+                    .unwrap();
+                let r = b
+                    .conditional(pred, &[p[0], p[1]], &[on_true, on_false])
+                    .unwrap();
+                b.multiply(r, r).unwrap()
+            },
+        );
+    }
+}

@@ -88,3 +88,66 @@ fn inline(
     }
     Ok(map[&comp.root])
 }
+
+/// `conditional(selector, operands...)` (branch k takes operand k+1), cotangent `g`: the
+/// same selection of the branches' vector-Jacobian products, each passing the cotangent
+/// to its own operand and zeros to the others (JAX's `cond` transpose).
+pub(super) fn conditional(
+    b: &mut Builder<'_>,
+    instr: &Instruction,
+    branches: &[CompId],
+    g: InstrId,
+    wants: &[bool],
+) -> Result<Contributions, AutodiffError> {
+    let operands = &instr.operands[1..];
+    if instr.shape.as_array().is_none() || operands.iter().any(|&o| b.shape(o).as_array().is_none())
+    {
+        return Err(unsupported(
+            instr,
+            "only conditionals of array operands returning one array are differentiated",
+        ));
+    }
+    // Position k + 1 of the instruction is branch k's operand.
+    let wanted: Vec<usize> = (0..operands.len()).filter(|&k| wants[k + 1]).collect();
+    let shapes: Vec<xla_ir::Shape> = operands.iter().map(|&o| b.shape(o).clone()).collect();
+    let g_shape = b.shape(g).clone();
+    let mut vjps = Vec::with_capacity(branches.len());
+    let mut args = Vec::with_capacity(branches.len());
+    for (k, &branch) in branches.iter().enumerate() {
+        let name = format!("{}_vjp", b.module().computation(branch).name);
+        let arg_shape = xla_ir::Shape::Tuple(vec![shapes[k].clone(), g_shape.clone()]);
+        let (wanted, shapes) = (wanted.clone(), shapes.clone());
+        let comp = b.sub_computation(name.clone(), |s| {
+            let p = s.parameter(0, arg_shape, &format!("{name}.arg"))?;
+            let x = s.get_tuple_element(p, 0)?;
+            let gp = s.get_tuple_element(p, 1)?;
+            let mut out = Vec::with_capacity(wanted.len());
+            for &j in &wanted {
+                if j == k {
+                    let y = inline(s, branch, &[x])?;
+                    let dx = vjp(s, y, gp, &[x]).map_err(|e| match e {
+                        AutodiffError::Build(b) => b,
+                        other => xla_ir::builder::BuildError::Shape {
+                            computation: name.clone(),
+                            opcode: "conditional".into(),
+                            message: other.to_string(),
+                        },
+                    })?;
+                    out.push(dx[0]);
+                } else {
+                    let a = shapes[j].as_array().expect("array operands: checked");
+                    out.push(crate::ops::full(s, a.element_type, &a.dims, 0.0)?);
+                }
+            }
+            s.tuple(&out)
+        })?;
+        vjps.push(comp);
+        args.push(b.tuple(&[operands[k], g])?);
+    }
+    let grads = b.conditional(instr.operands[0], &args, &vjps)?;
+    let mut out = Vec::with_capacity(wanted.len());
+    for (i, &j) in wanted.iter().enumerate() {
+        out.push((j + 1, b.get_tuple_element(grads, i as i64)?));
+    }
+    Ok(out)
+}

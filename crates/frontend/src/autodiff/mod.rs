@@ -221,6 +221,11 @@ fn rule(
         Op::DynamicSlice { .. } => indexing::dynamic_slice(b, x, g),
         Op::DynamicUpdateSlice => indexing::dynamic_update_slice(b, x, g, wants),
         Op::Call { to_apply } => calls::call(b, &instr, *to_apply, g, wants),
+        Op::Conditional { branches } => calls::conditional(b, &instr, branches, g, wants),
+        Op::While { .. } => Err(unsupported(
+            &instr,
+            "a while loop's trip count depends on data: JAX does not differentiate while_loop in reverse mode either (unroll a fixed count)",
+        )),
         _ => Err(unsupported(&instr, "no gradient rule for this op")),
     }
 }
