@@ -154,6 +154,25 @@ pub struct RunArgs {
     /// default: stage K on IPU K).
     #[arg(long, value_delimiter = ',', value_name = "IPU,IPU,...")]
     pub device_mapping: Option<Vec<usize>>,
+    /// Train the module as a training pipeline: FILE is a loss module, `(weights...,
+    /// micro-batch inputs...) -> loss` (a float scalar). A parameter given once (its own
+    /// shape) is a weight; one given per micro-batch (a leading dimension of --iterations)
+    /// is data. Its `ipu_stage` stages become the pipeline's stages (none: one stage), and
+    /// ipuxla differentiates each stage: no gradient is written by hand. `sgd:LR` updates
+    /// the weights by `LR` times the mean gradient of every --gradient-accumulation
+    /// micro-batches. Writes `output_0.npy`, the micro-batches' losses `[N]`, then one
+    /// `output_K.npy` per weight (in parameter order), trained. --pipeline-schedule and
+    /// --device-mapping act on it; the reference engine runs the same pipeline's
+    /// arithmetic.
+    #[arg(long, value_name = "sgd:LR", conflicts_with_all = ["replicas", "infeed", "outfeed_mode"])]
+    pub optimizer: Option<String>,
+    /// With --optimizer: micro-batches per weight update (the seed's
+    /// `gradient_accumulation_count`; default: all --iterations, one update per execution;
+    /// --iterations must be a multiple). Grouped and Interleaved need at least one
+    /// micro-batch per stage.
+    #[arg(long, value_name = "M", requires = "optimizer",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub gradient_accumulation: Option<u64>,
     /// availableMemoryProportion for matrix products, 0.0 to 1.0 (default 0.6).
     #[arg(long, value_name = "F")]
     pub matmul_amp: Option<f64>,
@@ -407,6 +426,9 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
     if let Some(n) = args.replicas {
         return run_replicated(&args, &module, &config, outdir, n, None);
     }
+    if let Some(optimizer) = &args.optimizer {
+        return run_training(&args, optimizer, &module, &config, outdir);
+    }
     let leading: Vec<Leading> = args
         .iterations
         .map(iterations_leading)
@@ -488,6 +510,125 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
     );
     if let Some(run) = device {
         crate::progress::finish();
+        print!("{}", super::summary::summary(&run));
+        write_profile(args.profile.as_deref(), &run.profile)?;
+        write_trace(args.trace.as_deref(), &[("IPU Model".into(), &run.profile)])?;
+    } else if args.profile.is_some() || args.trace.is_some() {
+        bail!(
+            "--profile, --trace: the reference engine records no profile; run on the ipu-model engine"
+        );
+    }
+    Ok(())
+}
+
+/// `--optimizer`: the loss module trained as a training pipeline over the --iterations
+/// micro-batches.
+fn run_training(
+    args: &RunArgs,
+    optimizer: &str,
+    module: &Module,
+    config: &compiler::IpuConfig,
+    outdir: &Path,
+) -> anyhow::Result<()> {
+    let file = args.file.display();
+    let learning_rate: f64 = match optimizer.split_once(':') {
+        Some(("sgd", lr)) => lr
+            .trim()
+            .parse()
+            .map_err(|_| anyhow!("--optimizer {optimizer}: '{lr}' is not a learning rate"))?,
+        _ => bail!(
+            "--optimizer {optimizer}: the optimisers are sgd:LR (training pipelines keep no optimiser state yet)"
+        ),
+    };
+    let Some(n) = args.iterations else {
+        bail!(
+            "--optimizer trains over micro-batches: give --iterations N (micro-batches per execution)"
+        );
+    };
+    let accumulation = args.gradient_accumulation.unwrap_or(n);
+    if !n.is_multiple_of(accumulation) {
+        bail!(
+            "--iterations {n} is not a multiple of --gradient-accumulation {accumulation}: an execution runs whole weight updates"
+        );
+    }
+    let inputs = read_inputs(module, &args.inputs, &[iterations_leading(n)])?;
+    let lp = crate::device_loop::device_loop_for(module, n, &inputs)
+        .map_err(|e| anyhow!("{file}: {e:#}"))?;
+    let entry = module.entry_computation();
+    let mut trained = Vec::with_capacity(lp.fed.len());
+    for (k, (&fed, p)) in lp.fed.iter().zip(entry.parameters()).enumerate() {
+        let instr = entry.instr(p);
+        let float = instr
+            .shape
+            .as_array()
+            .is_some_and(|a| a.element_type.is_float());
+        if !fed && !float {
+            bail!(
+                "{file}: parameter {k} ({}) is given once, so it is a weight, but it is {}: weights are float arrays (give it per micro-batch, a leading dimension of {n}, to make it data)",
+                instr.name,
+                instr.shape
+            );
+        }
+        trained.push(!fed);
+    }
+    let mut tp = crate::pipeline::loss::pipeline_from_loss(
+        module,
+        &trained,
+        learning_rate,
+        accumulation,
+        n / accumulation,
+    )
+    .map_err(|e| anyhow!("{file}: {e:#}"))?;
+    tp.pipeline.schedule = config.pipelining.schedule()?;
+    tp.pipeline.device_mapping = config.pipelining.device_mapping.clone();
+    let weights: Vec<Literal> = tp.weights.iter().map(|&p| inputs[p].clone()).collect();
+    let batches: Vec<Literal> = tp.data.iter().map(|&p| inputs[p].clone()).collect();
+    let start = Instant::now();
+    let (outputs, device) = match args.engine {
+        Engine::IpuModel => {
+            let mut run = crate::pipeline::run_training_pipeline_on_ipu_model(
+                &tp.pipeline,
+                config,
+                &weights,
+                &batches,
+            )
+            .map_err(|e| anyhow!("{file}: {e:#}"))?;
+            (std::mem::take(&mut run.outputs), Some(run))
+        }
+        Engine::Reference => (
+            crate::pipeline::evaluate_training_pipeline(&tp.pipeline, &weights, &batches)
+                .map_err(|e| anyhow!("{file}: {e:#}"))?,
+            None,
+        ),
+    };
+    let elapsed = start.elapsed();
+    // The losses, then the trained weights in parameter order.
+    let mut order: Vec<(usize, &ArrayLiteral)> = tp
+        .weights
+        .iter()
+        .zip(&outputs[1..])
+        .map(|(&p, w)| (p, w))
+        .collect();
+    order.sort_by_key(|(p, _)| *p);
+    let named = std::iter::once(("output_0.npy".to_string(), &outputs[0])).chain(
+        order
+            .iter()
+            .enumerate()
+            .map(|(k, (_, w))| (format!("output_{}.npy", k + 1), *w)),
+    );
+    write_outputs(outdir, named)?;
+    crate::progress::finish();
+    println!(
+        "trained {file} as a {}-stage pipeline ({} updates of {accumulation} micro-batches) on the {} engine in {:.3} ms",
+        tp.pipeline.stages.len(),
+        n / accumulation,
+        match args.engine {
+            Engine::Reference => "reference",
+            Engine::IpuModel => "ipu-model",
+        },
+        elapsed.as_secs_f64() * 1e3
+    );
+    if let Some(run) = device {
         print!("{}", super::summary::summary(&run));
         write_profile(args.profile.as_deref(), &run.profile)?;
         write_trace(args.trace.as_deref(), &[("IPU Model".into(), &run.profile)])?;

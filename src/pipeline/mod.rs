@@ -13,6 +13,7 @@ use xla_ir::eval::{EvaluateError, evaluate};
 use xla_ir::literal::ArrayLiteral;
 use xla_ir::{Literal, Module};
 
+pub mod loss;
 pub mod mlp;
 
 /// Compiles `pipeline` for `config` and runs one execution on the IPU Model:

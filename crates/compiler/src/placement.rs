@@ -35,3 +35,11 @@ pub fn annotate_placement(module: &mut Module) {
         }
     }
 }
+
+/// The pipeline stage of every instruction of `comp` (`ipu_stage`, propagated as lowering
+/// propagates it), when any instruction carries one.
+pub fn pipeline_stages(
+    comp: &xla_ir::Computation,
+) -> Option<std::collections::HashMap<xla_ir::InstrId, usize>> {
+    propagated_stages(comp)
+}

@@ -15,3 +15,4 @@ pub mod npy;
 pub mod ops;
 pub mod optimizers;
 pub mod scopes;
+pub mod split;

@@ -1,7 +1,7 @@
 //! A module: computations in an arena, the entry, header attributes and debug tables.
 
 use crate::alias::OutputAlias;
-use crate::ids::CompId;
+use crate::ids::{CompId, InstrId};
 use crate::metadata::DebugTables;
 use crate::{Computation, Shape};
 
@@ -115,6 +115,42 @@ impl Module {
     /// Number of computations.
     pub fn computation_count(&self) -> usize {
         self.computations.len()
+    }
+
+    /// Drops the computations the entry does not reach (directly or through others),
+    /// renumbering the rest in their order.
+    pub fn retain_reachable(&mut self) {
+        let mut reached = vec![false; self.computations.len()];
+        let mut stack = vec![self.entry];
+        while let Some(c) = stack.pop() {
+            if std::mem::replace(&mut reached[c.index()], true) {
+                continue;
+            }
+            for (_, instr) in self.computation(c).instructions() {
+                stack.extend(instr.op.called_computations());
+            }
+        }
+        let mut new_id = vec![CompId(0); self.computations.len()];
+        let mut kept = Vec::new();
+        for (k, comp) in std::mem::take(&mut self.computations)
+            .into_iter()
+            .enumerate()
+        {
+            if reached[k] {
+                new_id[k] = CompId(kept.len() as u32);
+                kept.push(comp);
+            }
+        }
+        for comp in &mut kept {
+            let ids: Vec<InstrId> = comp.order().to_vec();
+            for i in ids {
+                comp.instr_mut(i)
+                    .op
+                    .map_called_computations(|c| new_id[c.index()]);
+            }
+        }
+        self.computations = kept;
+        self.entry = new_id[self.entry.index()];
     }
 
     /// The id of the computation with this name, if any.

@@ -99,6 +99,16 @@ pub fn vjp(
     dy: InstrId,
     wrt: &[InstrId],
 ) -> Result<Vec<InstrId>, AutodiffError> {
+    vjp_many(b, &[(y, dy)], wrt)
+}
+
+/// [`vjp`] of several values at once: the cotangent of each of `wrt` given the cotangents
+/// of `outputs` (value, cotangent) together.
+pub fn vjp_many(
+    b: &mut Builder<'_>,
+    outputs: &[(InstrId, InstrId)],
+    wrt: &[InstrId],
+) -> Result<Vec<InstrId>, AutodiffError> {
     for &w in wrt {
         let s = b.shape(w);
         if !s.as_array().is_some_and(|a| a.element_type.is_float()) {
@@ -125,8 +135,14 @@ pub fn vjp(
         }
     }
     let mut adjoint: Vec<Option<InstrId>> = vec![None; n];
-    adjoint[y.index()] = Some(dy);
-    for k in (0..=y.index()).rev() {
+    for &(y, dy) in outputs {
+        adjoint[y.index()] = Some(match adjoint[y.index()] {
+            None => dy,
+            Some(prev) => b.add(prev, dy)?,
+        });
+    }
+    let last = outputs.iter().map(|(y, _)| y.index()).max().unwrap_or(0);
+    for k in (0..=last).rev() {
         let id = InstrId(k as u32);
         let Some(g) = adjoint[k] else { continue };
         if !depends[k] || wrt.contains(&id) && b.instruction(id).operands.is_empty() {
