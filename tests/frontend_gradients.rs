@@ -464,3 +464,54 @@ fn data_parallel_training_step_matches_xla() {
         }
     }
 }
+
+/// The gradient of a `fori_loop` (a while loop's cotangent taken backwards trip by trip,
+/// each trip's state replayed) runs on the IPU Model as on the evaluator.
+#[test]
+fn loop_gradients_run_on_the_ipu_model() {
+    use xla_ir::attributes::ComparisonDirection;
+    let f32s = |d: &[i64]| Shape::array(ElementType::F32, d);
+    let mut b = ModuleBuilder::entry("fori_grad", "main");
+    let x0 = b.parameter(0, f32s(&[2, 3]), "x0").unwrap();
+    let w = b.parameter(1, f32s(&[3, 3]), "w").unwrap();
+    let s32 = Shape::scalar(ElementType::S32);
+    let state = Shape::Tuple(vec![s32, f32s(&[2, 3]), f32s(&[3, 3])]);
+    let cond = b
+        .sub_computation("cond", |c| {
+            let s = c.parameter(0, state.clone(), "cs")?;
+            let i = c.get_tuple_element(s, 0)?;
+            let n = c.constant(ArrayLiteral::scalar_s32(3))?;
+            c.compare(i, n, ComparisonDirection::Lt, None)
+        })
+        .unwrap();
+    let body = b
+        .sub_computation("body", |c| {
+            let s = c.parameter(0, state.clone(), "bs")?;
+            let i = c.get_tuple_element(s, 0)?;
+            let x = c.get_tuple_element(s, 1)?;
+            let w = c.get_tuple_element(s, 2)?;
+            let one = c.constant(ArrayLiteral::scalar_s32(1))?;
+            let i1 = c.add(i, one)?;
+            let d = c.dot(x, w)?;
+            let t = c.tanh(d)?;
+            c.tuple(&[i1, t, w])
+        })
+        .unwrap();
+    let zero = b.constant(ArrayLiteral::scalar_s32(0)).unwrap();
+    let init = b.tuple(&[zero, x0, w]).unwrap();
+    let lp = b.while_loop(init, cond, body).unwrap();
+    let x = b.get_tuple_element(lp, 1).unwrap();
+    let loss = ipuxla::frontend::ops::sum_all(&mut b, x).unwrap();
+    let g = grad(&mut b, loss, &[x0, w]).unwrap();
+    let root = b.tuple(&g).unwrap();
+    let module = b.finish_module(root).unwrap();
+    let inputs = common::arguments(&module);
+    let want = leaves(xla_ir::eval::evaluate(&module, &inputs).unwrap());
+    let (mut loaded, _) =
+        LoadedModule::load(&module, &IpuConfig::default(), &PassOptions::default()).unwrap();
+    let (got, _) = loaded.run(&inputs).unwrap();
+    let spec = serde_json::json!({"rtol": 1e-5, "atol": 1e-6});
+    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+        check_output(&format!("gradient {k}"), g, w, &spec);
+    }
+}

@@ -496,3 +496,49 @@ fn conditionals_pass_the_gradient_to_the_taken_branch() {
         );
     }
 }
+
+/// A `fori_loop` (a while loop over `(i, x, w)` for 4 trips): gradients reach the initial
+/// `x` and the loop-invariant `w` through every trip.
+#[test]
+fn while_loops_with_a_counter() {
+    check(
+        "fori_loop",
+        &[(&[2, 3], (-1.0, 1.0)), (&[3, 3], (-0.5, 0.5))],
+        |b, p| {
+            let s32 = Shape::scalar(ElementType::S32);
+            let state = Shape::Tuple(vec![
+                s32.clone(),
+                Shape::array(F64, &[2, 3]),
+                Shape::array(F64, &[3, 3]),
+            ]);
+            let cond = b
+                .sub_computation("cond", |c| {
+                    let s = c.parameter(0, state.clone(), "cs")?;
+                    let i = c.get_tuple_element(s, 0)?;
+                    let four = c.constant(ArrayLiteral::scalar_s32(4))?;
+                    c.compare(i, four, ComparisonDirection::Lt, None)
+                })
+                .unwrap();
+            let body = b
+                .sub_computation("body", |c| {
+                    let s = c.parameter(0, state.clone(), "bs")?;
+                    let i = c.get_tuple_element(s, 0)?;
+                    let x = c.get_tuple_element(s, 1)?;
+                    let w = c.get_tuple_element(s, 2)?;
+                    let one = c.constant(ArrayLiteral::scalar_s32(1))?;
+                    let i1 = c.add(i, one)?;
+                    let d = c.dot(x, w)?;
+                    let t = c.tanh(d)?;
+                    let x1 = c.add(t, x)?;
+                    c.tuple(&[i1, x1, w])
+                })
+                .unwrap();
+            let zero = b.constant(ArrayLiteral::scalar_s32(0)).unwrap();
+            let init = b.tuple(&[zero, p[0], p[1]]).unwrap();
+            let w = b.while_loop(init, cond, body).unwrap();
+            let x = b.get_tuple_element(w, 1).unwrap();
+            let sq = b.multiply(x, x).unwrap();
+            ops::sum_all(b, sq).unwrap()
+        },
+    );
+}

@@ -69,7 +69,7 @@ pub(super) fn call(
 
 /// Computation `f`'s instructions built again into `b` with its parameters as `args`: the
 /// value of its root.
-fn inline(
+pub(super) fn inline(
     b: &mut Builder<'_>,
     f: CompId,
     args: &[InstrId],

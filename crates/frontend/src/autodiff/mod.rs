@@ -29,10 +29,13 @@ mod calls;
 mod contraction;
 mod elementwise;
 mod indexing;
+mod loops;
 mod shape_ops;
+mod tuples;
 mod window;
 
 use crate::ops::{self, Builder, STOP_GRADIENT};
+use tuples::Adj;
 use xla_ir::builder::BuildError;
 use xla_ir::{InstrId, Op};
 
@@ -126,29 +129,33 @@ pub fn vjp_many(
     }
     for k in 0..n {
         let instr = b.instruction(InstrId(k as u32));
-        let float = instr
-            .shape
-            .as_array()
-            .is_some_and(|a| a.element_type.is_float());
-        if float && !depends[k] && instr.operands.iter().any(|o| depends[o.index()]) {
+        if !depends[k]
+            && tuples::carries_float(&instr.shape)
+            && instr.operands.iter().any(|o| depends[o.index()])
+        {
             depends[k] = true;
         }
     }
-    let mut adjoint: Vec<Option<InstrId>> = vec![None; n];
+    let mut adjoint: Vec<Option<Adj>> = vec![None; n];
     for &(y, dy) in outputs {
-        adjoint[y.index()] = Some(match adjoint[y.index()] {
-            None => dy,
-            Some(prev) => b.add(prev, dy)?,
-        });
+        tuples::accumulate(b, &mut adjoint[y.index()], Adj::Array(dy))?;
     }
     let last = outputs.iter().map(|(y, _)| y.index()).max().unwrap_or(0);
+    // The cotangents asked for, kept as they are reached (they may pass on further when a
+    // value asked for is computed from another one asked for).
+    let mut found: std::collections::HashMap<InstrId, Adj> = std::collections::HashMap::new();
     for k in (0..=last).rev() {
         let id = InstrId(k as u32);
-        let Some(g) = adjoint[k] else { continue };
-        if !depends[k] || wrt.contains(&id) && b.instruction(id).operands.is_empty() {
+        let Some(adj) = adjoint[k].take() else {
+            continue;
+        };
+        if wrt.contains(&id) {
+            found.insert(id, adj.clone());
+        }
+        if !depends[k] {
             continue;
         }
-        let instr = b.instruction(id);
+        let instr = b.instruction(id).clone();
         if instr.frontend_attributes.contains_key(STOP_GRADIENT) {
             continue;
         }
@@ -156,23 +163,45 @@ pub fn vjp_many(
         if !wants.iter().any(|&w| w) {
             continue;
         }
-        let operands = instr.operands.to_vec();
-        let contributions = rule(b, id, g, &wants)?;
-        for (k, c) in contributions {
-            let o = operands[k];
-            if !depends[o.index()] {
-                continue;
+        let contributions: Vec<(usize, Adj)> = match (&instr.op, adj) {
+            (Op::GetTupleElement { index }, a) => {
+                let arity = b.shape(instr.operands[0]).as_tuple().map_or(0, |t| t.len());
+                let mut elems: Vec<Option<Adj>> = vec![None; arity];
+                elems[*index as usize] = Some(a);
+                vec![(0, Adj::Tuple(elems))]
             }
-            adjoint[o.index()] = Some(match adjoint[o.index()] {
-                None => c,
-                Some(prev) => b.add(prev, c)?,
-            });
+            (Op::Tuple, Adj::Tuple(elems)) => elems
+                .into_iter()
+                .enumerate()
+                .filter_map(|(i, e)| e.map(|e| (i, e)))
+                .collect(),
+            (Op::While { condition, body }, a) => {
+                let g = tuples::materialise(b, Some(&a), &instr.shape)?;
+                let d = loops::while_loop(b, &instr, (*condition, *body), g)?;
+                vec![(0, tuples::split(b, d)?)]
+            }
+            (_, Adj::Array(g)) => rule(b, id, g, &wants)?
+                .into_iter()
+                .map(|(i, c)| (i, Adj::Array(c)))
+                .collect(),
+            (_, Adj::Tuple(_)) => {
+                return Err(unsupported(
+                    &instr,
+                    "no gradient rule for this tuple-valued op",
+                ));
+            }
+        };
+        for (i, c) in contributions {
+            let o = instr.operands[i];
+            if depends[o.index()] {
+                tuples::accumulate(b, &mut adjoint[o.index()], c)?;
+            }
         }
     }
     wrt.iter()
-        .map(|&w| match adjoint[w.index()] {
-            Some(g) => Ok(g),
-            None => Ok(ops::zeros_like(b, w)?),
+        .map(|&w| match found.get(&w) {
+            Some(Adj::Array(g)) => Ok(*g),
+            _ => Ok(ops::zeros_like(b, w)?),
         })
         .collect()
 }
@@ -238,10 +267,7 @@ fn rule(
         Op::DynamicUpdateSlice => indexing::dynamic_update_slice(b, x, g, wants),
         Op::Call { to_apply } => calls::call(b, &instr, *to_apply, g, wants),
         Op::Conditional { branches } => calls::conditional(b, &instr, branches, g, wants),
-        Op::While { .. } => Err(unsupported(
-            &instr,
-            "a while loop's trip count depends on data: JAX does not differentiate while_loop in reverse mode either (unroll a fixed count)",
-        )),
+
         _ => Err(unsupported(&instr, "no gradient rule for this op")),
     }
 }
