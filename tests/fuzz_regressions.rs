@@ -34,3 +34,25 @@ fn fuzz_regressions_match_the_evaluator_bit_for_bit() {
         }
     }
 }
+
+/// Every text under `fixtures/fuzz-regressions/parser/` (inputs `cargo fuzz` found to
+/// panic the parser or verifier) is refused with the words of its `.error` file.
+#[test]
+fn parser_fuzz_regressions_are_refused_with_their_errors() {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/fuzz-regressions/parser");
+    let files: Vec<String> = common::file_names(&dir)
+        .into_iter()
+        .filter(|f| f.ends_with(".hlo"))
+        .collect();
+    assert!(!files.is_empty());
+    for file in files {
+        let text = std::fs::read_to_string(dir.join(&file)).unwrap();
+        let want = std::fs::read_to_string(dir.join(file.replace(".hlo", ".error"))).unwrap();
+        let err = match xla_ir::parse_module(&text) {
+            Err(e) => e.to_string(),
+            Ok(m) => xla_ir::verify(&m).expect_err(&file).to_string(),
+        };
+        assert!(err.contains(want.trim()), "{file}: {err}");
+    }
+}

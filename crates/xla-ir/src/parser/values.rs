@@ -144,8 +144,24 @@ fn layout(c: &mut Cursor<'_>, rank: usize) -> Result<Layout> {
                     // Other layout items (`E(32)`, `S(1)`, `L(..)`, ...) are kept verbatim.
                     let start = c.pos();
                     let item = c.word().ok_or_else(|| c.expected("a layout item"))?;
+                    if !item.bytes().all(|b| b.is_ascii_uppercase() || b == b'_')
+                        || c.peek_raw() != Some(b'(')
+                    {
+                        return Err(c.error_at(
+                            start,
+                            format!(
+                                "expected a layout item such as T(..), E(..), S(..), D(..), found '{item}' not followed by '('"
+                            ),
+                        ));
+                    }
                     let (value_start, value_end) = c.raw_value()?;
                     let value = c.slice(value_start, value_end);
+                    if !value.starts_with('(') || !value.ends_with(')') {
+                        return Err(c.error_at(
+                            value_start,
+                            format!("layout item {item}: expected a value in parentheses, found '{value}'"),
+                        ));
+                    }
                     match item {
                         "D" => sparse |= dim_level_types(c, value_start, value)?,
                         "P" => physical_shape = Some(start),
@@ -234,6 +250,48 @@ pub(crate) fn int_list(c: &mut Cursor<'_>) -> Result<Vec<i64>> {
     }
 }
 
+/// The most ids an iota device list may hold (XLA's device counts are far below it).
+const MAX_IOTA_IDS: i64 = 1 << 24;
+
+/// Checks an iota form `<=[reshape]T(transpose)`: positive dimensions of a bounded element
+/// count, and a transpose that is a permutation of them. Returns the element count.
+fn check_iota(c: &Cursor<'_>, at: usize, reshape: &[i64], transpose: &[i64]) -> Result<i64> {
+    let mut total: i64 = 1;
+    for &d in reshape {
+        total = match total.checked_mul(d) {
+            Some(t) if d >= 1 && t <= MAX_IOTA_IDS => t,
+            _ => {
+                return Err(c.error_at(
+                    at,
+                    format!(
+                        "the iota {reshape:?} needs positive dimensions of at most {MAX_IOTA_IDS} ids in all"
+                    ),
+                ));
+            }
+        };
+    }
+    if !transpose.is_empty() {
+        let mut seen = vec![false; reshape.len()];
+        let permutation = transpose.len() == reshape.len()
+            && transpose.iter().all(|&p| {
+                usize::try_from(p)
+                    .ok()
+                    .filter(|&p| p < seen.len())
+                    .is_some_and(|p| !std::mem::replace(&mut seen[p], true))
+            });
+        if !permutation {
+            return Err(c.error_at(
+                at,
+                format!(
+                    "T{transpose:?} is not a permutation of the iota {reshape:?}'s {} dimensions",
+                    reshape.len()
+                ),
+            ));
+        }
+    }
+    Ok(total)
+}
+
 /// `{{0,1},{2,3}}` (possibly `{}`), or the iota form `[2,2]<=[4]` / `[2,2]<=[2,2]T(1,0)`.
 pub(crate) fn replica_groups(c: &mut Cursor<'_>) -> Result<crate::collective::ReplicaGroups> {
     use crate::collective::ReplicaGroups;
@@ -249,6 +307,7 @@ pub(crate) fn replica_groups(c: &mut Cursor<'_>) -> Result<crate::collective::Re
             }
             Ok(out)
         };
+        let start = c.pos();
         let shape = bracketed(c)?;
         let [g, s] = shape[..] else {
             return Err(c.expected("[groups,size] before '<='"));
@@ -266,6 +325,15 @@ pub(crate) fn replica_groups(c: &mut Cursor<'_>) -> Result<crate::collective::Re
                     return Err(c.expected("',' or ')'"));
                 }
             }
+        }
+        let total = check_iota(c, start, &reshape, &transpose)?;
+        if g < 1 || s < 1 || g.checked_mul(s) != Some(total) {
+            return Err(c.error_at(
+                start,
+                format!(
+                    "replica_groups [{g},{s}] are not the {total} ids of the iota {reshape:?} (groups x size must be its element count)"
+                ),
+            ));
         }
         return Ok(ReplicaGroups::Iota {
             groups: [g, s],
@@ -760,6 +828,7 @@ fn sharding_nested(c: &mut Cursor<'_>, depth: usize) -> Result<Sharding> {
                 c.expect(b',')?;
             }
             let devices = if c.eat_str("<=") {
+                let start = c.pos();
                 c.expect(b'[')?;
                 let mut reshape = Vec::new();
                 loop {
@@ -781,6 +850,7 @@ fn sharding_nested(c: &mut Cursor<'_>, depth: usize) -> Result<Sharding> {
                         c.expect(b',')?;
                     }
                 }
+                check_iota(c, start, &reshape, &transpose)?;
                 TileDevices::Iota { reshape, transpose }
             } else {
                 let mut list = vec![c.int()?];
