@@ -136,7 +136,7 @@ pub fn evaluate_loop(
 }
 
 /// The leaves of a (possibly nested) result tuple, in order.
-pub(crate) fn leaves(result: Literal) -> Vec<ArrayLiteral> {
+pub fn leaves(result: Literal) -> Vec<ArrayLiteral> {
     match result {
         Literal::Array(a) => vec![a],
         Literal::Tuple(elems) => elems.into_iter().flat_map(leaves).collect(),

@@ -8,6 +8,7 @@ pub mod cli;
 pub mod corpus;
 pub mod device;
 pub mod device_loop;
+pub mod differential;
 pub mod encoder;
 pub mod ipu_model;
 #[cfg(feature = "mpi")]

@@ -4,10 +4,7 @@
 //! campaign: `IPUXLA_FUZZ_CASES=100000 IPUXLA_FUZZ_FIRST=N IPUXLA_FUZZ_SIZE=24 cargo test
 //! --release --test differential`). A failure prints its seed and module.
 
-mod common;
-
 use xla_ir::generate;
-use xla_ir::literal::ArrayLiteral;
 
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -27,33 +24,7 @@ fn options() -> generate::Options {
 }
 
 fn check(seed: u64) -> Result<(), String> {
-    let module = generate::module(seed, &options())
-        .map_err(|e| format!("the generator built an invalid module: {e}"))?;
-    let text = module.to_string();
-    let again = xla_ir::parse_module(&text).map_err(|e| format!("does not parse back: {e}"))?;
-    if again.to_string() != text {
-        return Err("prints differently after a round trip".into());
-    }
-    let inputs = generate::inputs(&module, seed);
-    let want: Vec<ArrayLiteral> = common::leaves(
-        xla_ir::eval::evaluate(&module, &inputs).map_err(|e| format!("evaluator: {e}"))?,
-    );
-    // f16 results: to a few f16 ulps (the device computes chains in f32, as XLA's CPU does).
-    let spec = |a: &ArrayLiteral| match a.shape.element_type {
-        xla_ir::ElementType::F16 => serde_json::json!({"rtol": 4e-3, "atol": 4e-3}),
-        _ => serde_json::json!({"rtol": 1e-4, "atol": 1e-4}),
-    };
-    for tiles in [0, 4] {
-        let mut config = compiler::IpuConfig::default();
-        config.ipu_model.tiles_per_ipu = tiles;
-        let run = ipuxla::device::run_on_ipu_model(&module, &config, &inputs)
-            .map_err(|e| format!("IPU Model ({tiles} tiles): {e:#}"))?;
-        for (k, (got, want)) in run.outputs.iter().zip(&want).enumerate() {
-            ipuxla::corpus::compare_output(got, want, &spec(want))
-                .map_err(|e| format!("IPU Model ({tiles} tiles), output {k}: {e}"))?;
-        }
-    }
-    Ok(())
+    ipuxla::differential::check(seed, &options())
 }
 
 #[test]

@@ -1,0 +1,39 @@
+//! The differential check of a generated module (`xla_ir::generate`): it prints and parses
+//! back to itself, and its outputs on the IPU Model (a full ipu2 and 4 tiles) match the
+//! reference evaluator's (rtol and atol 1e-4; 4e-3 for f16 results). Shared by
+//! `tests/differential.rs` and the `fuzz/` differential target.
+
+use crate::corpus::compare_output;
+use xla_ir::generate;
+use xla_ir::literal::ArrayLiteral;
+
+/// Checks the module of `seed` under `options`; the error says what differed and where.
+pub fn check(seed: u64, options: &generate::Options) -> Result<(), String> {
+    let module = generate::module(seed, options)
+        .map_err(|e| format!("the generator built an invalid module: {e}"))?;
+    let text = module.to_string();
+    let again = xla_ir::parse_module(&text).map_err(|e| format!("does not parse back: {e}"))?;
+    if again.to_string() != text {
+        return Err("prints differently after a round trip".into());
+    }
+    let inputs = generate::inputs(&module, seed);
+    let want: Vec<ArrayLiteral> = crate::device_loop::leaves(
+        xla_ir::eval::evaluate(&module, &inputs).map_err(|e| format!("evaluator: {e}"))?,
+    );
+    // f16 results: to a few f16 ulps (the device computes chains in f32, as XLA's CPU does).
+    let spec = |a: &ArrayLiteral| match a.shape.element_type {
+        xla_ir::ElementType::F16 => serde_json::json!({"rtol": 4e-3, "atol": 4e-3}),
+        _ => serde_json::json!({"rtol": 1e-4, "atol": 1e-4}),
+    };
+    for tiles in [0, 4] {
+        let mut config = compiler::IpuConfig::default();
+        config.ipu_model.tiles_per_ipu = tiles;
+        let run = crate::device::run_on_ipu_model(&module, &config, &inputs)
+            .map_err(|e| format!("IPU Model ({tiles} tiles): {e:#}"))?;
+        for (k, (got, want)) in run.outputs.iter().zip(&want).enumerate() {
+            compare_output(got, want, &spec(want))
+                .map_err(|e| format!("IPU Model ({tiles} tiles), output {k}: {e}"))?;
+        }
+    }
+    Ok(())
+}
