@@ -335,18 +335,36 @@ impl<'a> Cursor<'a> {
 
     /// Moves past a run of characters up to whitespace, `,`, `}` or `)`, taking in any
     /// balanced groups inside it (a shape: `f32[4]{0}`; an iota: `[2,2]<=[4]`).
-    fn rest_of_run(&mut self) {
+    /// The rest of a value's run: up to whitespace, or `,`, `}`, `)` outside brackets. A run
+    /// that leaves a bracket open or holds a quote is an error: kept verbatim, it would
+    /// not read back the same (found by fuzzing).
+    fn rest_of_run(&mut self, start: usize) -> Result<(), ParseError> {
         let bytes = self.text.as_bytes();
         let mut depth = 0usize;
+        let run = self.pos;
         while self.pos < self.end && !bytes[self.pos].is_ascii_whitespace() {
             match bytes[self.pos] {
                 b'{' | b'[' | b'(' => depth += 1,
                 b'}' | b']' | b')' if depth > 0 => depth -= 1,
                 b',' | b'}' | b')' if depth == 0 => break,
+                b'"' => {
+                    return Err(self.error_at(
+                        self.pos,
+                        "a quote inside an attribute value (a string must be the whole value)",
+                    ));
+                }
                 _ => {}
             }
             self.pos += 1;
         }
+        if depth > 0 {
+            let text = &self.text[start.min(run)..self.pos];
+            return Err(self.error_at(
+                start,
+                format!("unbalanced brackets in the attribute value '{text}'"),
+            ));
+        }
+        Ok(())
     }
 
     /// The byte range of one attribute value: a quoted string, a balanced `{..}`/`[..]`/`(..)`
@@ -411,10 +429,10 @@ impl<'a> Cursor<'a> {
                     }
                 }
                 // A group may be followed by more of the value (`[2,2]<=[4]`).
-                self.rest_of_run();
+                self.rest_of_run(start)?;
             }
             _ => {
-                self.rest_of_run();
+                self.rest_of_run(start)?;
                 if self.pos == start {
                     return Err(self.expected("an attribute value"));
                 }
