@@ -47,19 +47,11 @@ impl Device for IpuModel {
         &mut self,
         program: PipelineProgram,
     ) -> Result<Box<dyn LoadedStep>, DeviceError> {
-        use compiler::training_pipeline::{
-            Optimizer, TrainingPipeline, TrainingStage, compile_training_pipeline,
-        };
+        use compiler::training_pipeline::{Optimizer, TrainingPipeline, compile_training_pipeline};
         let stages = program
             .stages
             .into_iter()
-            .map(|s| TrainingStage {
-                forward: s.forward,
-                backward: s.backward,
-                weights: s.weights,
-                saved: s.saved,
-                gradients: s.gradients,
-            })
+            .map(crate::pipeline::loss::training_stage)
             .collect();
         let mut pipeline = TrainingPipeline::new(
             stages,

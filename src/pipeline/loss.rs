@@ -8,6 +8,17 @@ use compiler::training_pipeline::{Optimizer, TrainingPipeline, TrainingStage};
 use std::collections::HashMap;
 use xla_ir::Module;
 
+/// The compiler's form of a frontend pipeline stage.
+pub fn training_stage(s: frontend::device::PipelineStage) -> TrainingStage {
+    TrainingStage {
+        forward: s.forward,
+        backward: s.backward,
+        weights: s.weights,
+        saved: s.saved,
+        gradients: s.gradients,
+    }
+}
+
 /// A loss module's training pipeline and where its weights and data come from.
 #[derive(Debug, Clone)]
 pub struct LossPipeline {
@@ -43,17 +54,7 @@ pub fn pipeline_from_loss(
     });
     let split = frontend::split::training_stages(module, &stages, trained)
         .with_context(|| format!("training pipeline of {}", module.name))?;
-    let stages = split
-        .stages
-        .into_iter()
-        .map(|s| TrainingStage {
-            forward: s.forward,
-            backward: s.backward,
-            weights: s.weights,
-            saved: s.saved,
-            gradients: s.gradients,
-        })
-        .collect();
+    let stages = split.stages.into_iter().map(training_stage).collect();
     // The pipeline sums the micro-batches' gradients; the update takes their mean.
     let optimizer = Optimizer::Sgd {
         learning_rate: (learning_rate / gradient_accumulation as f64) as f32,

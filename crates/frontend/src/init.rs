@@ -32,23 +32,20 @@ pub enum Init {
     RandomState,
 }
 
-/// A seeded generator (SplitMix64): the same seed gives the same weights on every machine.
+/// A seeded generator (xla-ir's SplitMix64): the same seed gives the same weights on
+/// every machine.
 #[derive(Debug, Clone)]
-pub struct Rng(u64);
+pub struct Rng(xla_ir::generate::Rng);
 
 impl Rng {
     /// A generator from `seed`.
     pub fn new(seed: u64) -> Rng {
-        Rng(seed)
+        Rng(xla_ir::generate::Rng::new(seed))
     }
 
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// Uniform in [0, 1).
@@ -63,7 +60,7 @@ impl Rng {
         (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
     }
 
-    /// A value below `n`.
+    /// A value below `n` (`n > 0`).
     pub fn below(&mut self, n: u64) -> u64 {
         self.next_u64() % n.max(1)
     }

@@ -224,17 +224,7 @@ pub fn conv2d(
             }
         })
         .collect();
-    let conv = ConvDims {
-        input_batch: 0,
-        input_feature: 3,
-        input_spatial: vec![1, 2],
-        kernel_input_feature: 2,
-        kernel_output_feature: 3,
-        kernel_spatial: vec![0, 1],
-        output_batch: 0,
-        output_feature: 3,
-        output_spatial: vec![1, 2],
-    };
+    let conv = ConvDims::nhwc_hwio();
     b.convolution(x, kernel, Window { dims }, conv, 1, 1, None)
 }
 

@@ -202,20 +202,6 @@ fn dot_products() {
     );
 }
 
-fn nhwc() -> ConvDims {
-    ConvDims {
-        input_batch: 0,
-        input_feature: 3,
-        input_spatial: vec![1, 2],
-        kernel_input_feature: 2,
-        kernel_output_feature: 3,
-        kernel_spatial: vec![0, 1],
-        output_batch: 0,
-        output_feature: 3,
-        output_spatial: vec![1, 2],
-    }
-}
-
 fn window(
     size: i64,
     stride: i64,
@@ -257,7 +243,15 @@ fn convolutions() {
             &[(&[2, 5, 6, 2], (-1.0, 1.0)), (k, (-1.0, 1.0))],
             |b, p| {
                 let c = b
-                    .convolution(p[0], p[1], Window { dims: w.to_vec() }, nhwc(), 1, 1, None)
+                    .convolution(
+                        p[0],
+                        p[1],
+                        Window { dims: w.to_vec() },
+                        ConvDims::nhwc_hwio(),
+                        1,
+                        1,
+                        None,
+                    )
                     .unwrap();
                 let s = b.sine(c).unwrap();
                 ops::sum_all(b, s).unwrap()

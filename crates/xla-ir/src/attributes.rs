@@ -149,6 +149,22 @@ pub struct ConvDims {
 }
 
 impl ConvDims {
+    /// 2-D convolution in TensorFlow's and JAX's usual layout: NHWC input, HWIO kernel,
+    /// NHWC output (`dim_labels=b01f_01io->b01f`).
+    pub fn nhwc_hwio() -> ConvDims {
+        ConvDims {
+            input_batch: 0,
+            input_feature: 3,
+            input_spatial: vec![1, 2],
+            kernel_input_feature: 2,
+            kernel_output_feature: 3,
+            kernel_spatial: vec![0, 1],
+            output_batch: 0,
+            output_feature: 3,
+            output_spatial: vec![1, 2],
+        }
+    }
+
     /// Number of spatial dimensions.
     pub fn spatial_rank(&self) -> usize {
         self.input_spatial.len()
@@ -403,17 +419,6 @@ mod tests {
 
     #[test]
     fn conv_dims_print_as_labels() {
-        let dims = ConvDims {
-            input_batch: 0,
-            input_feature: 3,
-            input_spatial: vec![1, 2],
-            kernel_input_feature: 2,
-            kernel_output_feature: 3,
-            kernel_spatial: vec![0, 1],
-            output_batch: 0,
-            output_feature: 3,
-            output_spatial: vec![1, 2],
-        };
-        assert_eq!(dims.to_string(), "b01f_01io->b01f");
+        assert_eq!(ConvDims::nhwc_hwio().to_string(), "b01f_01io->b01f");
     }
 }

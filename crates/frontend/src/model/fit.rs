@@ -325,17 +325,7 @@ impl Model {
                 })?;
             self.loaded.insert(key, (device_name, loaded));
         }
-        let y = data.y.as_ref().expect("checked: training data has targets");
-        let starts: Vec<usize> = (first..first + count)
-            .map(|i| i as usize * b as usize)
-            .collect();
-        let mut inputs: Vec<Literal> = self
-            .weights
-            .iter()
-            .map(|w| Literal::Array(w.value.clone()))
-            .collect();
-        inputs.push(Literal::Array(take_rows(&data.x, &starts, b as usize)?));
-        inputs.push(Literal::Array(take_rows(y, &starts, b as usize)?));
+        let inputs = self.batch_inputs(data, true, b, (first, count))?;
         let out = self.run_loaded(key, &[inputs])?;
         let out = &out[0];
         for (w, v) in self.weights.iter_mut().zip(&out[1..]) {
@@ -433,10 +423,6 @@ impl Model {
         self.check_data(data, true)?;
         let batches = self.batches(data, batch_size)?;
         let s = self.training()?.options.steps_per_execution;
-        let y = data
-            .y
-            .as_ref()
-            .expect("checked: evaluation data has targets");
         let (mut losses, mut correct) = (Vec::new(), None::<f64>);
         for (first, count) in executions(batches, s) {
             let key = ProgramKey::Evaluate {
@@ -444,20 +430,7 @@ impl Model {
                 iterations: count,
             };
             self.program(device, key, |m| m.evaluate_program(batch_size, count))?;
-            let starts: Vec<usize> = (first..first + count)
-                .map(|i| i as usize * batch_size as usize)
-                .collect();
-            let mut inputs: Vec<Literal> = self
-                .weights
-                .iter()
-                .map(|w| Literal::Array(w.value.clone()))
-                .collect();
-            inputs.push(Literal::Array(take_rows(
-                &data.x,
-                &starts,
-                batch_size as usize,
-            )?));
-            inputs.push(Literal::Array(take_rows(y, &starts, batch_size as usize)?));
+            let inputs = self.batch_inputs(data, true, batch_size, (first, count))?;
             let out = self.run_loaded(key, &[inputs])?;
             losses.extend(f32s(&out[0][0]));
             if let Some(c) = out[0].get(1) {
@@ -490,19 +463,7 @@ impl Model {
                 iterations: count,
             };
             self.program(device, key, |m| m.predict_program(batch_size, count))?;
-            let starts: Vec<usize> = (first..first + count)
-                .map(|i| i as usize * batch_size as usize)
-                .collect();
-            let mut inputs: Vec<Literal> = self
-                .weights
-                .iter()
-                .map(|w| Literal::Array(w.value.clone()))
-                .collect();
-            inputs.push(Literal::Array(take_rows(
-                &data.x,
-                &starts,
-                batch_size as usize,
-            )?));
+            let inputs = self.batch_inputs(data, false, batch_size, (first, count))?;
             let out = self.run_loaded(key, &[inputs])?;
             // [count, batch, ...] -> count * batch examples.
             for i in 0..count as usize {
@@ -516,6 +477,32 @@ impl Model {
             shape: ArrayShape::new(stacked.shape.element_type, &dims),
             data: stacked.data,
         })
+    }
+
+    /// The weights, then batches `first..first + count` of `batch` consecutive examples
+    /// stacked (and their targets, `with_target`): a step's inputs when the weights are
+    /// not carried.
+    fn batch_inputs(
+        &self,
+        data: &Dataset,
+        with_target: bool,
+        batch: i64,
+        (first, count): (u64, u64),
+    ) -> Result<Vec<Literal>, ModelError> {
+        let starts: Vec<usize> = (first..first + count)
+            .map(|i| i as usize * batch as usize)
+            .collect();
+        let mut inputs: Vec<Literal> = self
+            .weights
+            .iter()
+            .map(|w| Literal::Array(w.value.clone()))
+            .collect();
+        inputs.push(Literal::Array(take_rows(&data.x, &starts, batch as usize)?));
+        if with_target {
+            let y = data.y.as_ref().expect("checked: the data has targets");
+            inputs.push(Literal::Array(take_rows(y, &starts, batch as usize)?));
+        }
+        Ok(inputs)
     }
 
     fn batches(&self, data: &Dataset, batch_size: i64) -> Result<u64, ModelError> {

@@ -118,17 +118,7 @@ impl Gen<'_, '_> {
             t,
             &[spatial[0].1, spatial[1].1, c_in / groups, c_out],
         ))?;
-        let dims = ConvDims {
-            input_batch: 0,
-            input_feature: 3,
-            input_spatial: vec![1, 2],
-            kernel_input_feature: 2,
-            kernel_output_feature: 3,
-            kernel_spatial: vec![0, 1],
-            output_batch: 0,
-            output_feature: 3,
-            output_spatial: vec![1, 2],
-        };
+        let dims = ConvDims::nhwc_hwio();
         let y = self.c.convolution(
             input,
             kernel,
