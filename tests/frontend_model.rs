@@ -522,3 +522,19 @@ fn embeddings_train_on_integer_inputs() {
     assert_same_weights("embedding", &a, &b);
     assert!(history.loss[4] < history.loss[0] * 0.5, "{history:?}");
 }
+
+#[test]
+fn the_summary_lists_layers_shapes_weights_and_stages() {
+    let mut m = mlp(1, Optimizer::sgd(0.1));
+    m.set_pipeline_stage_assignment(&[0, 1]).unwrap();
+    assert_eq!(
+        m.summary(),
+        "Model: mlp\n\
+         Layer    Output shape  Weights  Stage\n\
+         -------------------------------------\n\
+         dense    (None, 16)    112      0\n\
+         dense_1  (None, 3)     51       1\n\
+         Total weights: 163\n\
+         Trainable weights: 163\n"
+    );
+}

@@ -37,6 +37,7 @@ mod fit;
 mod graph;
 mod pipeline;
 mod programs;
+mod summary;
 mod weights_io;
 
 pub use fit::{Dataset, Evaluation, FitOptions, History};
