@@ -367,6 +367,36 @@ impl<'a> Cursor<'a> {
         Ok(())
     }
 
+    /// The byte range of one parenthesised group `(..)` starting here (nested brackets
+    /// allowed), on one line and holding no quote: a layout item's value, kept verbatim.
+    pub(crate) fn paren_group(&mut self) -> Result<(usize, usize), ParseError> {
+        let start = self.pos;
+        let bytes = self.text.as_bytes();
+        let mut depth = 0usize;
+        while self.pos < self.end {
+            let b = bytes[self.pos];
+            match b {
+                b'(' | b'[' | b'{' => depth += 1,
+                b')' | b']' | b'}' => {
+                    if depth == 0 {
+                        break;
+                    }
+                    depth -= 1;
+                }
+                b'"' | b'\n' | b'\r' => break,
+                _ => {}
+            }
+            self.pos += 1;
+            if depth == 0 {
+                return Ok((start, self.pos));
+            }
+        }
+        Err(self.error_at(
+            start,
+            "expected a layout item's value: one parenthesised group on one line",
+        ))
+    }
+
     /// The byte range of one attribute value: a quoted string, a balanced `{..}`/`[..]`/`(..)`
     /// group, or a run of characters (with any balanced groups in it) up to whitespace, `,`,
     /// `}` or `)`.

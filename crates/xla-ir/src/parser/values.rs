@@ -154,14 +154,8 @@ fn layout(c: &mut Cursor<'_>, rank: usize) -> Result<Layout> {
                             ),
                         ));
                     }
-                    let (value_start, value_end) = c.raw_value()?;
+                    let (value_start, value_end) = c.paren_group()?;
                     let value = c.slice(value_start, value_end);
-                    if !value.starts_with('(') || !value.ends_with(')') {
-                        return Err(c.error_at(
-                            value_start,
-                            format!("layout item {item}: expected a value in parentheses, found '{value}'"),
-                        ));
-                    }
                     match item {
                         "D" => sparse |= dim_level_types(c, value_start, value)?,
                         "P" => physical_shape = Some(start),
