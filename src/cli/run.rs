@@ -164,7 +164,7 @@ pub struct RunArgs {
     /// `output_K.npy` per weight (in parameter order), trained. --pipeline-schedule and
     /// --device-mapping act on it; the reference engine runs the same pipeline's
     /// arithmetic.
-    #[arg(long, value_name = "sgd:LR", conflicts_with_all = ["replicas", "infeed", "outfeed_mode"])]
+    #[arg(long, value_name = "sgd:LR", conflicts_with_all = ["replicas", "infeed", "outfeed_mode", "estimate_only"])]
     pub optimizer: Option<String>,
     /// With --optimizer: micro-batches per weight update (the seed's
     /// `gradient_accumulation_count`; default: all --iterations, one update per execution;
