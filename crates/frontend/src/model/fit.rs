@@ -413,7 +413,8 @@ impl Model {
     }
 
     /// The mean loss (and accuracy, for class labels) over `data` in batches of
-    /// `batch_size`, `steps_per_execution` batches per execution.
+    /// `batch_size`, `steps_per_execution` batches per execution, on one replica (the
+    /// replication factor is for training).
     pub fn evaluate(
         &mut self,
         device: &mut dyn Device,
