@@ -50,6 +50,11 @@ pub fn gelu(b: &mut Builder<'_>, x: InstrId) -> Result<InstrId, BuildError> {
     let inner = b.add(x, c)?;
     let inner = ops::scale(b, inner, (2.0 / std::f64::consts::PI).sqrt())?;
     let t = b.tanh(inner)?;
+    times_half_one_plus(b, x, t)
+}
+
+/// `x * (1 + t) / 2`: both GELUs' last step.
+fn times_half_one_plus(b: &mut Builder<'_>, x: InstrId, t: InstrId) -> Result<InstrId, BuildError> {
     let one = ops::full_like(b, t, 1.0)?;
     let cdf = b.add(one, t)?;
     let cdf = ops::scale(b, cdf, 0.5)?;
@@ -60,10 +65,7 @@ pub fn gelu(b: &mut Builder<'_>, x: InstrId) -> Result<InstrId, BuildError> {
 pub fn gelu_exact(b: &mut Builder<'_>, x: InstrId) -> Result<InstrId, BuildError> {
     let s = ops::scale(b, x, std::f64::consts::FRAC_1_SQRT_2)?;
     let e = b.erf(s)?;
-    let one = ops::full_like(b, e, 1.0)?;
-    let cdf = b.add(one, e)?;
-    let cdf = ops::scale(b, cdf, 0.5)?;
-    b.multiply(x, cdf)
+    times_half_one_plus(b, x, e)
 }
 
 /// `jax.nn.swish` (silu): `x * sigmoid(x)`.

@@ -915,35 +915,15 @@ pub(crate) fn metadata(c: &mut Cursor<'_>) -> Result<Metadata> {
             "source_end_column" => m.source_end_column = Some(c.int()?),
             "stack_frame_id" => m.stack_frame_id = Some(c.int()?),
             other => {
-                // Fields ipuxla does not model are kept verbatim: a string, or a plain
-                // token (a number, a name, true/false).
-                let value = if c.peek() == Some(b'"') {
-                    let start = c.pos();
-                    c.string()?;
-                    c.slice(start, c.pos()).trim().to_string()
-                } else {
-                    let (s, e) = c.raw_value()?;
-                    let text = c.slice(s, e);
-                    let token = |t: &str| {
-                        t.bytes()
-                            .all(|b| b.is_ascii_alphanumeric() || b"_.+-".contains(&b))
-                    };
-                    // A plain token, or a list of them in braces (`profile_type={1}`).
-                    let plain = match text.strip_prefix('{').and_then(|t| t.strip_suffix('}')) {
-                        Some(inner) => inner.split(',').all(|t| token(t.trim())),
-                        None => token(text),
-                    };
-                    if s == e || !plain {
-                        return Err(c.error_at(
-                            key_pos,
-                            format!(
-                                "metadata field '{other}' needs a string or a plain value, found '{text}'"
-                            ),
-                        ));
-                    }
-                    text.to_string()
-                };
-                m.other.push((other.to_string(), value));
+                // Kept verbatim: `raw_value` refuses runs that would not read back the
+                // same (an open bracket, a quote inside).
+                let (s, e) = c.raw_value()?;
+                if s == e {
+                    return Err(
+                        c.error_at(key_pos, format!("metadata field '{other}' has no value"))
+                    );
+                }
+                m.other.push((other.to_string(), c.slice(s, e).to_string()));
             }
         }
     }
