@@ -71,11 +71,6 @@ fn options_that_would_change_nothing_are_refused() {
             "auto_select_ipus [2, 2] configures 2 devices",
         ),
         (
-            "code",
-            r#"{"ipu_model": {"compile_ipu_code": false}}"#,
-            "ipu_model.compile_ipu_code false is refused",
-        ),
-        (
             "unknown",
             r#"{"ipu_model": {"tile_count": 4}}"#,
             "tile_count",

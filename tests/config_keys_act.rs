@@ -192,6 +192,12 @@ const PROBES: &[(&str, &str, &str, &str)] = &[
         r#"{"optimizations": {"combine_matmuls": true}}"#,
     ),
     (
+        "optimizations.enable_graph_outlining",
+        "outlining/two_blocks.hlo",
+        "{}",
+        r#"{"optimizations": {"enable_graph_outlining": false}}"#,
+    ),
+    (
         "optimizations.enable_fast_math",
         "egraph/fast_math.hlo",
         "{}",

@@ -35,6 +35,30 @@ fn int64_conversion_and_scheduling_of_an_int64_module() {
 }
 
 #[test]
+fn repeated_blocks_become_one_function_called_twice() {
+    let m = module("fixtures/outlining/two_blocks.hlo");
+    let after = after_each_pass(&m, &IpuConfig::default());
+    let (_, text) = after
+        .iter()
+        .find(|(pass, _)| pass == "graph-outliner")
+        .expect("the outliner is in the pipeline");
+    insta::assert_snapshot!("two_blocks__after_graph-outliner", text);
+    let mut off = IpuConfig::default();
+    off.optimizations.enable_graph_outlining = false;
+    let options = PassOptions {
+        stop_after: Some("graph-outliner".into()),
+        ..PassOptions::default()
+    };
+    let (unchanged, report) = compiler::optimise(&m, &off, &options).unwrap();
+    assert!(!unchanged.to_string().contains("call("), "{unchanged}");
+    let notes = &report.passes.last().unwrap().notes;
+    assert!(
+        notes[0].contains("enable_graph_outlining is off"),
+        "{notes:?}"
+    );
+}
+
+#[test]
 fn exact_64_bit_integers_become_word_pairs() {
     let m = module("fixtures/passes/int64_words.hlo");
     for (pass, text) in after_each_pass(&m, &IpuConfig::default()) {
@@ -74,12 +98,14 @@ fn dumps_are_named_as_xla_names_them() {
             "module_0000.jit_mlp_train_rmsprop.0002.after_int64-conversion.txt",
             "module_0000.jit_mlp_train_rmsprop.0003.after_egraph-optimiser.report.txt",
             "module_0000.jit_mlp_train_rmsprop.0003.after_egraph-optimiser.txt",
-            "module_0000.jit_mlp_train_rmsprop.0004.after_ipu-scheduler.txt",
+            "module_0000.jit_mlp_train_rmsprop.0004.after_graph-outliner.report.txt",
+            "module_0000.jit_mlp_train_rmsprop.0004.after_graph-outliner.txt",
+            "module_0000.jit_mlp_train_rmsprop.0005.after_ipu-scheduler.txt",
         ]
     );
-    assert_eq!(report.dumps.len(), 6);
+    assert_eq!(report.dumps.len(), 8);
     // Each module dump parses back; the last is the scheduled module.
-    let last = std::fs::read_to_string(&report.dumps[5]).unwrap();
+    let last = std::fs::read_to_string(report.dumps.last().unwrap()).unwrap();
     assert!(xla_ir::parse_module(&last).unwrap().is_scheduled);
     let before = std::fs::read_to_string(&report.dumps[0]).unwrap();
     assert!(!xla_ir::parse_module(&before).unwrap().is_scheduled);
@@ -96,6 +122,6 @@ fn stop_after_an_unknown_pass_names_the_passes() {
     let err = compiler::optimise(&m, &IpuConfig::default(), &options).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "--stop-after 'algsimp': there is no such pass; the passes are rng-bit-generator-expander, int64-conversion, egraph-optimiser, ipu-scheduler"
+        "--stop-after 'algsimp': there is no such pass; the passes are rng-bit-generator-expander, int64-conversion, egraph-optimiser, graph-outliner, ipu-scheduler"
     );
 }

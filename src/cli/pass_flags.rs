@@ -12,7 +12,8 @@ pub struct PassFlags {
     #[arg(long, value_name = "DIR")]
     pub dump_to: Option<PathBuf>,
     /// End the pass pipeline after this pass; later passes are skipped (passes:
-    /// rng-bit-generator-expander, int64-conversion, egraph-optimiser, ipu-scheduler).
+    /// rng-bit-generator-expander, int64-conversion, egraph-optimiser, graph-outliner,
+    /// ipu-scheduler).
     #[arg(long, value_name = "PASS")]
     pub stop_after: Option<String>,
     /// The scheduling algorithm (`scheduling.algorithm`): choose-best (default),

@@ -190,8 +190,8 @@ pub struct IpuModelConfig {
     /// standard count.
     pub tiles_per_ipu: usize,
     /// `ipu_model.compile_ipu_code` (default true): the seed's "also compile real IPU code
-    /// (reported memory then includes code)". Only true is accepted: code is not counted
-    /// in tile memory yet, so false would change nothing.
+    /// (reported memory then includes code)": tile memory holds the kernels' code, vertex
+    /// state and control code beside the tensors. False counts tensors only.
     pub compile_ipu_code: bool,
     /// `ipu_model.streaming_memory` (ipuxla's own option, default true): a module too big
     /// for tile memory runs out of core, paged through Streaming Memory, on IPUs that have
@@ -373,6 +373,11 @@ pub struct OptimizationsConfig {
     /// `optimizations.enable_fast_math` (default false): float rewrites that ignore NaN and
     /// infinities (`x * 0 = 0`).
     pub enable_fast_math: bool,
+    /// `optimizations.enable_graph_outlining` (default true): repeated regions of the same
+    /// ops on the same shapes share one body of code, each use copying its inputs into the
+    /// body's (less code in tile memory, more cycles). Calls the program marks as outlined
+    /// functions are shared whatever this says.
+    pub enable_graph_outlining: bool,
     /// `optimizations.egraph.*` (ipuxla's own): the e-graph optimiser.
     pub egraph: EgraphConfig,
 }
@@ -383,6 +388,7 @@ impl Default for OptimizationsConfig {
             prefetch_data_streams: true,
             combine_matmuls: false,
             enable_fast_math: false,
+            enable_graph_outlining: true,
             egraph: EgraphConfig::default(),
         }
     }
@@ -451,7 +457,8 @@ impl IpuConfig {
 
     /// The simulated target (version and tile count applied).
     pub fn target(&self) -> Result<runtime::Target, CompileError> {
-        let t = runtime::Target::of(self.version()?);
+        let mut t = runtime::Target::of(self.version()?);
+        t.compile_ipu_code = self.ipu_model.compile_ipu_code;
         Ok(if self.ipu_model.tiles_per_ipu > 0 {
             t.with_tiles_per_ipu(self.ipu_model.tiles_per_ipu)
         } else {
@@ -472,11 +479,6 @@ impl IpuConfig {
     /// Checks every option (called by `compile`).
     pub fn check(&self) -> Result<(), CompileError> {
         self.selection_order()?;
-        if !self.ipu_model.compile_ipu_code {
-            return Err(CompileError::Config(
-                "ipu_model.compile_ipu_code false is refused: it leaves code out of the reported tile memory, and the IPU Model does not count code in tile memory yet, so false would change nothing".into(),
-            ));
-        }
         if let AutoSelectIpus::PerDevice(list) = &self.auto_select_ipus
             && list.len() > 1
         {

@@ -31,7 +31,7 @@ pub const OPTIONS: &[OptionDoc] = &[
     OptionDoc {
         key: "ipu_model.compile_ipu_code",
         kind: "bool",
-        description: "Also compile real IPU code when simulating (reported memory then includes code). Only true: the IPU Model does not count code in tile memory yet, so false would change nothing and is refused.",
+        description: "Also compile real IPU code when simulating: tile memory then holds the kernels' code, vertex state and control code beside the tensors (and a tile can run out of memory for them). False counts tensors only.",
     },
     OptionDoc {
         key: "ipu_model.streaming_memory",
@@ -112,6 +112,11 @@ pub const OPTIONS: &[OptionDoc] = &[
         key: "optimizations.combine_matmuls",
         kind: "bool",
         description: "Combine matrix products that share the same weights or the same input.",
+    },
+    OptionDoc {
+        key: "optimizations.enable_graph_outlining",
+        kind: "bool",
+        description: "Repeated regions of the same ops on the same shapes share one body of code, each use copying its inputs in and results out: less code in tile memory, more cycles. Calls marked as outlined functions are shared either way.",
     },
     OptionDoc {
         key: "optimizations.enable_fast_math",

@@ -14,6 +14,7 @@ pub mod egraph;
 pub mod error;
 mod lower;
 mod out_of_core;
+pub mod outline;
 pub mod passes;
 pub mod placement;
 pub mod schedule;

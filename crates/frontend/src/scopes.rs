@@ -27,7 +27,8 @@ pub fn pipeline_stage<R>(
 }
 
 /// An outlined function: `body` built once as computation `name` over parameters shaped
-/// like `args`, then called on `args` (`@ipu.outlined_function`). Call the returned
+/// like `args`, then called on `args` (`@ipu.outlined_function`); its calls are marked as
+/// an outlined function's, so the compiler compiles it once and every call shares it. Call the returned
 /// computation again with [`call_outlined`] to reuse it.
 pub fn outlined_function(
     b: &mut Builder<'_>,
@@ -44,7 +45,7 @@ pub fn outlined_function(
             .collect::<Result<Vec<_>, _>>()?;
         body(f, &params)
     })?;
-    let out = b.call(args, comp)?;
+    let out = b.call_function(args, comp)?;
     Ok((comp, out))
 }
 
@@ -54,5 +55,5 @@ pub fn call_outlined(
     function: xla_ir::CompId,
     args: &[InstrId],
 ) -> Result<InstrId, BuildError> {
-    b.call(args, function)
+    b.call_function(args, function)
 }

@@ -28,10 +28,11 @@ pub use device::selection;
 pub use device::selection::{DeviceId, SelectionOrder, device_ids};
 pub use device::system::{Hop, LinkKind, System};
 pub use device::target::{IpuVersion, Target};
-pub use error::RuntimeError;
+pub use error::{CodeSplit, RuntimeError};
 pub use exec::engine::{Engine, EngineOptions, HostIo, HostTimes, Progress};
 pub use exec::rendezvous::Transport;
 pub use exec::replicated::{COLLECTIVE_WAIT_LIMIT, ReplicatedEngine};
+pub use model::code;
 pub use model::cost;
 pub use model::estimate::{estimate, estimate_parts, estimate_replaying};
 pub use model::profile::{

@@ -282,6 +282,7 @@ fn a_tensor_too_big_for_its_tile_is_out_of_memory_naming_the_tile() {
             needed,
             available,
             largest,
+            ..
         } => {
             assert_eq!((*ipu, *tile, *available), (0, 2, 624 * 1024));
             assert_eq!(*needed, 64 + 800_000);

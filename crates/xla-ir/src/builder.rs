@@ -814,6 +814,19 @@ impl<'m> ComputationBuilder<'m> {
         self.add_instruction(Op::Call { to_apply }, args, None)
     }
 
+    /// `call(args...), to_apply=..` of an outlined function: marked so the compiler builds
+    /// the callee once and shares it between calls ([`crate::call_config`]).
+    pub fn call_function(
+        &mut self,
+        args: &[InstrId],
+        to_apply: CompId,
+    ) -> Result<InstrId, BuildError> {
+        let id = self.call(args, to_apply)?;
+        self.comp.instr_mut(id).backend_config =
+            Some(crate::call_config::FUNCTION_CALL_CONFIG.to_string());
+        Ok(id)
+    }
+
     /// `fusion(args...), kind=.., calls=..`.
     pub fn fusion(
         &mut self,

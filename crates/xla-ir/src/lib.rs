@@ -11,6 +11,7 @@ pub mod activation;
 pub mod alias;
 pub mod attributes;
 pub mod builder;
+pub mod call_config;
 pub mod collective;
 pub mod computation;
 pub mod element_type;

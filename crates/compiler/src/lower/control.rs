@@ -7,8 +7,10 @@
 use super::{Arr, Here, Lowerer, Scope, Value};
 use crate::CompileError;
 use codegen::DType;
-use runtime::{Program, TensorId};
+use runtime::{FunctionId, Program, TensorId};
+use std::collections::HashMap;
 use xla_ir::ids::CompId;
+use xla_ir::{Instruction, Module, Op};
 
 /// The trip count XLA recorded in a while's backend config, if any.
 fn known_trip_count(backend_config: Option<&str>) -> Option<u64> {
@@ -194,8 +196,22 @@ impl Lowerer<'_> {
         }
     }
 
-    /// Lowers `call` as a device function run where it is used.
-    pub(crate) fn call(&mut self, callee: CompId, args: Vec<Value>) -> Result<Value, CompileError> {
+    /// Lowers `call`: an outlined function (a call marked as one, called from more than one
+    /// place, with no effects) is compiled once per placement and shared by every call
+    /// (`shared_call`); any other call is a device function of its own, run where it is
+    /// used (the seed inlines stateful functions).
+    pub(crate) fn call(
+        &mut self,
+        instr: &Instruction,
+        callee: CompId,
+        args: Vec<Value>,
+    ) -> Result<Value, CompileError> {
+        let shared = crate::outline::is_function_call(instr)
+            && self.function_calls.get(&callee).copied().unwrap_or(0) > 1
+            && !crate::outline::computation_has_effects(self.module, callee);
+        if shared {
+            return self.shared_call(callee, args);
+        }
         self.begin();
         let out = self.computation(callee, args)?;
         let body = self.end();
@@ -203,4 +219,182 @@ impl Lowerer<'_> {
         self.emit(Program::Call(f));
         Ok(out)
     }
+
+    /// A call of a shared function: the arguments copied into the function's inputs (laid
+    /// out as the first call's arguments were: `keep_input_layouts`), the call, and the
+    /// results copied out (the next call overwrites them). The first call lowers the body
+    /// where it is; a later call takes as many steps as the body did, and every tensor of
+    /// the function is live again in those steps as it was in the first call's
+    /// (`Lowerer::also_live`), so the memory planner lets other tensors use the function's
+    /// memory between calls and the function's own tensors share memory as they did.
+    fn shared_call(&mut self, callee: CompId, args: Vec<Value>) -> Result<Value, CompileError> {
+        let key = (callee, self.tile_base, self.tiles);
+        let name = self.module.computation(callee).name.clone();
+        if let Some(f) = self.shared_functions.get(&key).cloned() {
+            return Ok(self.call_again(&f, &name, &args));
+        }
+        let first = self.b.tensor_count();
+        let params: Vec<Value> = args
+            .iter()
+            .enumerate()
+            .map(|(i, a)| self.function_input(a, &format!("{name}.arg{i}")))
+            .collect();
+        for (a, p) in args.iter().zip(&params) {
+            self.write_back(a, p);
+        }
+        let body_start = self.step;
+        self.begin();
+        let result = self.computation(callee, params.clone())?;
+        let body = self.end();
+        let function = self.b.function(body);
+        let f = SharedFunction {
+            function,
+            params,
+            result,
+            tensors: first..self.b.tensor_count(),
+            body_start,
+            body_steps: self.step - body_start,
+        };
+        self.shared_functions.insert(key, f.clone());
+        self.emit(Program::Call(f.function));
+        Ok(self.copy_out(&f, &name, true))
+    }
+
+    /// A shared function's input for argument `a`: laid out as `a` is (the seed's
+    /// `keep_input_layouts`), unless `a` sits on fewer tiles than an even spread would
+    /// use (a slice of a stacked weight, say), when it is spread evenly: every call's
+    /// argument is copied into it, and a crowded input would crowd its tiles for all of
+    /// them.
+    fn function_input(&mut self, a: &Value, name: &str) -> Value {
+        match a {
+            Value::Array(arr) => {
+                let pieces = self.mapping(arr.tensor).to_vec();
+                let mut on: Vec<usize> = pieces.iter().map(|p| p.tile).collect();
+                on.sort_unstable();
+                on.dedup();
+                let even = self.linear_pieces(arr.elements());
+                let spread = even.iter().filter(|p| p.len > 0).count();
+                let pieces = if 2 * on.len() < spread { even } else { pieces };
+                let c = self.arr_mapped(name, &arr.shape, pieces);
+                Value::Array(c)
+            }
+            Value::Tuple(items) => Value::Tuple(
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, x)| self.function_input(x, &format!("{name}.{i}")))
+                    .collect(),
+            ),
+            Value::Token => Value::Token,
+        }
+    }
+
+    /// A later call of a shared function (see [`Lowerer::shared_call`]).
+    fn call_again(&mut self, f: &SharedFunction, name: &str, args: &[Value]) -> Value {
+        // The arguments into the inputs: each input is live from its copy to its last read
+        // in the body, shifted to this call.
+        let copied_at = self.step;
+        for (a, p) in args.iter().zip(&f.params) {
+            for (src, dst) in a.leaves().iter().zip(p.leaves()) {
+                self.use_tensor(src.tensor);
+                self.emit(Program::Copy {
+                    src: src.tensor,
+                    dst: dst.tensor,
+                });
+            }
+        }
+        let start = self.step;
+        let shift = |s: u64| s - f.body_start + start;
+        let end = start + f.body_steps.max(1) - 1;
+        let results: Vec<usize> = f
+            .result
+            .leaves()
+            .iter()
+            .map(|a| a.tensor.0 as usize)
+            .collect();
+        let params: Vec<usize> = f
+            .params
+            .iter()
+            .flat_map(Value::leaves)
+            .map(|a| a.tensor.0 as usize)
+            .collect();
+        for t in f.tensors.clone() {
+            let life = self.life[t];
+            if life.pinned {
+                continue;
+            }
+            let from = if params.contains(&t) {
+                copied_at
+            } else {
+                shift(life.first.max(f.body_start)).min(end)
+            };
+            let mut to = shift(life.last.max(f.body_start)).min(end);
+            if results.contains(&t) {
+                // Read by the copies out, one step each after the call's steps.
+                to = end + results.len() as u64;
+            }
+            self.also_live
+                .entry(t)
+                .or_default()
+                .push((from, to.max(from)));
+        }
+        self.emit(Program::Call(f.function));
+        // The call runs the body's steps: keep the step count (and the liveness report)
+        // in step with them.
+        for k in 1..f.body_steps {
+            let body_name = self.step_names[(f.body_start + k) as usize].clone();
+            self.step_names
+                .push(format!("{body_name} (call of {name})"));
+            self.step += 1;
+        }
+        self.copy_out(f, name, false)
+    }
+
+    /// The function's results copied into new tensors (the next call overwrites them). A
+    /// later call's results are live to these copies through `also_live`.
+    fn copy_out(&mut self, f: &SharedFunction, name: &str, first_call: bool) -> Value {
+        let out = self.fresh_like(&f.result, &format!("{name}.result"), self.step);
+        for (src, dst) in f.result.leaves().iter().zip(out.leaves()) {
+            if first_call {
+                self.use_tensor(src.tensor);
+            }
+            self.use_tensor(dst.tensor);
+            self.emit(Program::Copy {
+                src: src.tensor,
+                dst: dst.tensor,
+            });
+        }
+        out
+    }
+}
+
+/// A function compiled once and shared by its calls.
+#[derive(Debug, Clone)]
+pub(crate) struct SharedFunction {
+    function: FunctionId,
+    /// Its inputs, which each call copies its arguments into.
+    params: Vec<Value>,
+    /// Its results, which each call copies out.
+    result: Value,
+    /// The tensors made while lowering it (inputs, temporaries, results).
+    tensors: std::ops::Range<usize>,
+    /// The step its body began at, in its first call.
+    body_start: u64,
+    /// Steps its body took.
+    body_steps: u64,
+}
+
+/// How many calls marked as outlined functions call each computation, in all of `module`.
+pub(crate) fn function_calls(module: &Module) -> HashMap<CompId, usize> {
+    let mut calls = HashMap::new();
+    for (_, c) in module.computations() {
+        for (_, instr) in c.instructions() {
+            if let Op::Call { to_apply } = instr.op
+                && crate::outline::is_function_call(instr)
+            {
+                *calls.entry(to_apply).or_insert(0) += 1;
+            }
+        }
+    }
+    calls
 }

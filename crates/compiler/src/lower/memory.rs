@@ -11,12 +11,30 @@ use std::collections::HashMap;
 /// Offsets are multiples of 8 bytes (the 64-bit data path).
 const ALIGN: u64 = 8;
 
-/// A block in use on one tile: `[begin, end)` bytes, live until step `last`.
-#[derive(Clone, Copy)]
-struct Block {
+/// A block in use on one tile: `[begin, end)` bytes, live until step `last`, and in the
+/// steps of `also` (a shared function's tensor, live again in each later call).
+#[derive(Clone)]
+struct Block<'a> {
     begin: u64,
     end: u64,
+    first: u64,
     last: u64,
+    also: &'a [(u64, u64)],
+}
+
+impl Block<'_> {
+    /// Whether the two are ever live in the same step.
+    fn meets(&self, other: &Block) -> bool {
+        let spans = |b: &Block| {
+            let main = std::iter::once((b.first, b.last));
+            main.chain(b.also.iter().copied()).collect::<Vec<_>>()
+        };
+        if self.also.is_empty() && other.also.is_empty() {
+            return self.first <= other.last && other.first <= self.last;
+        }
+        let (a, b) = (spans(self), spans(other));
+        a.iter().any(|x| b.iter().any(|y| x.0 <= y.1 && y.0 <= x.1))
+    }
 }
 
 /// Assigns every tensor interval an offset in its tile's memory; fails naming the tile, the
@@ -25,21 +43,31 @@ pub(crate) fn allocate(l: &mut Lowerer) -> Result<(), CompileError> {
     let n = l.b.tensor_count();
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by_key(|&i| (l.life[i].first, i));
+    let also_live = std::mem::take(&mut l.also_live);
     let mut live: HashMap<(usize, usize), Vec<Block>> = HashMap::new();
     // Per tile: the highest end so far and the tensor that reached it.
     let mut peak: HashMap<(usize, usize), (u64, usize)> = HashMap::new();
     for i in order {
         let life = l.life[i];
+        let also = also_live.get(&i).map_or(&[][..], Vec::as_slice);
         let last = if life.pinned { u64::MAX } else { life.last };
+        let this = Block {
+            begin: 0,
+            end: 0,
+            first: life.first,
+            last,
+            also,
+        };
         let t = l.b.tensor_mut(runtime::TensorId(i as u32));
         let size = t.dtype.size() as u64;
         for iv in &mut t.mapping {
             let bytes = (iv.len as u64 * size).div_ceil(ALIGN) * ALIGN;
             let blocks = live.entry((iv.ipu, iv.tile)).or_default();
-            blocks.retain(|b| b.last >= life.first);
+            // Dropped once no later tensor can meet them.
+            blocks.retain(|b| b.also.iter().fold(b.last, |m, a| m.max(a.1)) >= life.first);
             blocks.sort_by_key(|b| b.begin);
             let mut at = 0;
-            for b in blocks.iter() {
+            for b in blocks.iter().filter(|b| b.meets(&this)) {
                 if b.begin >= at + bytes {
                     break;
                 }
@@ -49,7 +77,7 @@ pub(crate) fn allocate(l: &mut Lowerer) -> Result<(), CompileError> {
             blocks.push(Block {
                 begin: at,
                 end: at + bytes,
-                last,
+                ..this.clone()
             });
             let p = peak.entry((iv.ipu, iv.tile)).or_insert((0, i));
             if at + bytes > p.0 {
@@ -57,7 +85,7 @@ pub(crate) fn allocate(l: &mut Lowerer) -> Result<(), CompileError> {
             }
         }
     }
-    record_liveness(l);
+    record_liveness(l, &also_live);
     let capacity = l.target.bytes_per_tile;
     let worst = peak
         .iter()
@@ -103,7 +131,7 @@ pub(crate) fn allocate(l: &mut Lowerer) -> Result<(), CompileError> {
 /// Marks the tensors live for the whole program (constants, and tensors made before the
 /// first compute step that live to the last step) and records the bytes live at each step
 /// (the executable's liveness, for memory reports).
-fn record_liveness(l: &mut Lowerer) {
+fn record_liveness(l: &mut Lowerer, also_live: &HashMap<usize, Vec<(u64, u64)>>) {
     let steps = l.step_names.len();
     if steps == 0 {
         return;
@@ -127,6 +155,10 @@ fn record_liveness(l: &mut Lowerer) {
         };
         delta[first as usize] += bytes;
         delta[last as usize + 1] -= bytes;
+        for &(a, b) in also_live.get(&i).map_or(&[][..], Vec::as_slice) {
+            delta[a.min(end) as usize] += bytes;
+            delta[b.min(end) as usize + 1] -= bytes;
+        }
         let always = life.pinned || (life.first < first_compute && life.last >= end);
         l.b.tensor_mut(id).always_live = always;
     }

@@ -221,6 +221,13 @@ pub(crate) struct Lowerer<'m> {
     pub pipeline_layout: Option<PipelineLayout>,
     /// What each step emitted runs, by step (for the liveness report).
     pub step_names: Vec<String>,
+    /// Calls marked as outlined functions, by callee.
+    function_calls: HashMap<CompId, usize>,
+    /// Functions compiled once and shared, by callee and placement (`tile_base`, `tiles`).
+    shared_functions: HashMap<(CompId, usize, usize), control::SharedFunction>,
+    /// Steps a tensor is live in beside its `Life` (a shared function's tensors, in each
+    /// later call), by tensor index.
+    pub also_live: HashMap<usize, Vec<(u64, u64)>>,
 }
 
 /// Compiles a module (types already checked and narrowed) for `target` (the config's, or
@@ -328,6 +335,9 @@ impl<'m> Lowerer<'m> {
             pipelining: config.pipelining.clone(),
             pipeline_layout: None,
             step_names: Vec::new(),
+            function_calls: control::function_calls(module),
+            shared_functions: HashMap::new(),
+            also_live: HashMap::new(),
         })
     }
 
@@ -692,7 +702,7 @@ impl<'m> Lowerer<'m> {
                     args.push(self.value(scope, o)?);
                 }
                 if matches!(instr.op, Op::Call { .. }) {
-                    self.call(*calls, args)
+                    self.call(instr, *calls, args)
                 } else {
                     self.computation(*calls, args)
                 }

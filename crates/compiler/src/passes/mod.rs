@@ -6,6 +6,7 @@
 //! pipeline after that pass. A new pass is one file here and one line in [`pipeline`].
 
 mod egraph_optimiser;
+mod graph_outliner;
 mod int64_conversion;
 mod int64_words;
 mod ipu_scheduler;
@@ -13,6 +14,7 @@ mod rng_expander;
 mod words;
 
 pub use egraph_optimiser::EgraphOptimiser;
+pub use graph_outliner::GraphOutliner;
 pub use int64_conversion::{Int64Conversion, narrow_int64};
 pub use ipu_scheduler::IpuScheduler;
 pub use rng_expander::RngBitGeneratorExpander;
@@ -46,6 +48,7 @@ pub fn pipeline() -> Vec<Box<dyn Pass>> {
         Box::new(RngBitGeneratorExpander),
         Box::new(Int64Conversion),
         Box::new(EgraphOptimiser),
+        Box::new(GraphOutliner),
         Box::new(IpuScheduler),
     ]
 }

@@ -59,7 +59,12 @@ pub(super) fn call(
     };
     let mut operands = instr.operands.to_vec();
     operands.push(g);
-    let grads = b.call(&operands, vjp_comp)?;
+    // An outlined function's backward pass is an outlined function too.
+    let grads = if xla_ir::call_config::is_function_call(instr) {
+        b.call_function(&operands, vjp_comp)?
+    } else {
+        b.call(&operands, vjp_comp)?
+    };
     let mut out = Vec::new();
     for (i, k) in (0..wants.len()).filter(|&k| wants[k]).enumerate() {
         out.push((k, b.get_tuple_element(grads, i as i64)?));

@@ -76,6 +76,15 @@ pub struct Target {
     pub f16_macs_per_cycle: u64,
     /// Bytes of Streaming Memory (off-chip DDR) per IPU; 0 when the system has none.
     pub streaming_memory_bytes_per_ipu: u64,
+    /// Whether tile memory holds the program's code (kernels, vertex state, control code)
+    /// beside its tensors: Poplar's `IPUModel::compileIPUCode`, the seed's
+    /// `ipu_model.compile_ipu_code` (default true). False reports tensors only.
+    #[serde(default = "yes")]
+    pub compile_ipu_code: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl Target {
@@ -103,6 +112,7 @@ impl Target {
             f16_macs_per_cycle: 32,
             // A C2 card has no Streaming Memory (ANCHORS.md §3).
             streaming_memory_bytes_per_ipu: 0,
+            compile_ipu_code: true,
         }
     }
 
@@ -129,6 +139,7 @@ impl Target {
             f32_macs_per_cycle: 16,
             f16_macs_per_cycle: 64,
             streaming_memory_bytes_per_ipu: STREAMING_MEMORY_BYTES_PER_IPU2,
+            compile_ipu_code: true,
         }
     }
 

@@ -4,6 +4,7 @@
 
 use crate::device::system::System;
 use crate::error::RuntimeError;
+use crate::model::code::TakingPart;
 use crate::model::cost;
 use crate::model::layout::{Locator, destination_pieces};
 use crate::model::paging;
@@ -34,6 +35,8 @@ pub(crate) struct Traffic {
     links: HashMap<(usize, usize), u64>,
     bytes_exchanged: u64,
     bytes_over_links: u64,
+    /// Whether each tile sends, receives, copies or fills anything.
+    taking_part: Vec<bool>,
 }
 
 impl Traffic {
@@ -50,7 +53,14 @@ impl Traffic {
             links: HashMap::new(),
             bytes_exchanged: 0,
             bytes_over_links: 0,
+            taking_part: vec![false; n],
         }
+    }
+
+    /// The tiles that took part, in tile order.
+    pub(crate) fn taking_part(&self) -> TakingPart {
+        let tiles = self.taking_part.iter().enumerate();
+        tiles.filter(|&(_, &p)| p).map(|(t, _)| t as u32).collect()
     }
 
     /// `bytes` sent from tile `src` to tile `dst` (each `(ipu, tile)`).
@@ -59,6 +69,8 @@ impl Traffic {
             src.0 * self.tiles_per_ipu + src.1,
             dst.0 * self.tiles_per_ipu + dst.1,
         );
+        self.taking_part[s] = true;
+        self.taking_part[d] = true;
         if s == d {
             self.on_tile[s] += bytes;
         } else if src.0 == dst.0 {
@@ -74,6 +86,7 @@ impl Traffic {
     /// `bytes` of fill value written on tile `(ipu, tile)`.
     pub(crate) fn fill(&mut self, ipu: usize, tile: usize, bytes: u64) {
         self.filled[ipu * self.tiles_per_ipu + tile] += bytes;
+        self.taking_part[ipu * self.tiles_per_ipu + tile] = true;
     }
 
     /// On-tile copies (and fills) first, then one sync and the exchange phase, whose length
@@ -127,12 +140,12 @@ impl Traffic {
 /// What rearrangement `r` (validated, over `tensors`) costs on `system`: every run split into
 /// the pieces that land on one destination tile, each of those into the pieces it reads from
 /// one source tile, each piece's bytes counted as an on-tile copy, an exchange between tiles
-/// or a transfer over IPU-Links.
+/// or a transfer over IPU-Links; and the tiles taking part (whose control code runs it).
 pub(crate) fn rearrangement_cost(
     system: &System,
     tensors: &[Tensor],
     r: &Rearrange,
-) -> Result<CopyCost, RuntimeError> {
+) -> Result<(CopyCost, TakingPart), RuntimeError> {
     let dst = &tensors[r.dst.0 as usize];
     let size = dst.dtype.size();
     let bytes = |n: usize| (n * size) as u64;
@@ -154,5 +167,5 @@ pub(crate) fn rearrangement_cost(
             }
         }
     });
-    traffic.cost(system)
+    Ok((traffic.cost(system)?, traffic.taking_part()))
 }

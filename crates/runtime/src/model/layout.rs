@@ -2,6 +2,8 @@
 //! vertex's region in its tile's memory, the pieces (one tile, one stride) a run of a
 //! tensor's elements falls into, and the source elements a rearrangement reads.
 
+use crate::error::{CodeSplit, RuntimeError};
+use crate::model::code::TileCode;
 use crate::model::profile::{TensorSize, TileMemory};
 use crate::program::executable::{Executable, Rearrange, Region, Run, RunSource, Tensor, TensorId};
 use std::cell::Cell;
@@ -25,9 +27,9 @@ pub(crate) fn tile_extents(exe: &Executable) -> Vec<u64> {
     extents
 }
 
-/// The memory of every tile that holds data, in tile order (`ipu`, then `tile`): what a
-/// profile reports and what an engine allocates.
-pub(crate) fn tile_memory(exe: &Executable) -> Vec<TileMemory> {
+/// The memory of every tile that holds data or code, in tile order (`ipu`, then `tile`):
+/// what a profile reports. `code` is indexed like [`tile_extents`].
+pub(crate) fn tile_memory(exe: &Executable, code: &[TileCode]) -> Vec<TileMemory> {
     let tiles = exe.target.tiles_per_ipu;
     let mut always = vec![0u64; exe.num_ipus * tiles];
     for t in exe
@@ -47,15 +49,71 @@ pub(crate) fn tile_memory(exe: &Executable) -> Vec<TileMemory> {
     tile_extents(exe)
         .into_iter()
         .enumerate()
-        .filter(|&(_, bytes)| bytes > 0)
-        .map(|(t, bytes)| TileMemory {
-            ipu: t / tiles,
-            tile: t % tiles,
-            bytes_used: bytes,
-            bytes_free: exe.target.bytes_per_tile.saturating_sub(bytes),
-            always_live_bytes: always[t].min(bytes),
+        .map(|(t, data)| (t, data, code.get(t).copied().unwrap_or_default()))
+        .filter(|&(_, data, c)| data > 0 || c.total() > 0)
+        .map(|(t, data, c)| {
+            let bytes = data + c.total();
+            TileMemory {
+                ipu: t / tiles,
+                tile: t % tiles,
+                bytes_used: bytes,
+                bytes_free: exe.target.bytes_per_tile.saturating_sub(bytes),
+                always_live_bytes: always[t].min(data) + c.total(),
+                code_bytes: c.kernel_code,
+                vertex_state_bytes: c.vertex_state,
+                control_code_bytes: c.control_code,
+            }
         })
         .collect()
+}
+
+/// Fails naming the first tile whose tensors and code together exceed its memory, with
+/// what is always live there (code, vertex state, constants) and what is not (variables,
+/// activations). Tensors alone were checked at validation.
+pub(crate) fn check_memory(exe: &Executable, memory: &[TileMemory]) -> Result<(), RuntimeError> {
+    let capacity = exe.target.bytes_per_tile;
+    let Some(m) = memory.iter().find(|m| m.bytes_used > capacity) else {
+        return Ok(());
+    };
+    Err(RuntimeError::OutOfMemory {
+        ipu: m.ipu,
+        tile: m.tile,
+        needed: m.bytes_used,
+        available: capacity,
+        largest: largest_on_tile(exe, m.ipu, m.tile, 3),
+        code: Some(CodeSplit {
+            code: m.code_bytes,
+            vertex_state: m.vertex_state_bytes,
+            control: m.control_code_bytes,
+            always_live_tensors: m.always_live_bytes - m.all_code_bytes(),
+        }),
+    })
+}
+
+/// The `count` largest tensors on one tile (name, bytes there), largest first.
+pub(crate) fn largest_on_tile(
+    exe: &Executable,
+    ipu: usize,
+    tile: usize,
+    count: usize,
+) -> Vec<(String, u64)> {
+    let mut largest: Vec<(String, u64)> = exe
+        .tensors
+        .iter()
+        .map(|t| {
+            let bytes: usize = t
+                .mapping
+                .iter()
+                .filter(|iv| iv.ipu == ipu && iv.tile == tile)
+                .map(|iv| iv.len * t.dtype.size())
+                .sum();
+            (t.name.clone(), bytes as u64)
+        })
+        .filter(|(_, b)| *b > 0)
+        .collect();
+    largest.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    largest.truncate(count);
+    largest
 }
 
 /// The `count` largest tensors of `exe`, largest first (ties by name).

@@ -1,6 +1,7 @@
 //! What an IPU holds and what each step costs, computed from the executable and the target
 //! alone: no host buffers, no JIT, nothing run.
 //!
+//! - `code`: the code, vertex state, exchange and control code each tile holds;
 //! - `layout`: where a tensor's elements live, the regions of vertices, tile extents;
 //! - `cost`: the cycle formulas (vertices, tiles, exchange, host link, paging);
 //! - `collective`: what a collective costs over the IPU-Links, and the replication checks;
@@ -14,6 +15,7 @@
 //! - `validate`: the load-time checks (mappings, memory per tile, regions, dataflow), which
 //!   every cost above relies on.
 
+pub mod code;
 pub(crate) mod collective;
 pub mod cost;
 pub(crate) mod estimate;

@@ -89,14 +89,31 @@ pub struct TileMemory {
     pub ipu: usize,
     /// The tile.
     pub tile: usize,
-    /// Bytes its tensors span.
+    /// Bytes in use: the span of its tensors, and its code.
     pub bytes_used: u64,
     /// Bytes left.
     pub bytes_free: u64,
-    /// Of `bytes_used`, bytes of tensors live for the whole program (constants, weights,
-    /// results held to the end; absent when 0).
+    /// Of `bytes_used`, bytes live for the whole program: tensors (constants, weights,
+    /// results held to the end) and all of the code below (absent when 0). The rest is
+    /// not always live: variables and activations.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub always_live_bytes: u64,
+    /// Of `always_live_bytes`, the code of the kernels and codelets its vertices run.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub code_bytes: u64,
+    /// Of `always_live_bytes`, the state of its vertices.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub vertex_state_bytes: u64,
+    /// Of `always_live_bytes`, the control code of the steps it runs.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub control_code_bytes: u64,
+}
+
+impl TileMemory {
+    /// Its code, vertex state and control code together.
+    pub fn all_code_bytes(&self) -> u64 {
+        self.code_bytes + self.vertex_state_bytes + self.control_code_bytes
+    }
 }
 
 /// Sums over all steps.

@@ -5,6 +5,7 @@
 
 use crate::device::system::System;
 use crate::error::RuntimeError;
+use crate::model::code::{self, StepTiles, TakingPart};
 use crate::model::collective::{self, CollectiveCost, PhaseCost};
 use crate::model::cost::{self, VertexCost};
 use crate::model::exchange::{CopyCost, rearrangement_cost};
@@ -42,6 +43,8 @@ pub(crate) struct CopyStep {
     pub cost: CopyCost,
     /// The IPUs and tiles it reads or writes.
     pub reach: Reach,
+    /// The tiles taking part.
+    pub taking_part: TakingPart,
 }
 
 /// What a host stream transfer costs.
@@ -119,16 +122,18 @@ impl StepCosts {
             .into_par_iter()
             .map(|cs| compute_set_cost(exe, cs))
             .collect();
-        let rearranges = exe
+        let (rearranges, rearrange_tiles): (Vec<CopyCost>, Vec<TakingPart>) = exe
             .rearranges
             .par_iter()
             .map(|r| rearrangement_cost(system, &exe.tensors, r))
-            .collect::<Result<Vec<_>, RuntimeError>>()?;
+            .collect::<Result<Vec<_>, RuntimeError>>()?
+            .into_iter()
+            .unzip();
         let copies = copies(exe)
             .into_iter()
             .map(|(src, dst)| {
                 let r = copy_as_rearrangement(exe, src, dst);
-                let cost = rearrangement_cost(system, &exe.tensors, &r)?;
+                let (cost, taking_part) = rearrangement_cost(system, &exe.tensors, &r)?;
                 let reach = reach_of(exe, [src, dst]);
                 Ok((
                     (src, dst),
@@ -136,6 +141,7 @@ impl StepCosts {
                         name: r.name,
                         cost,
                         reach,
+                        taking_part,
                     },
                 ))
             })
@@ -166,6 +172,21 @@ impl StepCosts {
             .iter()
             .map(|r| reach_of(exe, r.sources.iter().copied().chain([r.dst])))
             .collect();
+        let copy_tiles: HashMap<(TensorId, TensorId), TakingPart> = copies
+            .iter()
+            .map(|(k, c)| (*k, c.taking_part.clone()))
+            .collect();
+        let step_tiles = StepTiles {
+            compute_sets: compute_sets
+                .iter()
+                .map(|c| c.tile_cycles.iter().map(|&(t, _)| t as u32).collect())
+                .collect(),
+            rearranges: &rearrange_tiles,
+            copies: &copy_tiles,
+        };
+        let code = code::code_memory(exe, &step_tiles);
+        let tile_memory = layout::tile_memory(exe, &code);
+        layout::check_memory(exe, &tile_memory)?;
         Ok(StepCosts {
             compute_set_reach,
             rearrange_reach,
@@ -175,7 +196,7 @@ impl StepCosts {
             rearranges,
             copies,
             streams,
-            tile_memory: layout::tile_memory(exe),
+            tile_memory,
             largest_tensors: layout::largest_tensors(exe, 20),
         })
     }

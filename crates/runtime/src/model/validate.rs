@@ -4,7 +4,7 @@
 //! tensors, and no program step reads a tensor nothing has written.
 
 use crate::error::RuntimeError;
-use crate::model::layout::{RegionFinder, tile_extents};
+use crate::model::layout::{RegionFinder, largest_on_tile, tile_extents};
 use crate::program::executable::{
     CodeletVertex, Direction, Executable, Program, Region, RunSource, Tensor, TensorId, Vertex,
 };
@@ -63,28 +63,13 @@ fn check_tensors(exe: &Executable) -> Result<(), RuntimeError> {
     for (t, needed) in tile_extents(exe).into_iter().enumerate() {
         let (ipu, tile) = (t / target.tiles_per_ipu, t % target.tiles_per_ipu);
         if needed > target.bytes_per_tile {
-            let mut largest: Vec<(String, u64)> = exe
-                .tensors
-                .iter()
-                .map(|t| {
-                    let bytes: usize = t
-                        .mapping
-                        .iter()
-                        .filter(|iv| iv.ipu == ipu && iv.tile == tile)
-                        .map(|iv| iv.len * t.dtype.size())
-                        .sum();
-                    (t.name.clone(), bytes as u64)
-                })
-                .filter(|(_, b)| *b > 0)
-                .collect();
-            largest.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-            largest.truncate(3);
             return Err(RuntimeError::OutOfMemory {
                 ipu,
                 tile,
                 needed,
                 available: target.bytes_per_tile,
-                largest,
+                largest: largest_on_tile(exe, ipu, tile, 3),
+                code: None,
             });
         }
     }

@@ -27,7 +27,15 @@ pub trait Codelet: Send + Sync {
     fn run(&self, inputs: &[&[u8]], outputs: &mut [&mut [u8]]) -> Result<(), String>;
     /// What one instance costs on `target`.
     fn cost(&self, target: &Target) -> VertexCost;
+    /// Instructions of its code (held once on every tile that runs it). The default is a
+    /// PopLibs-sized codelet: a hand-written loop of a few hundred instructions.
+    fn code_instructions(&self) -> u64 {
+        DEFAULT_CODELET_INSTRUCTIONS
+    }
 }
+
+/// Instructions of a codelet that does not state its own code size.
+pub const DEFAULT_CODELET_INSTRUCTIONS: u64 = 256;
 
 /// A shared codelet, as an executable holds it.
 #[derive(Clone)]

@@ -1,0 +1,77 @@
+//! Outlining: repeated layers share one body of code, so a deep stack holds about one
+//! layer's code per tile, and outlining changes no result.
+
+use ipuxla::compiler::IpuConfig;
+use ipuxla::compiler::passes::PassOptions;
+use ipuxla::encoder::{EncoderSizes, encoder_stack};
+use ipuxla::runtime::Profile;
+use ipuxla::xla_ir::Literal;
+use ipuxla::xla_ir::literal::ArrayData;
+
+fn config(outlining: bool) -> IpuConfig {
+    let mut c = IpuConfig::default();
+    c.optimizations.enable_graph_outlining = outlining;
+    c
+}
+
+/// The most code (kernels, vertex state, control code) any tile holds.
+fn code_per_tile(p: &Profile) -> u64 {
+    p.tiles
+        .iter()
+        .map(|t| t.all_code_bytes())
+        .max()
+        .unwrap_or(0)
+}
+
+fn estimate(layers: usize, outlining: bool) -> Profile {
+    let module = encoder_stack(layers, EncoderSizes::default()).unwrap();
+    ipuxla::device::estimate_on_ipu_model(&module, &config(outlining), &PassOptions::default())
+        .unwrap()
+        .profile
+}
+
+#[test]
+fn twelve_outlined_layers_hold_about_one_layers_code() {
+    let one = code_per_tile(&estimate(1, true));
+    let twelve = code_per_tile(&estimate(12, true));
+    let twelve_inlined = code_per_tile(&estimate(12, false));
+    assert!(one > 0);
+    assert!(
+        twelve as f64 <= 1.5 * one as f64,
+        "12 outlined layers: {twelve} B of code per tile, 1 layer: {one} B"
+    );
+    // Without outlining every layer has its own vertices and steps.
+    assert!(
+        twelve_inlined as f64 > 4.0 * one as f64,
+        "12 layers without outlining: {twelve_inlined} B, 1 layer: {one} B"
+    );
+}
+
+#[test]
+fn outlining_changes_no_result() {
+    let sizes = EncoderSizes {
+        seq: 16,
+        d: 32,
+        heads: 2,
+        ffn: 64,
+    };
+    let module = encoder_stack(3, sizes).unwrap();
+    let inputs = ipuxla::bench::generated_inputs(&module);
+    let run = |outlining: bool| {
+        let mut r = ipuxla::device::run_on_ipu_model(&module, &config(outlining), &inputs).unwrap();
+        r.outputs.remove(0)
+    };
+    let (outlined, inlined) = (run(true), run(false));
+    assert_eq!(outlined, inlined, "the same arithmetic in the same order");
+    let reference = ipuxla::xla_ir::eval::evaluate(&module, &inputs).unwrap();
+    let f32s = |d: &ArrayData| match d {
+        ArrayData::F32(v) => v.clone(),
+        other => panic!("expected f32, got {:?}", other.element_type()),
+    };
+    let Literal::Array(want) = reference else {
+        panic!("one array result")
+    };
+    for (g, w) in f32s(&outlined.data).iter().zip(f32s(&want.data)) {
+        assert!((g - w).abs() <= 1e-4 + 1e-4 * w.abs(), "{g} vs {w}");
+    }
+}
