@@ -192,6 +192,12 @@ const PROBES: &[(&str, &str, &str, &str)] = &[
         r#"{"optimizations": {"combine_matmuls": true}}"#,
     ),
     (
+        "allow_recompute",
+        "recompute/early_and_late.hlo",
+        "{}",
+        r#"{"allow_recompute": true}"#,
+    ),
+    (
         "optimizations.enable_graph_outlining",
         "outlining/two_blocks.hlo",
         "{}",

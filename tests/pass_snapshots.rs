@@ -59,6 +59,19 @@ fn repeated_blocks_become_one_function_called_twice() {
 }
 
 #[test]
+fn a_value_read_early_and_late_is_recomputed_before_the_late_read() {
+    let m = module("fixtures/recompute/early_and_late.hlo");
+    let config = IpuConfig {
+        allow_recompute: true,
+        ..IpuConfig::default()
+    };
+    let (out, report) = compiler::optimise(&m, &config, &PassOptions::default()).unwrap();
+    insta::assert_snapshot!("early_and_late__after_recomputation", out.to_string());
+    let notes = &report.passes.last().unwrap().notes;
+    insta::assert_snapshot!("early_and_late__recomputation_report", notes.join("\n"));
+}
+
+#[test]
 fn exact_64_bit_integers_become_word_pairs() {
     let m = module("fixtures/passes/int64_words.hlo");
     for (pass, text) in after_each_pass(&m, &IpuConfig::default()) {
@@ -101,11 +114,18 @@ fn dumps_are_named_as_xla_names_them() {
             "module_0000.jit_mlp_train_rmsprop.0004.after_graph-outliner.report.txt",
             "module_0000.jit_mlp_train_rmsprop.0004.after_graph-outliner.txt",
             "module_0000.jit_mlp_train_rmsprop.0005.after_ipu-scheduler.txt",
+            "module_0000.jit_mlp_train_rmsprop.0006.after_recomputation.report.txt",
+            "module_0000.jit_mlp_train_rmsprop.0006.after_recomputation.txt",
         ]
     );
-    assert_eq!(report.dumps.len(), 8);
+    assert_eq!(report.dumps.len(), 10);
     // Each module dump parses back; the last is the scheduled module.
-    let last = std::fs::read_to_string(report.dumps.last().unwrap()).unwrap();
+    let modules: Vec<_> = report
+        .dumps
+        .iter()
+        .filter(|d| !d.to_string_lossy().ends_with(".report.txt"))
+        .collect();
+    let last = std::fs::read_to_string(modules.last().unwrap()).unwrap();
     assert!(xla_ir::parse_module(&last).unwrap().is_scheduled);
     let before = std::fs::read_to_string(&report.dumps[0]).unwrap();
     assert!(!xla_ir::parse_module(&before).unwrap().is_scheduled);
@@ -122,6 +142,6 @@ fn stop_after_an_unknown_pass_names_the_passes() {
     let err = compiler::optimise(&m, &IpuConfig::default(), &options).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "--stop-after 'algsimp': there is no such pass; the passes are rng-bit-generator-expander, int64-conversion, egraph-optimiser, graph-outliner, ipu-scheduler"
+        "--stop-after 'algsimp': there is no such pass; the passes are rng-bit-generator-expander, int64-conversion, egraph-optimiser, graph-outliner, ipu-scheduler, recomputation"
     );
 }

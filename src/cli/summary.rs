@@ -197,6 +197,17 @@ fn profile_lines(p: &Profile, compute_sets: usize, vertices: usize, steps: &str)
             total,
             p.tiles.len()
         );
+        if t.always_live_bytes > 0 {
+            let _ = writeln!(
+                s,
+                "  of which always live {} B ({} B code, {} B vertex state, {} B control code, {} B constants and weights); the rest variables and activations",
+                t.always_live_bytes,
+                t.code_bytes,
+                t.vertex_state_bytes,
+                t.control_code_bytes,
+                t.always_live_bytes - t.all_code_bytes()
+            );
+        }
     }
     if p.num_ipus > 1 {
         for ipu in 0..p.num_ipus {

@@ -25,6 +25,11 @@ pub struct IpuConfig {
     pub scheduling: SchedulingConfig,
     /// `optimizations.*`: graph optimisations.
     pub optimizations: OptimizationsConfig,
+    /// `allow_recompute` (default false, as the seed's `IPUConfig`): forward values kept
+    /// live for a much later read are computed again before it (cheap element-wise ops,
+    /// conversions and data movement; never random or stateful ops, reductions, products
+    /// or checkpointed values), lowering peak memory for at most 30 % more work.
+    pub allow_recompute: bool,
     /// `selection_order`: the order in which the program's IPUs (its shards, and the
     /// replicas of a replicated module) take the IPUs of the ladder: "AUTO" (the default:
     /// replicas in HOOF order, so ring collectives close on a direct link; shards in HOOF
@@ -146,6 +151,7 @@ impl Default for IpuConfig {
             floating_point_behaviour: FloatingPointBehaviour::default(),
             scheduling: SchedulingConfig::default(),
             optimizations: OptimizationsConfig::default(),
+            allow_recompute: false,
             selection_order: "AUTO".into(),
             pipelining: PipeliningConfig::default(),
             device_loop: DeviceLoopConfig::default(),

@@ -144,6 +144,11 @@ pub const OPTIONS: &[OptionDoc] = &[
         description: "ipuxla's own: seconds at which saturation stops.",
     },
     OptionDoc {
+        key: "allow_recompute",
+        kind: "bool",
+        description: "Recompute forward values before their late reads instead of keeping them live (cheap element-wise ops, conversions, data movement; never stateful ops, reductions, products or checkpointed values): lower peak memory for at most 30 % more work. The `recomputation` pass's report gives the estimator's peak before and after.",
+    },
+    OptionDoc {
         key: "selection_order",
         kind: "SelectionOrder",
         description: "How the program's IPUs are placed on the ladder: AUTO, ZIGZAG, SNAKE or HOOF.",

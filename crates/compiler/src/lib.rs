@@ -17,6 +17,7 @@ mod out_of_core;
 pub mod outline;
 pub mod passes;
 pub mod placement;
+pub mod recompute;
 pub mod schedule;
 pub mod training_pipeline;
 pub mod types;

@@ -190,6 +190,14 @@ pub fn stop_gradient(b: &mut Builder<'_>, x: InstrId) -> Result<InstrId, BuildEr
     b.with_frontend_attribute(STOP_GRADIENT, "true", |b| b.copy(x))
 }
 
+/// `x` marked as a recomputation checkpoint (the seed's
+/// `pipelining_ops.recomputation_checkpoint`): with `allow_recompute` its value is kept
+/// and what reads it later is recomputed from it, not from further back. The identity
+/// otherwise, and to autodiff.
+pub fn recomputation_checkpoint(b: &mut Builder<'_>, x: InstrId) -> Result<InstrId, BuildError> {
+    b.recomputation_checkpoint(x)
+}
+
 /// The frontend attribute that stops gradients ([`stop_gradient`]).
 pub const STOP_GRADIENT: &str = "ipuxla.stop_gradient";
 

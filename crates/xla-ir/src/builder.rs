@@ -858,6 +858,13 @@ impl<'m> ComputationBuilder<'m> {
         self.add_instruction(Op::TopK { k, largest }, &[x], None)
     }
 
+    /// A recomputation checkpoint of `x` (the seed's `recomputation_checkpoint`): the same
+    /// value, which recomputation (`allow_recompute`) keeps rather than computing again.
+    pub fn recomputation_checkpoint(&mut self, x: InstrId) -> Result<InstrId, BuildError> {
+        let shape = self.shape(x).clone();
+        self.custom_call(crate::call_config::CHECKPOINT_TARGET, &[x], shape)
+    }
+
     /// `custom-call(args...)` to `target`, producing `shape`.
     pub fn custom_call(
         &mut self,

@@ -1,10 +1,16 @@
-//! How a `call` says it is an outlined function: Graphcore's backend config
+//! How a program marks code to share and values to keep. A `call` says it is an outlined
+//! function with Graphcore's backend config
 //! `{"callConfig":{"type":"Function",...}}` (`CallConfig::Function`, with
 //! `keep_input_layouts`), which the seed's `outlined_function` and ipuxla's graph outliner
 //! put on their calls. A compiler compiles such a callee once and shares it between calls;
 //! a plain `call` (as JAX writes them) it may inline.
 
 use crate::Instruction;
+
+/// Custom-call target of a recomputation checkpoint (the seed's
+/// `recomputation_checkpoint`): the identity, whose value recomputation keeps rather than
+/// computing again.
+pub const CHECKPOINT_TARGET: &str = "RecomputationCheckpoint";
 
 /// The backend config of an outlined function's call (inputs keep the layout of the first
 /// call's arguments).

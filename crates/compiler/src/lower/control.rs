@@ -1,6 +1,8 @@
 //! Control flow as device programs: `while` becomes RepeatWhileTrue with the predicate
 //! computed on the device (Repeat when XLA recorded a known trip count), `conditional`
-//! becomes If or Switch, and `call` a device function. Loop state lives in carry tensors
+//! becomes If or Switch, and `call` a device function (an outlined function's compiled once
+//! per placement and shared by its calls, its tensors live again in each later call's
+//! steps: `Lowerer::also_live`). Loop state lives in carry tensors
 //! the body's results are copied back into; tensors from outside a loop that it reads stay
 //! live to its end (the body runs again).
 

@@ -10,6 +10,7 @@ mod graph_outliner;
 mod int64_conversion;
 mod int64_words;
 mod ipu_scheduler;
+mod recomputation;
 mod rng_expander;
 mod words;
 
@@ -17,6 +18,7 @@ pub use egraph_optimiser::EgraphOptimiser;
 pub use graph_outliner::GraphOutliner;
 pub use int64_conversion::{Int64Conversion, narrow_int64};
 pub use ipu_scheduler::IpuScheduler;
+pub use recomputation::Recomputation;
 pub use rng_expander::RngBitGeneratorExpander;
 
 use crate::{CompileError, IpuConfig};
@@ -50,6 +52,7 @@ pub fn pipeline() -> Vec<Box<dyn Pass>> {
         Box::new(EgraphOptimiser),
         Box::new(GraphOutliner),
         Box::new(IpuScheduler),
+        Box::new(Recomputation),
     ]
 }
 

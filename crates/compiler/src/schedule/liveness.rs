@@ -7,6 +7,12 @@ use super::graph::Graph;
 
 /// Peak live bytes of `order` (a valid order of `g`'s nodes).
 pub fn peak_liveness_bytes(g: &Graph, order: &[usize]) -> u64 {
+    live_bytes(g, order).into_iter().max().unwrap_or(0)
+}
+
+/// The bytes live at each step of `order` (a valid order of `g`'s nodes), the called
+/// computations' peaks included: what [`peak_liveness_bytes`] takes the maximum of.
+pub fn live_bytes(g: &Graph, order: &[usize]) -> Vec<u64> {
     let mut pos = vec![0usize; g.len()];
     for (k, &v) in order.iter().enumerate() {
         pos[v] = k;
@@ -31,13 +37,14 @@ pub fn peak_liveness_bytes(g: &Graph, order: &[usize]) -> u64 {
             freed_at[dies[b]] += buf.size;
         }
     }
-    let (mut live, mut peak) = (0u64, 0u64);
+    let mut live = 0u64;
+    let mut at = Vec::with_capacity(order.len());
     for (k, &v) in order.iter().enumerate() {
         live += g.defined_bytes(v);
-        peak = peak.max(live + g.callee[v]);
+        at.push(live + g.callee[v]);
         live -= freed_at[k];
     }
-    peak
+    at
 }
 
 #[cfg(test)]

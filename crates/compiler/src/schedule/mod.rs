@@ -17,7 +17,7 @@ mod state;
 mod xla;
 
 pub use graph::Graph;
-pub use liveness::peak_liveness_bytes;
+pub use liveness::{live_bytes, peak_liveness_bytes};
 pub use optimal::OPTIMAL_MAX;
 
 use std::collections::HashMap;

@@ -267,7 +267,10 @@ fn rule(
         Op::DynamicUpdateSlice => indexing::dynamic_update_slice(b, x, g, wants),
         Op::Call { to_apply } => calls::call(b, &instr, *to_apply, g, wants),
         Op::Conditional { branches } => calls::conditional(b, &instr, branches, g, wants),
-
+        // A recomputation checkpoint is the identity.
+        Op::CustomCall { target, .. } if target == xla_ir::call_config::CHECKPOINT_TARGET => {
+            Ok(vec![(0, g)])
+        }
         _ => Err(unsupported(&instr, "no gradient rule for this op")),
     }
 }

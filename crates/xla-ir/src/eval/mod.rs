@@ -660,6 +660,7 @@ impl<'m> Evaluator<'m> {
                 elementwise::activation(activation.map_err(OpError::Message)?, array(operands[0])?)
             }
             Op::CustomCall { target, .. } => match target.as_str() {
+                crate::call_config::CHECKPOINT_TARGET => Ok(Literal::Array(array(operands[0])?.clone())),
                 "TopK" => {
                     let k = shape
                         .as_tuple()
@@ -669,7 +670,7 @@ impl<'m> Evaluator<'m> {
                     sort::top_k(array(operands[0])?, k, true)
                 }
                 other => Err(OpError::Message(format!(
-                    "Unsupported: custom-call target \"{other}\" cannot be evaluated (TopK, Gelu, Swish and HardSigmoid are known)"
+                    "Unsupported: custom-call target \"{other}\" cannot be evaluated (TopK, RecomputationCheckpoint, Gelu, Swish and HardSigmoid are known)"
                 ))),
             },
             Op::AfterAll => Ok(Literal::Token),

@@ -169,6 +169,11 @@ pub(super) fn custom_call(ctx: &Ctx<'_>, target: &str) -> InferResult<Shape> {
             })?;
         return super::reductions::top_k_shape(ctx.array(0)?, k);
     }
+    // A recomputation checkpoint is the identity (it only marks a value to keep).
+    if target == crate::call_config::CHECKPOINT_TARGET {
+        ctx.operand_count(1)?;
+        return Ok(Shape::Array(ctx.array(0)?.clone()));
+    }
     // An activation is element-wise (its backend_config is checked where it is used).
     if crate::Activation::from_custom_call(target, None).is_some() {
         ctx.operand_count(1)?;

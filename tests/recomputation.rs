@@ -1,0 +1,212 @@
+//! Recomputation (`allow_recompute`): values read early and late are computed again before
+//! the late read, lowering the estimated peak without changing a result; checkpoints pin
+//! values; and on small training graphs the heuristic is judged by the exact solver.
+
+use ipuxla::compiler::recompute::{self, exact, greedy};
+use ipuxla::compiler::{IpuConfig, PassOptions, optimise};
+use ipuxla::frontend::autodiff::grad;
+use ipuxla::frontend::nn;
+use ipuxla::xla_ir::builder::ModuleBuilder;
+use ipuxla::xla_ir::literal::ArrayData;
+use ipuxla::xla_ir::{ElementType, InstrId, Literal, Module, Shape};
+
+mod common;
+
+fn recomputing() -> IpuConfig {
+    IpuConfig {
+        allow_recompute: true,
+        ..IpuConfig::default()
+    }
+}
+
+/// The module after the scheduler (what recomputation starts from).
+fn scheduled(m: &Module) -> Module {
+    let options = PassOptions {
+        stop_after: Some("ipu-scheduler".into()),
+        ..PassOptions::default()
+    };
+    optimise(m, &IpuConfig::default(), &options).unwrap().0
+}
+
+fn fixture(path: &str) -> Module {
+    let text = std::fs::read_to_string(common::fixture(path)).unwrap();
+    ipuxla::xla_ir::parse_module(&text).unwrap()
+}
+
+fn f32s(l: &Literal) -> Vec<f32> {
+    match l {
+        Literal::Array(a) => match &a.data {
+            ArrayData::F32(v) => v.clone(),
+            other => panic!("expected f32, got {:?}", other.element_type()),
+        },
+        Literal::Tuple(items) => items.iter().flat_map(f32s).collect(),
+        Literal::Token => vec![],
+    }
+}
+
+#[test]
+fn a_value_read_early_and_late_is_recomputed_and_no_result_changes() {
+    let m = fixture("recompute/early_and_late.hlo");
+    let (out, report) = optimise(&m, &recomputing(), &PassOptions::default()).unwrap();
+    let notes = &report.passes.last().unwrap().notes;
+    assert!(notes[0].contains("1 values recomputed"), "{notes:?}");
+    assert!(out.to_string().contains("scale.recomputed"), "{out}");
+    let s = scheduled(&m);
+    let peaks = recompute::computation_peaks(&s);
+    let before = recompute::peak_of(s.entry_computation(), &peaks);
+    let after = recompute::peak_of(out.entry_computation(), &recompute::computation_peaks(&out));
+    assert!(after < before, "{after} vs {before}");
+    // The same values with and without, close to the evaluator's.
+    let inputs = common::arguments(&m);
+    let want = f32s(&ipuxla::xla_ir::eval::evaluate(&m, &inputs).unwrap());
+    let run = |config: IpuConfig| -> Vec<f32> {
+        let run = ipuxla::device::run_on_ipu_model(&m, &config, &inputs).unwrap();
+        run.outputs
+            .iter()
+            .flat_map(|o| match &o.data {
+                ArrayData::F32(v) => v.clone(),
+                _ => panic!("f32 results"),
+            })
+            .collect()
+    };
+    let (plain, recomputed) = (run(IpuConfig::default()), run(recomputing()));
+    assert_eq!(plain, recomputed);
+    for (g, w) in recomputed.iter().zip(&want) {
+        assert!((g - w).abs() <= 1e-5 + 1e-5 * w.abs(), "{g} vs {w}");
+    }
+}
+
+#[test]
+fn a_checkpoint_pins_its_value_and_leaves_no_trace() {
+    let text = std::fs::read_to_string(common::fixture("recompute/early_and_late.hlo"))
+        .unwrap()
+        .replace(
+            "  early = f32[16,1024]{1,0} multiply(y, scale)",
+            "  kept = f32[16,1024]{1,0} custom-call(scale), custom_call_target=\"RecomputationCheckpoint\"\n  early = f32[16,1024]{1,0} multiply(y, kept)",
+        )
+        .replace("multiply(t5, scale)", "multiply(t5, kept)");
+    let m = ipuxla::xla_ir::parse_module(&text).unwrap();
+    let (out, report) = optimise(&m, &recomputing(), &PassOptions::default()).unwrap();
+    let notes = report.passes.last().unwrap().notes.join("\n");
+    assert!(notes.contains("0 values recomputed"), "{notes}");
+    assert!(
+        notes.contains("1 recomputation checkpoints replaced"),
+        "{notes}"
+    );
+    let printed = out.to_string();
+    assert!(!printed.contains("RecomputationCheckpoint") && !printed.contains("recomputed"));
+    // The evaluator reads a checkpoint as the identity.
+    let inputs = common::arguments(&m);
+    let plain = fixture("recompute/early_and_late.hlo");
+    assert_eq!(
+        f32s(&ipuxla::xla_ir::eval::evaluate(&m, &inputs).unwrap()),
+        f32s(&ipuxla::xla_ir::eval::evaluate(&plain, &inputs).unwrap())
+    );
+}
+
+/// A small training step built with the frontend: `layers` dense layers of `width` on a
+/// batch of `batch`, `activation` between them, mean squared error, and the gradients of
+/// every weight.
+fn training_step(layers: usize, width: i64, batch: i64, activation: &str) -> Module {
+    let f32t = ElementType::F32;
+    let mut g = ModuleBuilder::entry("train", "main");
+    let x = g
+        .parameter(0, Shape::array(f32t, &[batch, width]), "x")
+        .unwrap();
+    let target = g
+        .parameter(1, Shape::array(f32t, &[batch, width]), "target")
+        .unwrap();
+    let mut weights: Vec<InstrId> = Vec::new();
+    let mut h = x;
+    for k in 0..layers {
+        let w = g
+            .parameter(
+                2 + k as u64,
+                Shape::array(f32t, &[width, width]),
+                &format!("w{k}"),
+            )
+            .unwrap();
+        weights.push(w);
+        h = g.dot(h, w).unwrap();
+        if k + 1 < layers {
+            h = match activation {
+                "relu" => nn::relu(&mut g, h).unwrap(),
+                "tanh" => g.tanh(h).unwrap(),
+                _ => g.logistic(h).unwrap(),
+            };
+        }
+    }
+    let loss = nn::mean_squared_error(&mut g, h, target).unwrap();
+    let grads = grad(&mut g, loss, &weights).unwrap();
+    let mut results = vec![loss];
+    results.extend(grads);
+    let root = g.tuple(&results).unwrap();
+    g.finish_module(root).unwrap()
+}
+
+#[test]
+fn the_heuristic_is_within_ten_percent_of_the_exact_solver_on_small_training_graphs() {
+    let (mut judged, mut lowered) = (0, 0);
+    for (layers, width, batch) in [
+        (2, 32, 8),
+        (3, 32, 8),
+        (4, 32, 8),
+        (2, 8, 256),
+        (3, 8, 256),
+        (4, 8, 256),
+    ] {
+        for activation in ["relu", "tanh", "logistic"] {
+            let m = scheduled(&training_step(layers, width, batch, activation));
+            let c = m.entry_computation();
+            if c.len() > exact::MAX_INSTRUCTIONS {
+                continue;
+            }
+            let peaks = recompute::computation_peaks(&m);
+            let (_, heuristic) = greedy::recompute(c, &peaks);
+            let Some((_, best)) = exact::recompute(c, &peaks) else {
+                continue;
+            };
+            assert!(
+                heuristic.peak_after as f64 <= 1.1 * best.peak_after as f64,
+                "{layers} layers, {activation}: heuristic {heuristic}, exact {best}"
+            );
+            assert!(best.peak_after <= heuristic.peak_after);
+            eprintln!(
+                "{layers} layers {activation} ({} instructions): before {}, heuristic {}, exact {}",
+                c.len(),
+                heuristic.peak_before,
+                heuristic.peak_after,
+                best.peak_after
+            );
+            judged += 1;
+            if best.peak_after < best.peak_before {
+                lowered += 1;
+            }
+        }
+    }
+    assert!(judged >= 4, "only {judged} graphs small enough to judge");
+    assert!(
+        lowered >= 1,
+        "no graph where recomputing lowers the peak: nothing judged"
+    );
+}
+
+#[test]
+fn no_training_case_of_the_corpus_is_small_enough_for_the_exact_solver() {
+    // The issue asks for the exact comparison on the corpus's training cases of at most
+    // 40 instructions; there are none (the smallest, cnn_train_step, has 100), so the
+    // test above judges frontend-built training steps instead. This pins that fact.
+    for case in [
+        "cnn_train_step",
+        "seed_mlp_train_rmsprop",
+        "bench_mlp_train_b256",
+        "bench_cnn_train_b32",
+        "bench_transformer_fwd_bwd",
+    ] {
+        let m = fixture(&format!("conformance/{case}/module.hlo"));
+        assert!(
+            m.entry_computation().len() > exact::MAX_INSTRUCTIONS,
+            "{case} is small enough now: judge it"
+        );
+    }
+}
