@@ -538,3 +538,40 @@ fn the_summary_lists_layers_shapes_weights_and_stages() {
          Trainable weights: 163\n"
     );
 }
+
+/// A `RecomputationCheckpoint` layer changes no value: a model with one trains, with
+/// recomputation on, to the plain model's weights on the evaluator.
+#[test]
+fn a_recomputation_checkpoint_layer_trains_like_the_plain_model() {
+    use ipuxla::frontend::layers::RecomputationCheckpoint;
+    let data = classes(64, 3);
+    let build = |checkpoint: bool| {
+        let mut m = Sequential::new("mlp", &[6], 3);
+        m.add(Dense::new(16).activation(Activation::Relu)).unwrap();
+        if checkpoint {
+            m.add(RecomputationCheckpoint).unwrap();
+        }
+        m.add(Dense::new(3)).unwrap();
+        m.compile(CompileOptions {
+            optimizer: Optimizer::Sgd { learning_rate: 0.1 },
+            loss: Loss::SparseCategoricalCrossentropy { from_logits: true },
+            steps_per_execution: 2,
+        })
+        .unwrap();
+        m
+    };
+    let options = FitOptions {
+        batch_size: 8,
+        epochs: 2,
+        verbose: false,
+    };
+    let mut config = IpuConfig::default();
+    config.ipu_model.tiles_per_ipu = 16;
+    config.allow_recompute = true;
+    let mut ipu = IpuModel::new(config);
+    let mut checked = build(true);
+    let mut plain = build(false);
+    checked.fit(&mut ipu, &data, &options).unwrap();
+    plain.fit(&mut Evaluator, &data, &options).unwrap();
+    assert_same_weights("checkpointed", &checked, &plain);
+}

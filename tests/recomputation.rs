@@ -210,3 +210,49 @@ fn no_training_case_of_the_corpus_is_small_enough_for_the_exact_solver() {
         );
     }
 }
+
+#[test]
+fn a_checkpointed_training_step_computes_what_the_plain_one_does() {
+    // The same step with a checkpoint after the first layer: the evaluator, and the IPU
+    // Model with recomputation, give the plain step's loss and gradients.
+    let build = |checkpoint: bool| -> Module {
+        let f32t = ElementType::F32;
+        let mut g = ModuleBuilder::entry("train", "main");
+        let x = g.parameter(0, Shape::array(f32t, &[64, 8]), "x").unwrap();
+        let target = g
+            .parameter(1, Shape::array(f32t, &[64, 8]), "target")
+            .unwrap();
+        let w0 = g.parameter(2, Shape::array(f32t, &[8, 8]), "w0").unwrap();
+        let w1 = g.parameter(3, Shape::array(f32t, &[8, 8]), "w1").unwrap();
+        let mut h = g.dot(x, w0).unwrap();
+        h = nn::relu(&mut g, h).unwrap();
+        if checkpoint {
+            h = ipuxla::frontend::scopes::recomputation_checkpoint(&mut g, h).unwrap();
+        }
+        let y = g.dot(h, w1).unwrap();
+        let loss = nn::mean_squared_error(&mut g, y, target).unwrap();
+        let grads = grad(&mut g, loss, &[w0, w1]).unwrap();
+        let root = g.tuple(&[loss, grads[0], grads[1]]).unwrap();
+        g.finish_module(root).unwrap()
+    };
+    let (plain, checked) = (build(false), build(true));
+    assert!(checked.to_string().contains("RecomputationCheckpoint"));
+    let inputs = common::arguments(&plain);
+    let want = f32s(&ipuxla::xla_ir::eval::evaluate(&plain, &inputs).unwrap());
+    assert_eq!(
+        f32s(&ipuxla::xla_ir::eval::evaluate(&checked, &inputs).unwrap()),
+        want
+    );
+    let run = ipuxla::device::run_on_ipu_model(&checked, &recomputing(), &inputs).unwrap();
+    let got: Vec<f32> = run
+        .outputs
+        .iter()
+        .flat_map(|o| match &o.data {
+            ArrayData::F32(v) => v.clone(),
+            _ => panic!("f32 results"),
+        })
+        .collect();
+    for (g, w) in got.iter().zip(&want) {
+        assert!((g - w).abs() <= 1e-4 + 1e-4 * w.abs(), "{g} vs {w}");
+    }
+}

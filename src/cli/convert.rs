@@ -585,9 +585,13 @@ fn auto_split(
             );
         }
     } else {
+        // Without outlining, every step belongs to one instruction of its own (a shared
+        // function's steps would carry the first region's names for every call).
+        let mut config = compiler::IpuConfig::default();
+        config.optimizations.enable_graph_outlining = false;
         let estimate = crate::device::estimate_on_ipu_model(
             module,
-            &compiler::IpuConfig::default(),
+            &config,
             &compiler::passes::PassOptions::default(),
         )?;
         // A step is named after the instruction it lowers (`dot.3`, `dot.3.result`).

@@ -425,6 +425,31 @@ impl Layer for Flatten {
     }
 }
 
+/// `RecomputationCheckpoint` (the seed's Keras layer): its input unchanged, marked so that
+/// recomputation (`allow_recompute`) keeps it and recomputes what follows from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RecomputationCheckpoint;
+
+impl Layer for RecomputationCheckpoint {
+    fn kind(&self) -> &'static str {
+        "recomputation_checkpoint"
+    }
+
+    fn build(&self, _name: &str, input: &[i64]) -> Result<(Vec<WeightSpec>, Vec<i64>), LayerError> {
+        Ok((vec![], input.to_vec()))
+    }
+
+    fn call(
+        &self,
+        b: &mut Builder<'_>,
+        x: InstrId,
+        _w: &[InstrId],
+        _training: bool,
+    ) -> Result<InstrId, BuildError> {
+        crate::ops::recomputation_checkpoint(b, x)
+    }
+}
+
 /// `LayerNormalization` over the last axis, with a scale and an offset.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LayerNorm {

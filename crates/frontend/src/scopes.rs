@@ -1,7 +1,8 @@
 //! The seed's scopes over a graph being built: `ipu_shard(k)` places what is built inside
 //! on IPU k (`sharding={maximal device=k}`), `pipeline_stage(k)` puts it in pipeline stage k
-//! (the `ipu_stage` attribute the compiler's pipelining reads), and `outlined_function`
-//! builds a function once and calls it (`call`), as `@ipu.outlined_function` does.
+//! (the `ipu_stage` attribute the compiler's pipelining reads), `outlined_function`
+//! builds a function once and calls it (`call`), as `@ipu.outlined_function` does, and
+//! `recomputation_checkpoint` marks a value recomputation keeps.
 
 use crate::ops::Builder;
 use xla_ir::builder::BuildError;
@@ -24,6 +25,13 @@ pub fn pipeline_stage<R>(
     build: impl FnOnce(&mut Builder<'_>) -> R,
 ) -> R {
     b.with_frontend_attribute(PIPELINE_STAGE, stage.to_string(), |b| build(b))
+}
+
+/// `x` as a recomputation checkpoint (the seed's `recomputation_checkpoint`): the same
+/// value, which recomputation keeps rather than computing again (a `custom-call` to
+/// `RecomputationCheckpoint`, which the compiler's `recomputation` pass reads).
+pub fn recomputation_checkpoint(b: &mut Builder<'_>, x: InstrId) -> Result<InstrId, BuildError> {
+    crate::ops::recomputation_checkpoint(b, x)
 }
 
 /// An outlined function: `body` built once as computation `name` over parameters shaped
