@@ -503,8 +503,8 @@ fn pipeline_cfg_manual_writes_a_solution_that_load_reproduces_and_run_pipelines(
         stderr(&ran)
     );
 
-    // Bad solutions are refused by name; the auto converter without --num-ipus says what it
-    // needs (the search for the fewest IPUs is not there yet).
+    // Bad solutions are refused by name; the auto converter without --num-ipus searches
+    // for the fewest IPUs (this small model fits on the first count it tries, 2).
     std::fs::write(
         &solution,
         r#"{"device_info": [0, 1], "pipeline_mapping": {"x": 0, "nope": 1}}"#,
@@ -533,8 +533,11 @@ fn pipeline_cfg_manual_writes_a_solution_that_load_reproduces_and_run_pipelines(
         "--pipeline-cfg",
         r#"{"converter": "auto"}"#,
     ]);
+    assert!(auto.status.success(), "{}", stderr(&auto));
     assert!(
-        stderr(&auto).contains("auto converter"),
+        std::fs::read_to_string(&loaded)
+            .unwrap()
+            .contains("ipuxla.num_ipus=\"2\""),
         "{}",
         stderr(&auto)
     );
@@ -754,4 +757,85 @@ fn planner_options_written_by_convert_act_in_run_unless_run_overrides_them() {
         "{}",
         stderr(&bad)
     );
+}
+
+/// A chain of dots whose weights (8 x 576 KB) overflow the tiles of 2 small IPUs: the auto
+/// converter without --num-ipus searches upward from min_ipu_quantity and settles on 4 (a
+/// system has whole cards of 2), whose pipeline runs to the evaluator's values; capped at
+/// 2 it says which tile does not fit and by how much.
+#[test]
+fn the_auto_converter_finds_the_fewest_ipus_the_stages_fit_on() {
+    let dir = scratch("fewest");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (d, layers) = (384, 8);
+    let mut text = String::from("HloModule chain\n\nENTRY main {\n");
+    text += &format!("  x = f32[8,{d}]{{1,0}} parameter(0)\n");
+    for i in 0..layers {
+        text += &format!("  w{i} = f32[{d},{d}]{{1,0}} parameter({})\n", i + 1);
+    }
+    let mut h = "x".to_string();
+    for i in 0..layers {
+        let root = if i + 1 == layers { "ROOT " } else { "" };
+        text += &format!(
+            "  d{i} = f32[8,{d}]{{1,0}} dot({h}, w{i}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}\n  {root}t{i} = f32[8,{d}]{{1,0}} tanh(d{i})\n"
+        );
+        h = format!("t{i}");
+    }
+    text += "}\n";
+    let input = dir.join("chain.hlo");
+    std::fs::write(&input, text).unwrap();
+    let small = dir.join("small.json");
+    std::fs::write(&small, r#"{"ipu_model": {"tiles_per_ipu": 4}}"#).unwrap();
+    let output = dir.join("out.hlo");
+    let convert = |cfg: &str| {
+        ipuxla(&[
+            "convert",
+            input.to_str().unwrap(),
+            "-o",
+            output.to_str().unwrap(),
+            "--overwrite",
+            "--ipu-config",
+            small.to_str().unwrap(),
+            "--pipeline-cfg",
+            cfg,
+        ])
+    };
+    let found = convert(r#"{"converter": "auto"}"#);
+    assert!(found.status.success(), "{}", stderr(&found));
+    let converted = std::fs::read_to_string(&output).unwrap();
+    assert!(
+        converted.contains("ipuxla.num_ipus=\"4\""),
+        "{}",
+        stderr(&found)
+    );
+
+    let capped = convert(r#"{"converter": "auto", "max_ipu_quantity": 2}"#);
+    let err = stderr(&capped);
+    assert!(!capped.status.success());
+    assert!(
+        err.contains("does not fit on 2 to 2 IPUs") && err.contains("out of memory"),
+        "{err}"
+    );
+    let inverted =
+        convert(r#"{"converter": "auto", "min_ipu_quantity": 4, "max_ipu_quantity": 2}"#);
+    assert!(
+        stderr(&inverted).contains("min_ipu_quantity 4 is more than max_ipu_quantity 2"),
+        "{}",
+        stderr(&inverted)
+    );
+    let no_config = ipuxla(&[
+        "convert",
+        input.to_str().unwrap(),
+        "-o",
+        output.to_str().unwrap(),
+        "--overwrite",
+        "--ipu-config",
+        small.to_str().unwrap(),
+    ]);
+    assert!(
+        stderr(&no_config).contains("without --pipeline-cfg nothing reads it"),
+        "{}",
+        stderr(&no_config)
+    );
+    std::fs::remove_dir_all(&dir).ok();
 }

@@ -62,8 +62,13 @@ pub struct ConvertArgs {
     /// [IPU of each stage], "solution_dir": DIR}` places every entry instruction on the first
     /// stage whose regexes match it (unmatched: stage 0) and writes the solution file
     /// `DIR/pipeline.pipeconfig` (without `solution_dir`: `OUT.pipeconfig`);
-    /// `{"converter": "auto", "priority": "cycle"|"memory"}` cuts the model into --num-ipus
-    /// stages of equal estimated cycles (or result bytes) and writes the solution the same way; `{"converter": "load", "solution_path": FILE}` applies a
+    /// `{"converter": "auto", "priority": "cycle"|"memory", "min_ipu_quantity": 2,
+    /// "max_ipu_quantity": 64}` cuts the model into stages of equal estimated cycles (or
+    /// result bytes), as many as --num-ipus or, without it, the fewest IPUs from
+    /// min_ipu_quantity to max_ipu_quantity (the seed's defaults 2 and 64; whole cards of
+    /// 2) on which every stage fits in tile memory (--ipu-config's IPU, no Streaming
+    /// Memory), and writes the solution the same way; `{"converter": "load",
+    /// "solution_path": FILE}` applies a
     /// solution file (`device_info`, `pipeline_mapping` instruction to stage). The stages run
     /// as a pipeline under `run --iterations`.
     #[arg(long, value_name = "JSON")]
@@ -98,6 +103,11 @@ pub struct ConvertArgs {
     /// ipuxla convert does not implement yet are refused by name.
     #[arg(long, value_name = "FILE.json")]
     pub config_file: Option<PathBuf>,
+    /// The IPU system the auto pipeline converter estimates and fits the stages on: an
+    /// IpuConfig as JSON, as `ipuxla run --config` takes (`{"ipu_model": {"tiles_per_ipu":
+    /// 16}}`); default the standard ipu2.
+    #[arg(long, value_name = "FILE.json")]
+    pub ipu_config: Option<PathBuf>,
 }
 
 /// The options after merging the config file and the command line.
@@ -222,6 +232,12 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
             args.output.display()
         );
     }
+    let ipu_config = super::load_config(args.ipu_config.as_deref())?;
+    if args.ipu_config.is_some() && options.pipeline.is_none() {
+        anyhow::bail!(
+            "--ipu-config is the system the auto pipeline converter works on; without --pipeline-cfg nothing reads it"
+        );
+    }
     let mut module = super::load_module(&args.file)?;
     let mut report = Vec::new();
     if let Some([nodes, input, users]) = &gelu {
@@ -270,7 +286,7 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
         ));
     }
     if let Some(cfg) = &options.pipeline {
-        let (mapping, devices) = pipeline_stages(&module, cfg, options.num_ipus)?;
+        let (mapping, devices) = pipeline_stages(&module, cfg, options.num_ipus, &ipu_config)?;
         let stages = devices.len();
         let entry = module.entry;
         stage_entry(module.computation_mut(entry), &mapping);
@@ -336,6 +352,7 @@ fn pipeline_stages(
     module: &Module,
     cfg: &Value,
     num_ipus: Option<usize>,
+    ipu_config: &compiler::IpuConfig,
 ) -> anyhow::Result<(std::collections::BTreeMap<String, usize>, Vec<usize>)> {
     let what = "--pipeline-cfg";
     let field = |key: &str| cfg.get(key);
@@ -354,7 +371,7 @@ fn pipeline_stages(
     for (key, value) in keys {
         let acts = match key.as_str() {
             "converter" | "solution_dir" => true,
-            "priority" => converter == "auto",
+            "priority" | "min_ipu_quantity" | "max_ipu_quantity" => converter == "auto",
             "manual_pipeline_config" | "device_info" => converter == "manual",
             "solution_path" => converter == "load",
             // The IPU Model is the only device here; profiling off is what happens.
@@ -364,7 +381,7 @@ fn pipeline_stages(
         };
         if !acts {
             anyhow::bail!(
-                "{what}: {key}={value} is not implemented for the {converter:?} converter (ipuxla acts on converter, solution_dir, priority (auto), manual_pipeline_config and device_info (manual), solution_path (load), ipu_model=true, profiling_enable=false)"
+                "{what}: {key}={value} is not implemented for the {converter:?} converter (ipuxla acts on converter, solution_dir, priority, min_ipu_quantity and max_ipu_quantity (auto), manual_pipeline_config and device_info (manual), solution_path (load), ipu_model=true, profiling_enable=false)"
             );
         }
     }
@@ -438,9 +455,6 @@ fn pipeline_stages(
             devices
         }
         Some("auto") => {
-            let stages = num_ipus.ok_or_else(|| {
-                anyhow::anyhow!("{what}: the auto converter needs --num-ipus (the stage count); searching for the fewest IPUs is not implemented yet")
-            })?;
             let by_memory = match field("priority").and_then(Value::as_str) {
                 None | Some("cycle") => false,
                 Some("memory") => true,
@@ -448,12 +462,117 @@ fn pipeline_stages(
                     anyhow::bail!("{what}: priority must be cycle or memory, found {other}")
                 }
             };
-            mapping = auto_split(module, stages, by_memory)?;
+            let quantity = |key: &str, default: usize| -> anyhow::Result<usize> {
+                match field(key) {
+                    None => Ok(default),
+                    Some(v) => v
+                        .as_u64()
+                        .filter(|&n| n >= 1)
+                        .map(|n| n as usize)
+                        .ok_or_else(|| {
+                            anyhow::anyhow!("{what}: {key} must be a positive integer, found {v}")
+                        }),
+                }
+            };
+            let (min, max) = (
+                quantity("min_ipu_quantity", MIN_IPU_QUANTITY)?,
+                quantity("max_ipu_quantity", MAX_IPU_QUANTITY)?,
+            );
+            if min > max {
+                anyhow::bail!("{what}: min_ipu_quantity {min} is more than max_ipu_quantity {max}");
+            }
+            let stages = match num_ipus {
+                Some(n) => n,
+                None => fewest_ipus(module, min..=max, by_memory, ipu_config)?,
+            };
+            mapping = auto_split(module, stages, by_memory, ipu_config)?;
             (0..stages).collect()
         }
         other => anyhow::bail!("{what}: converter must be auto, manual or load, found {other:?}"),
     };
     Ok((mapping, devices))
+}
+
+/// The seed's defaults for the auto converter's IPU search (`min_ipu_quantity`,
+/// `max_ipu_quantity`).
+const MIN_IPU_QUANTITY: usize = 2;
+const MAX_IPU_QUANTITY: usize = 64;
+
+/// The fewest IPUs in `range` on which the auto split's stages all fit in tile memory
+/// (the seed's search "for the minimum number of IPUs that model should use"): each count
+/// a system can have (whole cards of 2) is split, staged and compiled as a pipeline on the IPU Model of `config` (without
+/// Streaming Memory: a stage must fit on its tiles), its memory checked; the error of the
+/// largest count says which tile of which stage does not fit, and by how much.
+fn fewest_ipus(
+    module: &Module,
+    range: std::ops::RangeInclusive<usize>,
+    by_memory: bool,
+    config: &compiler::IpuConfig,
+) -> anyhow::Result<usize> {
+    let costs = instruction_costs(module, by_memory, config)?;
+    let mut last_error = None;
+    let target = config.target()?;
+    for n in range.clone() {
+        // Systems come in whole cards: a count the ladder cannot have is skipped.
+        if runtime::System::new(target.clone(), n).is_err() {
+            continue;
+        }
+        let mapping = split_by_cost(module, n, &costs)?;
+        let mut staged = module.clone();
+        let entry = staged.entry;
+        stage_entry(staged.computation_mut(entry), &mapping);
+        let mut cfg = config.clone();
+        cfg.auto_select_ipus = compiler::config::AutoSelectIpus::Count(n);
+        cfg.ipu_model.streaming_memory = false;
+        let device_loop = compiler::DeviceLoop {
+            iterations: 2 * n as u64,
+            fed: vec![false; staged.entry_computation().parameters().len()],
+            resident: false,
+        };
+        let fits = compiler::compile_device_loop(
+            &staged,
+            &cfg,
+            &compiler::passes::PassOptions::default(),
+            &device_loop,
+        )
+        .map_err(anyhow::Error::from)
+        .and_then(|compiled| {
+            let exe = &compiled.executable;
+            let system = runtime::System::new(exe.target.clone(), exe.num_ipus)?;
+            runtime::estimate(exe, &system)?;
+            Ok(())
+        });
+        match fits {
+            Ok(()) => return Ok(n),
+            Err(e) if is_out_of_memory(&e) => last_error = Some((n, e)),
+            Err(e) => return Err(e.context(format!("--pipeline-cfg: compiling {n} stages"))),
+        }
+    }
+    let Some((n, e)) = last_error else {
+        anyhow::bail!(
+            "--pipeline-cfg: no system has {} to {} IPUs (a system has 1 IPU or whole cards of 2)",
+            range.start(),
+            range.end()
+        );
+    };
+    anyhow::bail!(
+        "--pipeline-cfg: the model does not fit on {} to {} IPUs; with {n} stages: {e:#}",
+        range.start(),
+        range.end()
+    )
+}
+
+/// Whether `e` says a tile ran out of memory (the compiler's or the IPU Model's report).
+fn is_out_of_memory(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<compiler::CompileError>(),
+            Some(compiler::CompileError::OutOfMemory(_))
+        ) || matches!(
+            c.downcast_ref::<runtime::RuntimeError>(),
+            Some(runtime::RuntimeError::OutOfMemory { .. })
+        )
+    })
 }
 
 /// Writes each entry instruction's stage (`ipu_stage`). A constant value (constants, iotas
@@ -567,15 +686,24 @@ fn auto_split(
     module: &Module,
     stages: usize,
     by_memory: bool,
+    ipu_config: &compiler::IpuConfig,
 ) -> anyhow::Result<std::collections::BTreeMap<String, usize>> {
+    split_by_cost(
+        module,
+        stages,
+        &instruction_costs(module, by_memory, ipu_config)?,
+    )
+}
+
+/// Each entry instruction's cost for balancing stages: its result bytes (`memory`) or the
+/// cycles the IPU Model estimates for the steps it lowers to (`cycle`).
+fn instruction_costs(
+    module: &Module,
+    by_memory: bool,
+    ipu_config: &compiler::IpuConfig,
+) -> anyhow::Result<std::collections::HashMap<String, f64>> {
     let entry = module.entry_computation();
     let order: Vec<xla_ir::InstrId> = entry.order().to_vec();
-    let is_input = |i: xla_ir::InstrId| {
-        matches!(
-            entry.instr(i).op,
-            xla_ir::Op::Parameter { .. } | xla_ir::Op::Constant { .. }
-        )
-    };
     let mut cost: std::collections::HashMap<&str, f64> = std::collections::HashMap::new();
     if by_memory {
         for &i in &order {
@@ -587,7 +715,7 @@ fn auto_split(
     } else {
         // Without outlining, every step belongs to one instruction of its own (a shared
         // function's steps would carry the first region's names for every call).
-        let mut config = compiler::IpuConfig::default();
+        let mut config = ipu_config.clone();
         config.optimizations.enable_graph_outlining = false;
         let estimate = crate::device::estimate_on_ipu_model(
             module,
@@ -613,6 +741,23 @@ fn auto_split(
             }
         }
     }
+    Ok(cost.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+}
+
+/// Cuts the entry's order into `stages` stages of about equal total `cost`.
+fn split_by_cost(
+    module: &Module,
+    stages: usize,
+    cost: &std::collections::HashMap<String, f64>,
+) -> anyhow::Result<std::collections::BTreeMap<String, usize>> {
+    let entry = module.entry_computation();
+    let order: Vec<xla_ir::InstrId> = entry.order().to_vec();
+    let is_input = |i: xla_ir::InstrId| {
+        matches!(
+            entry.instr(i).op,
+            xla_ir::Op::Parameter { .. } | xla_ir::Op::Constant { .. }
+        )
+    };
     let work: Vec<xla_ir::InstrId> = order.iter().copied().filter(|&i| !is_input(i)).collect();
     if work.len() < stages {
         anyhow::bail!(
