@@ -800,7 +800,11 @@ fn the_auto_converter_finds_the_fewest_ipus_the_stages_fit_on() {
             cfg,
         ])
     };
-    let found = convert(r#"{"converter": "auto"}"#);
+    let profiles = dir.join("profiles");
+    let found = convert(&format!(
+        r#"{{"converter": "auto", "profiling_root_dir": "{}"}}"#,
+        profiles.display()
+    ));
     assert!(found.status.success(), "{}", stderr(&found));
     let converted = std::fs::read_to_string(&output).unwrap();
     assert!(
@@ -808,6 +812,12 @@ fn the_auto_converter_finds_the_fewest_ipus_the_stages_fit_on() {
         "{}",
         stderr(&found)
     );
+    // The chosen split's profile: a pipeline of 8 micro-batches on the 4 IPUs.
+    let profile: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(profiles.join("profile.json")).unwrap())
+            .unwrap();
+    assert_eq!(profile["num_ipus"], 4);
+    assert!(profile["total_cycles"].as_u64().unwrap() > 0);
 
     let capped = convert(r#"{"converter": "auto", "max_ipu_quantity": 2}"#);
     let err = stderr(&capped);

@@ -70,7 +70,10 @@ pub struct ConvertArgs {
     /// Memory), and writes the solution the same way; `{"converter": "load",
     /// "solution_path": FILE}` applies a
     /// solution file (`device_info`, `pipeline_mapping` instruction to stage). The stages run
-    /// as a pipeline under `run --iterations`.
+    /// as a pipeline under `run --iterations`. `"profiling_enable": true` or
+    /// `"profiling_root_dir": DIR` (any converter) writes the profile of the split, estimated
+    /// as a pipeline of 2 micro-batches per stage, to `DIR/profile.json` (default DIR:
+    /// `pipeline-profiling` beside OUT.hlo).
     #[arg(long, value_name = "JSON")]
     pub pipeline_cfg: Option<String>,
     /// availableMemoryProportion for matrix multiplications (0.0 to 1.0; default 0.6),
@@ -312,6 +315,23 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
             report.push(format!("solution written to {}", file.display()));
         }
         let ipus = devices.iter().max().map_or(1, |m| m + 1);
+        let profiling = cfg.get("profiling_enable").and_then(Value::as_bool) == Some(true)
+            || cfg.get("profiling_root_dir").is_some();
+        if profiling {
+            let dir = match cfg.get("profiling_root_dir").and_then(Value::as_str) {
+                Some(dir) => PathBuf::from(dir),
+                None => args
+                    .output
+                    .parent()
+                    .unwrap_or(Path::new("."))
+                    .join("pipeline-profiling"),
+            };
+            let file = write_pipeline_profile(&module, &devices, &ipu_config, &dir)?;
+            report.push(format!(
+                "profile of the split written to {}",
+                file.display()
+            ));
+        }
         match options.num_ipus {
             Some(n) if n < ipus => anyhow::bail!(
                 "--pipeline-cfg: device_info places stages on {ipus} IPU(s) but --num-ipus is {n}"
@@ -374,14 +394,15 @@ fn pipeline_stages(
             "priority" | "min_ipu_quantity" | "max_ipu_quantity" => converter == "auto",
             "manual_pipeline_config" | "device_info" => converter == "manual",
             "solution_path" => converter == "load",
-            // The IPU Model is the only device here; profiling off is what happens.
+            // The IPU Model is the only device here.
             "ipu_model" => value.as_bool() == Some(true),
-            "profiling_enable" => value.as_bool() == Some(false),
+            "profiling_enable" => value.is_boolean(),
+            "profiling_root_dir" => value.is_string(),
             _ => false,
         };
         if !acts {
             anyhow::bail!(
-                "{what}: {key}={value} is not implemented for the {converter:?} converter (ipuxla acts on converter, solution_dir, priority, min_ipu_quantity and max_ipu_quantity (auto), manual_pipeline_config and device_info (manual), solution_path (load), ipu_model=true, profiling_enable=false)"
+                "{what}: {key}={value} is not implemented for the {converter:?} converter (ipuxla acts on converter, solution_dir, priority, min_ipu_quantity and max_ipu_quantity (auto), manual_pipeline_config and device_info (manual), solution_path (load), ipu_model=true, profiling_enable, profiling_root_dir)"
             );
         }
     }
@@ -491,6 +512,42 @@ fn pipeline_stages(
         other => anyhow::bail!("{what}: converter must be auto, manual or load, found {other:?}"),
     };
     Ok((mapping, devices))
+}
+
+/// Estimates the staged `module` as a pipeline of `2 × stages` micro-batches on the IPU
+/// Model of `config` and writes its profile to `DIR/profile.json` (what `ipuxla report`
+/// renders): the seed's `profiling_enable` / `profiling_root_dir`.
+fn write_pipeline_profile(
+    module: &Module,
+    devices: &[usize],
+    config: &compiler::IpuConfig,
+    dir: &Path,
+) -> anyhow::Result<PathBuf> {
+    let ipus = devices.iter().max().map_or(1, |m| m + 1);
+    let mut cfg = config.clone();
+    cfg.auto_select_ipus = compiler::config::AutoSelectIpus::Count(ipus);
+    cfg.pipelining.device_mapping = devices.to_vec();
+    let device_loop = compiler::DeviceLoop {
+        iterations: 2 * devices.len() as u64,
+        fed: vec![false; module.entry_computation().parameters().len()],
+        resident: false,
+    };
+    let compiled = compiler::compile_device_loop(
+        module,
+        &cfg,
+        &compiler::passes::PassOptions::default(),
+        &device_loop,
+    )
+    .map_err(|e| anyhow::anyhow!("--pipeline-cfg: profiling the split: {e}"))?;
+    let exe = &compiled.executable;
+    let system = runtime::System::new(exe.target.clone(), exe.num_ipus)?;
+    let profile = runtime::estimate(exe, &system)?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+    let file = dir.join("profile.json");
+    std::fs::write(&file, serde_json::to_string_pretty(&profile)?)
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", file.display()))?;
+    Ok(file)
 }
 
 /// The seed's defaults for the auto converter's IPU search (`min_ipu_quantity`,
