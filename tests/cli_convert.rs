@@ -542,7 +542,7 @@ fn pipeline_cfg_manual_writes_a_solution_that_load_reproduces_and_run_pipelines(
         stderr(&auto)
     );
     // Keys of the seed's pipeline_cfg that do not act here are refused, not ignored.
-    let tune = ipuxla(&[
+    let other = ipuxla(&[
         "convert",
         input.to_str().unwrap(),
         "-o",
@@ -551,12 +551,52 @@ fn pipeline_cfg_manual_writes_a_solution_that_load_reproduces_and_run_pipelines(
         "--num-ipus",
         "2",
         "--pipeline-cfg",
-        r#"{"converter": "auto", "fine_tune_iter": 5}"#,
+        r#"{"converter": "manual", "fine_tune_iter": 5}"#,
     ]);
     assert!(
-        stderr(&tune).contains("fine_tune_iter=5 is not implemented"),
+        stderr(&other).contains("fine_tune_iter=5 is not implemented for the \"manual\" converter"),
         "{}",
-        stderr(&tune)
+        stderr(&other)
+    );
+}
+
+/// `fine_tune_iter`: the auto split re-weighted by what each stage took in the pipeline's
+/// estimate, the fastest pipeline kept (never slower than the first split).
+#[test]
+fn fine_tuning_keeps_the_fastest_split() {
+    let out = scratch("tuned.hlo");
+    let tune = |iterations: &str| {
+        ipuxla(&[
+            "convert",
+            &fixture("conformance/bench_mlp_train_b256/module.hlo"),
+            "-o",
+            out.to_str().unwrap(),
+            "--overwrite",
+            "--num-ipus",
+            "2",
+            "--pipeline-cfg",
+            &format!(r#"{{"converter": "auto", "fine_tune_iter": {iterations}}}"#),
+        ])
+    };
+    let tuned = tune("4");
+    let err = stderr(&tuned);
+    assert!(tuned.status.success(), "{err}");
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("fine tuning"))
+        .unwrap_or_else(|| panic!("{err}"));
+    let cycles: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    // "fine tuning (4 iteration(s) at most): the pipeline of 4 micro-batches B -> A cycles"
+    let (before, after) = (cycles[cycles.len() - 2], cycles[cycles.len() - 1]);
+    assert!(after <= before, "{line}");
+    let bad = tune("-1");
+    assert!(
+        stderr(&bad).contains("fine_tune_iter must be a non-negative integer"),
+        "{}",
+        stderr(&bad)
     );
 }
 

@@ -63,11 +63,13 @@ pub struct ConvertArgs {
     /// stage whose regexes match it (unmatched: stage 0) and writes the solution file
     /// `DIR/pipeline.pipeconfig` (without `solution_dir`: `OUT.pipeconfig`);
     /// `{"converter": "auto", "priority": "cycle"|"memory", "min_ipu_quantity": 2,
-    /// "max_ipu_quantity": 64}` cuts the model into stages of equal estimated cycles (or
-    /// result bytes), as many as --num-ipus or, without it, the fewest IPUs from
-    /// min_ipu_quantity to max_ipu_quantity (the seed's defaults 2 and 64; whole cards of
-    /// 2) on which every stage fits in tile memory (--ipu-config's IPU, no Streaming
-    /// Memory), and writes the solution the same way; `{"converter": "load",
+    /// "max_ipu_quantity": 64, "fine_tune_iter": N}` cuts the model into stages of equal
+    /// estimated cycles (or result bytes), as many as --num-ipus or, without it, the fewest
+    /// IPUs from min_ipu_quantity to max_ipu_quantity (the seed's defaults 2 and 64; whole
+    /// cards of 2) on which every stage fits in tile memory (--ipu-config's IPU, no
+    /// Streaming Memory); fine_tune_iter (default 0) re-weights the instructions by what
+    /// each stage took in the pipeline's estimate and splits again up to N times, keeping
+    /// the fastest pipeline; the solution is written the same way; `{"converter": "load",
     /// "solution_path": FILE}` applies a
     /// solution file (`device_info`, `pipeline_mapping` instruction to stage). The stages run
     /// as a pipeline under `run --iterations`. `"profiling_enable": true` or
@@ -289,7 +291,8 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
         ));
     }
     if let Some(cfg) = &options.pipeline {
-        let (mapping, devices) = pipeline_stages(&module, cfg, options.num_ipus, &ipu_config)?;
+        let (mapping, devices) =
+            pipeline_stages(&module, cfg, options.num_ipus, &ipu_config, &mut report)?;
         let stages = devices.len();
         let entry = module.entry;
         stage_entry(module.computation_mut(entry), &mapping);
@@ -373,6 +376,7 @@ fn pipeline_stages(
     cfg: &Value,
     num_ipus: Option<usize>,
     ipu_config: &compiler::IpuConfig,
+    notes: &mut Vec<String>,
 ) -> anyhow::Result<(std::collections::BTreeMap<String, usize>, Vec<usize>)> {
     let what = "--pipeline-cfg";
     let field = |key: &str| cfg.get(key);
@@ -391,7 +395,9 @@ fn pipeline_stages(
     for (key, value) in keys {
         let acts = match key.as_str() {
             "converter" | "solution_dir" => true,
-            "priority" | "min_ipu_quantity" | "max_ipu_quantity" => converter == "auto",
+            "priority" | "min_ipu_quantity" | "max_ipu_quantity" | "fine_tune_iter" => {
+                converter == "auto"
+            }
             "manual_pipeline_config" | "device_info" => converter == "manual",
             "solution_path" => converter == "load",
             // The IPU Model is the only device here.
@@ -402,7 +408,7 @@ fn pipeline_stages(
         };
         if !acts {
             anyhow::bail!(
-                "{what}: {key}={value} is not implemented for the {converter:?} converter (ipuxla acts on converter, solution_dir, priority, min_ipu_quantity and max_ipu_quantity (auto), manual_pipeline_config and device_info (manual), solution_path (load), ipu_model=true, profiling_enable, profiling_root_dir)"
+                "{what}: {key}={value} is not implemented for the {converter:?} converter (ipuxla acts on converter, solution_dir, priority, min_ipu_quantity, max_ipu_quantity and fine_tune_iter (auto), manual_pipeline_config and device_info (manual), solution_path (load), ipu_model=true, profiling_enable, profiling_root_dir)"
             );
         }
     }
@@ -506,7 +512,25 @@ fn pipeline_stages(
                 Some(n) => n,
                 None => fewest_ipus(module, min..=max, by_memory, ipu_config)?,
             };
-            mapping = auto_split(module, stages, by_memory, ipu_config)?;
+            let tune = match field("fine_tune_iter") {
+                None => 0,
+                Some(v) => v.as_u64().map(|n| n as usize).ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "{what}: fine_tune_iter must be a non-negative integer, found {v}"
+                    )
+                })?,
+            };
+            if tune > 0 {
+                let costs = instruction_costs(module, by_memory, ipu_config)?;
+                let (tuned, before, after) = fine_tune(module, stages, costs, tune, ipu_config)?;
+                notes.push(format!(
+                    "fine tuning ({tune} iteration(s) at most): the pipeline of {} micro-batches {before} -> {after} cycles",
+                    2 * stages
+                ));
+                mapping = tuned;
+            } else {
+                mapping = auto_split(module, stages, by_memory, ipu_config)?;
+            }
             (0..stages).collect()
         }
         other => anyhow::bail!("{what}: converter must be auto, manual or load, found {other:?}"),
@@ -514,15 +538,14 @@ fn pipeline_stages(
     Ok((mapping, devices))
 }
 
-/// Estimates the staged `module` as a pipeline of `2 × stages` micro-batches on the IPU
-/// Model of `config` and writes its profile to `DIR/profile.json` (what `ipuxla report`
-/// renders): the seed's `profiling_enable` / `profiling_root_dir`.
-fn write_pipeline_profile(
+/// The profile of the staged `module` (stage `k` on IPU `devices[k]`) run as a pipeline of
+/// `2 × stages` micro-batches on the IPU Model of `config`, estimated without running
+/// (every parameter the same each micro-batch: only costs and memory matter here).
+fn estimate_staged(
     module: &Module,
     devices: &[usize],
     config: &compiler::IpuConfig,
-    dir: &Path,
-) -> anyhow::Result<PathBuf> {
+) -> anyhow::Result<runtime::Profile> {
     let ipus = devices.iter().max().map_or(1, |m| m + 1);
     let mut cfg = config.clone();
     cfg.auto_select_ipus = compiler::config::AutoSelectIpus::Count(ipus);
@@ -537,17 +560,99 @@ fn write_pipeline_profile(
         &cfg,
         &compiler::passes::PassOptions::default(),
         &device_loop,
-    )
-    .map_err(|e| anyhow::anyhow!("--pipeline-cfg: profiling the split: {e}"))?;
+    )?;
     let exe = &compiled.executable;
     let system = runtime::System::new(exe.target.clone(), exe.num_ipus)?;
-    let profile = runtime::estimate(exe, &system)?;
+    Ok(runtime::estimate(exe, &system)?)
+}
+
+/// [`estimate_staged`] of `module` split by `mapping` into `stages` stages on IPUs 0.. .
+fn estimate_split(
+    module: &Module,
+    mapping: &std::collections::BTreeMap<String, usize>,
+    stages: usize,
+    config: &compiler::IpuConfig,
+) -> anyhow::Result<runtime::Profile> {
+    let mut staged = module.clone();
+    let entry = staged.entry;
+    stage_entry(staged.computation_mut(entry), mapping);
+    estimate_staged(&staged, &(0..stages).collect::<Vec<_>>(), config)
+}
+
+/// Writes the profile of the staged `module` ([`estimate_staged`]) to `DIR/profile.json`
+/// (what `ipuxla report` renders): the seed's `profiling_enable` / `profiling_root_dir`.
+fn write_pipeline_profile(
+    module: &Module,
+    devices: &[usize],
+    config: &compiler::IpuConfig,
+    dir: &Path,
+) -> anyhow::Result<PathBuf> {
+    let profile = estimate_staged(module, devices, config)
+        .map_err(|e| e.context("--pipeline-cfg: profiling the split"))?;
     std::fs::create_dir_all(dir)
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
     let file = dir.join("profile.json");
     std::fs::write(&file, serde_json::to_string_pretty(&profile)?)
         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", file.display()))?;
     Ok(file)
+}
+
+/// Re-weights the instructions' costs by what each stage of `mapping` really took (the
+/// cycles of the steps on its IPU alone in the pipeline's estimate: its compute sets and
+/// on-IPU copies, against the sum of its instructions' costs) and splits again,
+/// `iterations` times; the split whose pipeline takes fewest cycles wins (the seed's
+/// `fine_tune_iter`). Returns it and the pipeline's cycles before and after.
+fn fine_tune(
+    module: &Module,
+    stages: usize,
+    mut costs: std::collections::HashMap<String, f64>,
+    iterations: usize,
+    config: &compiler::IpuConfig,
+) -> anyhow::Result<(std::collections::BTreeMap<String, usize>, u64, u64)> {
+    let total = |p: &runtime::Profile| p.total_cycles;
+    let mut mapping = split_by_cost(module, stages, &costs)?;
+    let mut profile = estimate_split(module, &mapping, stages, config)?;
+    let first = total(&profile);
+    let mut best = (first, mapping.clone());
+    for _ in 0..iterations {
+        let mut predicted = vec![0.0f64; stages];
+        for (name, &s) in &mapping {
+            predicted[s] += costs.get(name).copied().unwrap_or(0.0);
+        }
+        let work = stage_work(&profile, stages);
+        for (name, cost) in costs.iter_mut() {
+            let Some(&s) = mapping.get(name) else {
+                continue;
+            };
+            if predicted[s] > 0.0 && work[s] > 0.0 {
+                *cost *= work[s] / predicted[s];
+            }
+        }
+        let next = split_by_cost(module, stages, &costs)?;
+        if next == mapping {
+            break;
+        }
+        mapping = next;
+        profile = estimate_split(module, &mapping, stages, config)?;
+        if total(&profile) < best.0 {
+            best = (total(&profile), mapping.clone());
+        }
+    }
+    Ok((best.1, first, best.0))
+}
+
+/// Per stage (stage `k` on IPU `k`), the cycles of the steps that ran on its IPU alone
+/// (a step beside the slowest branch of a `Parallel` counts its own cycles).
+fn stage_work(p: &runtime::Profile, stages: usize) -> Vec<f64> {
+    let mut work = vec![0.0; stages];
+    for step in &p.steps {
+        if let [ipu] = step.ipus[..]
+            && ipu < stages
+        {
+            work[ipu] += step.beside.map_or(step.cycles, |b| b.cycles) as f64;
+        }
+    }
+    work
 }
 
 /// The seed's defaults for the auto converter's IPU search (`min_ipu_quantity`,
@@ -575,30 +680,9 @@ fn fewest_ipus(
             continue;
         }
         let mapping = split_by_cost(module, n, &costs)?;
-        let mut staged = module.clone();
-        let entry = staged.entry;
-        stage_entry(staged.computation_mut(entry), &mapping);
         let mut cfg = config.clone();
-        cfg.auto_select_ipus = compiler::config::AutoSelectIpus::Count(n);
         cfg.ipu_model.streaming_memory = false;
-        let device_loop = compiler::DeviceLoop {
-            iterations: 2 * n as u64,
-            fed: vec![false; staged.entry_computation().parameters().len()],
-            resident: false,
-        };
-        let fits = compiler::compile_device_loop(
-            &staged,
-            &cfg,
-            &compiler::passes::PassOptions::default(),
-            &device_loop,
-        )
-        .map_err(anyhow::Error::from)
-        .and_then(|compiled| {
-            let exe = &compiled.executable;
-            let system = runtime::System::new(exe.target.clone(), exe.num_ipus)?;
-            runtime::estimate(exe, &system)?;
-            Ok(())
-        });
+        let fits = estimate_split(module, &mapping, n, &cfg).map(|_| ());
         match fits {
             Ok(()) => return Ok(n),
             Err(e) if is_out_of_memory(&e) => last_error = Some((n, e)),
