@@ -1,5 +1,6 @@
 //! The differential check of a generated module (`xla_ir::generate`): it prints and parses
-//! back to itself, and its outputs on the IPU Model (a full ipu2 and 4 tiles) match the
+//! back to itself, and its outputs on the IPU Model (a full ipu2, 4 tiles, and 4 tiles with
+//! `allow_recompute`; outlining is on by default) match the
 //! reference evaluator's (rtol and atol 1e-4; 4e-3 for f16 results). Shared by
 //! `tests/differential.rs` and the `fuzz/` differential target.
 
@@ -25,14 +26,20 @@ pub fn check(seed: u64, options: &generate::Options) -> Result<(), String> {
         xla_ir::ElementType::F16 => serde_json::json!({"rtol": 4e-3, "atol": 4e-3}),
         _ => serde_json::json!({"rtol": 1e-4, "atol": 1e-4}),
     };
-    for tiles in [0, 4] {
+    // The full IPU, 4 tiles, and 4 tiles recomputing (outlining is on by default).
+    for (tiles, recompute) in [(0, false), (4, false), (4, true)] {
         let mut config = compiler::IpuConfig::default();
         config.ipu_model.tiles_per_ipu = tiles;
+        config.allow_recompute = recompute;
+        let what = format!(
+            "IPU Model ({tiles} tiles{})",
+            if recompute { ", allow_recompute" } else { "" }
+        );
         let run = crate::device::run_on_ipu_model(&module, &config, &inputs)
-            .map_err(|e| format!("IPU Model ({tiles} tiles): {e:#}"))?;
+            .map_err(|e| format!("{what}: {e:#}"))?;
         for (k, (got, want)) in run.outputs.iter().zip(&want).enumerate() {
             compare_output(got, want, &spec(want))
-                .map_err(|e| format!("IPU Model ({tiles} tiles), output {k}: {e}"))?;
+                .map_err(|e| format!("{what}, output {k}: {e}"))?;
         }
     }
     Ok(())
