@@ -889,3 +889,143 @@ fn the_auto_converter_finds_the_fewest_ipus_the_stages_fit_on() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `--excluded-nodes`: a pre-processing and a post-processing instruction run on the host
+/// around the device program, with the values the whole module computes; with
+/// `--remove-excluded-nodes` they are cut out (what they fed becomes a parameter, what
+/// they read a result); an excluded instruction between device ones is refused by name.
+#[test]
+fn excluded_nodes_run_on_the_host_or_are_removed() {
+    let dir = scratch("excluded");
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = dir.join("m.hlo");
+    std::fs::write(
+        &input,
+        "HloModule excluded\n\nENTRY main {\n  x = f32[4,8]{1,0} parameter(0)\n  w = f32[8,8]{1,0} parameter(1)\n  pre = f32[4,8]{1,0} multiply(x, x)\n  d = f32[4,8]{1,0} dot(pre, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n  t = f32[4,8]{1,0} tanh(d)\n  post = f32[4,8]{1,0} negate(t)\n  ROOT r = (f32[4,8]{1,0}, f32[4,8]{1,0}) tuple(post, d)\n}\n",
+    )
+    .unwrap();
+    let convert = |out: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "convert",
+            input.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--overwrite",
+        ];
+        args.extend_from_slice(extra);
+        ipuxla(&args)
+    };
+    let hosted = dir.join("hosted.hlo");
+    let done = convert(&hosted, &["--excluded-nodes", "^pre$", "^post$"]);
+    assert!(
+        stderr(&done).contains("2 excluded instruction(s) run on the host, before and after"),
+        "{}",
+        stderr(&done)
+    );
+    let m = parse(&hosted);
+    let ids: Vec<_> = m.entry_computation().order().to_vec();
+    let marked: Vec<&str> = ids
+        .iter()
+        .map(|&i| m.entry_computation().instr(i))
+        .filter(|i| ipuxla::host_split::on_host(i))
+        .map(|i| i.name.as_str())
+        .collect();
+    assert_eq!(marked, ["pre", "post"]);
+    // Run on the IPU Model (host parts on the evaluator) and on the reference engine.
+    let x: Vec<f32> = (0..32).map(|i| (i as f32 - 16.0) / 8.0).collect();
+    let w: Vec<f32> = (0..64)
+        .map(|i| ((i * 7 % 13) as f32 - 6.0) / 10.0)
+        .collect();
+    let (xf, wf) = (dir.join("x.npy"), dir.join("w.npy"));
+    ipuxla::npy::write_npy(
+        &xf,
+        &ipuxla::xla_ir::literal::ArrayLiteral::new(
+            ipuxla::xla_ir::ArrayShape::new(ipuxla::xla_ir::ElementType::F32, &[4, 8]),
+            ipuxla::xla_ir::literal::ArrayData::F32(x),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    ipuxla::npy::write_npy(
+        &wf,
+        &ipuxla::xla_ir::literal::ArrayLiteral::new(
+            ipuxla::xla_ir::ArrayShape::new(ipuxla::xla_ir::ElementType::F32, &[8, 8]),
+            ipuxla::xla_ir::literal::ArrayData::F32(w),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let inputs = format!("0={};1={}", xf.display(), wf.display());
+    let run = |file: &Path, outdir: &str, engine: &str| {
+        let out = dir.join(outdir);
+        let r = ipuxla(&[
+            "run",
+            file.to_str().unwrap(),
+            "--inputs",
+            &inputs,
+            "--outdir",
+            out.to_str().unwrap(),
+            "--overwrite",
+            "--engine",
+            engine,
+        ]);
+        assert!(r.status.success(), "{}", stderr(&r));
+        (0..2)
+            .map(|k| read_npy(&out.join(format!("output_{k}.npy"))).unwrap())
+            .collect::<Vec<_>>()
+    };
+    let on_ipu = run(&hosted, "ipu", "ipu-model");
+    let on_host = run(&input, "ref", "reference");
+    for (a, b) in on_ipu.iter().zip(&on_host) {
+        let (
+            ipuxla::xla_ir::literal::ArrayData::F32(a),
+            ipuxla::xla_ir::literal::ArrayData::F32(b),
+        ) = (&a.data, &b.data)
+        else {
+            panic!("f32 results")
+        };
+        for (p, q) in a.iter().zip(b) {
+            assert!((p - q).abs() <= 1e-5 + 1e-5 * q.abs(), "{p} vs {q}");
+        }
+    }
+    // Removed: `pre` is now a parameter, the results are what `post` and the root read.
+    let removed = dir.join("removed.hlo");
+    let cut = convert(
+        &removed,
+        &[
+            "--excluded-nodes",
+            "^pre$",
+            "^post$",
+            "--remove-excluded-nodes",
+        ],
+    );
+    assert!(cut.status.success(), "{}", stderr(&cut));
+    let m = parse(&removed);
+    let entry = m.entry_computation();
+    let params: Vec<&str> = entry
+        .parameters()
+        .iter()
+        .map(|&p| entry.instr(p).name.as_str())
+        .collect();
+    assert_eq!(params, ["pre", "w"]);
+    assert!(!m.to_string().contains("negate"), "{m}");
+    // Between device instructions: refused, naming it.
+    let stuck = convert(&dir.join("bad.hlo"), &["--excluded-nodes", "^d$"]);
+    assert!(
+        stderr(&stuck).contains("instruction 'd' is marked to run on the host")
+            && stderr(&stuck).contains("between device instructions"),
+        "{}",
+        stderr(&stuck)
+    );
+    let nothing = convert(&dir.join("none.hlo"), &["--excluded-nodes", "^nope$"]);
+    assert!(
+        stderr(&nothing).contains("matches no instruction"),
+        "{}",
+        stderr(&nothing)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+fn parse(path: &Path) -> ipuxla::xla_ir::Module {
+    ipuxla::xla_ir::parse_module(&std::fs::read_to_string(path).unwrap()).unwrap()
+}

@@ -102,9 +102,23 @@ pub struct ConvertArgs {
     /// the first match wins), the others on IPU 0. As many regexes as --num-ipus.
     #[arg(long, num_args = 1.., value_name = "REGEX")]
     pub manual_sharding: Vec<String>,
+    /// Instructions of the entry computation whose name or metadata op_name a regex matches
+    /// are not placed on the IPU: they run on the host (the reference evaluator), before the
+    /// device program when computed from parameters and other excluded instructions alone,
+    /// after it when read only by excluded instructions and the result (marked
+    /// `frontend_attributes={ipuxla.host="true"}`; `run` does this around a plain run). An
+    /// excluded instruction between device instructions is an error naming it.
+    #[arg(long, num_args = 1.., value_name = "REGEX")]
+    pub excluded_nodes: Vec<String>,
+    /// With --excluded-nodes: remove the excluded instructions instead. What they computed
+    /// for the device becomes a parameter of the module (named as the instruction), and
+    /// the values they read from it become its results.
+    #[arg(long, requires = "excluded_nodes")]
+    pub remove_excluded_nodes: bool,
     /// Read these options from a JSON file in the seed's layout (`precision_mode`,
     /// `precision_conversion_excluded_nodes`, `int64_to_int32_conversion`, `num_ipus`,
-    /// `manual_sharding` as one list of regexes per IPU; `//` comments allowed). Options
+    /// `manual_sharding` as one list of regexes per IPU, `excluded_nodes`,
+    /// `remove_excluded_nodes`; `//` comments allowed). Options
     /// ipuxla convert does not implement yet are refused by name.
     #[arg(long, value_name = "FILE.json")]
     pub config_file: Option<PathBuf>,
@@ -124,6 +138,10 @@ struct Options {
     num_ipus: Option<usize>,
     /// Per IPU, the regexes that place an instruction on it.
     manual_sharding: Vec<Vec<String>>,
+    /// Regexes of the instructions that run on the host.
+    excluded_nodes: Vec<String>,
+    /// Remove the excluded instructions rather than run them on the host.
+    remove_excluded_nodes: bool,
     /// The pipeline configuration, as JSON.
     pipeline: Option<Value>,
     /// `(module option, value)` for the planners: `matmul_amp`, `conv_amp`,
@@ -139,8 +157,6 @@ struct Options {
 const NOT_YET: &[&str] = &[
     "batch_size",
     "no_ipu_placement",
-    "excluded_nodes",
-    "remove_excluded_nodes",
     "merge_subgraphs",
     "embedded_runtime_save_config",
 ];
@@ -158,6 +174,10 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
         options.excluded = args.precision_conversion_excluded_nodes.clone();
     }
     options.int64_to_int32 |= args.int64_to_int32_conversion;
+    if !args.excluded_nodes.is_empty() {
+        options.excluded_nodes = args.excluded_nodes.clone();
+    }
+    options.remove_excluded_nodes |= args.remove_excluded_nodes;
     if args.num_ipus.is_some() {
         options.num_ipus = args.num_ipus;
     }
@@ -277,6 +297,51 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
             "{} instruction(s) compute in f16, {kept} kept f32 by the excluded-nodes regexes",
             f16_count(&module)
         ));
+    }
+    let host = regexes(&options.excluded_nodes, "--excluded-nodes")?;
+    if options.remove_excluded_nodes && host.is_empty() {
+        anyhow::bail!(
+            "--remove-excluded-nodes needs --excluded-nodes (there is nothing to remove)"
+        );
+    }
+    if !host.is_empty() {
+        let entry = module.entry;
+        let mut marked = 0;
+        let ids: Vec<_> = module.computation(entry).order().to_vec();
+        for id in ids {
+            let instr = module.computation_mut(entry).instr_mut(id);
+            if !matches!(instr.op, xla_ir::Op::Parameter { .. }) && matches_any(&host, instr) {
+                instr
+                    .frontend_attributes
+                    .insert(crate::host_split::HOST_ATTRIBUTE.into(), "true".into());
+                marked += 1;
+            }
+        }
+        if marked == 0 {
+            anyhow::bail!(
+                "{}: --excluded-nodes matches no instruction of the entry computation",
+                args.file.display()
+            );
+        }
+        let split = crate::host_split::split(&module)
+            .map_err(|e| anyhow::anyhow!("{}: --excluded-nodes: {e}", args.file.display()))?
+            .expect("instructions were marked");
+        if options.remove_excluded_nodes {
+            module = split.device.module;
+            report.push(format!(
+                "{marked} excluded instruction(s) removed: the module takes {} parameter(s)",
+                module.entry_computation().parameters().len()
+            ));
+        } else {
+            let when = match (split.before.is_some(), split.after.is_some()) {
+                (true, true) => "before and after the device program",
+                (true, false) => "before the device program",
+                _ => "after the device program",
+            };
+            report.push(format!(
+                "{marked} excluded instruction(s) run on the host, {when}"
+            ));
+        }
     }
     if !shards.is_empty() {
         let placed = place(&mut module, &shards);
@@ -1064,6 +1129,15 @@ fn read_config(path: &Path) -> anyhow::Result<Options> {
             }
             "int64_to_int32_conversion" => {
                 options.int64_to_int32 = v.as_bool().ok_or_else(|| bad("true or false"))?
+            }
+            "excluded_nodes" => {
+                options.excluded_nodes = v
+                    .as_array()
+                    .and_then(|a| a.iter().map(|x| x.as_str().map(String::from)).collect())
+                    .ok_or_else(|| bad("a list of regex strings"))?
+            }
+            "remove_excluded_nodes" => {
+                options.remove_excluded_nodes = v.as_bool().ok_or_else(|| bad("true or false"))?
             }
             "gelu_replacement" => {
                 options.gelu =

@@ -363,8 +363,29 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
     if args.outfeed_mode.is_none() && config.device_loop.keeps_last_only()? {
         args.outfeed_mode = Some(OutfeedModeArg::Last);
     }
+    let host =
+        crate::host_split::split(&module).map_err(|e| anyhow!("{}: {e}", args.file.display()))?;
     if args.estimate_only {
-        return estimate(&args, &module, &config);
+        return match &host {
+            // Instructions excluded from the IPU run on the host: the device part is what
+            // the IPU Model estimates.
+            Some(split) if args.engine == Engine::IpuModel => {
+                eprintln!(
+                    "note: the instructions excluded from the IPU run on the host; estimating the device part"
+                );
+                estimate(&args, &split.device.module, &config)
+            }
+            _ => estimate(&args, &module, &config),
+        };
+    }
+    if host.is_some()
+        && args.engine == Engine::IpuModel
+        && (args.iterations.is_some() || args.replicas.is_some() || args.optimizer.is_some())
+    {
+        bail!(
+            "{}: instructions excluded from the IPU (ipuxla.host) run on the host around one plain run; --iterations, --replicas and --optimizer do not take them yet (remove them with `convert --remove-excluded-nodes`, or run on the reference engine)",
+            args.file.display()
+        );
     }
     if args.max_host_memory.is_some()
         && (args.engine != Engine::Reference
@@ -479,15 +500,27 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
         ),
         (Engine::IpuModel, None) => {
             let options = args.passes.options();
-            let mut run = crate::device::run_on_ipu_model_feeding(
-                &module, &config, &options, &inputs, &mut feeds,
-            )
+            let mut device_run = None;
+            let mut on_device = |m: &Module,
+                                 ins: &[Literal]|
+             -> anyhow::Result<Vec<ArrayLiteral>> {
+                let mut run =
+                    crate::device::run_on_ipu_model_feeding(m, &config, &options, ins, &mut feeds)?;
+                let outputs = std::mem::take(&mut run.outputs);
+                device_run = Some(run);
+                Ok(outputs)
+            };
+            let outputs = match &host {
+                Some(split) => crate::host_split::run(split, &inputs, on_device),
+                None => on_device(&module, &inputs),
+            }
             .map_err(|e| anyhow!("{}: {e:#}", args.file.display()))?;
+            let run = device_run.expect("the device part ran");
             crate::progress::finish();
             for w in &run.warnings {
                 eprintln!("warning: {w}");
             }
-            (std::mem::take(&mut run.outputs), Some(run))
+            (outputs, Some(run))
         }
     };
     let elapsed = start.elapsed();
