@@ -39,8 +39,8 @@ pub struct Part {
 pub struct HostSplit {
     /// Host instructions before the device program.
     pub before: Option<Part>,
-    /// The device program.
-    pub device: Part,
+    /// The device program (None when every instruction runs on the host).
+    pub device: Option<Part>,
     /// Host instructions after it.
     pub after: Option<Part>,
 }
@@ -196,12 +196,24 @@ pub fn split(module: &Module) -> Result<Option<HostSplit>, String> {
         Ok(Part { module: m, inputs })
     };
     let root_part = part_of(entry.root);
+    if root_part == 0 {
+        // Everything runs on the host (the seed's `no_ipu_placement`).
+        return Ok(Some(HostSplit {
+            before: Some(build(0, Some(entry.root), &[])?),
+            device: None,
+            after: None,
+        }));
+    }
     let before_part = if before.is_empty() {
         None
     } else {
         Some(build(0, None, &before_out)?)
     };
-    let device = build(1, (root_part == 1).then_some(entry.root), &device_out)?;
+    let device = Some(build(
+        1,
+        (root_part == 1).then_some(entry.root),
+        &device_out,
+    )?);
     let after_part = if after.is_empty() {
         None
     } else {
@@ -223,7 +235,8 @@ fn results(l: Literal) -> Vec<Literal> {
 }
 
 /// Runs a split module: the host parts on the evaluator, the device part through
-/// `device` (its module and inputs in, its results out). Returns the results' leaves.
+/// `device` (its module and inputs in, its results out; not called when everything runs
+/// on the host). Returns the results' leaves.
 pub fn run(
     split: &HostSplit,
     inputs: &[Literal],
@@ -239,6 +252,15 @@ pub fn run(
             })
             .collect()
     };
+    let Some(device_part) = &split.device else {
+        let all = split
+            .before
+            .as_ref()
+            .expect("a split without a device part is all host");
+        let out = xla_ir::eval::evaluate(&all.module, &gather(all, &[], &[]))
+            .map_err(|e| anyhow::anyhow!("on the host: {e}"))?;
+        return Ok(crate::device_loop::leaves(out));
+    };
     let before: Vec<Literal> = match &split.before {
         Some(p) => results(
             xla_ir::eval::evaluate(&p.module, &gather(p, &[], &[]))
@@ -246,7 +268,7 @@ pub fn run(
         ),
         None => Vec::new(),
     };
-    let on_device = device(&split.device.module, &gather(&split.device, &before, &[]))?;
+    let on_device = device(&device_part.module, &gather(device_part, &before, &[]))?;
     let Some(after) = &split.after else {
         return Ok(on_device);
     };

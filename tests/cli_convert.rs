@@ -1017,6 +1017,15 @@ fn excluded_nodes_run_on_the_host_or_are_removed() {
         "{}",
         stderr(&stuck)
     );
+    // No IPU placement: all on the host, the same values.
+    let all = dir.join("all.hlo");
+    let placed = convert(&all, &["--no-ipu-placement"]);
+    assert!(
+        stderr(&placed).contains("nothing on the IPU"),
+        "{}",
+        stderr(&placed)
+    );
+    assert_eq!(run(&all, "all", "ipu-model"), on_host);
     let nothing = convert(&dir.join("none.hlo"), &["--excluded-nodes", "^nope$"]);
     assert!(
         stderr(&nothing).contains("matches no instruction"),

@@ -110,6 +110,10 @@ pub struct ConvertArgs {
     /// excluded instruction between device instructions is an error naming it.
     #[arg(long, num_args = 1.., value_name = "REGEX")]
     pub excluded_nodes: Vec<String>,
+    /// Place no instruction on the IPU (the seed's `no_ipu_placement`): every instruction
+    /// is excluded (as --excluded-nodes '.*'), so `run` computes the module on the host.
+    #[arg(long, conflicts_with_all = ["excluded_nodes", "manual_sharding", "pipeline_cfg"])]
+    pub no_ipu_placement: bool,
     /// With --excluded-nodes: remove the excluded instructions instead. What they computed
     /// for the device becomes a parameter of the module (named as the instruction), and
     /// the values they read from it become its results.
@@ -156,7 +160,6 @@ struct Options {
 /// The seed's config keys ipuxla convert does not act on yet.
 const NOT_YET: &[&str] = &[
     "batch_size",
-    "no_ipu_placement",
     "merge_subgraphs",
     "embedded_runtime_save_config",
 ];
@@ -178,6 +181,9 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
         options.excluded_nodes = args.excluded_nodes.clone();
     }
     options.remove_excluded_nodes |= args.remove_excluded_nodes;
+    if args.no_ipu_placement {
+        options.excluded_nodes = vec![".*".into()];
+    }
     if args.num_ipus.is_some() {
         options.num_ipus = args.num_ipus;
     }
@@ -327,15 +333,26 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("{}: --excluded-nodes: {e}", args.file.display()))?
             .expect("instructions were marked");
         if options.remove_excluded_nodes {
-            module = split.device.module;
+            let Some(device) = split.device else {
+                anyhow::bail!(
+                    "{}: --remove-excluded-nodes would remove every instruction",
+                    args.file.display()
+                );
+            };
+            module = device.module;
             report.push(format!(
                 "{marked} excluded instruction(s) removed: the module takes {} parameter(s)",
                 module.entry_computation().parameters().len()
             ));
         } else {
-            let when = match (split.before.is_some(), split.after.is_some()) {
-                (true, true) => "before and after the device program",
-                (true, false) => "before the device program",
+            let when = match (
+                split.device.is_some(),
+                split.before.is_some(),
+                split.after.is_some(),
+            ) {
+                (false, ..) => "all of the module (nothing on the IPU)",
+                (true, true, true) => "before and after the device program",
+                (true, true, false) => "before the device program",
                 _ => "after the device program",
             };
             report.push(format!(
@@ -1138,6 +1155,11 @@ fn read_config(path: &Path) -> anyhow::Result<Options> {
             }
             "remove_excluded_nodes" => {
                 options.remove_excluded_nodes = v.as_bool().ok_or_else(|| bad("true or false"))?
+            }
+            "no_ipu_placement" => {
+                if v.as_bool().ok_or_else(|| bad("true or false"))? {
+                    options.excluded_nodes = vec![".*".into()];
+                }
             }
             "gelu_replacement" => {
                 options.gelu =

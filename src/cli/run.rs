@@ -369,12 +369,18 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
         return match &host {
             // Instructions excluded from the IPU run on the host: the device part is what
             // the IPU Model estimates.
-            Some(split) if args.engine == Engine::IpuModel => {
-                eprintln!(
-                    "note: the instructions excluded from the IPU run on the host; estimating the device part"
-                );
-                estimate(&args, &split.device.module, &config)
-            }
+            Some(split) if args.engine == Engine::IpuModel => match &split.device {
+                Some(device) => {
+                    eprintln!(
+                        "note: the instructions excluded from the IPU run on the host; estimating the device part"
+                    );
+                    estimate(&args, &device.module, &config)
+                }
+                None => bail!(
+                    "{}: every instruction is excluded from the IPU (no_ipu_placement): there is nothing to estimate",
+                    args.file.display()
+                ),
+            },
             _ => estimate(&args, &module, &config),
         };
     }
@@ -515,12 +521,18 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
                 None => on_device(&module, &inputs),
             }
             .map_err(|e| anyhow!("{}: {e:#}", args.file.display()))?;
-            let run = device_run.expect("the device part ran");
             crate::progress::finish();
-            for w in &run.warnings {
-                eprintln!("warning: {w}");
+            match &device_run {
+                Some(run) => {
+                    for w in &run.warnings {
+                        eprintln!("warning: {w}");
+                    }
+                }
+                None => eprintln!(
+                    "note: no instruction is placed on the IPU (no_ipu_placement): the module ran on the host"
+                ),
             }
-            (outputs, Some(run))
+            (outputs, device_run)
         }
     };
     let elapsed = start.elapsed();
