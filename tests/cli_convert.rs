@@ -191,7 +191,7 @@ fn the_config_file_takes_the_seeds_layout_and_names_what_is_not_implemented() {
         stderr(&run)
     );
 
-    std::fs::write(&config, "{\"batch_size\": 4}").unwrap();
+    std::fs::write(&config, "{\"merge_subgraphs\": true}").unwrap();
     let refused = ipuxla(&[
         "convert",
         &input,
@@ -202,7 +202,8 @@ fn the_config_file_takes_the_seeds_layout_and_names_what_is_not_implemented() {
         config.to_str().unwrap(),
     ]);
     assert!(
-        stderr(&refused).contains("option batch_size is not implemented by ipuxla convert yet"),
+        stderr(&refused)
+            .contains("option merge_subgraphs is not implemented by ipuxla convert yet"),
         "{}",
         stderr(&refused)
     );
@@ -1037,4 +1038,79 @@ fn excluded_nodes_run_on_the_host_or_are_removed() {
 
 fn parse(path: &Path) -> ipuxla::xla_ir::Module {
     ipuxla::xla_ir::parse_module(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// `--batch-size`: written into the module, so `run --iterations 2` takes a flat batch of
+/// 2 × 4 rows for a parameter of 4 as two micro-batches — the same outputs as the stacked
+/// `[2, 4, ...]` input; a size no parameter has is refused.
+#[test]
+fn batch_size_lets_run_take_a_flat_batch_of_micro_batches() {
+    let dir = scratch("batch");
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = dir.join("m.hlo");
+    std::fs::write(
+        &input,
+        "HloModule batched\n\nENTRY main {\n  x = f32[4,2]{1,0} parameter(0)\n  ROOT y = f32[4,2]{1,0} multiply(x, x)\n}\n",
+    )
+    .unwrap();
+    let out = dir.join("b.hlo");
+    let converted = ipuxla(&[
+        "convert",
+        input.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--batch-size",
+        "4",
+    ]);
+    assert!(converted.status.success(), "{}", stderr(&converted));
+    assert!(parse(&out).to_string().contains("ipuxla.batch_size=\"4\""));
+    let values: Vec<f32> = (0..16).map(|i| i as f32).collect();
+    let write = |name: &str, dims: &[i64]| {
+        let f = dir.join(name);
+        ipuxla::npy::write_npy(
+            &f,
+            &ipuxla::xla_ir::literal::ArrayLiteral::new(
+                ipuxla::xla_ir::ArrayShape::new(ipuxla::xla_ir::ElementType::F32, dims),
+                ipuxla::xla_ir::literal::ArrayData::F32(values.clone()),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        f
+    };
+    let (flat, stacked) = (write("flat.npy", &[8, 2]), write("stacked.npy", &[2, 4, 2]));
+    let run = |file: &Path, x: &Path, outdir: &str| {
+        let o = dir.join(outdir);
+        let r = ipuxla(&[
+            "run",
+            file.to_str().unwrap(),
+            "--iterations",
+            "2",
+            "--inputs",
+            &format!("0={}", x.display()),
+            "--outdir",
+            o.to_str().unwrap(),
+            "--overwrite",
+        ]);
+        assert!(r.status.success(), "{}", stderr(&r));
+        read_npy(&o.join("output_0.npy")).unwrap()
+    };
+    let a = run(&out, &flat, "flat");
+    let b = run(&input, &stacked, "stacked");
+    assert_eq!(a.shape.dims[..], [2, 4, 2]);
+    assert_eq!(a, b);
+    let refused = ipuxla(&[
+        "convert",
+        input.to_str().unwrap(),
+        "-o",
+        dir.join("c.hlo").to_str().unwrap(),
+        "--batch-size",
+        "3",
+    ]);
+    assert!(
+        stderr(&refused).contains("no parameter has a leading dimension of 3"),
+        "{}",
+        stderr(&refused)
+    );
+    std::fs::remove_dir_all(&dir).ok();
 }

@@ -119,6 +119,12 @@ pub struct ConvertArgs {
     /// the values they read from it become its results.
     #[arg(long, requires = "excluded_nodes")]
     pub remove_excluded_nodes: bool,
+    /// The micro-batch size the model uses (the seed's `batch_size`; its shapes are fixed,
+    /// so some parameter must have a leading dimension of N): written into the module
+    /// (`ipuxla.batch_size`) so `ipuxla run --iterations K` takes an input of `[K * N,
+    /// ...]` for a parameter of `[N, ...]` as K micro-batches, one per iteration.
+    #[arg(long, value_name = "N")]
+    pub batch_size: Option<u64>,
     /// Read these options from a JSON file in the seed's layout (`precision_mode`,
     /// `precision_conversion_excluded_nodes`, `int64_to_int32_conversion`, `num_ipus`,
     /// `manual_sharding` as one list of regexes per IPU, `excluded_nodes`,
@@ -144,6 +150,8 @@ struct Options {
     manual_sharding: Vec<Vec<String>>,
     /// Regexes of the instructions that run on the host.
     excluded_nodes: Vec<String>,
+    /// The model's micro-batch size.
+    batch_size: Option<u64>,
     /// Remove the excluded instructions rather than run them on the host.
     remove_excluded_nodes: bool,
     /// The pipeline configuration, as JSON.
@@ -158,11 +166,7 @@ struct Options {
 }
 
 /// The seed's config keys ipuxla convert does not act on yet.
-const NOT_YET: &[&str] = &[
-    "batch_size",
-    "merge_subgraphs",
-    "embedded_runtime_save_config",
-];
+const NOT_YET: &[&str] = &["merge_subgraphs", "embedded_runtime_save_config"];
 
 /// Runs `ipuxla convert`.
 pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
@@ -181,6 +185,9 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
         options.excluded_nodes = args.excluded_nodes.clone();
     }
     options.remove_excluded_nodes |= args.remove_excluded_nodes;
+    if args.batch_size.is_some() {
+        options.batch_size = args.batch_size;
+    }
     if args.no_ipu_placement {
         options.excluded_nodes = vec![".*".into()];
     }
@@ -437,6 +444,31 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
     }
     for (key, value) in &options.planner {
         module.set_frontend_attribute(&format!("ipuxla.{key}"), value);
+    }
+    if let Some(b) = options.batch_size {
+        let entry = module.entry_computation();
+        let batched = entry
+            .parameters()
+            .iter()
+            .filter(|&&p| {
+                entry
+                    .instr(p)
+                    .shape
+                    .as_array()
+                    .and_then(|a| a.dims.first().copied())
+                    == Some(b as i64)
+            })
+            .count();
+        if b == 0 || batched == 0 {
+            anyhow::bail!(
+                "{}: --batch-size {b}: no parameter has a leading dimension of {b} (an HLO module's shapes are fixed: convert the model at the batch size it was written for)",
+                args.file.display()
+            );
+        }
+        module.set_frontend_attribute("ipuxla.batch_size", &b.to_string());
+        report.push(format!(
+            "micro-batch size {b}: {batched} parameter(s) are batched"
+        ));
     }
     if let Some(n) = options.batch_per_step.filter(|&n| n > 0) {
         module.set_frontend_attribute("ipuxla.batch_per_step", &n.to_string());
@@ -1153,6 +1185,7 @@ fn read_config(path: &Path) -> anyhow::Result<Options> {
                     .and_then(|a| a.iter().map(|x| x.as_str().map(String::from)).collect())
                     .ok_or_else(|| bad("a list of regex strings"))?
             }
+            "batch_size" => options.batch_size = Some(v.as_u64().ok_or_else(|| bad("a count"))?),
             "remove_excluded_nodes" => {
                 options.remove_excluded_nodes = v.as_bool().ok_or_else(|| bad("true or false"))?
             }

@@ -1024,6 +1024,39 @@ fn outfeed_files(
 /// Parses `--inputs` and reads each file, checking it against its parameter (with
 /// `--iterations N` or `--replicas N`, a file may also hold one value per iteration or per
 /// replica: a leading dimension N).
+/// With the micro-batch size `ipuxla convert --batch-size B` wrote into the module and a
+/// leading count N (--iterations): an input of `[N * B, ...]` for a parameter of `[B, ...]`
+/// is N micro-batches of B, one per iteration (`[N, B, ...]`). Anything else is returned
+/// as it is.
+fn unfold_batches(
+    module: &Module,
+    shape: &xla_ir::Shape,
+    literal: ArrayLiteral,
+    leading: &[Leading],
+) -> ArrayLiteral {
+    let batch = module
+        .frontend_attributes()
+        .get("ipuxla.batch_size")
+        .and_then(|b| b.parse::<i64>().ok());
+    let (Some(b), Some(lead), Some(param)) = (batch, leading.first(), shape.as_array()) else {
+        return literal;
+    };
+    let n = lead.count as i64;
+    let dims = &literal.shape.dims;
+    if param.dims.first() == Some(&b)
+        && dims.len() == param.dims.len()
+        && dims[0] == n * b
+        && dims[1..] == param.dims[1..]
+        && n > 1
+    {
+        let mut unfolded: Vec<i64> = vec![n];
+        unfolded.extend_from_slice(&param.dims);
+        let shape = xla_ir::ArrayShape::new(literal.shape.element_type, &unfolded);
+        return ArrayLiteral::new(shape, literal.data).expect("the same elements, regrouped");
+    }
+    literal
+}
+
 fn read_inputs(module: &Module, spec: &str, leading: &[Leading]) -> anyhow::Result<Vec<Literal>> {
     let entry = module.entry_computation();
     let params = entry.parameters();
@@ -1042,7 +1075,7 @@ fn read_inputs(module: &Module, spec: &str, leading: &[Leading]) -> anyhow::Resu
             );
         }
         let param = entry.instr(params[index]);
-        let literal = read_npy(&file)?;
+        let literal = unfold_batches(module, &param.shape, read_npy(&file)?, leading);
         check_input(index, &param.name, &param.shape, &file, &literal, leading)?;
         given[index] = Some((file, Literal::Array(literal)));
     }
