@@ -222,3 +222,29 @@ fn the_command_line_pipelines_a_two_stage_module() {
         "{err}"
     );
 }
+
+/// An element-wise instruction of stage 1 that reads stage 0's value and is fused into its
+/// user: it must read the value from stage 1's buffer (filled a step earlier), not from
+/// stage 0's tensor, which by then holds the next micro-batch's (each output was the next
+/// micro-batch's before the fix).
+#[test]
+fn a_fused_read_across_a_stage_boundary_gets_its_own_micro_batch() {
+    let text =
+        std::fs::read_to_string(common::fixture("pipeline/fused_across_stages.hlo")).unwrap();
+    let module = xla_ir::parse_module(&text).unwrap();
+    let x: Vec<f32> = (0..32).map(|i| i as f32).collect();
+    let inputs = [Literal::Array(ArrayLiteral {
+        shape: xla_ir::ArrayShape::new(xla_ir::ElementType::F32, &[8, 4]),
+        data: ArrayData::F32(x.clone()),
+    })];
+    let mut config = ipuxla::compiler::IpuConfig::default();
+    config.ipu_model.tiles_per_ipu = 4;
+    config.auto_select_ipus = ipuxla::compiler::config::AutoSelectIpus::Count(2);
+    config.device_loop.iterations_per_loop = Some(8);
+    let run = ipuxla::device::run_on_ipu_model(&module, &config, &inputs).unwrap();
+    let ArrayData::F32(got) = &run.outputs[0].data else {
+        panic!("f32 results")
+    };
+    let want: Vec<f32> = x.iter().map(|v| -(v * v)).collect();
+    assert_eq!(got, &want);
+}
