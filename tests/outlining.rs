@@ -75,3 +75,34 @@ fn outlining_changes_no_result() {
         assert!((g - w).abs() <= 1e-4 + 1e-4 * w.abs(), "{g} vs {w}");
     }
 }
+
+/// What the differential fuzzer found outlined wrongly (seeds 50890 and 51337 at 24
+/// instructions): one region reads a value at two operand positions where the other reads
+/// two different values, and keyed by the first region's value the two inputs merged into
+/// one parameter. Outlined, the module computes what it did before.
+#[test]
+fn a_region_reading_one_value_where_another_reads_two_keeps_both_inputs() {
+    let path = format!(
+        "{}/fixtures/outlining/one_value_two_inputs.hlo",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let module = ipuxla::xla_ir::parse_module(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let options = PassOptions {
+        stop_after: Some("graph-outliner".into()),
+        ..PassOptions::default()
+    };
+    let (outlined, report) =
+        ipuxla::compiler::optimise(&module, &IpuConfig::default(), &options).unwrap();
+    let notes = &report.passes.last().unwrap().notes;
+    assert!(notes[0].starts_with("outlined.0: 2 calls"), "{notes:?}");
+    let callee = outlined.find_computation("outlined.0").unwrap();
+    // p0 x p1 and p0 x p2: two parameters, not one.
+    assert_eq!(
+        outlined.computation(callee).parameters().len(),
+        2,
+        "{outlined}"
+    );
+    let inputs = ipuxla::xla_ir::generate::inputs(&module, 1);
+    let eval = |m: &ipuxla::xla_ir::Module| ipuxla::xla_ir::eval::evaluate(m, &inputs).unwrap();
+    assert_eq!(eval(&outlined), eval(&module));
+}

@@ -97,8 +97,12 @@ pub(crate) fn add_function(
     outputs: Vec<usize>,
 ) -> Outlined {
     let c = module.computation(comp);
+    let k = group.members.len();
     let mut body = Computation::new(name);
-    let mut value: HashMap<InstrId, InstrId> = HashMap::new();
+    // A parameter per tuple of values the regions read (the first region may read one
+    // value where another reads two: keyed by the first region's value alone, they would
+    // merge).
+    let mut param: HashMap<&[InstrId], InstrId> = HashMap::new();
     for (i, values) in inputs.iter().enumerate() {
         let p = body.push(Instruction::new(
             format!("{name}.arg.{i}"),
@@ -106,17 +110,27 @@ pub(crate) fn add_function(
             &[],
             c.instr(values[0]).shape.clone(),
         ));
-        value.insert(values[0], p);
+        param.insert(values.as_slice(), p);
     }
+    let inside: HashSet<InstrId> = group.members[0].iter().copied().collect();
+    let mut value: HashMap<InstrId, InstrId> = HashMap::new();
     for t in in_order(c, &group.members[0]) {
         let old = c.instr(group.members[0][t]);
-        for &o in &old.operands {
-            clone_constant(c, o, name, &mut body, &mut value);
-        }
         let mut instr = old.clone();
         instr.location = None;
-        for o in instr.operands.iter_mut() {
-            *o = value[o];
+        for (q, o) in instr.operands.iter_mut().enumerate() {
+            if inside.contains(o) {
+                *o = value[o];
+                continue;
+            }
+            let values: Vec<InstrId> = (0..k)
+                .map(|j| c.instr(group.members[j][t]).operands[q])
+                .collect();
+            *o = match param.get(values.as_slice()) {
+                Some(&p) => p,
+                // A constant every region reads, built in the body.
+                None => clone_constant(c, *o, name, &mut body, &mut value),
+            };
         }
         let id = body.push(instr);
         value.insert(group.members[0][t], id);
@@ -220,22 +234,20 @@ fn clone_constant(
     prefix: &str,
     body: &mut Computation,
     value: &mut HashMap<InstrId, InstrId>,
-) {
-    if value.contains_key(&id) {
-        return;
+) -> InstrId {
+    if let Some(&done) = value.get(&id) {
+        return done;
     }
     let old = c.instr(id);
-    for &o in &old.operands {
-        clone_constant(c, o, prefix, body, value);
-    }
     let mut instr = old.clone();
     instr.name = format!("{prefix}.{}", old.name);
     instr.location = None;
     for o in instr.operands.iter_mut() {
-        *o = value[o];
+        *o = clone_constant(c, *o, prefix, body, value);
     }
     let new = body.push(instr);
     value.insert(id, new);
+    new
 }
 
 /// Rebuilds `comp` with every region of `groups` replaced by a call of its function.
