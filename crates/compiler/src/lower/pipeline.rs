@@ -167,6 +167,18 @@ impl Lowerer<'_> {
         }
         let mut fused = elementwise::fusion_candidates(module, entry);
         sharding::keep_fusion_on_one_ipu(entry, &stages, &mut fused);
+        // An instruction reading the stage before is its own step, which reads the value
+        // from this stage's buffer (filled a step earlier); fused into its user it would
+        // read the producer's tensor in place, by then the next micro-batch's.
+        for &i in entry.order() {
+            let from_before = |o: &InstrId| {
+                stages.get(o) != stages.get(&i)
+                    && !matches!(entry.instr(*o).op, xla_ir::Op::Parameter { .. })
+            };
+            if entry.instr(i).operands.iter().any(from_before) {
+                fused.remove(&i);
+            }
+        }
         let mut scope = Scope {
             comp: module.entry,
             env: HashMap::new(),

@@ -84,8 +84,7 @@ pub(crate) fn auto_order(
     }
 }
 
-/// Takes out of `fused` every instruction whose user runs on another IPU, and every one
-/// reading a value of another IPU: an instruction
+/// Takes out of `fused` every instruction whose user runs on another IPU: an instruction
 /// inlined into its user's kernel would run on the user's IPU, not its own.
 pub(crate) fn keep_fusion_on_one_ipu(
     comp: &Computation,
@@ -98,13 +97,7 @@ pub(crate) fn keep_fusion_on_one_ipu(
     for &i in comp.order() {
         for o in comp.instr(i).operands.iter() {
             if shards.get(o) != shards.get(&i) {
-                // Neither the producer into a user on another IPU, nor an instruction
-                // reading another IPU's value into its user's kernel: that read must be
-                // the instruction's own step, which copies the value over (a pipeline
-                // stage's from its buffer, filled a step earlier — read in place, it
-                // would be the next micro-batch's).
                 fused.remove(o);
-                fused.remove(&i);
             }
         }
     }
