@@ -65,6 +65,19 @@ fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).to_string()
 }
 
+/// `ipuxla convert INPUT -o OUTPUT --overwrite EXTRA...`.
+fn convert_to(input: &Path, output: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "convert",
+        input.to_str().unwrap(),
+        "-o",
+        output.to_str().unwrap(),
+        "--overwrite",
+    ];
+    args.extend_from_slice(extra);
+    ipuxla(&args)
+}
+
 #[test]
 fn the_command_converts_keeps_excluded_nodes_and_refuses_what_it_cannot_do() {
     let input = fixture("conformance/seed_mlp_forward/module.hlo");
@@ -566,18 +579,10 @@ fn pipeline_cfg_manual_writes_a_solution_that_load_reproduces_and_run_pipelines(
 #[test]
 fn fine_tuning_keeps_the_fastest_split() {
     let out = scratch("tuned.hlo");
+    let mlp = PathBuf::from(fixture("conformance/bench_mlp_train_b256/module.hlo"));
     let tune = |iterations: &str| {
-        ipuxla(&[
-            "convert",
-            &fixture("conformance/bench_mlp_train_b256/module.hlo"),
-            "-o",
-            out.to_str().unwrap(),
-            "--overwrite",
-            "--num-ipus",
-            "2",
-            "--pipeline-cfg",
-            &format!(r#"{{"converter": "auto", "fine_tune_iter": {iterations}}}"#),
-        ])
+        let cfg = format!(r#"{{"converter": "auto", "fine_tune_iter": {iterations}}}"#);
+        convert_to(&mlp, &out, &["--num-ipus", "2", "--pipeline-cfg", &cfg])
     };
     let tuned = tune("4");
     let err = stderr(&tuned);
@@ -829,17 +834,16 @@ fn the_auto_converter_finds_the_fewest_ipus_the_stages_fit_on() {
     std::fs::write(&small, r#"{"ipu_model": {"tiles_per_ipu": 4}}"#).unwrap();
     let output = dir.join("out.hlo");
     let convert = |cfg: &str| {
-        ipuxla(&[
-            "convert",
-            input.to_str().unwrap(),
-            "-o",
-            output.to_str().unwrap(),
-            "--overwrite",
-            "--ipu-config",
-            small.to_str().unwrap(),
-            "--pipeline-cfg",
-            cfg,
-        ])
+        convert_to(
+            &input,
+            &output,
+            &[
+                "--ipu-config",
+                small.to_str().unwrap(),
+                "--pipeline-cfg",
+                cfg,
+            ],
+        )
     };
     let profiles = dir.join("profiles");
     let found = convert(&format!(
@@ -874,15 +878,7 @@ fn the_auto_converter_finds_the_fewest_ipus_the_stages_fit_on() {
         "{}",
         stderr(&inverted)
     );
-    let no_config = ipuxla(&[
-        "convert",
-        input.to_str().unwrap(),
-        "-o",
-        output.to_str().unwrap(),
-        "--overwrite",
-        "--ipu-config",
-        small.to_str().unwrap(),
-    ]);
+    let no_config = convert_to(&input, &output, &["--ipu-config", small.to_str().unwrap()]);
     assert!(
         stderr(&no_config).contains("without --pipeline-cfg nothing reads it"),
         "{}",
@@ -905,17 +901,7 @@ fn excluded_nodes_run_on_the_host_or_are_removed() {
         "HloModule excluded\n\nENTRY main {\n  x = f32[4,8]{1,0} parameter(0)\n  w = f32[8,8]{1,0} parameter(1)\n  pre = f32[4,8]{1,0} multiply(x, x)\n  d = f32[4,8]{1,0} dot(pre, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n  t = f32[4,8]{1,0} tanh(d)\n  post = f32[4,8]{1,0} negate(t)\n  ROOT r = (f32[4,8]{1,0}, f32[4,8]{1,0}) tuple(post, d)\n}\n",
     )
     .unwrap();
-    let convert = |out: &Path, extra: &[&str]| {
-        let mut args = vec![
-            "convert",
-            input.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-            "--overwrite",
-        ];
-        args.extend_from_slice(extra);
-        ipuxla(&args)
-    };
+    let convert = |out: &Path, extra: &[&str]| convert_to(&input, out, extra);
     let hosted = dir.join("hosted.hlo");
     let done = convert(&hosted, &["--excluded-nodes", "^pre$", "^post$"]);
     assert!(
@@ -1054,14 +1040,7 @@ fn batch_size_lets_run_take_a_flat_batch_of_micro_batches() {
     )
     .unwrap();
     let out = dir.join("b.hlo");
-    let converted = ipuxla(&[
-        "convert",
-        input.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--batch-size",
-        "4",
-    ]);
+    let converted = convert_to(&input, &out, &["--batch-size", "4"]);
     assert!(converted.status.success(), "{}", stderr(&converted));
     assert!(parse(&out).to_string().contains("ipuxla.batch_size=\"4\""));
     let values: Vec<f32> = (0..16).map(|i| i as f32).collect();
@@ -1099,14 +1078,7 @@ fn batch_size_lets_run_take_a_flat_batch_of_micro_batches() {
     let b = run(&input, &stacked, "stacked");
     assert_eq!(a.shape.dims[..], [2, 4, 2]);
     assert_eq!(a, b);
-    let refused = ipuxla(&[
-        "convert",
-        input.to_str().unwrap(),
-        "-o",
-        dir.join("c.hlo").to_str().unwrap(),
-        "--batch-size",
-        "3",
-    ]);
+    let refused = convert_to(&input, &dir.join("c.hlo"), &["--batch-size", "3"]);
     assert!(
         stderr(&refused).contains("no parameter has a leading dimension of 3"),
         "{}",
