@@ -622,9 +622,11 @@ fn pipeline_stages(
             if min > max {
                 anyhow::bail!("{what}: min_ipu_quantity {min} is more than max_ipu_quantity {max}");
             }
+            // Estimated once: the search, the split and the fine tuning all start from it.
+            let costs = instruction_costs(module, by_memory, ipu_config)?;
             let stages = match num_ipus {
                 Some(n) => n,
-                None => fewest_ipus(module, min..=max, by_memory, ipu_config)?,
+                None => fewest_ipus(module, min..=max, &costs, ipu_config)?,
             };
             let tune = match field("fine_tune_iter") {
                 None => 0,
@@ -635,7 +637,6 @@ fn pipeline_stages(
                 })?,
             };
             if tune > 0 {
-                let costs = instruction_costs(module, by_memory, ipu_config)?;
                 let (tuned, before, after) = fine_tune(module, stages, costs, tune, ipu_config)?;
                 notes.push(format!(
                     "fine tuning ({tune} iteration(s) at most): the pipeline of {} micro-batches {before} -> {after} cycles",
@@ -643,7 +644,7 @@ fn pipeline_stages(
                 ));
                 mapping = tuned;
             } else {
-                mapping = auto_split(module, stages, by_memory, ipu_config)?;
+                mapping = split_by_cost(module, stages, &costs)?;
             }
             (0..stages).collect()
         }
@@ -782,10 +783,9 @@ const MAX_IPU_QUANTITY: usize = 64;
 fn fewest_ipus(
     module: &Module,
     range: std::ops::RangeInclusive<usize>,
-    by_memory: bool,
+    costs: &std::collections::HashMap<String, f64>,
     config: &compiler::IpuConfig,
 ) -> anyhow::Result<usize> {
-    let costs = instruction_costs(module, by_memory, config)?;
     let mut last_error = None;
     let target = config.target()?;
     for n in range.clone() {
@@ -793,7 +793,7 @@ fn fewest_ipus(
         if runtime::System::new(target.clone(), n).is_err() {
             continue;
         }
-        let mapping = split_by_cost(module, n, &costs)?;
+        let mapping = split_by_cost(module, n, costs)?;
         let mut cfg = config.clone();
         cfg.ipu_model.streaming_memory = false;
         let fits = estimate_split(module, &mapping, n, &cfg).map(|_| ());
@@ -933,23 +933,6 @@ fn stage_entry(
     }
 }
 
-/// The auto converter's split: the entry computation's instructions, in program order, cut
-/// into `stages` runs of about equal cost: the IPU Model's estimated cycles of the steps
-/// each instruction lowers to (`priority: cycle`), or the bytes of its result (`memory`).
-/// Parameters and constants go with their first user.
-fn auto_split(
-    module: &Module,
-    stages: usize,
-    by_memory: bool,
-    ipu_config: &compiler::IpuConfig,
-) -> anyhow::Result<std::collections::BTreeMap<String, usize>> {
-    split_by_cost(
-        module,
-        stages,
-        &instruction_costs(module, by_memory, ipu_config)?,
-    )
-}
-
 /// Each entry instruction's cost for balancing stages: its result bytes (`memory`) or the
 /// cycles the IPU Model estimates for the steps it lowers to (`cycle`).
 fn instruction_costs(
@@ -999,6 +982,9 @@ fn instruction_costs(
     Ok(cost.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
 }
 
+/// The auto converter's split: the entry computation's instructions, in program order, cut
+/// into runs of about equal cost ([`instruction_costs`]); parameters and constants go with
+/// their first user.
 /// Cuts the entry's order into `stages` stages of about equal total `cost`.
 fn split_by_cost(
     module: &Module,
