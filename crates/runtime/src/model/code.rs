@@ -103,7 +103,7 @@ pub(crate) struct StepTiles<'a> {
     /// Per rearrangement, the tiles taking part.
     pub rearranges: &'a [TakingPart],
     /// Per `Copy` (source, destination), the tiles taking part.
-    pub copies: &'a HashMap<(TensorId, TensorId), TakingPart>,
+    pub copies: HashMap<(TensorId, TensorId), &'a TakingPart>,
 }
 
 /// The code each tile holds (indexed `ipu * tiles_per_ipu + tile`); none when the target
@@ -169,7 +169,11 @@ fn step_tiles(
     match q {
         Program::Execute(cs) => steps.compute_sets[cs.0 as usize].clone(),
         Program::Rearrange(r) => steps.rearranges[r.0 as usize].clone(),
-        Program::Copy { src, dst } => steps.copies.get(&(*src, *dst)).cloned().unwrap_or_default(),
+        Program::Copy { src, dst } => steps
+            .copies
+            .get(&(*src, *dst))
+            .map(|&t| t.clone())
+            .unwrap_or_default(),
         Program::StreamCopy { tensor, .. } => {
             let t = &exe.tensors[tensor.0 as usize];
             let mut tiles: Vec<u32> = t

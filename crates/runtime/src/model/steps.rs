@@ -172,17 +172,13 @@ impl StepCosts {
             .iter()
             .map(|r| reach_of(exe, r.sources.iter().copied().chain([r.dst])))
             .collect();
-        let copy_tiles: HashMap<(TensorId, TensorId), TakingPart> = copies
-            .iter()
-            .map(|(k, c)| (*k, c.taking_part.clone()))
-            .collect();
         let step_tiles = StepTiles {
             compute_sets: compute_sets
                 .iter()
                 .map(|c| c.tile_cycles.iter().map(|&(t, _)| t as u32).collect())
                 .collect(),
             rearranges: &rearrange_tiles,
-            copies: &copy_tiles,
+            copies: copies.iter().map(|(k, c)| (*k, &c.taking_part)).collect(),
         };
         let code = code::code_memory(exe, &step_tiles);
         let tile_memory = layout::tile_memory(exe, &code);
