@@ -239,7 +239,7 @@ impl Lowerer<'_> {
         let params: Vec<Value> = args
             .iter()
             .enumerate()
-            .map(|(i, a)| self.function_input(a, &format!("{name}.arg{i}")))
+            .map(|(i, a)| self.fresh_like(a, &format!("{name}.arg{i}"), self.step))
             .collect();
         for (a, p) in args.iter().zip(&params) {
             self.write_back(a, p);
@@ -260,35 +260,6 @@ impl Lowerer<'_> {
         self.shared_functions.insert(key, f.clone());
         self.emit(Program::Call(f.function));
         Ok(self.copy_out(&f, &name, true))
-    }
-
-    /// A shared function's input for argument `a`: laid out as `a` is (the seed's
-    /// `keep_input_layouts`), unless `a` sits on fewer tiles than an even spread would
-    /// use (a slice of a stacked weight, say), when it is spread evenly: every call's
-    /// argument is copied into it, and a crowded input would crowd its tiles for all of
-    /// them.
-    fn function_input(&mut self, a: &Value, name: &str) -> Value {
-        match a {
-            Value::Array(arr) => {
-                let pieces = self.mapping(arr.tensor).to_vec();
-                let mut on: Vec<usize> = pieces.iter().map(|p| p.tile).collect();
-                on.sort_unstable();
-                on.dedup();
-                let even = self.linear_pieces(arr.elements());
-                let spread = even.iter().filter(|p| p.len > 0).count();
-                let pieces = if 2 * on.len() < spread { even } else { pieces };
-                let c = self.arr_mapped(name, &arr.shape, pieces);
-                Value::Array(c)
-            }
-            Value::Tuple(items) => Value::Tuple(
-                items
-                    .iter()
-                    .enumerate()
-                    .map(|(i, x)| self.function_input(x, &format!("{name}.{i}")))
-                    .collect(),
-            ),
-            Value::Token => Value::Token,
-        }
     }
 
     /// A later call of a shared function (see [`Lowerer::shared_call`]).
