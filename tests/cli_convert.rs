@@ -1086,3 +1086,55 @@ fn batch_size_lets_run_take_a_flat_batch_of_micro_batches() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The bench MLP's RMSprop training step with `--precision-mode FP16`: the converter writes
+/// the module stored beside XLA's results for it, and the IPU Model runs it within the
+/// corpus's f16 tolerance class ("deep") of XLA running the same f16 program, with a lower
+/// peak tile memory than the f32 module's. (Against the f32 reference even XLA's f16 run
+/// misses: see `fixtures/convert/bench_mlp_fp16/README.md`.)
+#[test]
+fn the_bench_mlp_training_step_in_fp16_matches_xla_running_the_same_program() {
+    let dir = PathBuf::from(fixture("convert/bench_mlp_fp16"));
+    let source = PathBuf::from(fixture("conformance/bench_mlp_train_b256/module.hlo"));
+    let written = scratch("bench_mlp_fp16.hlo");
+    let out = convert_to(&source, &written, &["--precision-mode", "FP16"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("102 in state updates"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&written).unwrap(),
+        std::fs::read_to_string(dir.join("module.fp16.hlo")).unwrap(),
+        "the FP16 conversion changed: regenerate XLA's results as {}/README.md says",
+        dir.display()
+    );
+    let half = parse(&written);
+    let full = parse(&source);
+    let inputs: Vec<xla_ir::Literal> = (0..14)
+        .map(|k| xla_ir::Literal::Array(read_npy(&dir.join(format!("inputs/{k}.npy"))).unwrap()))
+        .collect();
+    let config = ipuxla::compiler::IpuConfig::default();
+    let half_run = ipuxla::device::run_on_ipu_model(&half, &config, &inputs).unwrap();
+    let full_run = ipuxla::device::run_on_ipu_model(&full, &config, &inputs).unwrap();
+    let class = f16_class("deep");
+    for (k, got) in half_run.outputs.iter().enumerate() {
+        let want = read_npy(&dir.join(format!("xla_outputs/{k}.npy"))).unwrap();
+        let xla_ir::literal::ArrayData::F32(values) = &want.data else {
+            panic!("output {k}: XLA's result is f32, as the module's");
+        };
+        let rms = (values.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>() / values.len() as f64)
+            .sqrt();
+        let spec = serde_json::json!({"rtol": class, "atol": class * rms});
+        ipuxla::corpus::compare_output(got, &want, &spec)
+            .unwrap_or_else(|e| panic!("output {k} in FP16 against XLA's f16 run: {e}"));
+    }
+    let peak = |r: &ipuxla::device::DeviceRun| r.profile.peak_tile().map_or(0, |t| t.bytes_used);
+    assert!(
+        peak(&half_run) < peak(&full_run),
+        "FP16 peak {} vs FP32 {}",
+        peak(&half_run),
+        peak(&full_run)
+    );
+}

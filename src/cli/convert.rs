@@ -34,7 +34,9 @@ pub struct ConvertArgs {
     pub overwrite: bool,
     /// FP16 converts the model to compute in f16, FP32 (the default) keeps it. Parameters
     /// and results keep their types; ops tied to f32 bits (bitcast-convert,
-    /// reduce-precision, custom calls, feeds) stay f32.
+    /// reduce-precision, custom calls, feeds) stay f32, and so do state updates: a result
+    /// computed element-wise from a parameter of its shape (a weight or optimiser-state
+    /// update) keeps that element-wise expression f32, as mixed-precision training does.
     #[arg(long, value_enum, ignore_case = true, value_name = "MODE")]
     pub precision_mode: Option<PrecisionMode>,
     /// With --precision-mode FP16: instructions whose name or metadata op_name a regex
@@ -304,10 +306,11 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
     if options.precision_mode == Some(PrecisionMode::Fp16) {
         let matches = |instr: &Instruction| matches_any(&excluded, instr);
         let kept = count(&module, &matches);
+        let state = compiler::convert::state_updates(module.entry_computation()).len();
         module = compiler::convert::to_fp16(&module, &matches)
             .map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
         report.push(format!(
-            "{} instruction(s) compute in f16, {kept} kept f32 by the excluded-nodes regexes",
+            "{} instruction(s) compute in f16, {kept} kept f32 by the excluded-nodes regexes, {state} in state updates",
             f16_count(&module)
         ));
     }

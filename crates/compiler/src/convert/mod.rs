@@ -5,4 +5,4 @@ pub mod gelu;
 pub mod precision;
 
 pub use gelu::{GeluRule, replace_gelu};
-pub use precision::{PrecisionError, to_fp16};
+pub use precision::{PrecisionError, state_updates, to_fp16};

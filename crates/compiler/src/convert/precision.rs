@@ -1,13 +1,15 @@
 //! `--precision-mode FP16`: f32 compute becomes f16. The entry computation's parameters and
 //! results keep their types (converts at the edges); instructions the caller excludes stay
 //! f32 with converts around them; so do the ops whose meaning is tied to f32 (bit casts,
-//! `reduce-precision`, custom calls, feeds, foreign ops). Computations called by converted
+//! `reduce-precision`, custom calls, feeds, foreign ops) and the entry's state updates
+//! (weights and optimiser state, kept f32 as mixed-precision training keeps them). Computations called by converted
 //! instructions are converted whole; one called by both kinds is an error naming it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use xla_ir::literal::{ArrayData, ArrayLiteral};
 use xla_ir::{
-    CompId, Computation, ElementType, InstrId, Instruction, Literal, Module, Op, Shape, verify,
+    BinaryOp, CompId, Computation, ElementType, InstrId, Instruction, Literal, Module, Op, Shape,
+    UnaryOp, verify,
 };
 
 /// Why the conversion could not be made.
@@ -124,10 +126,16 @@ fn convert_computation(
     is_entry: bool,
     excluded: &dyn Fn(&Instruction) -> bool,
 ) -> Computation {
-    let keep = |instr: &Instruction| {
+    let state = if is_entry {
+        state_updates(comp)
+    } else {
+        HashSet::new()
+    };
+    let keep = |id: InstrId, instr: &Instruction| {
         excluded(instr)
             || tied_to_f32(&instr.op)
             || (is_entry && matches!(instr.op, Op::Parameter { .. }))
+            || state.contains(&id)
     };
     let mut b = Rebuilder {
         out: Computation::new(comp.name.clone()),
@@ -163,7 +171,7 @@ fn convert_computation(
             b.map.insert(id, nid);
             continue;
         }
-        let kept = keep(instr);
+        let kept = keep(id, instr);
         let want = |shape: &Shape| if kept { shape.clone() } else { halved(shape) };
         let operands: Vec<InstrId> = instr
             .operands
@@ -199,6 +207,113 @@ fn convert_computation(
         root
     };
     b.out
+}
+
+/// The entry's state updates, which stay f32 as mixed-precision training keeps weights and
+/// optimiser state in f32: for every result that is an update of a parameter of its own
+/// shape — the parameter reached from the result through additions, subtractions,
+/// negations, converts and multiplications by one number (`w - lr * g / (sqrt(v) + eps)`,
+/// `rho * v + (1 - rho) * g * g`) — the element-wise instructions of the result's
+/// expression, up to the first op that is not element-wise (the gradient's dot or
+/// reduction, which computes in f16 and is converted). In f16 such updates lose what makes
+/// them: an update below half an ulp of the weight vanishes, and the squares of small
+/// gradients fall below f16's normal range (6.1e-5). (A residual output `x + f(x)` of an
+/// inference model counts too: its last element-wise ops stay f32; a residual stream
+/// through layer norms does not.)
+pub fn state_updates(comp: &Computation) -> HashSet<InstrId> {
+    let root = comp.root_instr();
+    let results: Vec<InstrId> = if matches!(root.op, Op::Tuple) {
+        root.operands.to_vec()
+    } else {
+        vec![comp.root]
+    };
+    let mut kept = HashSet::new();
+    for result in results {
+        let Some(dims) = comp.instr(result).shape.as_array().map(|a| a.dims.clone()) else {
+            continue;
+        };
+        // The element-wise expression that computes the result, and whether a parameter of
+        // the result's dimensions feeds it.
+        if !updates_a_parameter(comp, result, &dims) {
+            continue;
+        }
+        let mut cone = Vec::new();
+        let mut seen = HashSet::new();
+        let mut stack = vec![result];
+        while let Some(id) = stack.pop() {
+            if !seen.insert(id) {
+                continue;
+            }
+            let instr = comp.instr(id);
+            match instr.op {
+                Op::Unary(_)
+                | Op::Binary(_)
+                | Op::Select
+                | Op::Clamp
+                | Op::Convert
+                | Op::Broadcast { .. }
+                | Op::Constant { .. } => {
+                    cone.push(id);
+                    stack.extend(instr.operands.iter().copied());
+                }
+                _ => {}
+            }
+        }
+        kept.extend(cone);
+    }
+    kept
+}
+
+/// Whether `result` is a parameter of dimensions `dims` plus or minus other values, or
+/// scaled by one number: a parameter reached through `add`, `subtract`, `negate`,
+/// `convert` and `multiply` by a scalar factor.
+fn updates_a_parameter(comp: &Computation, result: InstrId, dims: &[i64]) -> bool {
+    let mut seen = HashSet::new();
+    let mut stack = vec![result];
+    while let Some(id) = stack.pop() {
+        if !seen.insert(id) {
+            continue;
+        }
+        let instr = comp.instr(id);
+        match instr.op {
+            Op::Parameter { .. } if instr.shape.as_array().is_some_and(|a| a.dims[..] == *dims) => {
+                return true;
+            }
+            Op::Binary(BinaryOp::Add | BinaryOp::Subtract)
+            | Op::Unary(UnaryOp::Negate)
+            | Op::Convert => stack.extend(instr.operands.iter().copied()),
+            Op::Binary(BinaryOp::Multiply) => {
+                let [a, b] = instr.operands[..] else { continue };
+                if is_scalar_factor(comp, b) {
+                    stack.push(a);
+                }
+                if is_scalar_factor(comp, a) {
+                    stack.push(b);
+                }
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
+/// Whether `id` is one number for every element: a constant, or a broadcast scalar (a decay
+/// rate such as `rho`, constant or a parameter). A data-dependent factor (a normalisation's
+/// `rsqrt(var)`, a layer's scale) ends the search, so a residual stream through layer norms
+/// is not an update.
+fn is_scalar_factor(comp: &Computation, id: InstrId) -> bool {
+    let instr = comp.instr(id);
+    match instr.op {
+        Op::Constant { .. } => true,
+        Op::Broadcast { .. } | Op::Convert => instr.operands.first().is_some_and(|&o| {
+            comp.instr(o)
+                .shape
+                .as_array()
+                .is_some_and(|a| a.dims.is_empty())
+                || is_scalar_factor(comp, o)
+        }),
+        _ => false,
+    }
 }
 
 /// The computation being rebuilt, with the old-to-new map and converts made so far.
@@ -304,6 +419,38 @@ mod tests {
         )
         .unwrap();
         assert_eq!(before.shape().to_string(), after.shape().to_string());
+    }
+
+    #[test]
+    fn state_updates_stay_f32_and_the_gradient_computes_in_f16() {
+        let m = parse(
+            "HloModule m\n\nENTRY e {\n  w = f32[4,4] parameter(0)\n  v = f32[4,4] parameter(1)\n  x = f32[4,4] parameter(2)\n  g = f32[4,4] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n  rho = f32[] constant(0.9)\n  r = f32[4,4] broadcast(rho), dimensions={}\n  kept = f32[4,4] multiply(v, r)\n  gg = f32[4,4] multiply(g, g)\n  v2 = f32[4,4] add(kept, gg)\n  lr = f32[] constant(0.001)\n  l = f32[4,4] broadcast(lr), dimensions={}\n  step = f32[4,4] multiply(g, l)\n  w2 = f32[4,4] subtract(w, step)\n  t = f32[4,4] tanh(g)\n  ROOT out = (f32[4,4], f32[4,4], f32[4,4]) tuple(w2, v2, t)\n}\n",
+        );
+        let state: Vec<String> = {
+            let c = m.entry_computation();
+            let mut names: Vec<String> = state_updates(c)
+                .into_iter()
+                .map(|id| c.instr(id).name.clone())
+                .collect();
+            names.sort();
+            names
+        };
+        assert_eq!(
+            state,
+            ["gg", "kept", "l", "lr", "r", "rho", "step", "v2", "w2"],
+            "the updates of w and v, not tanh(g), which no parameter of its shape feeds"
+        );
+        let text = to_fp16(&m, &|_: &Instruction| false).unwrap().to_string();
+        assert!(
+            text.contains("g = f16[4,4] dot(x.to_f16, w.to_f16)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("gg = f32[4,4] multiply(g.to_f32, g.to_f32)"),
+            "{text}"
+        );
+        assert!(text.contains("w2 = f32[4,4] subtract(w, step)"), "{text}");
+        assert!(text.contains("t = f16[4,4] tanh(g)"), "{text}");
     }
 
     #[test]
