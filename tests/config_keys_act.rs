@@ -245,6 +245,14 @@ const PROBES: &[(&str, &str, &str, &str)] = &[
         r#"{"auto_select_ipus": 2, "device_loop": {"iterations_per_loop": 3}}"#,
         r#"{"auto_select_ipus": 2, "device_loop": {"iterations_per_loop": 3}, "pipelining": {"pipeline_schedule": "Sequential"}}"#,
     ),
+    // A mode says how a training pipeline recomputes, so without allow_recompute it is
+    // refused; with it, tests/training_pipeline.rs shows each mode's memory and cycles.
+    (
+        "pipelining.recomputation_mode",
+        "pipeline/two_stages.hlo",
+        r#"{"auto_select_ipus": 2, "device_loop": {"iterations_per_loop": 3}}"#,
+        r#"{"auto_select_ipus": 2, "device_loop": {"iterations_per_loop": 3}, "pipelining": {"recomputation_mode": "RecomputeThenBackpropagate"}}"#,
+    ),
     (
         "pipelining.device_mapping",
         "pipeline/two_stages.hlo",

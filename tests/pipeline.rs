@@ -119,6 +119,7 @@ fn schedules_and_device_mappings_keep_the_outputs() {
         pipelining: compiler::config::PipeliningConfig {
             pipeline_schedule: schedule.into(),
             device_mapping: mapping,
+            ..Default::default()
         },
         ..Default::default()
     };

@@ -59,6 +59,19 @@ pub enum PipelineScheduleArg {
     Sequential,
 }
 
+/// How a training pipeline recomputes, as the seed names the modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RecomputationModeArg {
+    /// RecomputeThenBackpropagate for Grouped and Interleaved, the other for Sequential.
+    Auto,
+    /// Recompute a stage's saved values, then run its backward pass.
+    #[value(name = "RecomputeThenBackpropagate")]
+    RecomputeThenBackpropagate,
+    /// Recompute and backpropagate as one computation (lower liveness).
+    #[value(name = "RecomputeAndBackpropagateInterleaved")]
+    RecomputeAndBackpropagateInterleaved,
+}
+
 /// Arguments of `ipuxla run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -154,6 +167,15 @@ pub struct RunArgs {
     /// default: stage K on IPU K).
     #[arg(long, value_delimiter = ',', value_name = "IPU,IPU,...")]
     pub device_mapping: Option<Vec<usize>>,
+    /// Recompute instead of keeping (`allow_recompute`): cheap forward values the backward
+    /// pass reads late are computed again; with --optimizer, every pipeline stage but the
+    /// last stashes its inputs and recomputes its forward pass for its backward pass.
+    #[arg(long)]
+    pub allow_recompute: bool,
+    /// With --optimizer and --allow-recompute: how stages recompute
+    /// (`pipelining.recomputation_mode`; default Auto).
+    #[arg(long, value_enum, ignore_case = true, value_name = "MODE")]
+    pub recomputation_mode: Option<RecomputationModeArg>,
     /// Train the module as a training pipeline: FILE is a loss module, `(weights...,
     /// micro-batch inputs...) -> loss` (a float scalar). A parameter given once (its own
     /// shape) is a weight; one given per micro-batch (a leading dimension of --iterations)
@@ -231,6 +253,19 @@ fn config_of(args: &RunArgs) -> anyhow::Result<compiler::IpuConfig> {
     }
     if let Some(m) = &args.device_mapping {
         c.pipelining.device_mapping = m.clone();
+    }
+    if args.allow_recompute {
+        c.allow_recompute = true;
+    }
+    if let Some(m) = args.recomputation_mode {
+        c.pipelining.recomputation_mode = match m {
+            RecomputationModeArg::Auto => "Auto",
+            RecomputationModeArg::RecomputeThenBackpropagate => "RecomputeThenBackpropagate",
+            RecomputationModeArg::RecomputeAndBackpropagateInterleaved => {
+                "RecomputeAndBackpropagateInterleaved"
+            }
+        }
+        .into();
     }
     if let Some(n) = args.iterations {
         c.device_loop.iterations_per_loop = Some(n);
@@ -625,6 +660,7 @@ fn run_training(
     )
     .map_err(|e| anyhow!("{file}: {e:#}"))?;
     tp.pipeline.schedule = config.pipelining.schedule()?;
+    tp.pipeline.recomputation_mode = config.pipelining.recomputation_mode()?;
     tp.pipeline.device_mapping = config.pipelining.device_mapping.clone();
     let weights: Vec<Literal> = tp.weights.iter().map(|&p| inputs[p].clone()).collect();
     let batches: Vec<Literal> = tp.data.iter().map(|&p| inputs[p].clone()).collect();
@@ -638,6 +674,10 @@ fn run_training(
                 &batches,
             )
             .map_err(|e| anyhow!("{file}: {e:#}"))?;
+            crate::progress::finish();
+            for w in &run.warnings {
+                eprintln!("warning: {w}");
+            }
             (std::mem::take(&mut run.outputs), Some(run))
         }
         Engine::Reference => (

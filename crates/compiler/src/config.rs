@@ -94,6 +94,9 @@ pub struct PipeliningConfig {
     pub pipeline_schedule: String,
     /// `device_mapping`: the IPU of each stage (empty, the default: stage K on IPU K).
     pub device_mapping: Vec<usize>,
+    /// `recomputation_mode` (with `allow_recompute`, training pipelines): "Auto" (the
+    /// default), "RecomputeThenBackpropagate" or "RecomputeAndBackpropagateInterleaved".
+    pub recomputation_mode: String,
 }
 
 impl Default for PipeliningConfig {
@@ -101,6 +104,62 @@ impl Default for PipeliningConfig {
         PipeliningConfig {
             pipeline_schedule: "Grouped".into(),
             device_mapping: Vec::new(),
+            recomputation_mode: "Auto".into(),
+        }
+    }
+}
+
+/// How a training pipeline recomputes its stages' forward passes when `allow_recompute`
+/// is on (the seed's `pipeline(recomputation_mode=...)`): every stage but the last stashes
+/// its inputs instead of the values its backward pass reads, and recomputes those.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RecomputationMode {
+    /// The seed's default: RecomputeThenBackpropagate for Grouped and Interleaved
+    /// schedules, RecomputeAndBackpropagateInterleaved for Sequential.
+    #[default]
+    Auto,
+    /// Recompute all of the stage's saved values, then run its backward pass (Grouped and
+    /// Interleaved schedules).
+    RecomputeThenBackpropagate,
+    /// Recompute and backpropagate as one computation, scheduled together so values die
+    /// as soon as the backward pass has read them: lower liveness (Grouped and Sequential
+    /// schedules).
+    RecomputeAndBackpropagateInterleaved,
+}
+
+impl RecomputationMode {
+    /// The mode named `name` (case-insensitive).
+    pub fn parse(name: &str) -> Result<RecomputationMode, CompileError> {
+        match name.to_ascii_lowercase().as_str() {
+            "auto" => Ok(RecomputationMode::Auto),
+            "recomputethenbackpropagate" => Ok(RecomputationMode::RecomputeThenBackpropagate),
+            "recomputeandbackpropagateinterleaved" => {
+                Ok(RecomputationMode::RecomputeAndBackpropagateInterleaved)
+            }
+            _ => Err(CompileError::Config(format!(
+                "pipelining.recomputation_mode is '{name}'; it must be Auto, RecomputeThenBackpropagate or RecomputeAndBackpropagateInterleaved"
+            ))),
+        }
+    }
+
+    /// The mode used with `schedule`: Auto resolved as the seed does; a pair the seed does
+    /// not support is an error.
+    pub fn for_schedule(
+        self,
+        schedule: PipelineSchedule,
+    ) -> Result<RecomputationMode, CompileError> {
+        use PipelineSchedule::*;
+        use RecomputationMode::*;
+        match (self, schedule) {
+            (Auto, Grouped | Interleaved) => Ok(RecomputeThenBackpropagate),
+            (Auto, Sequential) => Ok(RecomputeAndBackpropagateInterleaved),
+            (RecomputeThenBackpropagate, Sequential) => Err(CompileError::Pipeline(
+                "RecomputeThenBackpropagate is not supported with the Sequential schedule (the seed supports it with Grouped and Interleaved); use RecomputeAndBackpropagateInterleaved or Auto".into(),
+            )),
+            (RecomputeAndBackpropagateInterleaved, Interleaved) => Err(CompileError::Pipeline(
+                "RecomputeAndBackpropagateInterleaved is not supported with the Interleaved schedule (the seed supports it with Grouped and Sequential); use RecomputeThenBackpropagate or Auto".into(),
+            )),
+            (mode, _) => Ok(mode),
         }
     }
 }
@@ -138,6 +197,11 @@ impl PipeliningConfig {
     /// The schedule, checked.
     pub fn schedule(&self) -> Result<PipelineSchedule, CompileError> {
         PipelineSchedule::parse(&self.pipeline_schedule)
+    }
+
+    /// The recomputation mode, checked.
+    pub fn recomputation_mode(&self) -> Result<RecomputationMode, CompileError> {
+        RecomputationMode::parse(&self.recomputation_mode)
     }
 }
 
@@ -505,6 +569,13 @@ impl IpuConfig {
         }
         self.device_loop.keeps_last_only()?;
         self.pipelining.schedule()?;
+        if self.pipelining.recomputation_mode()? != RecomputationMode::Auto && !self.allow_recompute
+        {
+            return Err(CompileError::Config(format!(
+                "pipelining.recomputation_mode is {} but allow_recompute is false: the mode says how a pipeline recomputes, so it needs allow_recompute true",
+                self.pipelining.recomputation_mode
+            )));
+        }
         let standard = runtime::Target::of(self.version()?).tiles_per_ipu;
         if self.ipu_model.tiles_per_ipu > standard {
             return Err(CompileError::Config(format!(

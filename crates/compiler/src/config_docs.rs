@@ -159,6 +159,11 @@ pub const OPTIONS: &[OptionDoc] = &[
         description: "Grouped, Interleaved or Sequential.",
     },
     OptionDoc {
+        key: "pipelining.recomputation_mode",
+        kind: "RecomputationMode",
+        description: "With allow_recompute, how a training pipeline's stages recompute their forward passes: Auto (RecomputeThenBackpropagate for Grouped and Interleaved, RecomputeAndBackpropagateInterleaved for Sequential), RecomputeThenBackpropagate or RecomputeAndBackpropagateInterleaved. Without allow_recompute a mode other than Auto is an error.",
+    },
+    OptionDoc {
         key: "pipelining.device_mapping",
         kind: "list[int]",
         description: "The IPU of each pipeline stage (empty: stage K on IPU K).",

@@ -26,8 +26,8 @@
 //! Accumulated gradients are sums over the micro-batches of a pipeline run (a loss summed
 //! over the batch gives the accumulated batch's gradient).
 
-use crate::config::PipelineSchedule;
-use crate::{CompileError, IpuConfig};
+use crate::config::{PipelineSchedule, RecomputationMode};
+use crate::{CompileError, IpuConfig, recompute};
 use xla_ir::builder::{BuildError, ComputationBuilder, ModuleBuilder};
 use xla_ir::ids::InstrId;
 use xla_ir::{ArrayShape, Module, Shape};
@@ -82,6 +82,9 @@ pub struct TrainingPipeline {
     /// The IPU of each stage (empty: stage K on IPU K). Stages that share an IPU (the
     /// seed's `[0, 1, 1, 0]`) run one after another within each step.
     pub device_mapping: Vec<usize>,
+    /// How stages recompute their forward passes when the config's `allow_recompute` is
+    /// on (default Auto); a mode other than Auto without it is an error.
+    pub recomputation_mode: RecomputationMode,
 }
 
 impl TrainingPipeline {
@@ -99,6 +102,7 @@ impl TrainingPipeline {
             repeat_count: 1,
             schedule: PipelineSchedule::Grouped,
             device_mapping: Vec::new(),
+            recomputation_mode: RecomputationMode::Auto,
         }
     }
 
@@ -502,19 +506,126 @@ pub fn compile_training_pipeline(
 ) -> Result<crate::Compiled, CompileError> {
     let shapes = pipeline.check()?;
     let updates = pipeline.update_modules(&shapes)?;
+    let mode = recomputation(pipeline, config)?;
+    // Every stage keeps the forward values its backward pass reads (a stage whose backward
+    // pass runs its forward pass again is turned into one that stashes them): what the
+    // IPU does without recomputation, and where recomputation starts from.
+    let mut stashing = pipeline.clone();
+    for stage in &mut stashing.stages {
+        let form = recompute::stash::stashing_form(
+            &stage.forward,
+            &stage.backward,
+            stage.weights,
+            stage.saved,
+        );
+        stage.forward = form.forward;
+        stage.backward = form.backward;
+        stage.saved = form.saved;
+    }
+    let pipeline = &stashing;
+    let shapes = pipeline.check().map_err(|e| {
+        error(format!(
+            "the stages' stashing form does not check (a bug in ipuxla): {e}"
+        ))
+    })?;
     let options = crate::PassOptions::default();
     let optimised = |m: &Module| -> Result<Module, CompileError> {
         Ok(crate::optimise(m, config, &options)?.0)
     };
     let mut modules = Vec::new();
+    let mut notes = Vec::new();
+    let last = pipeline.stages.len() - 1;
     for (s, (stage, sh)) in pipeline.stages.iter().zip(&shapes).enumerate() {
+        // Every stage but the last recomputes (the last runs its backward pass right
+        // after its forward pass: nothing waits in its stash), unless its forward pass
+        // has an op that must not run twice.
+        let stateful = recompute::pipeline::stateful_op(&stage.forward);
+        let recomputed = match (mode, s == last, &stateful) {
+            (Some(mode), false, None) => Some(mode),
+            (Some(_), false, Some(op)) => {
+                notes.push(format!(
+                    "stage {s} is not recomputed: its forward pass has {op}, which must not run twice; it stashes its saved values"
+                ));
+                None
+            }
+            _ => None,
+        };
+        let (backward, recompute) = match recomputed {
+            None => (optimised(&stage.backward)?, None),
+            Some(RecomputationMode::RecomputeAndBackpropagateInterleaved) => {
+                if let Some(name) = checkpoint(&stage.forward) {
+                    return Err(stage_error(
+                        s,
+                        "forward",
+                        format!(
+                            "{name} is a recomputation checkpoint; checkpoints inside a stage are not supported with RecomputeAndBackpropagateInterleaved yet (the stage recomputes everything from its inputs)"
+                        ),
+                    ));
+                }
+                let both = recompute::pipeline::recompute_and_backward(
+                    &stage.forward,
+                    &stage.backward,
+                    stage.weights,
+                    stage.saved,
+                );
+                (optimised(&both)?, None)
+            }
+            Some(_) => (
+                optimised(&stage.backward)?,
+                Some(optimised(&recompute::pipeline::saved_only(
+                    &stage.forward,
+                    stage.saved,
+                ))?),
+            ),
+        };
+        let forward = if recomputed.is_some() {
+            recompute::pipeline::outputs_only(&stage.forward, stage.saved)
+        } else {
+            stage.forward.clone()
+        };
         modules.push(crate::lower::StageModules {
-            forward: optimised(&stage.forward)?,
-            backward: optimised(&stage.backward)?,
+            forward: optimised(&forward)?,
+            backward,
+            recompute,
+            recomputed: recomputed.is_some(),
             update: optimised(&updates[s])?,
             zeros: optimised(&zeros(&format!("stage{s}_zeros"), &sh.weights)?)?,
             accumulate: optimised(&accumulate(&format!("stage{s}_accumulate"), &sh.weights)?)?,
         });
     }
-    crate::lower::lower_training_pipeline(pipeline, &shapes, &modules, config)
+    let mut compiled = crate::lower::lower_training_pipeline(pipeline, &shapes, &modules, config)?;
+    compiled.warnings.extend(notes);
+    Ok(compiled)
+}
+
+/// The recomputation mode the pipeline runs with, resolved for its schedule; `None` when
+/// `allow_recompute` is off (then a mode other than Auto is an error).
+fn recomputation(
+    pipeline: &TrainingPipeline,
+    config: &IpuConfig,
+) -> Result<Option<RecomputationMode>, CompileError> {
+    if !config.allow_recompute {
+        if pipeline.recomputation_mode != RecomputationMode::Auto {
+            return Err(error(format!(
+                "recomputation_mode is {:?} but allow_recompute is false: the mode says how the pipeline recomputes, so it needs allow_recompute",
+                pipeline.recomputation_mode
+            )));
+        }
+        return Ok(None);
+    }
+    pipeline
+        .recomputation_mode
+        .for_schedule(pipeline.schedule)
+        .map(Some)
+}
+
+/// The first recomputation checkpoint in `module`, by name.
+fn checkpoint(module: &Module) -> Option<String> {
+    module.computations().find_map(|(_, c)| {
+        c.instructions()
+            .find(|(_, i)| {
+                matches!(&i.op, xla_ir::Op::CustomCall { target, .. } if target == xla_ir::call_config::CHECKPOINT_TARGET)
+            })
+            .map(|(_, i)| i.name.clone())
+    })
 }

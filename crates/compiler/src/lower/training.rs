@@ -27,7 +27,14 @@ use xla_ir::Module;
 #[derive(Debug, Clone)]
 pub(crate) struct StageModules {
     pub forward: Module,
+    /// The backward pass: `(weights, saved, gradients)`, or for a stage recomputed with
+    /// RecomputeAndBackpropagateInterleaved `(weights, inputs, gradients)`.
     pub backward: Module,
+    /// RecomputeThenBackpropagate: `(weights, inputs) -> (saved...)`, run before the
+    /// backward pass.
+    pub recompute: Option<Module>,
+    /// Whether the stage stashes its inputs (and recomputes) rather than its saved values.
+    pub recomputed: bool,
     pub update: Module,
     pub zeros: Module,
     pub accumulate: Module,
@@ -37,14 +44,18 @@ pub(crate) struct StageModules {
 struct Stage {
     ipu: usize,
     forward: FunctionId,
+    /// RecomputeThenBackpropagate: the saved values from the stashed inputs, called
+    /// before `backward`.
+    recompute: Option<FunctionId>,
     backward: FunctionId,
     zero: FunctionId,
     update: FunctionId,
     /// The forward pass's results handed to the next stage, and that stage's buffers.
     outputs: Vec<Arr>,
     inputs: Vec<Arr>,
-    /// The forward pass's saved results, and the stash: `[slot][value]`.
-    saved: Vec<Arr>,
+    /// What the stash keeps after a forward pass (the saved results, or a recomputed
+    /// stage's inputs), and the stash: `[slot][value]`.
+    stashed: Vec<Arr>,
     stash: Vec<Vec<Arr>>,
     /// The backward pass's input gradients (handed to the stage before), and the buffers
     /// the next stage's backward pass fills.
@@ -163,9 +174,14 @@ impl<'m> Lowerer<'m> {
                 "output_gradient",
                 &sh.outputs[..differentiated],
             ));
+            let kept = if modules[s].recomputed {
+                &sh.inputs
+            } else {
+                &sh.saved
+            };
             stashes.push(
                 (0..depths[s])
-                    .map(|slot| new_arrs(self, s, &format!("stash{slot}."), &sh.saved))
+                    .map(|slot| new_arrs(self, s, &format!("stash{slot}."), kept))
                     .collect(),
             );
         }
@@ -177,6 +193,7 @@ impl<'m> Lowerer<'m> {
             // from the host, the last stage writes its outputs to the host.
             self.begin();
             let mut args = values(&weights[s]);
+            let mut stage_inputs: Vec<Arr> = input_buffers[s].clone();
             if s == 0 {
                 for (k, shape) in shapes[0].inputs.iter().enumerate() {
                     let first = host_in.len();
@@ -188,6 +205,7 @@ impl<'m> Lowerer<'m> {
                         b.per_iteration = true;
                     }
                     persistent.extend(v.leaves().iter().map(|a| a.tensor));
+                    stage_inputs.extend(v.leaves());
                     args.extend(arrays(&v));
                 }
             } else {
@@ -196,7 +214,13 @@ impl<'m> Lowerer<'m> {
             let taken = tensors_of(&args);
             let result = self.lower_on(ipu, &mods.forward, args)?;
             let leaves = result.leaves();
-            let (outs, saved) = leaves.split_at(leaves.len() - shapes[s].saved.len());
+            // A recomputed stage's forward pass returns its outputs only.
+            let saved_count = if mods.recomputed {
+                0
+            } else {
+                shapes[s].saved.len()
+            };
+            let (outs, saved) = leaves.split_at(leaves.len() - saved_count);
             let outs = self.owned(ipu, outs, &taken);
             if s + 1 == n {
                 for (j, leaf) in outs.iter().enumerate() {
@@ -207,16 +231,36 @@ impl<'m> Lowerer<'m> {
             }
             let body = self.end();
             let forward = self.b.function(body);
+            let slot0 = stashes[s]
+                .first()
+                .map(|slot| values(slot))
+                .unwrap_or_default();
+            // RecomputeThenBackpropagate: (weights, stashed inputs) -> saved values, which
+            // the backward pass then reads.
+            let mut recomputed_saved = Vec::new();
+            let recompute = match &mods.recompute {
+                Some(module) => {
+                    self.begin();
+                    let mut args = values(&weights[s]);
+                    args.extend(slot0.iter().cloned());
+                    let taken = tensors_of(&args);
+                    let leaves = self.lower_on(ipu, module, args)?.leaves();
+                    recomputed_saved = self.owned(ipu, &leaves, &taken);
+                    let body = self.end();
+                    Some(self.b.function(body))
+                }
+                None => None,
+            };
             // Backward: (weights, saved, output gradients) -> (input gradients, weight
-            // gradients), the latter added into the accumulators.
+            // gradients), the latter added into the accumulators. (Interleaved
+            // recomputation: the saved values are recomputed inside, from the inputs.)
             self.begin();
             let mut args = values(&weights[s]);
-            args.extend(
-                stashes[s]
-                    .first()
-                    .map(|slot| values(slot))
-                    .unwrap_or_default(),
-            );
+            if recompute.is_some() {
+                args.extend(values(&recomputed_saved));
+            } else {
+                args.extend(slot0);
+            }
             args.extend(values(&gradient_buffers[s]));
             let taken = tensors_of(&args);
             let grads = self.lower_on(ipu, &mods.backward, args)?.leaves();
@@ -246,18 +290,24 @@ impl<'m> Lowerer<'m> {
             persistent.extend(
                 outs.iter()
                     .chain(saved)
+                    .chain(&recomputed_saved)
                     .chain(&input_gradients)
                     .map(|a| a.tensor),
             );
             stages.push(Stage {
                 ipu,
                 forward,
+                recompute,
                 backward,
                 zero,
                 update,
                 outputs: outs,
                 inputs: input_buffers[s].clone(),
-                saved: saved.to_vec(),
+                stashed: if mods.recomputed {
+                    stage_inputs
+                } else {
+                    saved.to_vec()
+                },
                 stash: stashes[s].clone(),
                 input_gradients,
                 gradients: gradient_buffers[s].clone(),
@@ -401,7 +451,7 @@ impl<'m> Lowerer<'m> {
             let mut held = w.stashed;
             if w.forward.is_some() {
                 seq.push(Program::Call(st.forward));
-                for (src, dst) in st.saved.iter().zip(&st.stash[held]) {
+                for (src, dst) in st.stashed.iter().zip(&st.stash[held]) {
                     seq.push(self.copy(src, dst));
                 }
                 held += 1;
@@ -412,6 +462,9 @@ impl<'m> Lowerer<'m> {
                 }
             }
             if w.backward.is_some() {
+                if let Some(recompute) = st.recompute {
+                    seq.push(Program::Call(recompute));
+                }
                 seq.push(Program::Call(st.backward));
                 for k in 0..held - 1 {
                     for (src, dst) in st.stash[k + 1].iter().zip(&st.stash[k]) {

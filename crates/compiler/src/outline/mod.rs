@@ -14,7 +14,7 @@
 
 pub(crate) mod regions;
 mod rewrite;
-mod signature;
+pub(crate) mod signature;
 
 pub(crate) use signature::computation_has_effects;
 pub use xla_ir::call_config::{FUNCTION_CALL_CONFIG, is_function_call};

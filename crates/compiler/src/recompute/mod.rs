@@ -15,6 +15,8 @@
 pub mod exact;
 pub mod greedy;
 pub mod moves;
+pub mod pipeline;
+pub mod stash;
 
 use crate::schedule::{Graph, live_bytes};
 use std::collections::HashMap;
