@@ -153,6 +153,46 @@ impl Module {
         self.entry = new_id[self.entry.index()];
     }
 
+    /// Copies computation `id` of `src`, and every computation it calls, into this module,
+    /// each under a name not taken here yet (`NAME.1`, ...); `done` maps what was copied
+    /// already (pass the same map to share callees between copies). Returns the copy's id.
+    pub fn import_computation(
+        &mut self,
+        src: &Module,
+        id: CompId,
+        done: &mut std::collections::HashMap<CompId, CompId>,
+    ) -> CompId {
+        if let Some(&c) = done.get(&id) {
+            return c;
+        }
+        let mut comp = src.computation(id).clone();
+        let ids: Vec<InstrId> = comp.order().to_vec();
+        for i in ids {
+            let called: Vec<(CompId, CompId)> = comp
+                .instr(i)
+                .op
+                .called_computations()
+                .into_iter()
+                .map(|c| (c, self.import_computation(src, c, done)))
+                .collect();
+            comp.instr_mut(i).op.map_called_computations(|c| {
+                called
+                    .iter()
+                    .find(|(old, _)| *old == c)
+                    .map_or(c, |(_, new)| *new)
+            });
+        }
+        let base = comp.name.clone();
+        let mut k = 1;
+        while self.find_computation(&comp.name).is_some() {
+            comp.name = format!("{base}.{k}");
+            k += 1;
+        }
+        let new = self.add_computation(comp);
+        done.insert(id, new);
+        new
+    }
+
     /// The id of the computation with this name, if any.
     pub fn find_computation(&self, name: &str) -> Option<CompId> {
         self.computations()

@@ -237,28 +237,27 @@ pub fn state_updates(comp: &Computation) -> HashSet<InstrId> {
         if !updates_a_parameter(comp, result, &dims) {
             continue;
         }
-        let mut cone = Vec::new();
-        let mut seen = HashSet::new();
-        let mut stack = vec![result];
-        while let Some(id) = stack.pop() {
-            if !seen.insert(id) {
-                continue;
-            }
-            let instr = comp.instr(id);
-            match instr.op {
+        let in_expression = |instr: &Instruction| {
+            matches!(
+                instr.op,
                 Op::Unary(_)
-                | Op::Binary(_)
-                | Op::Select
-                | Op::Clamp
-                | Op::Convert
-                | Op::Broadcast { .. }
-                | Op::Constant { .. } => {
-                    cone.push(id);
-                    stack.extend(instr.operands.iter().copied());
-                }
-                _ => {}
+                    | Op::Binary(_)
+                    | Op::Select
+                    | Op::Clamp
+                    | Op::Convert
+                    | Op::Broadcast { .. }
+                    | Op::Constant { .. }
+            )
+        };
+        let cone = reach(comp, result, |instr| {
+            if in_expression(instr) {
+                instr.operands.to_vec()
+            } else {
+                Vec::new()
             }
-        }
+        })
+        .into_iter()
+        .filter(|&id| in_expression(comp.instr(id)));
         kept.extend(cone);
     }
     kept
@@ -268,33 +267,50 @@ pub fn state_updates(comp: &Computation) -> HashSet<InstrId> {
 /// scaled by one number: a parameter reached through `add`, `subtract`, `negate`,
 /// `convert` and `multiply` by a scalar factor.
 fn updates_a_parameter(comp: &Computation, result: InstrId, dims: &[i64]) -> bool {
-    let mut seen = HashSet::new();
-    let mut stack = vec![result];
-    while let Some(id) = stack.pop() {
-        if !seen.insert(id) {
-            continue;
+    reach(comp, result, |instr| match instr.op {
+        Op::Binary(BinaryOp::Add | BinaryOp::Subtract)
+        | Op::Unary(UnaryOp::Negate)
+        | Op::Convert => instr.operands.to_vec(),
+        Op::Binary(BinaryOp::Multiply) => {
+            let [a, b] = instr.operands[..] else {
+                return Vec::new();
+            };
+            let mut next = Vec::new();
+            if is_scalar_factor(comp, b) {
+                next.push(a);
+            }
+            if is_scalar_factor(comp, a) {
+                next.push(b);
+            }
+            next
         }
+        _ => Vec::new(),
+    })
+    .into_iter()
+    .any(|id| {
         let instr = comp.instr(id);
-        match instr.op {
-            Op::Parameter { .. } if instr.shape.as_array().is_some_and(|a| a.dims[..] == *dims) => {
-                return true;
-            }
-            Op::Binary(BinaryOp::Add | BinaryOp::Subtract)
-            | Op::Unary(UnaryOp::Negate)
-            | Op::Convert => stack.extend(instr.operands.iter().copied()),
-            Op::Binary(BinaryOp::Multiply) => {
-                let [a, b] = instr.operands[..] else { continue };
-                if is_scalar_factor(comp, b) {
-                    stack.push(a);
-                }
-                if is_scalar_factor(comp, a) {
-                    stack.push(b);
-                }
-            }
-            _ => {}
+        matches!(instr.op, Op::Parameter { .. })
+            && instr.shape.as_array().is_some_and(|a| a.dims[..] == *dims)
+    })
+}
+
+/// The instructions reached from `start`, each once, where `step` gives the operands to
+/// go on to from an instruction.
+fn reach(
+    comp: &Computation,
+    start: InstrId,
+    mut step: impl FnMut(&Instruction) -> Vec<InstrId>,
+) -> Vec<InstrId> {
+    let mut seen = HashSet::new();
+    let mut order = Vec::new();
+    let mut stack = vec![start];
+    while let Some(id) = stack.pop() {
+        if seen.insert(id) {
+            order.push(id);
+            stack.extend(step(comp.instr(id)));
         }
     }
-    false
+    order
 }
 
 /// Whether `id` is one number for every element: a constant, or a broadcast scalar (a decay

@@ -72,36 +72,6 @@ impl Codelet for EvalCodelet {
     }
 }
 
-/// Copies computation `id` and everything it calls from `src` into `dst`.
-pub(crate) fn copy_computation(
-    src: &Module,
-    id: CompId,
-    dst: &mut Module,
-    done: &mut HashMap<CompId, CompId>,
-) -> CompId {
-    if let Some(&c) = done.get(&id) {
-        return c;
-    }
-    let mut comp = src.computation(id).clone();
-    let ids: Vec<_> = comp.instructions().map(|(i, _)| i).collect();
-    for i in ids {
-        let called = comp.instr(i).op.called_computations();
-        let mapped: Vec<(CompId, CompId)> = called
-            .into_iter()
-            .map(|c| (c, copy_computation(src, c, dst, done)))
-            .collect();
-        comp.instr_mut(i).op.map_called_computations(|c| {
-            mapped
-                .iter()
-                .find(|(from, _)| *from == c)
-                .map_or(c, |(_, to)| *to)
-        });
-    }
-    let new = dst.add_computation(comp);
-    done.insert(id, new);
-    new
-}
-
 /// A module whose entry applies `instr`'s op (or `op` instead) to parameters of
 /// `operand_shapes`, producing `shape` (or the instruction's own).
 pub(crate) fn single_op_module(
@@ -116,7 +86,7 @@ pub(crate) fn single_op_module(
     let called = op.called_computations();
     let mapped: Vec<(CompId, CompId)> = called
         .into_iter()
-        .map(|c| (c, copy_computation(module, c, &mut m, &mut done)))
+        .map(|c| (c, m.import_computation(module, c, &mut done)))
         .collect();
     op.map_called_computations(|c| mapped.iter().find(|(f, _)| *f == c).map_or(c, |(_, t)| *t));
     let mut entry = Computation::new("entry");

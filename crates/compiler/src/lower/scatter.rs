@@ -165,8 +165,7 @@ fn shifted_scatter(
     else {
         unreachable!("called for a scatter")
     };
-    let reducer =
-        super::codelet::copy_computation(module, *to_apply, &mut m, &mut Default::default());
+    let reducer = m.import_computation(module, *to_apply, &mut Default::default());
     let op = Op::Scatter {
         dims: dims.clone(),
         to_apply: reducer,

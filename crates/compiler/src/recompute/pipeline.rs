@@ -169,7 +169,7 @@ fn copy_body(
             .op
             .called_computations()
             .into_iter()
-            .map(|c| (c, copy_computation(src, c, module, done)))
+            .map(|c| (c, module.import_computation(src, c, done)))
             .collect();
         instr.op.map_called_computations(|c| {
             called
@@ -179,45 +179,6 @@ fn copy_body(
         });
         map.insert(id, into.push(instr));
     }
-}
-
-/// Copies computation `id` of `src`, and what it calls, into `dst` under a name `dst` does
-/// not use yet.
-fn copy_computation(
-    src: &Module,
-    id: CompId,
-    dst: &mut Module,
-    done: &mut HashMap<CompId, CompId>,
-) -> CompId {
-    if let Some(&c) = done.get(&id) {
-        return c;
-    }
-    let mut comp = src.computation(id).clone();
-    let ids: Vec<InstrId> = comp.instructions().map(|(i, _)| i).collect();
-    for i in ids {
-        let called: Vec<(CompId, CompId)> = comp
-            .instr(i)
-            .op
-            .called_computations()
-            .into_iter()
-            .map(|c| (c, copy_computation(src, c, dst, done)))
-            .collect();
-        comp.instr_mut(i).op.map_called_computations(|c| {
-            called
-                .iter()
-                .find(|(old, _)| *old == c)
-                .map_or(c, |(_, new)| *new)
-        });
-    }
-    let base = comp.name.clone();
-    let mut k = 1;
-    while dst.find_computation(&comp.name).is_some() {
-        comp.name = format!("{base}.{k}");
-        k += 1;
-    }
-    let new = dst.add_computation(comp);
-    done.insert(id, new);
-    new
 }
 
 /// The values a computation returns: its root tuple's operands, or the root itself.
