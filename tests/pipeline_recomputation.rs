@@ -23,10 +23,21 @@ fn train(
     allow_recompute: bool,
     mode: RecomputationMode,
 ) -> Result<Outcome, String> {
-    let module = xla_ir::parse_module(
+    train_text(
         &std::fs::read_to_string(fixture("training-pipeline/mlp_loss_4stages.hlo")).unwrap(),
+        schedule,
+        allow_recompute,
+        mode,
     )
-    .unwrap();
+}
+
+fn train_text(
+    text: &str,
+    schedule: PipelineSchedule,
+    allow_recompute: bool,
+    mode: RecomputationMode,
+) -> Result<Outcome, String> {
+    let module = xla_ir::parse_module(text).unwrap();
     let read = |n: &str| {
         Literal::Array(
             read_npy(std::path::Path::new(&fixture(&format!(
@@ -132,4 +143,40 @@ fn the_seeds_support_matrix_and_a_mode_without_recomputation_are_refused() {
     let kept = train(PipelineSchedule::Grouped, false, Auto).unwrap();
     let interleaved = train(PipelineSchedule::Interleaved, true, Auto).unwrap();
     assert_eq!(interleaved.0, kept.0);
+}
+
+/// A recomputation checkpoint on stage 1's matrix product: with the interleaved mode the
+/// stage stashes it beside its inputs and recomputes only what follows it (fewer cycles,
+/// a little more memory); with RecomputeThenBackpropagate it has no effect, as the seed
+/// says. The weights are the same bit for bit.
+#[test]
+fn a_checkpoint_in_a_stage_is_stashed_instead_of_recomputed() {
+    use RecomputationMode::*;
+    let plain = std::fs::read_to_string(fixture("training-pipeline/mlp_loss_4stages.hlo")).unwrap();
+    let old = "h1 = f32[4,32] maximum(z1, zeros)";
+    assert!(plain.contains(old));
+    let checkpointed = plain.replace(
+        old,
+        "z1c = f32[4,32] custom-call(z1), custom_call_target=\"RecomputationCheckpoint\", frontend_attributes={ipu_stage=\"1\"}\n  h1 = f32[4,32] maximum(z1c, zeros)",
+    );
+    let run = |text: &str, mode| train_text(text, PipelineSchedule::Grouped, true, mode).unwrap();
+    let kept = train(PipelineSchedule::Grouped, false, Auto).unwrap();
+    let without = run(&plain, RecomputeAndBackpropagateInterleaved);
+    let with = run(&checkpointed, RecomputeAndBackpropagateInterleaved);
+    println!(
+        "interleaved recomputation: {} cycles, peak {} B; with the checkpoint {} cycles, peak {} B",
+        without.1, without.2, with.1, with.2
+    );
+    assert_eq!(with.0, kept.0, "the same weights and losses");
+    assert!(
+        with.1 < without.1,
+        "the product is not recomputed: {} vs {}",
+        with.1,
+        without.1
+    );
+    assert_eq!(
+        run(&checkpointed, RecomputeThenBackpropagate).1,
+        run(&plain, RecomputeThenBackpropagate).1,
+        "no effect with RecomputeThenBackpropagate"
+    );
 }

@@ -550,44 +550,55 @@ pub fn compile_training_pipeline(
             }
             _ => None,
         };
-        let (backward, recompute) = match recomputed {
-            None => (optimised(&stage.backward)?, None),
+        let (backward, recompute, checkpoints) = match recomputed {
+            None => (optimised(&stage.backward)?, None, Vec::new()),
             Some(RecomputationMode::RecomputeAndBackpropagateInterleaved) => {
-                if let Some(name) = checkpoint(&stage.forward) {
-                    return Err(stage_error(
-                        s,
-                        "forward",
-                        format!(
-                            "{name} is a recomputation checkpoint; checkpoints inside a stage are not supported with RecomputeAndBackpropagateInterleaved yet (the stage recomputes everything from its inputs)"
-                        ),
-                    ));
-                }
+                // Checkpointed values are stashed beside the inputs, not recomputed.
+                let checkpoints = recompute::pipeline::checkpoints(&stage.forward);
                 let both = recompute::pipeline::recompute_and_backward(
                     &stage.forward,
                     &stage.backward,
                     stage.weights,
                     stage.saved,
+                    &checkpoints,
                 );
-                (optimised(&both)?, None)
+                (optimised(&both)?, None, checkpoints)
             }
+            // Checkpoints have no effect here (the seed: RecomputeThenBackpropagate
+            // recomputes everything).
             Some(_) => (
                 optimised(&stage.backward)?,
                 Some(optimised(&recompute::pipeline::saved_only(
                     &stage.forward,
                     stage.saved,
                 ))?),
+                Vec::new(),
             ),
         };
         let forward = if recomputed.is_some() {
-            recompute::pipeline::outputs_only(&stage.forward, stage.saved)
+            recompute::pipeline::outputs_and(&stage.forward, stage.saved, &checkpoints)
         } else {
             stage.forward.clone()
         };
+        let fc = stage.forward.entry_computation();
+        let checkpointed = checkpoints
+            .iter()
+            .map(|&c| {
+                fc.instr(c).shape.as_array().cloned().ok_or_else(|| {
+                    stage_error(
+                        s,
+                        "forward",
+                        format!("checkpoint {} is not an array", fc.instr(c).name),
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         modules.push(crate::lower::StageModules {
             forward: optimised(&forward)?,
             backward,
             recompute,
             recomputed: recomputed.is_some(),
+            checkpointed,
             update: optimised(&updates[s])?,
             zeros: optimised(&zeros(&format!("stage{s}_zeros"), &sh.weights)?)?,
             accumulate: optimised(&accumulate(&format!("stage{s}_accumulate"), &sh.weights)?)?,
@@ -617,15 +628,4 @@ fn recomputation(
         .recomputation_mode
         .for_schedule(pipeline.schedule)
         .map(Some)
-}
-
-/// The first recomputation checkpoint in `module`, by name.
-fn checkpoint(module: &Module) -> Option<String> {
-    module.computations().find_map(|(_, c)| {
-        c.instructions()
-            .find(|(_, i)| {
-                matches!(&i.op, xla_ir::Op::CustomCall { target, .. } if target == xla_ir::call_config::CHECKPOINT_TARGET)
-            })
-            .map(|(_, i)| i.name.clone())
-    })
 }

@@ -35,6 +35,9 @@ pub(crate) struct StageModules {
     pub recompute: Option<Module>,
     /// Whether the stage stashes its inputs (and recomputes) rather than its saved values.
     pub recomputed: bool,
+    /// A recomputed stage's checkpointed values (RecomputeAndBackpropagateInterleaved): its
+    /// forward pass returns them after its outputs, and it stashes them after its inputs.
+    pub checkpointed: Vec<xla_ir::ArrayShape>,
     pub update: Module,
     pub zeros: Module,
     pub accumulate: Module,
@@ -174,8 +177,15 @@ impl<'m> Lowerer<'m> {
                 "output_gradient",
                 &sh.outputs[..differentiated],
             ));
+            let with_checkpoints: Vec<xla_ir::ArrayShape>;
             let kept = if modules[s].recomputed {
-                &sh.inputs
+                with_checkpoints = sh
+                    .inputs
+                    .iter()
+                    .chain(&modules[s].checkpointed)
+                    .cloned()
+                    .collect();
+                &with_checkpoints
             } else {
                 &sh.saved
             };
@@ -216,7 +226,7 @@ impl<'m> Lowerer<'m> {
             let leaves = result.leaves();
             // A recomputed stage's forward pass returns its outputs only.
             let saved_count = if mods.recomputed {
-                0
+                mods.checkpointed.len()
             } else {
                 shapes[s].saved.len()
             };
@@ -305,6 +315,9 @@ impl<'m> Lowerer<'m> {
                 inputs: input_buffers[s].clone(),
                 stashed: if mods.recomputed {
                     stage_inputs
+                        .into_iter()
+                        .chain(saved.iter().cloned())
+                        .collect()
                 } else {
                     saved.to_vec()
                 },

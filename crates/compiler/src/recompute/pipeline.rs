@@ -20,10 +20,9 @@ use xla_ir::{Computation, Instruction, Module, Op, Shape};
 /// The first instruction of `module` (any computation) that must not run twice: an op with
 /// effects. `None` when the forward pass may be recomputed.
 pub fn stateful_op(module: &Module) -> Option<String> {
-    let checkpoint = |op: &Op| matches!(op, Op::CustomCall { target, .. } if target == xla_ir::call_config::CHECKPOINT_TARGET);
     module.computations().find_map(|(_, c)| {
         c.instructions()
-            .find(|(_, i)| has_effects(&i.op) && !checkpoint(&i.op))
+            .find(|(_, i)| has_effects(&i.op) && !is_checkpoint(&i.op))
             .map(|(_, i)| i.name.clone())
     })
 }
@@ -64,15 +63,42 @@ pub(super) fn keep_results(module: &Module, kept: &[InstrId], suffix: &str) -> M
     out
 }
 
+/// The recomputation checkpoints of `module`'s entry computation, in program order: the
+/// values a recomputing stage stashes instead of recomputing.
+pub fn checkpoints(module: &Module) -> Vec<InstrId> {
+    let c = module.entry_computation();
+    c.order()
+        .iter()
+        .copied()
+        .filter(|&id| is_checkpoint(&c.instr(id).op))
+        .collect()
+}
+
+/// Whether `op` is a `RecomputationCheckpoint` custom-call.
+pub fn is_checkpoint(op: &Op) -> bool {
+    matches!(op, Op::CustomCall { target, .. } if target == xla_ir::call_config::CHECKPOINT_TARGET)
+}
+
+/// `forward` returning its outputs (all results but the last `saved`) and then the values
+/// `extra` of its entry computation.
+pub fn outputs_and(forward: &Module, saved: usize, extra: &[InstrId]) -> Module {
+    let results = result_leaves(forward.entry_computation());
+    let mut kept = results[..results.len() - saved].to_vec();
+    kept.extend_from_slice(extra);
+    keep_results(forward, &kept, "outputs")
+}
+
 /// One computation that recomputes `forward`'s `saved` values from the weights and inputs
-/// and runs `backward` on them: `(weights..., inputs..., gradients...) -> backward's
-/// results`, where `backward` takes `(weights..., saved..., gradients...)` and the first
-/// `weights` parameters of both are the stage's weights.
+/// and runs `backward` on them: `(weights..., inputs..., checkpointed..., gradients...) ->
+/// backward's results`, where `backward` takes `(weights..., saved..., gradients...)`, the
+/// first `weights` parameters of both are the stage's weights, and `checkpointed` are the
+/// values of `forward`'s instructions `checkpoints`, stashed rather than recomputed.
 pub fn recompute_and_backward(
     forward: &Module,
     backward: &Module,
     weights: usize,
     saved: usize,
+    checkpoints: &[InstrId],
 ) -> Module {
     let mut out = Module::new(format!("{}.recompute_and_backward", backward.name));
     let mut done_fwd = HashMap::new();
@@ -93,17 +119,33 @@ pub fn recompute_and_backward(
         instr.op = Op::Parameter { number: k as u64 };
         params.push(entry.push(instr));
     }
+    let mut checkpointed = Vec::new();
+    for (k, &c) in checkpoints.iter().enumerate() {
+        let instr = fwd.instr(c);
+        let p = Instruction::new(
+            unique_name(&entry, &format!("{}.stashed", instr.name)),
+            Op::Parameter {
+                number: (fwd_params.len() + k) as u64,
+            },
+            &[],
+            instr.shape.clone(),
+        );
+        checkpointed.push(entry.push(p));
+    }
+    let first_gradient = fwd_params.len() + checkpoints.len();
     for (k, &p) in bwd_params[weights + saved..].iter().enumerate() {
         let mut instr = bwd.instr(p).clone();
         instr.name = unique_name(&entry, &instr.name);
         instr.op = Op::Parameter {
-            number: (fwd_params.len() + k) as u64,
+            number: (first_gradient + k) as u64,
         };
         params.push(entry.push(instr));
     }
-    // The forward pass, its parameters mapped to the new ones.
+    // The forward pass, its parameters mapped to the new ones and its checkpoints to the
+    // stashed values (what only they read is not recomputed).
     let mut map: HashMap<InstrId, InstrId> =
         fwd_params.iter().copied().zip(params.clone()).collect();
+    map.extend(checkpoints.iter().copied().zip(checkpointed));
     copy_body(
         forward,
         &mut out,
@@ -126,6 +168,7 @@ pub fn recompute_and_backward(
         } else if k < weights + saved {
             saved_values[k - weights]
         } else {
+            // `params` holds the forward's parameters, then the gradients.
             params[fwd_params.len() + k - weights - saved]
         };
         map.insert(p, to);
@@ -267,7 +310,7 @@ mod tests {
     #[test]
     fn recompute_and_backward_equals_the_backward_pass_on_the_forward_passs_values() {
         let (fwd, bwd) = (parse(FORWARD), parse(BACKWARD));
-        let both = recompute_and_backward(&fwd, &bwd, 1, 1);
+        let both = recompute_and_backward(&fwd, &bwd, 1, 1, &[]);
         xla_ir::verify(&both).unwrap();
         let (w, x, g) = (
             vector(&[0.3, -0.7]),

@@ -190,7 +190,7 @@ fn counterparts(
     let mut b_prints = Fingerprints::default();
     let matchable = |instr: &Instruction| {
         !is_parameter(instr)
-            && !has_effects(&instr.op)
+            && (!has_effects(&instr.op) || super::pipeline::is_checkpoint(&instr.op))
             && !matches!(instr.op, Op::Tuple)
             && instr.control_predecessors.is_empty()
     };
