@@ -176,7 +176,55 @@ pub enum Expr {
     Convert(DType, Box<Expr>),
 }
 
+/// An addition or subtraction of a product, computed as one fused multiply-add:
+/// `±(a · b) ± c` rounded once.
+#[derive(Debug, Clone, Copy)]
+pub struct MultiplyAdd<'e> {
+    /// The product's factors.
+    pub a: &'e Expr,
+    /// The product's factors.
+    pub b: &'e Expr,
+    /// The addend.
+    pub c: &'e Expr,
+    /// `c - a · b`: the product is subtracted.
+    pub negate_product: bool,
+    /// `a · b - c`: the addend is subtracted.
+    pub negate_addend: bool,
+}
+
 impl Expr {
+    /// This expression as a fused multiply-add, if it adds a product to or subtracts it from
+    /// another value (or subtracts a value from a product): floating-point kernels contract
+    /// these as XLA's CPU backend does (LLVM contracts an `fadd`/`fsub` of an `fmul` with one
+    /// use; a fused expression's nodes have one use each), the left operand's product
+    /// first. Whether it applies depends on the operands' type (floats only), which the
+    /// caller knows.
+    pub fn multiply_add(&self) -> Option<MultiplyAdd<'_>> {
+        let Expr::Binary(op @ (BinaryOp::Add | BinaryOp::Sub), x, y) = self else {
+            return None;
+        };
+        let sub = *op == BinaryOp::Sub;
+        if let Expr::Binary(BinaryOp::Mul, a, b) = &**x {
+            return Some(MultiplyAdd {
+                a,
+                b,
+                c: y,
+                negate_product: false,
+                negate_addend: sub,
+            });
+        }
+        if let Expr::Binary(BinaryOp::Mul, a, b) = &**y {
+            return Some(MultiplyAdd {
+                a,
+                b,
+                c: x,
+                negate_product: sub,
+                negate_addend: false,
+            });
+        }
+        None
+    }
+
     /// A constant f32.
     pub fn f32(v: f32) -> Expr {
         Expr::F32(v.to_bits())
@@ -281,4 +329,44 @@ pub enum KernelSpec {
     Reduce(ReduceKernel),
     /// Matrix-product partials.
     MatMul(MatMulKernel),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mul(a: Expr, b: Expr) -> Expr {
+        Expr::Binary(BinaryOp::Mul, Box::new(a), Box::new(b))
+    }
+
+    #[test]
+    fn products_added_or_subtracted_are_multiply_adds_left_first() {
+        let (a, b, c, d) = (
+            Expr::Input(0),
+            Expr::Input(1),
+            Expr::Input(2),
+            Expr::Input(3),
+        );
+        let sum = |op, x, y| Expr::Binary(op, Box::new(x), Box::new(y));
+        let e = sum(BinaryOp::Add, c.clone(), mul(a.clone(), b.clone()));
+        let m = e.multiply_add().unwrap();
+        assert_eq!((m.a, m.b, m.c), (&a, &b, &c));
+        assert!(!m.negate_product && !m.negate_addend);
+        // c - a·b and a·b - c.
+        let e = sum(BinaryOp::Sub, c.clone(), mul(a.clone(), b.clone()));
+        let m = e.multiply_add().unwrap();
+        assert!(m.negate_product && !m.negate_addend);
+        let e = sum(BinaryOp::Sub, mul(a.clone(), b.clone()), c.clone());
+        let m = e.multiply_add().unwrap();
+        assert!(!m.negate_product && m.negate_addend);
+        // Two products: the left one is contracted.
+        let e = sum(
+            BinaryOp::Add,
+            mul(a.clone(), b.clone()),
+            mul(c.clone(), d.clone()),
+        );
+        let m = e.multiply_add().unwrap();
+        assert_eq!((m.a, m.b), (&a, &b));
+        assert!(sum(BinaryOp::Mul, a, b).multiply_add().is_none());
+    }
 }

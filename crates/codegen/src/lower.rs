@@ -72,6 +72,9 @@ impl Emitter for ClifEmitter<'_, '_> {
     fn mul(&mut self, a: Value, b: Value) -> Value {
         self.b.ins().fmul(a, b)
     }
+    fn fma(&mut self, a: Value, b: Value, c: Value) -> Value {
+        self.b.ins().fma(a, b, c)
+    }
     fn div(&mut self, a: Value, b: Value) -> Value {
         self.b.ins().fdiv(a, b)
     }
@@ -231,6 +234,24 @@ impl ExprLowering<'_> {
                 self.unary(b, *op, v, t)
             }
             Expr::Binary(op, x, y) => {
+                if let Some(m) = expr.multiply_add() {
+                    let (fa, t) = self.lower(b, m.a);
+                    if t == DType::F32 {
+                        let (fb, _) = self.lower(b, m.b);
+                        let (fc, _) = self.lower(b, m.c);
+                        let fa = if m.negate_product {
+                            b.ins().fneg(fa)
+                        } else {
+                            fa
+                        };
+                        let fc = if m.negate_addend {
+                            b.ins().fneg(fc)
+                        } else {
+                            fc
+                        };
+                        return (b.ins().fma(fa, fb, fc), t);
+                    }
+                }
                 let (a, t) = self.lower(b, x);
                 let (c, _) = self.lower(b, y);
                 (self.binary(b, *op, a, c, t), t)

@@ -280,7 +280,20 @@ pub fn eval(expr: &Expr, inputs: &[Scalar]) -> Scalar {
             }),
             (op, v) => unreachable!("type-checked: {op:?} of {v:?}"),
         },
-        Expr::Binary(op, a, b) => binary_value(*op, eval(a, inputs), eval(b, inputs)),
+        Expr::Binary(op, a, b) => {
+            if let Some(m) = expr.multiply_add()
+                && let Scalar::F32(x) = eval(m.a, inputs)
+            {
+                let (Scalar::F32(y), Scalar::F32(z)) = (eval(m.b, inputs), eval(m.c, inputs))
+                else {
+                    unreachable!("type-checked: a float product and addend")
+                };
+                let x = if m.negate_product { -x } else { x };
+                let z = if m.negate_addend { -z } else { z };
+                return Scalar::F32(x.mul_add(y, z));
+            }
+            binary_value(*op, eval(a, inputs), eval(b, inputs))
+        }
         Expr::Compare(op, a, b) => Scalar::Pred(match (eval(a, inputs), eval(b, inputs)) {
             (Scalar::F32(x), Scalar::F32(y)) => compare(*op, x.partial_cmp(&y)),
             (Scalar::S32(x), Scalar::S32(y)) => compare(*op, Some(x.cmp(&y))),
