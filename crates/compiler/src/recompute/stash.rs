@@ -54,27 +54,21 @@ pub fn stashing_form(
         .copied()
         .filter(|id| !counterpart.contains_key(id) && !is_parameter(bc.instr(*id)))
         .collect();
-    let mut residuals: Vec<InstrId> = Vec::new();
-    let mut seen = HashSet::new();
+    let mut read = HashSet::new();
     for &id in &backward_part {
         let instr = bc.instr(id);
         for &o in instr.operands.iter().chain(&instr.control_predecessors) {
-            if counterpart.contains_key(&o)
-                && !from_constants.contains(&o)
-                && !is_weight(o)
-                && seen.insert(o)
-            {
-                residuals.push(o);
+            if counterpart.contains_key(&o) && !from_constants.contains(&o) && !is_weight(o) {
+                read.insert(o);
             }
         }
     }
-    let position: HashMap<InstrId, usize> = bc
+    let residuals: Vec<InstrId> = bc
         .order()
         .iter()
-        .enumerate()
-        .map(|(k, &id)| (id, k))
+        .copied()
+        .filter(|id| read.contains(id))
         .collect();
-    residuals.sort_by_key(|id| position[id]);
     // Forward: the outputs, then the residuals' counterparts.
     let kept: Vec<InstrId> = f_results[..outputs]
         .iter()
