@@ -174,7 +174,13 @@ pub struct RunArgs {
     pub allow_recompute: bool,
     /// With --optimizer and --allow-recompute: how stages recompute
     /// (`pipelining.recomputation_mode`; default Auto). Only training pipelines have modes.
-    #[arg(long, value_enum, ignore_case = true, value_name = "MODE", requires = "optimizer")]
+    #[arg(
+        long,
+        value_enum,
+        ignore_case = true,
+        value_name = "MODE",
+        requires = "optimizer"
+    )]
     pub recomputation_mode: Option<RecomputationModeArg>,
     /// Train the module as a training pipeline: FILE is a loss module, `(weights...,
     /// micro-batch inputs...) -> loss` (a float scalar). A parameter given once (its own
