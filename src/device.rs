@@ -22,8 +22,10 @@ pub struct DeviceRun {
     pub vertices: usize,
     /// Compiler warnings (conversions the device needed).
     pub warnings: Vec<String>,
-    /// Host seconds compiling (HLO to executable).
+    /// Host seconds compiling (HLO to executable), or reading the stored executable.
     pub compile_seconds: f64,
+    /// The stored executable read instead of compiling (see [`LoadTimings::read_from`]).
+    pub read_from: Option<std::path::PathBuf>,
     /// Host seconds loading (checks, JIT compilation of kernels, tile memory).
     pub load_seconds: f64,
     /// Host seconds simulating the run.
@@ -145,6 +147,7 @@ pub(crate) fn run_once(
         vertices: loaded.vertices,
         warnings: std::mem::take(&mut loaded.warnings),
         compile_seconds: timings.compile_seconds,
+        read_from: timings.read_from,
         load_seconds: timings.load_seconds,
         run_seconds: t.elapsed().as_secs_f64(),
         device_loop: loaded.loop_facts(),
@@ -197,7 +200,8 @@ pub fn estimate_on_ipu_model(
 ) -> anyhow::Result<DeviceEstimate> {
     let t0 = std::time::Instant::now();
     crate::progress::phase("compiling (passes, lowering)");
-    let compiled = compiler::compile_with_options(module, config, options)?;
+    let obtained = crate::executable_cache::compile(module, config, options, None)?;
+    let compiled = obtained.compiled;
     let exe = &compiled.executable;
     let t1 = std::time::Instant::now();
     crate::progress::phase("estimating");
@@ -220,12 +224,15 @@ pub fn estimate_on_ipu_model(
 }
 
 /// Host seconds spent making a [`LoadedModule`].
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct LoadTimings {
-    /// Compiling (HLO to executable).
+    /// Compiling (HLO to executable), or reading the stored executable.
     pub compile_seconds: f64,
     /// Loading (checks, JIT compilation of kernels, tile memory).
     pub load_seconds: f64,
+    /// The stored executable read instead of compiling (an executable cache entry, or a
+    /// file `ipuxla compile` wrote).
+    pub read_from: Option<std::path::PathBuf>,
 }
 
 /// A module compiled and loaded on the IPU Model, ready to run any number of times: one
@@ -339,17 +346,16 @@ impl LoadedModule {
     ) -> anyhow::Result<(LoadedModule, LoadTimings)> {
         let t0 = std::time::Instant::now();
         crate::progress::phase("compiling (passes, lowering)");
-        let compiled = match &device_loop {
-            None => compiler::compile_with_options(module, config, options)?,
-            Some(lp) => compiler::compile_device_loop(module, config, options, lp)?,
-        };
+        let obtained =
+            crate::executable_cache::compile(module, config, options, device_loop.as_ref())?;
         let compile_seconds = t0.elapsed().as_secs_f64();
         let declared = result_leaves(module);
         let (loaded, load_seconds) =
-            LoadedModule::from_compiled(compiled, declared, device_loop, engine, local)?;
+            LoadedModule::from_compiled(obtained.compiled, declared, device_loop, engine, local)?;
         let timings = LoadTimings {
             compile_seconds,
             load_seconds,
+            read_from: obtained.read_from,
         };
         Ok((loaded, timings))
     }

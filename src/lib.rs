@@ -10,6 +10,7 @@ pub mod device;
 pub mod device_loop;
 pub mod differential;
 pub mod encoder;
+pub mod executable_cache;
 pub mod host_split;
 pub mod ipu_model;
 #[cfg(feature = "mpi")]

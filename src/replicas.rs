@@ -25,8 +25,10 @@ pub struct ReplicatedRun {
     pub vertices: usize,
     /// Compiler warnings.
     pub warnings: Vec<String>,
-    /// Host seconds compiling.
+    /// Host seconds compiling, or reading the stored executable.
     pub compile_seconds: f64,
+    /// The stored executable read instead of compiling.
+    pub read_from: Option<std::path::PathBuf>,
     /// Host seconds loading every replica.
     pub load_seconds: f64,
     /// Host seconds running every replica.
@@ -59,6 +61,7 @@ impl ReplicatedRun {
             vertices: self.vertices,
             warnings: Vec::new(),
             compile_seconds: self.compile_seconds,
+            read_from: self.read_from.clone(),
             load_seconds: self.load_seconds,
             run_seconds: self.run_seconds,
             device_loop: self.device_loop,
@@ -157,6 +160,7 @@ pub fn run_replicated_with(
         vertices: loaded.vertices,
         warnings: std::mem::take(&mut loaded.warnings),
         compile_seconds: timings.compile_seconds,
+        read_from: timings.read_from,
         load_seconds: timings.load_seconds,
         run_seconds,
         selection_order: loaded.engine().executable().replication.order,

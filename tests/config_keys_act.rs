@@ -273,9 +273,37 @@ const PROBES: &[(&str, &str, &str, &str)] = &[
     ),
 ];
 
+/// Keys that change where the host keeps things, not what a run produces: each has its own
+/// probe below.
+const HOST_KEYS: &[&str] = &["executable_cache_path"];
+
+/// `executable_cache_path`: a run stores its executable there and the next run reads it
+/// (tests/executable_files.rs checks the runs agree and damaged entries are replaced).
+#[test]
+fn the_executable_cache_path_acts() {
+    let dir = std::env::temp_dir().join(format!("ipuxla-keys-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let config = IpuConfig {
+        executable_cache_path: dir.to_string_lossy().into_owned(),
+        ..IpuConfig::default()
+    };
+    let m = module("egraph/algebra.hlo");
+    let args = arguments("egraph/algebra.hlo", &m);
+    let first = ipuxla::device::run_on_ipu_model(&m, &config, &args).unwrap();
+    assert_eq!(first.read_from, None);
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+    let second = ipuxla::device::run_on_ipu_model(&m, &config, &args).unwrap();
+    assert!(second.read_from.is_some_and(|p| p.starts_with(&dir)));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn every_key_has_a_probe() {
-    let probed: Vec<&str> = PROBES.iter().map(|p| p.0).collect();
+    let probed: Vec<&str> = PROBES
+        .iter()
+        .map(|p| p.0)
+        .chain(HOST_KEYS.iter().copied())
+        .collect();
     for o in OPTIONS {
         assert!(probed.contains(&o.key), "no probe for {}", o.key);
     }

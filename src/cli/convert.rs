@@ -90,10 +90,10 @@ pub struct ConvertArgs {
     pub conv_amp: Option<f64>,
     /// Partial sums of matrix multiplications (default float), written into the module.
     #[arg(long, value_enum, ignore_case = true)]
-    pub matmul_partial_type: Option<super::run::PartialType>,
+    pub matmul_partial_type: Option<super::target_flags::PartialType>,
     /// Partial sums of convolutions (default float), written into the module.
     #[arg(long, value_enum, ignore_case = true)]
-    pub conv_partial_type: Option<super::run::PartialType>,
+    pub conv_partial_type: Option<super::target_flags::PartialType>,
     /// The IPUs the model runs on, written into the module (`frontend_attributes=
     /// {ipuxla.num_ipus="N"}` in its header) so `ipuxla run` uses them without
     /// `--num-ipus`.
@@ -210,8 +210,8 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
     ] {
         if let Some(pt) = pt {
             let v = match pt {
-                super::run::PartialType::Float => "float",
-                super::run::PartialType::Half => "half",
+                super::target_flags::PartialType::Float => "float",
+                super::target_flags::PartialType::Half => "half",
             };
             set_planner(&mut options, key, v.to_string());
         }

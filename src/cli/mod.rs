@@ -1,6 +1,7 @@
 //! The `ipuxla` command line: one module per subcommand.
 
 mod bench;
+mod compile;
 mod config;
 mod convert;
 mod devices;
@@ -11,11 +12,13 @@ mod report;
 mod run;
 mod schedule;
 mod summary;
+mod target_flags;
 
 use clap::{Parser, Subcommand};
 
 pub use load::{load_config, load_module};
 pub use pass_flags::PassFlags;
+pub use target_flags::TargetFlags;
 
 /// ipuxla: compile XLA HLO programs for Graphcore IPUs and run them on an IPU Model.
 #[derive(Debug, Parser)]
@@ -41,8 +44,12 @@ pub struct Cli {
 pub enum Command {
     /// Parse and verify an HLO text module, then print it in canonical form (or a summary).
     Dump(dump::DumpArgs),
-    /// Run a module on .npy inputs and write its results as .npy files.
+    /// Run a module (HLO text, or an executable `compile` wrote) on .npy inputs and write
+    /// its results as .npy files.
     Run(Box<run::RunArgs>),
+    /// Compile a module once and write the executable (`-o FILE.ipux`) for `run`, which
+    /// then runs it without compiling (pre-compilation).
+    Compile(Box<compile::CompileArgs>),
     /// Convert a module for the IPU (the seed's `convert`): f16 precision with excluded
     /// nodes, int64 to int32; writes the converted module for `run`.
     Convert(convert::ConvertArgs),
@@ -72,6 +79,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Dump(args) => dump::run(args),
         Command::Convert(args) => convert::run(args),
         Command::Run(args) => run::run(*args),
+        Command::Compile(args) => compile::run(*args),
         Command::Devices(args) => devices::run(args),
         Command::Config(args) => config::run(args),
         Command::Schedule(args) => schedule::run(args),

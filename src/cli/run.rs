@@ -20,24 +20,6 @@ pub enum Engine {
     Reference,
 }
 
-/// A partials type for matrix products and convolutions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum PartialType {
-    /// f32 partial sums.
-    Float,
-    /// f16 partial sums.
-    Half,
-}
-
-/// An IPU generation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum IpuVersionArg {
-    /// Mk1 (GC2): 1216 tiles, 256 KiB each.
-    Ipu1,
-    /// Mk2 (GC200): 1472 tiles, 624 KiB each.
-    Ipu2,
-}
-
 /// What is kept of an output produced every iteration of a device loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OutfeedModeArg {
@@ -145,20 +127,6 @@ pub struct RunArgs {
     /// `--outfeed-mode last`).
     #[arg(long, default_value = "")]
     pub infeed: String,
-    /// An IpuConfig as JSON (`{"ipu_model": {"tiles_per_ipu": 4}, ...}`); the flags below
-    /// override it.
-    #[arg(long, value_name = "FILE.json")]
-    pub config: Option<PathBuf>,
-    /// IPUs to use (`auto_select_ipus`; default 1): the shards of a module with
-    /// `sharding={maximal device=K}` each on its IPU; a module without shardings spread
-    /// over all of them; with --replicas, replicas x IPUs per replica.
-    #[arg(long)]
-    pub num_ipus: Option<usize>,
-    /// The order the program's IPUs take the ladder's (`selection_order`; default AUTO:
-    /// HOOF for replicas and for shards whose first and last IPUs exchange values, else
-    /// SNAKE).
-    #[arg(long, value_enum, ignore_case = true)]
-    pub selection_order: Option<super::devices::SelectionOrderArg>,
     /// How a module with `ipu_stage` attributes pipelines under --iterations
     /// (`pipelining.pipeline_schedule`; default grouped).
     #[arg(long, value_enum, ignore_case = true)]
@@ -167,11 +135,6 @@ pub struct RunArgs {
     /// default: stage K on IPU K).
     #[arg(long, value_delimiter = ',', value_name = "IPU,IPU,...")]
     pub device_mapping: Option<Vec<usize>>,
-    /// Recompute instead of keeping (`allow_recompute`): cheap forward values the backward
-    /// pass reads late are computed again; with --optimizer, every pipeline stage but the
-    /// last stashes its inputs and recomputes its forward pass for its backward pass.
-    #[arg(long)]
-    pub allow_recompute: bool,
     /// With --optimizer and --allow-recompute: how stages recompute
     /// (`pipelining.recomputation_mode`; default Auto). Only training pipelines have modes.
     #[arg(
@@ -201,32 +164,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "M", requires = "optimizer",
           value_parser = clap::value_parser!(u64).range(1..))]
     pub gradient_accumulation: Option<u64>,
-    /// availableMemoryProportion for matrix products, 0.0 to 1.0 (default 0.6).
-    #[arg(long, value_name = "F")]
-    pub matmul_amp: Option<f64>,
-    /// availableMemoryProportion for convolutions, 0.0 to 1.0 (default 0.6): bounds a
-    /// convolution part's patch matrix per tile (it splits further while over it).
-    #[arg(long, value_name = "F")]
-    pub conv_amp: Option<f64>,
-    /// Partials type for matrix products (default float): half stores f16 products'
-    /// partials in f16 (less memory and exchange, f16 rounding); refused for f32 operands.
-    #[arg(long, value_enum, ignore_case = true)]
-    pub matmul_partial_type: Option<PartialType>,
-    /// Partials type for convolutions (default float; half is not implemented yet and is
-    /// refused).
-    #[arg(long, value_enum, ignore_case = true)]
-    pub conv_partial_type: Option<PartialType>,
-    /// The simulated IPU (`ipu_model.version`; default ipu2).
-    #[arg(long, value_enum, ignore_case = true)]
-    pub ipu_version: Option<IpuVersionArg>,
-    /// Tiles per simulated IPU (`ipu_model.tiles_per_ipu`; default: the version's count).
-    #[arg(long)]
-    pub tiles_per_ipu: Option<usize>,
-    /// Fail with the out-of-memory report when the module does not fit tile memory, instead
-    /// of running it out of core through Streaming Memory (`ipu_model.streaming_memory`
-    /// false; an ipu1 has no Streaming Memory and always fails).
-    #[arg(long)]
-    pub no_streaming_memory: bool,
+    /// Keep compiled executables in DIR (`executable_cache_path`; created if missing): a
+    /// run compiles the module once for its config and later runs read `DIR/KEY.ipux`
+    /// instead of compiling. A truncated, corrupt or other-build entry is reported as a
+    /// warning, compiled again and replaced. Training pipelines (--optimizer) are not
+    /// cached yet and refuse it.
+    #[arg(long, value_name = "DIR")]
+    pub executable_cache_dir: Option<PathBuf>,
     /// Write the run's profile (cycles and bytes per step, memory per tile) as JSON.
     #[arg(long, value_name = "FILE.json")]
     pub profile: Option<PathBuf>,
@@ -236,19 +180,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE.json")]
     pub trace: Option<PathBuf>,
     #[command(flatten)]
-    pub passes: super::PassFlags,
+    pub target: super::TargetFlags,
 }
 
-/// The IpuConfig the flags describe.
-fn config_of(args: &RunArgs) -> anyhow::Result<compiler::IpuConfig> {
-    let mut c = super::load_config(args.config.as_deref())?;
-    args.passes.apply(&mut c);
-    if let Some(n) = args.num_ipus {
-        c.auto_select_ipus = compiler::config::AutoSelectIpus::Count(n);
-    }
-    if let Some(o) = args.selection_order {
-        c.selection_order = o.name().into();
-    }
+/// The IpuConfig the flags describe, over `base` (the defaults, or the config a stored
+/// executable was compiled for) when `--config` is not given.
+fn config_of(args: &RunArgs, base: compiler::IpuConfig) -> anyhow::Result<compiler::IpuConfig> {
+    let mut c = args.target.config_over(base)?;
     if let Some(s) = args.pipeline_schedule {
         c.pipelining.pipeline_schedule = match s {
             PipelineScheduleArg::Grouped => "Grouped",
@@ -259,9 +197,6 @@ fn config_of(args: &RunArgs) -> anyhow::Result<compiler::IpuConfig> {
     }
     if let Some(m) = &args.device_mapping {
         c.pipelining.device_mapping = m.clone();
-    }
-    if args.allow_recompute {
-        c.allow_recompute = true;
     }
     if let Some(m) = args.recomputation_mode {
         c.pipelining.recomputation_mode = match m {
@@ -283,48 +218,11 @@ fn config_of(args: &RunArgs) -> anyhow::Result<compiler::IpuConfig> {
         }
         .into();
     }
-    for (flag, amp, planner) in [
-        ("--matmul-amp", args.matmul_amp, &mut c.matmuls),
-        ("--conv-amp", args.conv_amp, &mut c.convolutions),
-    ] {
-        if let Some(a) = amp {
-            if !(0.0..=1.0).contains(&a) {
-                bail!("{flag} is {a}; availableMemoryProportion must be between 0.0 and 1.0");
-            }
-            planner
-                .poplar_options
-                .insert("availableMemoryProportion".into(), a.to_string());
-        }
-    }
-    for (pt, planner) in [
-        (args.matmul_partial_type, &mut c.matmuls),
-        (args.conv_partial_type, &mut c.convolutions),
-    ] {
-        if let Some(pt) = pt {
-            let v = match pt {
-                PartialType::Float => "float",
-                PartialType::Half => "half",
-            };
-            planner
-                .poplar_options
-                .insert("partialsType".into(), v.into());
-        }
-    }
-    if let Some(v) = args.ipu_version {
-        c.ipu_model.version = match v {
-            IpuVersionArg::Ipu1 => "ipu1",
-            IpuVersionArg::Ipu2 => "ipu2",
-        }
-        .into();
-    }
-    if let Some(t) = args.tiles_per_ipu {
-        if t == 0 {
-            bail!("--tiles-per-ipu must be at least 1");
-        }
-        c.ipu_model.tiles_per_ipu = t;
-    }
-    if args.no_streaming_memory {
-        c.ipu_model.streaming_memory = false;
+    if let Some(dir) = &args.executable_cache_dir {
+        c.executable_cache_path = dir
+            .to_str()
+            .ok_or_else(|| anyhow!("--executable-cache-dir {}: not UTF-8", dir.display()))?
+            .to_string();
     }
     c.check()?;
     Ok(c)
@@ -333,69 +231,22 @@ fn config_of(args: &RunArgs) -> anyhow::Result<compiler::IpuConfig> {
 /// Runs `ipuxla run`.
 pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
     let _progress = crate::progress::Progress::spinner(format!("{}", args.file.display()));
-    let module = super::load_module(&args.file)?;
-    let mut config = config_of(&args)?;
-    // Options `ipuxla convert` wrote into the module's header.
-    let module_options = module.frontend_attributes();
-    // The IPU count `ipuxla convert --num-ipus` wrote into the module, unless the flags or
-    // the config choose one.
-    if args.num_ipus.is_none()
-        && config.auto_select_ipus == compiler::config::AutoSelectIpus::default()
-        && let Some(n) = module_options.get("ipuxla.num_ipus")
-    {
-        let n: usize = n.parse().map_err(|_| {
-            anyhow::anyhow!(
-                "{}: ipuxla.num_ipus=\"{n}\" is not a count",
-                args.file.display()
-            )
-        })?;
-        config.auto_select_ipus = compiler::config::AutoSelectIpus::Count(n);
-    }
-    // Likewise the stage-to-IPU mapping `ipuxla convert --pipeline-cfg` wrote.
-    if config.pipelining.device_mapping.is_empty()
-        && let Some(m) = module_options.get("ipuxla.device_mapping")
-    {
-        config.pipelining.device_mapping = m
-            .split(',')
-            .map(|d| d.trim().parse::<usize>())
-            .collect::<Result<_, _>>()
-            .map_err(|_| {
-                anyhow::anyhow!(
-                    "{}: ipuxla.device_mapping=\"{m}\" is not a list of IPUs",
-                    args.file.display()
-                )
-            })?;
-    }
-    // Likewise the planner options `ipuxla convert` wrote.
-    for (prefix, planner) in [
-        ("ipuxla.matmul", &mut config.matmuls),
-        ("ipuxla.conv", &mut config.convolutions),
-    ] {
-        for (suffix, option) in [
-            ("_amp", "availableMemoryProportion"),
-            ("_partial_type", "partialsType"),
-        ] {
-            if let Some(v) = module_options.get(&format!("{prefix}{suffix}"))
-                && !planner.poplar_options.contains_key(option)
-            {
-                planner.poplar_options.insert(option.into(), v.clone());
-            }
-        }
-    }
-    // Likewise the device loop `ipuxla convert --batch-per-step` wrote.
-    if config.device_loop.iterations_per_loop.is_none()
-        && let Some(n) = module_options.get("ipuxla.batch_per_step")
-    {
-        let n: u64 = n.parse().map_err(|_| {
-            anyhow::anyhow!(
-                "{}: ipuxla.batch_per_step=\"{n}\" is not a count",
-                args.file.display()
-            )
-        })?;
-        config.device_loop.iterations_per_loop = Some(n);
-    }
+    let (module, mut stored) = match super::load::load_stored(&args.file)? {
+        Some((module, stored)) => (module, Some(stored)),
+        None => (super::load_module(&args.file)?, None),
+    };
+    // A stored executable's flags start from the config it was compiled for.
+    let base = stored
+        .as_ref()
+        .map_or_else(compiler::IpuConfig::default, |s| s.config.clone());
+    let mut config = config_of(&args, base)?;
+    args.target
+        .apply_module_options(&args.file, &module, &mut config)?;
     // The config's device loop, unless the flags set it (they are in the config now).
     args.iterations = config.device_loop.iterations_per_loop;
+    if let Some(stored) = &stored {
+        check_stored(&args, &config, stored)?;
+    }
     if args.estimate_only && args.iterations.is_some() {
         bail!(
             "--estimate-only estimates one run of the module as written; the config's device_loop.iterations_per_loop asks for a device loop (run it, or leave the key out)"
@@ -441,6 +292,11 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
     {
         bail!(
             "--max-host-memory bounds the reference engine's values on a plain run; the ipu-model engine limits each value to 8 GiB, and runs with --replicas or --iterations do not take it yet"
+        );
+    }
+    if args.engine == Engine::Reference && !config.executable_cache_path.is_empty() {
+        bail!(
+            "executable_cache_path (--executable-cache-dir) keeps the IPU Model's executables; the reference engine compiles nothing (run on the ipu-model engine, or leave it out)"
         );
     }
     if args.engine == Engine::Reference && config.floating_point_behaviour.mode().is_active() {
@@ -522,7 +378,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
             None,
         ),
         (Engine::IpuModel, Some(lp)) => {
-            let options = args.passes.options();
+            let options = args.target.passes.options();
             let mut run = crate::device::run_device_loop_on_ipu_model(
                 &module, &config, &options, &inputs, lp, mode, &mut feeds,
             )
@@ -546,17 +402,38 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
             None,
         ),
         (Engine::IpuModel, None) => {
-            let options = args.passes.options();
+            let options = args.target.passes.options();
             let mut device_run = None;
-            let mut on_device = |m: &Module,
-                                 ins: &[Literal]|
-             -> anyhow::Result<Vec<ArrayLiteral>> {
-                let mut run =
-                    crate::device::run_on_ipu_model_feeding(m, &config, &options, ins, &mut feeds)?;
-                let outputs = std::mem::take(&mut run.outputs);
-                device_run = Some(run);
-                Ok(outputs)
-            };
+            let file = &args.file;
+            let mut on_device =
+                |m: &Module, ins: &[Literal]| -> anyhow::Result<Vec<ArrayLiteral>> {
+                    let mut run = match stored.take() {
+                        Some(s) => match s.compiled {
+                            Ok(compiled) => {
+                                run_stored(compiled, s.read_seconds, file, m, ins, &mut feeds)?
+                            }
+                            Err(e) => {
+                                eprintln!(
+                                    "warning: {}: {e}; compiling the module it holds again",
+                                    file.display()
+                                );
+                                let options = compiler::PassOptions {
+                                    dump_to: None,
+                                    stop_after: s.stop_after,
+                                };
+                                crate::device::run_on_ipu_model_feeding(
+                                    m, &config, &options, ins, &mut feeds,
+                                )?
+                            }
+                        },
+                        None => crate::device::run_on_ipu_model_feeding(
+                            m, &config, &options, ins, &mut feeds,
+                        )?,
+                    };
+                    let outputs = std::mem::take(&mut run.outputs);
+                    device_run = Some(run);
+                    Ok(outputs)
+                };
             let outputs = match &host {
                 Some(split) => crate::host_split::run(split, &inputs, on_device),
                 None => on_device(&module, &inputs),
@@ -605,6 +482,112 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Refuses what a stored executable cannot do: a config other than the one it was compiled
+/// for, pass flags (they act when compiling), and the runs that compile a module their own
+/// way.
+fn check_stored(
+    args: &RunArgs,
+    config: &compiler::IpuConfig,
+    stored: &super::load::StoredExecutable,
+) -> anyhow::Result<()> {
+    let file = args.file.display();
+    let compile_it = "compile the module with them (`ipuxla compile`), or run the HLO file";
+    if args.target.passes.dump_to.is_some() || args.target.passes.stop_after.is_some() {
+        bail!(
+            "{file} is compiled: --dump-to and --stop-after act when compiling; give them to `ipuxla compile`"
+        );
+    }
+    if args.executable_cache_dir.is_some() {
+        bail!("{file} is compiled already: --executable-cache-dir has nothing to keep");
+    }
+    let runs = [
+        (args.estimate_only, "--estimate-only"),
+        (args.iterations.is_some(), "--iterations (a device loop)"),
+        (args.replicas.is_some(), "--replicas"),
+        (args.optimizer.is_some(), "--optimizer"),
+    ];
+    if let Some((_, what)) = runs.iter().find(|(on, _)| *on) {
+        bail!(
+            "{file} is a stored executable of one plain run; {what} is not available for stored executables yet (run the HLO file, with --executable-cache-dir to compile it once)"
+        );
+    }
+    let differences = config_differences(&stored.config, config);
+    if !differences.is_empty() {
+        bail!(
+            "{file} was compiled for another configuration: {}; {compile_it}",
+            differences.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// The keys (dotted) where `asked` differs from `compiled`, each with both values; where
+/// executables are cached is not a difference.
+fn config_differences(compiled: &compiler::IpuConfig, asked: &compiler::IpuConfig) -> Vec<String> {
+    fn leaves(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, String)>) {
+        match v {
+            serde_json::Value::Object(map) if !map.is_empty() => {
+                for (k, v) in map {
+                    let key = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    leaves(&key, v, out);
+                }
+            }
+            _ => out.push((prefix.to_string(), v.to_string())),
+        }
+    }
+    let flat = |c: &compiler::IpuConfig| {
+        let mut c = c.clone();
+        c.executable_cache_path.clear();
+        let mut out = Vec::new();
+        leaves("", &serde_json::to_value(&c).unwrap_or_default(), &mut out);
+        out
+    };
+    let (was, now) = (flat(compiled), flat(asked));
+    let mut keys: Vec<&String> = was.iter().chain(&now).map(|(k, _)| k).collect();
+    keys.sort();
+    keys.dedup();
+    let value = |list: &[(String, String)], k: &String| {
+        list.iter()
+            .find(|(key, _)| key == k)
+            .map_or("(none)".to_string(), |(_, v)| v.clone())
+    };
+    keys.into_iter()
+        .filter_map(|k| {
+            let (a, b) = (value(&was, k), value(&now, k));
+            (a != b).then(|| format!("{k} is {b} here but {a} in the file"))
+        })
+        .collect()
+}
+
+/// Runs a stored executable once on `inputs`: loaded without compiling.
+fn run_stored(
+    compiled: compiler::Compiled,
+    read_seconds: f64,
+    file: &Path,
+    module: &Module,
+    inputs: &[Literal],
+    feeds: &mut Feeds,
+) -> anyhow::Result<crate::device::DeviceRun> {
+    let declared = crate::device::result_leaves(module);
+    let (loaded, load_seconds) = crate::device::LoadedModule::from_compiled(
+        compiled,
+        declared,
+        None,
+        runtime::EngineOptions::default(),
+        None,
+    )?;
+    let timings = crate::device::LoadTimings {
+        compile_seconds: read_seconds,
+        load_seconds,
+        read_from: Some(file.to_path_buf()),
+    };
+    crate::device::run_once(loaded, timings, inputs, feeds)
 }
 
 /// `--optimizer`: the loss module trained as a training pipeline over the --iterations
@@ -816,7 +799,7 @@ fn run_replicated(
             "--replicas with --iterations runs on the ipu-model engine only, so far (the reference engine runs either)"
         ),
         (Engine::IpuModel, device_loop) => {
-            let options = args.passes.options();
+            let options = args.target.passes.options();
             let mut run = crate::replicas::run_replicated_with(
                 module,
                 config,
@@ -910,7 +893,7 @@ fn write_outputs<'a>(
 
 /// `--estimate-only`: the profile a run would record, without running.
 fn estimate(args: &RunArgs, module: &Module, config: &compiler::IpuConfig) -> anyhow::Result<()> {
-    let options = args.passes.options();
+    let options = args.target.passes.options();
     let e = crate::device::estimate_on_ipu_model(module, config, &options)
         .map_err(|e| anyhow!("{}: {e:#}", args.file.display()))?;
     crate::progress::finish();

@@ -21,9 +21,13 @@ pub fn summary(run: &DeviceRun) -> String {
     if let Some(report) = &run.pipeline {
         s.push_str(&pipeline_lines(report));
     }
+    let compile = match &run.read_from {
+        Some(path) => format!("read the executable {}", path.display()),
+        None => "compile".to_string(),
+    };
     let _ = writeln!(
         s,
-        "host: compile {:.1} ms, load (checks, JIT) {:.1} ms, simulate {:.1} ms",
+        "host: {compile} {:.1} ms, load (checks, JIT) {:.1} ms, simulate {:.1} ms",
         run.compile_seconds * 1e3,
         run.load_seconds * 1e3,
         run.run_seconds * 1e3

@@ -42,6 +42,11 @@ pub struct IpuConfig {
     pub pipelining: PipeliningConfig,
     /// `device_loop.*` (ipuxla's own section, with the seed's names): steps per execution.
     pub device_loop: DeviceLoopConfig,
+    /// `executable_cache_path` (TensorFlow for IPU's name for its executable cache; the
+    /// CLI's `--executable-cache-dir`): a directory where every module compiled to run is
+    /// stored, and from where later runs of the same module and config read it instead of
+    /// compiling. "" (the default) caches nothing.
+    pub executable_cache_path: String,
 }
 
 /// `device_loop.*`: how many times one execution runs the entry computation, and what is
@@ -219,6 +224,7 @@ impl Default for IpuConfig {
             selection_order: "AUTO".into(),
             pipelining: PipeliningConfig::default(),
             device_loop: DeviceLoopConfig::default(),
+            executable_cache_path: String::new(),
         }
     }
 }

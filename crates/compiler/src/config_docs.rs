@@ -178,6 +178,11 @@ pub const OPTIONS: &[OptionDoc] = &[
         kind: "OutfeedMode",
         description: "What the host keeps of values produced every iteration: ALL or LAST.",
     },
+    OptionDoc {
+        key: "executable_cache_path",
+        kind: "str",
+        description: "A directory for compiled executables (TensorFlow for IPU's executable cache): a module compiled to run is stored there, keyed by its text, the config, the pass options, the device loop and ipuxla's version, and later runs read it instead of compiling. A truncated, corrupt or other-build entry is reported as a warning and compiled again. \"\" (the default) caches nothing.",
+    },
 ];
 
 /// One option of a config: its documentation, default and value.

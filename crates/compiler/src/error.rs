@@ -5,6 +5,9 @@ use runtime::RuntimeError;
 /// What stops a module compiling.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CompileError {
+    /// The module given to the compiler is not valid HLO (shapes that do not agree, ...).
+    #[error("the module does not verify: {0}")]
+    InvalidModule(String),
     /// An option of the `IpuConfig` (or a command-line flag) is invalid.
     #[error("invalid IPU configuration: {0}")]
     Config(String),

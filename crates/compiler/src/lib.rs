@@ -19,6 +19,7 @@ pub mod passes;
 pub mod placement;
 pub mod recompute;
 pub mod schedule;
+pub mod stored;
 pub mod training_pipeline;
 pub mod types;
 
@@ -119,6 +120,8 @@ pub fn optimise(
     options: &PassOptions,
 ) -> Result<(Module, PipelineReport), CompileError> {
     config.check()?;
+    // Checked here, so a bad module is reported as the caller's, not as a pass's failure.
+    xla_ir::verify(module).map_err(|e| CompileError::InvalidModule(e.to_string()))?;
     // XLA's ops ipuxla reads as foreign, in the ops they mean where that is known.
     let expanded =
         xla_ir::expand::expand_foreign_ops(module).map_err(|e| CompileError::Unsupported {

@@ -39,7 +39,9 @@ pub use instruction::{Instruction, SourceLocation};
 pub use literal::{ArrayData, ArrayLiteral, Literal};
 pub use module::{Module, ProgramShape};
 pub use op::{BinaryOp, Op, UnaryOp};
-pub use parser::{ParseError, parse_frontend_attributes, parse_module, parse_module_bytes};
+pub use parser::{
+    ParseError, parse_frontend_attributes, parse_module, parse_module_bytes, parse_shape,
+};
 pub use shape::{ArrayShape, Layout, Shape};
 pub use sharding::Sharding;
 pub mod shape_inference;

@@ -20,12 +20,58 @@ use xla_ir::ids::CompId;
 use xla_ir::literal::Literal;
 use xla_ir::{ArrayShape, Computation, Instruction, Module, Op, Shape};
 
+/// What a codelet is built from: the single-op module it evaluates on its tile's slices,
+/// the slices' shapes and the vertex's cost. An executable on disk stores it and builds
+/// the codelet again from it ([`codelet_of`]), so it holds everything a codelet is.
+#[derive(Debug, Clone)]
+pub(crate) struct CodeletSource {
+    /// A name for errors and profiles.
+    pub name: String,
+    /// The op, as the entry computation of a module of its own.
+    pub module: Module,
+    /// The shapes of the module's parameters (the vertex's input regions).
+    pub inputs: Vec<ArrayShape>,
+    /// What one instance costs.
+    pub cost: VertexCost,
+}
+
 /// A vertex that evaluates one HLO op on the slices its tile holds.
-struct EvalCodelet {
-    name: String,
-    module: Module,
-    inputs: Vec<ArrayShape>,
-    cost: VertexCost,
+pub(crate) struct EvalCodelet {
+    source: Arc<CodeletSource>,
+}
+
+impl EvalCodelet {
+    /// What it was built from.
+    pub(crate) fn source(&self) -> &Arc<CodeletSource> {
+        &self.source
+    }
+}
+
+/// The codelet `source` describes: an f32 convolution vertex when the op is one (sharing
+/// its patch matrix through `shared`), else one evaluating the op with the reference
+/// semantics.
+pub(crate) fn codelet_of(source: CodeletSource, shared: Option<&Arc<SharedPatches>>) -> CodeletRef {
+    let root = source.module.entry_computation().root_instr();
+    if let ([input, kernel], Some(output)) = (&source.inputs[..], root.shape.as_array())
+        && let Some(c) = ConvCodelet::new(
+            source.name.clone(),
+            &root.op,
+            input,
+            kernel,
+            output,
+            source.cost,
+        )
+    {
+        let c = c.with_source(Arc::new(source.clone()));
+        let c = match shared {
+            Some(shared) => c.sharing(Arc::clone(shared)),
+            None => c,
+        };
+        return CodeletRef::new(c);
+    }
+    CodeletRef::new(EvalCodelet {
+        source: Arc::new(source),
+    })
 }
 
 fn leaves(l: Literal, out: &mut Vec<xla_ir::literal::ArrayLiteral>) {
@@ -38,18 +84,19 @@ fn leaves(l: Literal, out: &mut Vec<xla_ir::literal::ArrayLiteral>) {
 
 impl Codelet for EvalCodelet {
     fn name(&self) -> &str {
-        &self.name
+        &self.source.name
     }
 
     fn run(&self, inputs: &[&[u8]], outputs: &mut [&mut [u8]]) -> Result<(), String> {
-        let args: Vec<Literal> = self
+        let source = &*self.source;
+        let args: Vec<Literal> = source
             .inputs
             .iter()
             .zip(inputs)
             .map(|(s, b)| Literal::Array(from_device(s, b)))
             .collect();
-        let result = xla_ir::eval::evaluate(&self.module, &args)
-            .map_err(|e| format!("{}: {e}", self.name))?;
+        let result = xla_ir::eval::evaluate(&source.module, &args)
+            .map_err(|e| format!("{}: {e}", source.name))?;
         let mut outs = Vec::new();
         leaves(result, &mut outs);
         for (o, a) in outputs.iter_mut().zip(&outs) {
@@ -57,7 +104,7 @@ impl Codelet for EvalCodelet {
             if bytes.len() != o.len() {
                 return Err(format!(
                     "{}: result of {} bytes for a region of {}",
-                    self.name,
+                    source.name,
                     bytes.len(),
                     o.len()
                 ));
@@ -68,7 +115,11 @@ impl Codelet for EvalCodelet {
     }
 
     fn cost(&self, _target: &Target) -> VertexCost {
-        self.cost
+        self.source.cost
+    }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 }
 
@@ -311,24 +362,13 @@ impl Lowerer<'_> {
         cost: VertexCost,
         shared: Option<&Arc<SharedPatches>>,
     ) -> runtime::CodeletId {
-        let name = format!("{} ({})", here.instr.name, here.instr.op.name());
-        let root = module.entry_computation().root_instr();
-        if let ([input, kernel], Some(output)) = (&inputs[..], root.shape.as_array())
-            && let Some(c) = ConvCodelet::new(name.clone(), &root.op, input, kernel, output, cost)
-        {
-            let c = match shared {
-                Some(shared) => c.sharing(Arc::clone(shared)),
-                None => c,
-            };
-            return self.b.codelet(CodeletRef::new(c));
-        }
-        let c = EvalCodelet {
-            name,
+        let source = CodeletSource {
+            name: format!("{} ({})", here.instr.name, here.instr.op.name()),
             module,
             inputs,
             cost,
         };
-        self.b.codelet(CodeletRef::new(c))
+        self.b.codelet(codelet_of(source, shared))
     }
 
     /// True when `a` is already all on `tile`: a part reading all of it needs no copy.

@@ -263,6 +263,9 @@ pub(crate) struct ConvCodelet {
     plan: Plan,
     cost: VertexCost,
     shared: Option<Arc<SharedPatches>>,
+    /// What it was built from, when it was built from a codelet source (an executable on
+    /// disk stores it).
+    source: Option<Arc<super::codelet::CodeletSource>>,
 }
 
 /// The patch matrix of the parts of one convolution that read the same whole input (a
@@ -328,7 +331,24 @@ impl ConvCodelet {
             plan,
             cost,
             shared: None,
+            source: None,
         })
+    }
+
+    /// The same vertex, knowing the source it was built from.
+    pub(crate) fn with_source(mut self, source: Arc<super::codelet::CodeletSource>) -> ConvCodelet {
+        self.source = Some(source);
+        self
+    }
+
+    /// What it was built from, and the patches it shares with other parts.
+    pub(crate) fn source(
+        &self,
+    ) -> Option<(
+        &Arc<super::codelet::CodeletSource>,
+        Option<&Arc<SharedPatches>>,
+    )> {
+        Some((self.source.as_ref()?, self.shared.as_ref()))
     }
 
     /// The same vertex, sharing its patch matrix with the other parts that hold `shared`
@@ -436,6 +456,10 @@ impl Codelet for ConvCodelet {
 
     fn cost(&self, _target: &Target) -> VertexCost {
         self.cost
+    }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 }
 

@@ -18,7 +18,7 @@ use xla_ir::{Module, Shape};
 
 /// A device loop: how many times the entry computation runs in one execution, and which
 /// parameters are fed one value per iteration.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DeviceLoop {
     /// Iterations per execution (at least 1).
     pub iterations: u64,

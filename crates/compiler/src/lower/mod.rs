@@ -2,10 +2,10 @@
 //! instruction produces (device tensors, tuples of them), and the bookkeeping every lowering
 //! shares (tensor creation, program emission, liveness steps).
 
-mod codelet;
+pub(crate) mod codelet;
 mod collectives;
 mod control;
-mod conv_codelet;
+pub(crate) mod conv_codelet;
 mod device_loop;
 mod dot;
 pub(crate) mod elementwise;
@@ -58,7 +58,7 @@ pub struct Compiled {
 }
 
 /// Where a pipeline's phases are in its executable, so a profile can show them.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct PipelineLayout {
     /// The IPU of each stage.
     pub stage_ipus: Vec<usize>,
@@ -70,7 +70,7 @@ pub struct PipelineLayout {
 
 /// One phase of a pipeline run: the ramp-up, the steady state, the ramp-down (or a
 /// training pipeline's zeroing of accumulators and weight update).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct PipelinePhase {
     /// "ramp-up", "steady state", ...
     pub name: String,

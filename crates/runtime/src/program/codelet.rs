@@ -3,6 +3,7 @@
 //! does not express (sorting, gathering by computed indices, convolution windows).
 
 use crate::device::target::Target;
+use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
@@ -31,6 +32,12 @@ pub trait Codelet: Send + Sync {
     /// PopLibs-sized codelet: a hand-written loop of a few hundred instructions.
     fn code_instructions(&self) -> u64 {
         DEFAULT_CODELET_INSTRUCTIONS
+    }
+    /// The codelet as its concrete type, for the code that made it: a compiler writing an
+    /// executable to disk downcasts its own codelets to store how to build them again.
+    /// `None` (the default): the codelet cannot be stored.
+    fn as_any(&self) -> Option<&dyn Any> {
+        None
     }
 }
 

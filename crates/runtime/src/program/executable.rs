@@ -55,12 +55,8 @@ pub struct Tensor {
     pub init: Option<Vec<u8>>,
     /// Live for the whole program (constants, weights, results held to the end), as the
     /// compiler planned it: what a memory report shows as always live.
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(default)]
     pub always_live: bool,
-}
-
-fn is_false(x: &bool) -> bool {
-    !*x
 }
 
 /// The compiler's liveness at one step of the program as it was lowered (a loop body or
@@ -311,8 +307,10 @@ pub struct Executable {
     /// Rearrangements programs run.
     #[serde(default)]
     pub rearranges: Vec<Rearrange>,
-    /// Native codelets; they are code, so they do not serialise (an executable read back
-    /// from JSON has none, and one whose compute sets use them fails to load).
+    /// Native codelets; they are code, so serde skips them (an executable read back from
+    /// JSON has none, and one whose compute sets use them fails to load). The compiler that
+    /// made them stores and rebuilds its own (`compiler::stored`, through
+    /// [`crate::Codelet::as_any`]).
     #[serde(skip)]
     pub codelets: Vec<CodeletRef>,
     /// Collectives programs run.
@@ -326,7 +324,7 @@ pub struct Executable {
     #[serde(default)]
     pub floating_point: codegen::FloatMode,
     /// The compiler's liveness over the program's steps (empty when it did not say).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub liveness: Vec<LivePoint>,
     /// The main program.
     pub program: Program,

@@ -58,6 +58,15 @@ pub fn parse_frontend_attributes(text: &str) -> Result<FrontendAttributes> {
     Ok(attrs)
 }
 
+/// Parses a shape as HLO text writes it (`f32[2,3]{1,0}`, `(s32[], f32[4])`).
+pub fn parse_shape(text: &str) -> Result<Shape> {
+    let lines = LineIndex::new(text);
+    let mut c = Cursor::new(text, &lines);
+    let shape = values::shape(&mut c)?;
+    c.expect_end("the shape")?;
+    Ok(shape)
+}
+
 /// Parses HLO text given as bytes, reporting invalid UTF-8 with its line and column.
 pub fn parse_module_bytes(bytes: &[u8]) -> Result<Module> {
     match std::str::from_utf8(bytes) {
