@@ -48,3 +48,32 @@ fn run(bencher: Bencher, case: &str) {
     let prepared = loaded.prepare(&inputs).unwrap();
     bencher.bench_local(|| loaded.run_prepared(&prepared).unwrap());
 }
+
+/// The compile phase alone (passes and lowering; the module parsed outside), beside
+/// [`read_cached`], the same phase answered from the executable cache.
+#[divan::bench(args = CASES, sample_count = 5, sample_size = 1)]
+fn compile_only(bencher: Bencher, case: &str) {
+    let module = xla_ir::parse_module(&text(case)).unwrap();
+    let config = IpuConfig::default();
+    bencher.bench(|| {
+        ipuxla::executable_cache::compile(&module, &config, &PassOptions::default(), None).unwrap()
+    });
+}
+
+/// The compile phase when the executable cache holds the module: read, checked, decoded.
+#[divan::bench(args = CASES, sample_count = 5, sample_size = 1)]
+fn read_cached(bencher: Bencher, case: &str) {
+    let module = xla_ir::parse_module(&text(case)).unwrap();
+    let dir = std::env::temp_dir().join(format!("ipuxla-bench-cache-{}", std::process::id()));
+    let config = IpuConfig {
+        executable_cache_path: dir.to_string_lossy().into_owned(),
+        ..IpuConfig::default()
+    };
+    let options = PassOptions::default();
+    ipuxla::executable_cache::compile(&module, &config, &options, None).unwrap();
+    bencher.bench(|| {
+        let obtained = ipuxla::executable_cache::compile(&module, &config, &options, None).unwrap();
+        assert!(obtained.read_from.is_some(), "the cache answers");
+        obtained
+    });
+}

@@ -330,7 +330,7 @@ fn bad_executables_are_refused_at_load_time() {
         let x = b.tensor("x", DType::F32, &[(0, 0, 8)]);
         let y = b.tensor("y", DType::F32, &[(0, 1, 8)]);
         let v = Vertex {
-            kernel: add_kernel(),
+            kernel: add_kernel().into(),
             ipu: 0,
             tile: 1,
             inputs: vec![
@@ -365,7 +365,7 @@ fn bad_executables_are_refused_at_load_time() {
             len,
         };
         let v = |start| Vertex {
-            kernel: add_kernel(),
+            kernel: add_kernel().into(),
             ipu: 0,
             tile: 0,
             inputs: vec![region(start, 4), region(start, 4)],
@@ -436,7 +436,7 @@ fn if_and_repeat_while_true_follow_device_values() {
     let bump_cs = b.compute_set(
         "bump",
         vec![Vertex {
-            kernel: bump,
+            kernel: bump.into(),
             ipu: 0,
             tile: 0,
             inputs: vec![one(counter)],
@@ -447,7 +447,7 @@ fn if_and_repeat_while_true_follow_device_values() {
     let test_cs = b.compute_set(
         "test",
         vec![Vertex {
-            kernel: below,
+            kernel: below.into(),
             ipu: 0,
             tile: 0,
             inputs: vec![one(counter)],
@@ -532,7 +532,7 @@ fn a_matrix_product_vertex_runs_at_the_amp_rate() {
     let cs = b.compute_set(
         "matmul",
         vec![Vertex {
-            kernel,
+            kernel: kernel.into(),
             ipu: 0,
             tile: 1,
             inputs: vec![whole(a, m * k), whole(w, k * n)],
@@ -932,7 +932,7 @@ fn transposed_product(stream_blocks: bool) -> (Engine, TensorId, Vec<f32>, Vec<f
     let region = |tensor, start, len| Region { tensor, start, len };
     let vertices = (0..2)
         .map(|h| Vertex {
-            kernel: kernel.clone(),
+            kernel: kernel.clone().into(),
             ipu: 0,
             tile: 2 + h,
             inputs: vec![
@@ -1035,7 +1035,7 @@ fn batched_product(stream_partials: bool) -> (Engine, TensorId, Vec<f32>, Vec<f3
     let region = |tensor, start, len| Region { tensor, start, len };
     let vertices = (0..2)
         .map(|j| Vertex {
-            kernel: kernel.clone(),
+            kernel: kernel.clone().into(),
             ipu: 0,
             tile: 2 + j,
             inputs: vec![region(a, j * m * k, m * k), region(bb, j * k * h, k * h)],
@@ -1168,7 +1168,7 @@ fn k_split_product(stream_part: bool) -> (Engine, [TensorId; 2], [Vec<f32>; 2], 
         .map(|(kp, np)| {
             let t = 2 * kp + np;
             Vertex {
-                kernel: kernel.clone(),
+                kernel: kernel.clone().into(),
                 ipu: 0,
                 tile: t,
                 inputs: vec![
@@ -1197,7 +1197,7 @@ fn k_split_product(stream_part: bool) -> (Engine, [TensorId; 2], [Vec<f32>; 2], 
         "sum",
         (0..2)
             .map(|t| Vertex {
-                kernel: add_kernel(),
+                kernel: add_kernel().into(),
                 ipu: 0,
                 tile: t,
                 inputs: parts.map(|p| region(p, t * m * n / 2, m * n / 2)).to_vec(),

@@ -6,7 +6,7 @@
 //! work is spread over tiles, each receiving its operand slices by exchange; element-wise
 //! ops split like any element-wise kernel. Ops that do not split run on one tile.
 
-use super::conv_codelet::{ConvCodelet, SharedPatches};
+use super::conv_codelet::{ConvCodelet, ConvPlans, SharedPatches};
 use super::mapping::{self, Piece};
 use super::movement::{Src, flat, runs_of};
 use super::{Arr, Here, Lowerer, Scope, Value};
@@ -48,18 +48,23 @@ impl EvalCodelet {
 }
 
 /// The codelet `source` describes: an f32 convolution vertex when the op is one (sharing
-/// its patch matrix through `shared`), else one evaluating the op with the reference
-/// semantics.
-pub(crate) fn codelet_of(source: CodeletSource, shared: Option<&Arc<SharedPatches>>) -> CodeletRef {
+/// its patch matrix through `shared`, its plan through `plans`), else one evaluating the op
+/// with the reference semantics.
+pub(crate) fn codelet_of(
+    source: CodeletSource,
+    shared: Option<&Arc<SharedPatches>>,
+    plans: &mut ConvPlans,
+) -> CodeletRef {
     let root = source.module.entry_computation().root_instr();
     if let ([input, kernel], Some(output)) = (&source.inputs[..], root.shape.as_array())
-        && let Some(c) = ConvCodelet::new(
+        && let Some(c) = ConvCodelet::planned(
             source.name.clone(),
             &root.op,
             input,
             kernel,
             output,
             source.cost,
+            plans,
         )
     {
         let c = c.with_source(Arc::new(source.clone()));
@@ -368,7 +373,8 @@ impl Lowerer<'_> {
             inputs,
             cost,
         };
-        self.b.codelet(codelet_of(source, shared))
+        self.b
+            .codelet(codelet_of(source, shared, &mut self.conv_plans))
     }
 
     /// True when `a` is already all on `tile`: a part reading all of it needs no copy.

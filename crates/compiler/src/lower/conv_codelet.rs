@@ -7,6 +7,7 @@
 use codegen::MatRef;
 use runtime::cost::VertexCost;
 use runtime::{Codelet, Target};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use xla_ir::attributes::{ConvDims, Window, WindowDim};
 use xla_ir::{ArrayShape, ElementType, Op};
@@ -260,7 +261,7 @@ impl Plan {
 /// A vertex computing one f32 convolution of fixed shapes.
 pub(crate) struct ConvCodelet {
     name: String,
-    plan: Plan,
+    plan: Arc<Plan>,
     cost: VertexCost,
     shared: Option<Arc<SharedPatches>>,
     /// What it was built from, when it was built from a codelet source (an executable on
@@ -298,9 +299,14 @@ impl SharedPatches {
     }
 }
 
+/// Convolution plans already made, by op and shapes (a plan is the same for equal ones).
+#[derive(Default)]
+pub(crate) struct ConvPlans(HashMap<String, Option<Arc<Plan>>>);
+
 impl ConvCodelet {
     /// The vertex for `op` on operands and result of these shapes, when it is an f32
     /// convolution without groups (else `None`: the reference evaluator runs it).
+    #[cfg(test)]
     pub(crate) fn new(
         name: String,
         op: &Op,
@@ -308,6 +314,28 @@ impl ConvCodelet {
         kernel: &ArrayShape,
         output: &ArrayShape,
         cost: VertexCost,
+    ) -> Option<ConvCodelet> {
+        ConvCodelet::planned(
+            name,
+            op,
+            input,
+            kernel,
+            output,
+            cost,
+            &mut ConvPlans::default(),
+        )
+    }
+
+    /// [`ConvCodelet::new`], reusing the plan of an earlier part of the same shapes from
+    /// `plans` (the parts of one convolution split over tiles mostly have one plan).
+    pub(crate) fn planned(
+        name: String,
+        op: &Op,
+        input: &ArrayShape,
+        kernel: &ArrayShape,
+        output: &ArrayShape,
+        cost: VertexCost,
+        plans: &mut ConvPlans,
     ) -> Option<ConvCodelet> {
         let Op::Convolution {
             window,
@@ -325,7 +353,12 @@ impl ConvCodelet {
         if !f32s {
             return None;
         }
-        let plan = Plan::new(input, kernel, output, window, dims)?;
+        let key = format!("{op:?} {input} {kernel} {output}");
+        let plan = plans
+            .0
+            .entry(key)
+            .or_insert_with(|| Plan::new(input, kernel, output, window, dims).map(Arc::new))
+            .clone()?;
         Some(ConvCodelet {
             name,
             plan,

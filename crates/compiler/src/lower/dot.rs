@@ -9,6 +9,7 @@ use crate::CompileError;
 use crate::config::PartialsType;
 use codegen::{BinaryOp as KB, DType, Expr, KernelSpec, MatMulKernel};
 use runtime::{Program, Region, Vertex};
+use std::sync::Arc;
 use xla_ir::{ArrayShape, ElementType, Op};
 
 /// A plan: how many parts each dimension is split into, and its estimated cost.
@@ -325,13 +326,13 @@ impl Lowerer<'_> {
             }
             for j in 0..blk.b.1 {
                 vertices.push(Vertex {
-                    kernel: KernelSpec::MatMul(MatMulKernel {
+                    kernel: Arc::new(KernelSpec::MatMul(MatMulKernel {
                         m: mb,
                         k: kb,
                         n: nb,
                         input: in_type,
                         partials,
-                    }),
+                    })),
                     ipu: blk.tile / tpi,
                     tile: blk.tile % tpi,
                     inputs: vec![

@@ -9,6 +9,7 @@ use crate::types::is_native;
 use codegen::{BinaryOp as KB, CmpOp, DType, ElementwiseKernel, Expr, KernelSpec, UnaryOp as KU};
 use runtime::{Program, Region, Vertex};
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use xla_ir::attributes::{CompareType, ComparisonDirection};
 use xla_ir::ids::InstrId;
 use xla_ir::literal::ArrayData;
@@ -358,10 +359,10 @@ impl Lowerer<'_> {
         if n == 0 {
             return out;
         }
-        let kernel = KernelSpec::Elementwise(ElementwiseKernel {
+        let kernel = Arc::new(KernelSpec::Elementwise(ElementwiseKernel {
             inputs: inputs.iter().map(|a| self.dtype(&a.shape)).collect(),
             outputs,
-        });
+        }));
         let tpi = self.target.tiles_per_ipu;
         let mut vertices = Vec::new();
         for p in &pieces {
@@ -374,7 +375,7 @@ impl Lowerer<'_> {
                     len,
                 };
                 vertices.push(Vertex {
-                    kernel: kernel.clone(),
+                    kernel: Arc::clone(&kernel),
                     ipu: p.tile / tpi,
                     tile: p.tile % tpi,
                     inputs: inputs.iter().map(|a| region(a.tensor)).collect(),

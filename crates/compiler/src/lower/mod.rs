@@ -228,6 +228,8 @@ pub(crate) struct Lowerer<'m> {
     /// Steps a tensor is live in beside its `Life` (a shared function's tensors, in each
     /// later call), by tensor index.
     pub also_live: HashMap<usize, Vec<(u64, u64)>>,
+    /// The convolution codelets' plans, shared by parts of equal shapes.
+    pub conv_plans: conv_codelet::ConvPlans,
 }
 
 /// Compiles a module (types already checked and narrowed) for `target` (the config's, or
@@ -338,6 +340,7 @@ impl<'m> Lowerer<'m> {
             function_calls: control::function_calls(module),
             shared_functions: HashMap::new(),
             also_live: HashMap::new(),
+            conv_plans: conv_codelet::ConvPlans::default(),
         })
     }
 

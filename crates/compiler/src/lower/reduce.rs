@@ -9,6 +9,7 @@ use super::{Arr, Here, Lowerer, Scope, Value};
 use crate::CompileError;
 use codegen::{BinaryOp as KB, DType, Expr, KernelSpec, ReduceKernel, ReduceOp};
 use runtime::{Program, Region, Vertex};
+use std::sync::Arc;
 use xla_ir::ids::CompId;
 use xla_ir::{ArrayShape, BinaryOp, Module, Op};
 
@@ -167,6 +168,7 @@ impl Lowerer<'_> {
             input: self.dtype(&t.shape),
         };
         let partial_type = kernel.partial_type();
+        let kernel = Arc::new(KernelSpec::Reduce(kernel));
         let pshape = |n: usize| {
             ArrayShape::new(
                 match partial_type {
@@ -259,7 +261,7 @@ impl Lowerer<'_> {
                 (256 / len.max(1)).max(1),
             ) {
                 vertices.push(Vertex {
-                    kernel: KernelSpec::Reduce(kernel.clone()),
+                    kernel: Arc::clone(&kernel),
                     ipu: segments[i].tile / tpi,
                     tile: segments[i].tile % tpi,
                     inputs: vec![Region {
@@ -332,10 +334,10 @@ impl Lowerer<'_> {
             &pshape(rows),
             out_pieces.clone(),
         );
-        let stage2 = ReduceKernel {
+        let stage2 = Arc::new(KernelSpec::Reduce(ReduceKernel {
             op,
             input: partial_type,
-        };
+        }));
         let mut vertices = Vec::new();
         for p in &out_pieces {
             let mut r = p.start;
@@ -345,7 +347,7 @@ impl Lowerer<'_> {
                     s += 1;
                 }
                 vertices.push(Vertex {
-                    kernel: KernelSpec::Reduce(stage2.clone()),
+                    kernel: Arc::clone(&stage2),
                     ipu: p.tile / tpi,
                     tile: p.tile % tpi,
                     inputs: vec![Region {

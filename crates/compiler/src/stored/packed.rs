@@ -10,6 +10,7 @@ use runtime::{
     CodeletId, CodeletVertex, ComputeSet, Rearrange, Region, Run, RunSource, TensorId, Vertex,
 };
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Packs numbers and strings.
 #[derive(Default)]
@@ -134,7 +135,7 @@ pub(super) fn pack_compute_sets(sets: &[ComputeSet]) -> (Vec<u8>, Vec<KernelSpec
         w.uint(set.vertices.len() as u64);
         for v in &set.vertices {
             let k = *index.entry(&v.kernel).or_insert_with(|| {
-                kernels.push(v.kernel.clone());
+                kernels.push(KernelSpec::clone(&v.kernel));
                 kernels.len() as u64 - 1
             });
             w.uint(k);
@@ -161,6 +162,8 @@ pub(super) fn unpack_compute_sets(
     r: &mut Reader<'_>,
     kernels: &[KernelSpec],
 ) -> Result<Vec<ComputeSet>, StoreError> {
+    // Every vertex of one kernel shares it again.
+    let kernels: Vec<Arc<KernelSpec>> = kernels.iter().cloned().map(Arc::new).collect();
     let n = r.count(3)?;
     let mut sets = Vec::with_capacity(n);
     for _ in 0..n {
@@ -171,8 +174,8 @@ pub(super) fn unpack_compute_sets(
             let k = r.usize()?;
             let kernel = kernels
                 .get(k)
-                .ok_or_else(|| r.bad(&format!("kernel {k} of {}", kernels.len())))?
-                .clone();
+                .map(Arc::clone)
+                .ok_or_else(|| r.bad(&format!("kernel {k} of {}", kernels.len())))?;
             vertices.push(Vertex {
                 kernel,
                 ipu: r.usize()?,
@@ -263,11 +266,16 @@ pub(super) fn unpack_rearranges(r: &mut Reader<'_>) -> Result<Vec<Rearrange>, St
                     stride: r.int()? as isize,
                 },
             };
-            let dst_start = end + r.int()?;
+            let gap = r.int()?;
             let len = r.usize()?;
-            let dst_start =
-                usize::try_from(dst_start).map_err(|_| r.bad("a run before element 0"))?;
-            end = (dst_start + len) as i64;
+            let dst_start = end
+                .checked_add(gap)
+                .and_then(|d| usize::try_from(d).ok())
+                .ok_or_else(|| r.bad("a run outside the destination"))?;
+            end = dst_start
+                .checked_add(len)
+                .and_then(|e| i64::try_from(e).ok())
+                .ok_or_else(|| r.bad("a run outside the destination"))?;
             runs.push(Run {
                 source,
                 dst_start,

@@ -220,3 +220,27 @@ fn the_key_changes_with_the_module_the_config_and_the_device_loop() {
     };
     assert_ne!(Source::new(&module, &config(), &stop, None).key(), base);
 }
+
+/// Bytes with a good checksum that were never written by ipuxla (a bug, or a forged file)
+/// are refused without a panic, however they are cut or altered.
+#[test]
+fn undecodable_payloads_are_errors_not_panics() {
+    let (_, compiled) = compiled();
+    let bytes = payload::encode(&compiled).unwrap();
+    assert!(payload::decode(&bytes).is_ok());
+    let step = (bytes.len() / 97).max(1);
+    for cut in (0..bytes.len()).step_by(step) {
+        assert!(payload::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+    }
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..300 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let mut altered = bytes.clone();
+        let at = (state % bytes.len() as u64) as usize;
+        altered[at] = altered[at].wrapping_add((state >> 32) as u8 | 1);
+        // Either refused, or an executable of the same size: never a panic.
+        let _ = payload::decode(&altered);
+    }
+}

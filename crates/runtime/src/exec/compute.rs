@@ -388,7 +388,7 @@ impl LoadedComputeSet {
         let mut ids = Vec::with_capacity(cs.vertices.len());
         for (i, v) in cs.vertices.iter().enumerate() {
             let kernel = match last {
-                Some((spec, id)) if *spec == v.kernel => id,
+                Some((spec, id)) if *spec == *v.kernel => id,
                 _ => kernels
                     .compile_with(&v.kernel, exe.floating_point)
                     .map_err(|e| RuntimeError::Kernel {
@@ -436,12 +436,12 @@ impl LoadedComputeSet {
             (b as usize, e as usize)
         };
         for (i, (v, &kernel)) in cs.vertices.iter().zip(kernels).enumerate() {
-            let (elements, runs) = match &v.kernel {
+            let (elements, runs) = match &*v.kernel {
                 KernelSpec::Elementwise(_) | KernelSpec::MatMul(_) => (v.outputs[0].len, 0),
                 KernelSpec::Reduce(_) => (v.inputs[0].len, v.outputs[0].len),
             };
             let mut operand_views = [None; 2];
-            if !views.is_empty() && matches!(v.kernel, KernelSpec::MatMul(_)) {
+            if !views.is_empty() && matches!(*v.kernel, KernelSpec::MatMul(_)) {
                 for (j, slot) in operand_views.iter_mut().enumerate() {
                     *slot = views.get(cs_index as u32, i as u32, j as u8);
                 }
@@ -455,7 +455,7 @@ impl LoadedComputeSet {
                     _ => bytes(r, v.ipu, v.tile),
                 })
                 .collect();
-            let shape = match &v.kernel {
+            let shape = match &*v.kernel {
                 KernelSpec::Elementwise(_) => Shape::Elementwise,
                 KernelSpec::Reduce(_) => Shape::Reduce(v.run_length),
                 KernelSpec::MatMul(_) => Shape::Other,
@@ -467,7 +467,7 @@ impl LoadedComputeSet {
                 v.outputs.iter().map(|r| bytes(r, v.ipu, v.tile)).collect(),
                 (elements, runs, v.run_length),
             );
-            if exe.floating_point.is_active() && matches!(v.kernel, KernelSpec::Elementwise(_)) {
+            if exe.floating_point.is_active() && matches!(*v.kernel, KernelSpec::Elementwise(_)) {
                 loaded.origin = Some(Box::new(Origin {
                     salt: (cs_index as u64) << 32 | i as u64,
                     ipu: v.ipu,
@@ -484,7 +484,7 @@ impl LoadedComputeSet {
                 viewed_products += 1;
                 loaded.views = Some(Box::new(operand_views));
             }
-            match (&v.kernel, operand_views) {
+            match (&*v.kernel, operand_views) {
                 (KernelSpec::MatMul(mm), [Some(a), Some(b)]) => {
                     let product = ViewedProduct {
                         slot: s,

@@ -239,7 +239,7 @@ pub(crate) fn compute_set_cost(exe: &Executable, cs_index: usize) -> ComputeCost
     let mut placed: Vec<(usize, VertexCost, u64)> =
         Vec::with_capacity(cs.vertices.len() + cs.codelet_vertices.len());
     for v in &cs.vertices {
-        let (elements, runs) = match &v.kernel {
+        let (elements, runs) = match &*v.kernel {
             KernelSpec::Elementwise(_) | KernelSpec::MatMul(_) => (v.outputs[0].len, 0),
             KernelSpec::Reduce(_) => (v.inputs[0].len, v.outputs[0].len),
         };

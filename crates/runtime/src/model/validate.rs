@@ -127,7 +127,7 @@ fn check_vertex(
         return Err(invalid(format!("{here} is outside the system")));
     }
     type Types = SmallVec<[DType; 4]>;
-    let (in_types, out_types, lengths_ok): (Types, Types, bool) = match &v.kernel {
+    let (in_types, out_types, lengths_ok): (Types, Types, bool) = match &*v.kernel {
         KernelSpec::Elementwise(k) => {
             let n = v.outputs.first().map_or(0, |r| r.len);
             let same = v.inputs.iter().chain(&v.outputs).all(|r| r.len == n);

@@ -207,6 +207,7 @@ impl ExecutableBuilder {
         outputs: &[TensorId],
     ) -> Vec<Vertex> {
         let layout = &self.exe.tensors[outputs[0].0 as usize].mapping;
+        let kernel = std::sync::Arc::new(kernel.clone());
         layout
             .iter()
             .map(|iv| {
@@ -216,7 +217,7 @@ impl ExecutableBuilder {
                     len: iv.len,
                 };
                 Vertex {
-                    kernel: kernel.clone(),
+                    kernel: std::sync::Arc::clone(&kernel),
                     ipu: iv.ipu,
                     tile: iv.tile,
                     inputs: inputs.iter().map(region).collect(),

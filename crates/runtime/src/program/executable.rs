@@ -6,6 +6,7 @@ use crate::program::codelet::CodeletRef;
 use crate::program::collective::{Collective, CollectiveId, Replication};
 use codegen::{DType, KernelSpec};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 pub use crate::program::tensor_id::TensorId;
 
@@ -105,8 +106,9 @@ pub struct Region {
 /// A kernel instance on one tile, connected to regions of that tile's memory.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Vertex {
-    /// What it computes.
-    pub kernel: KernelSpec,
+    /// What it computes: shared by the vertices of one kernel (a kernel repeats on every
+    /// tile of a compute set, and an expression kernel is a tree).
+    pub kernel: Arc<KernelSpec>,
     /// The IPU.
     pub ipu: usize,
     /// The tile.

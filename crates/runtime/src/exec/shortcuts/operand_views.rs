@@ -72,7 +72,7 @@ impl OperandViews {
                 v.outputs
                     .iter()
                     .for_each(|r| writes[r.tensor.0 as usize] += 1);
-                let f32_product = match &v.kernel {
+                let f32_product = match &*v.kernel {
                     KernelSpec::MatMul(k) if k.input == DType::F32 => Some((k.m, k.k, k.n)),
                     _ => None,
                 };
@@ -329,7 +329,8 @@ mod tests {
                     n: 2,
                     input: DType::F32,
                     partials: codegen::DType::F32,
-                }),
+                })
+                .into(),
                 ipu: 0,
                 tile: 1,
                 inputs: vec![region(blocks), region(w)],

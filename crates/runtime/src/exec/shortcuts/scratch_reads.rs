@@ -82,7 +82,7 @@ pub(crate) fn plan(
             }
             for r in v.inputs.iter().filter(|r| candidate[r.tensor.0 as usize]) {
                 let t = r.tensor.0 as usize;
-                product_reads[t] |= matches!(v.kernel, KernelSpec::MatMul(_));
+                product_reads[t] |= matches!(*v.kernel, KernelSpec::MatMul(_));
                 reader[t] = match reader[t] {
                     None => Some(Some(ci)),
                     Some(Some(c)) if c == ci => Some(Some(ci)),
