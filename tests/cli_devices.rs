@@ -52,3 +52,74 @@ fn the_chosen_order_is_marked_and_bad_counts_are_refused() {
         "{err}"
     );
 }
+
+/// `auto_select_ipus` lists: one device per entry (the seed's `/device:IPU:K`); `devices
+/// --config` lists them and `run --device K` runs a module on device K's IPUs.
+#[test]
+fn a_multi_device_config_lists_its_devices_and_run_chooses_one() {
+    let dir = std::env::temp_dir().join(format!("ipuxla-devices-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("two.json");
+    std::fs::write(&config, r#"{"auto_select_ipus": [1, 2]}"#).unwrap();
+    let config = config.to_str().unwrap();
+
+    let (ok, out, err) = devices(&["--num-ipus", "4", "--config", config]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("/device:IPU:0  1 IPU  (run --device 0)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("/device:IPU:1  2 IPUs  (run --device 1)"),
+        "{out}"
+    );
+
+    let case = |f: &str| {
+        format!(
+            "{}/fixtures/conformance/seed_vector_add/{f}",
+            env!("CARGO_MANIFEST_DIR")
+        )
+    };
+    let inputs = (0..3)
+        .map(|i| format!("{i}={}", case(&format!("inputs/{i}.npy"))))
+        .collect::<Vec<_>>()
+        .join(";");
+    let run = |extra: &[&str]| {
+        let outdir = dir.join("out");
+        let out = Command::new(env!("CARGO_BIN_EXE_ipuxla"))
+            .args([
+                "run",
+                &case("module.hlo"),
+                "--inputs",
+                &inputs,
+                "--overwrite",
+            ])
+            .args(["--outdir", outdir.to_str().unwrap(), "--config", config])
+            .args(extra)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, _, err) = run(&[]);
+    assert!(!ok, "two devices and no choice was accepted");
+    assert!(
+        err.contains("configures 2 devices") && err.contains("--device K"),
+        "{err}"
+    );
+    for (k, ipus) in [("0", "on 1 x ipu2"), ("1", "on 2 x ipu2")] {
+        let (ok, out, err) = run(&["--device", k]);
+        assert!(ok, "--device {k}: {err}");
+        assert!(out.contains(ipus), "--device {k}: {out}");
+    }
+    let (ok, _, err) = run(&["--device", "2"]);
+    assert!(!ok);
+    assert!(
+        err.contains("device 2: auto_select_ipus [1,2] configures 2 device(s)"),
+        "{err}"
+    );
+}

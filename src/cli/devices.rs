@@ -52,6 +52,10 @@ pub struct DevicesArgs {
     /// The selection order to mark as chosen.
     #[arg(long, value_enum, ignore_case = true, default_value_t = SelectionOrderArg::Auto)]
     pub selection_order: SelectionOrderArg,
+    /// Also list the devices an IpuConfig's `auto_select_ipus` configures (the seed's
+    /// `/device:IPU:K`, which `run --device K` chooses).
+    #[arg(long, value_name = "FILE.json")]
+    pub config: Option<std::path::PathBuf>,
 }
 
 /// Runs `ipuxla devices`.
@@ -69,5 +73,20 @@ pub fn run(args: DevicesArgs) -> anyhow::Result<()> {
     let system =
         System::new(Target::of(version), args.num_ipus).map_err(|e| anyhow!("--num-ipus: {e}"))?;
     print!("{}", runtime::selection::listing(&system, order));
+    if let Some(path) = &args.config {
+        let config = super::load_config(Some(path))?;
+        let devices = config.auto_select_ipus.devices();
+        println!(
+            "devices configured by {} (auto_select_ipus {}):",
+            path.display(),
+            serde_json::to_string(&config.auto_select_ipus)?
+        );
+        for (k, n) in devices.iter().enumerate() {
+            println!(
+                "  /device:IPU:{k}  {n} IPU{}  (run --device {k})",
+                if *n == 1 { "" } else { "s" }
+            );
+        }
+    }
     Ok(())
 }

@@ -72,6 +72,11 @@ pub struct TargetFlags {
     /// false; an ipu1 has no Streaming Memory and always fails).
     #[arg(long)]
     pub no_streaming_memory: bool,
+    /// The device of a multi-device `auto_select_ipus` list (`[1, 2]`: device 0 of one
+    /// IPU, device 1 of two) that runs the module: the seed's `/device:IPU:K`. Needed when
+    /// the config lists several devices; with one it may only be 0.
+    #[arg(long, value_name = "K", conflicts_with = "num_ipus")]
+    pub device: Option<usize>,
     #[command(flatten)]
     pub passes: super::PassFlags,
 }
@@ -92,6 +97,9 @@ impl TargetFlags {
         self.passes.apply(&mut c);
         if let Some(n) = self.num_ipus {
             c.auto_select_ipus = compiler::config::AutoSelectIpus::Count(n);
+        }
+        if let Some(k) = self.device {
+            c = c.for_device(k)?;
         }
         if let Some(o) = self.selection_order {
             c.selection_order = o.name().into();

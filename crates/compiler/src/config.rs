@@ -235,8 +235,8 @@ impl Default for IpuConfig {
 pub enum AutoSelectIpus {
     /// One device of this many IPUs.
     Count(usize),
-    /// One entry per device (the IPUs it controls); a module runs on one device, so
-    /// `check` refuses more than one entry.
+    /// One entry per device (the IPUs it controls); a module runs on one device, chosen by
+    /// [`IpuConfig::for_device`] (`--device K`); `check` refuses a list of several.
     PerDevice(Vec<usize>),
 }
 
@@ -252,6 +252,16 @@ impl AutoSelectIpus {
         match self {
             AutoSelectIpus::Count(n) => *n,
             AutoSelectIpus::PerDevice(v) => v.first().copied().unwrap_or(1),
+        }
+    }
+
+    /// The IPUs of each device it configures (the seed's `/device:IPU:0`, `/device:IPU:1`,
+    /// ...): one per list entry; an int, or nothing, is one device.
+    pub fn devices(&self) -> Vec<usize> {
+        match self {
+            AutoSelectIpus::Count(n) => vec![*n],
+            AutoSelectIpus::PerDevice(v) if v.is_empty() => vec![1],
+            AutoSelectIpus::PerDevice(v) => v.clone(),
         }
     }
 }
@@ -542,6 +552,23 @@ impl IpuConfig {
         })
     }
 
+    /// The config of device `k` of `auto_select_ipus` (the seed's `/device:IPU:k`, which a
+    /// TensorFlow program picks with `ipu_scope`): the same options on that device's IPUs.
+    /// A module runs on one device; this is how a multi-device list chooses it.
+    pub fn for_device(&self, k: usize) -> Result<IpuConfig, CompileError> {
+        let devices = self.auto_select_ipus.devices();
+        let Some(&n) = devices.get(k) else {
+            return Err(CompileError::Config(format!(
+                "device {k}: auto_select_ipus {} configures {} device(s), numbered from 0",
+                serde_json::to_string(&self.auto_select_ipus).unwrap_or_default(),
+                devices.len()
+            )));
+        };
+        let mut c = self.clone();
+        c.auto_select_ipus = AutoSelectIpus::PerDevice(vec![n]);
+        Ok(c)
+    }
+
     /// `selection_order`, parsed.
     pub fn selection_order(&self) -> Result<runtime::SelectionOrder, CompileError> {
         runtime::SelectionOrder::from_name(&self.selection_order).ok_or_else(|| {
@@ -559,7 +586,7 @@ impl IpuConfig {
             && list.len() > 1
         {
             return Err(CompileError::Config(format!(
-                "auto_select_ipus {list:?} configures {} devices; ipuxla runs a module on one device, so give one entry (its IPUs: an int or a one-entry list)",
+                "auto_select_ipus {list:?} configures {} devices and a module runs on one: choose it (`--device K` on the command line, `IpuConfig::for_device(K)` in the library; the seed's /device:IPU:K), or give one entry",
                 list.len()
             )));
         }
@@ -694,5 +721,19 @@ mod tests {
             ..IpuConfig::default()
         };
         assert!(c.check().unwrap_err().to_string().contains("1000"));
+    }
+
+    /// One device per `auto_select_ipus` entry; `for_device` picks one, which then checks.
+    #[test]
+    fn a_device_list_gives_one_config_per_device() {
+        let c = IpuConfig::from_json(r#"{"auto_select_ipus": [1, 4]}"#).unwrap();
+        assert_eq!(c.auto_select_ipus.devices(), vec![1, 4]);
+        assert!(c.check().unwrap_err().to_string().contains("--device K"));
+        let d1 = c.for_device(1).unwrap();
+        assert_eq!(d1.auto_select_ipus.num_ipus(), 4);
+        d1.check().unwrap();
+        assert!(c.for_device(2).is_err());
+        assert_eq!(IpuConfig::default().auto_select_ipus.devices(), vec![1]);
+        assert_eq!(AutoSelectIpus::Count(2).devices(), vec![2]);
     }
 }

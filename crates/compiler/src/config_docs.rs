@@ -41,7 +41,7 @@ pub const OPTIONS: &[OptionDoc] = &[
     OptionDoc {
         key: "auto_select_ipus",
         kind: "int or list[int]",
-        description: "IPUs the program runs on (an int, or a list with one entry per device: ipuxla runs a module on one device, so a list has one entry).",
+        description: "IPUs the program runs on: an int, or a list with one entry per device (the seed's /device:IPU:0, /device:IPU:1, ...), each its IPU count. A module runs on one device: with several, `--device K` (IpuConfig::for_device) chooses it.",
     },
     OptionDoc {
         key: "matmuls.poplar_options",

@@ -143,6 +143,15 @@ impl Computation {
         &self.order
     }
 
+    /// Each instruction's index in program order, by id.
+    pub fn positions(&self) -> std::collections::HashMap<InstrId, usize> {
+        self.order
+            .iter()
+            .enumerate()
+            .map(|(k, &id)| (id, k))
+            .collect()
+    }
+
     /// The instructions in program order with their ids.
     pub fn instructions(&self) -> impl Iterator<Item = (InstrId, &Instruction)> {
         self.order.iter().map(|&id| (id, self.instr(id)))

@@ -87,12 +87,7 @@ pub fn outline_computation(
     }
     // In program order of their first member: the same choices on every run.
     let mut seeds: Vec<Vec<InstrId>> = classes.into_values().filter(|m| m.len() > 1).collect();
-    let position: HashMap<InstrId, usize> = c
-        .order()
-        .iter()
-        .enumerate()
-        .map(|(k, &id)| (id, k))
-        .collect();
+    let position = c.positions();
     seeds.sort_by_key(|m| position[&m[0]]);
     // Best first: of every seed's regions, take the group saving most code (bodies saved
     // times their instructions), then grow the rest again around it.

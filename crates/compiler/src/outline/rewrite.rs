@@ -76,12 +76,7 @@ fn constant_expression(comp: &Computation, id: InstrId) -> bool {
 
 /// Indices of `members` in the computation's order.
 fn in_order(comp: &Computation, members: &[InstrId]) -> Vec<usize> {
-    let position: HashMap<InstrId, usize> = comp
-        .order()
-        .iter()
-        .enumerate()
-        .map(|(k, &id)| (id, k))
-        .collect();
+    let position = comp.positions();
     let mut idx: Vec<usize> = (0..members.len()).collect();
     idx.sort_by_key(|&t| position[&members[t]]);
     idx

@@ -24,12 +24,7 @@ impl Fingerprints {
             return f;
         }
         let c = module.computation(comp);
-        let position: HashMap<_, usize> = c
-            .order()
-            .iter()
-            .enumerate()
-            .map(|(k, &id)| (id, k))
-            .collect();
+        let position = c.positions();
         let mut h = DefaultHasher::new();
         for &id in c.order() {
             let instr = c.instr(id);

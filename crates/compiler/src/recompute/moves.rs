@@ -87,8 +87,7 @@ pub fn candidates(c: &Computation) -> Vec<Move> {
 /// of their users.
 pub fn apply(c: &Computation, moves: &[Move]) -> Computation {
     let order = c.order();
-    let position: HashMap<InstrId, usize> =
-        order.iter().enumerate().map(|(k, &id)| (id, k)).collect();
+    let position = c.positions();
     let at: HashMap<InstrId, usize> = moves.iter().map(|m| (m.value, m.position)).collect();
     let mut placed: Vec<Vec<InstrId>> = vec![Vec::new(); order.len()];
     for m in moves {
