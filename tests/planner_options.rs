@@ -87,8 +87,51 @@ fn half_partials_are_refused_where_they_would_not_act() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("convolutions.poplar_options.partialsType half"),
+        e.contains("convolutions.poplar_options.partialsType half applies to f16 convolutions"),
         "{e}"
+    );
+}
+
+/// `partialsType: half` on an f16 convolution: the running sum over kernel positions is
+/// kept in f16 (results change, within f16 rounding of the float-partials ones), and f16
+/// convolutions run at the target's f16 AMP rate (fewer cycles than the same in f32).
+#[test]
+fn half_partials_on_an_f16_convolution_change_its_rounding() {
+    let f32_text = std::fs::read_to_string(fixture("planner/conv.hlo")).unwrap();
+    let f16_text = f32_text.replace("f32[", "f16[");
+    let (m32, m16) = (
+        xla_ir::parse_module(&f32_text).unwrap(),
+        xla_ir::parse_module(&f16_text).unwrap(),
+    );
+    let args = arguments(&m16);
+    let float = ipuxla::device::run_on_ipu_model(&m16, &with("{}", 1472), &args).unwrap();
+    let half = with(
+        r#"{"convolutions": {"poplar_options": {"partialsType": "half"}}}"#,
+        1472,
+    );
+    let halved = ipuxla::device::run_on_ipu_model(&m16, &half, &args).unwrap();
+    let values = |o: &ArrayLiteral| -> Vec<f32> {
+        match &o.data {
+            ArrayData::F16(v) => v.iter().map(|x| x.to_f32()).collect(),
+            other => panic!("f16 results, not {other:?}"),
+        }
+    };
+    let (a, b) = (values(&float.outputs[0]), values(&halved.outputs[0]));
+    let changed = a.iter().zip(&b).filter(|(x, y)| x != y).count();
+    assert!(changed > 0, "half partials changed nothing");
+    for (x, y) in a.iter().zip(&b) {
+        assert!(
+            (x - y).abs() <= 0.01 * x.abs().max(1.0),
+            "{y} with half partials vs {x}"
+        );
+    }
+    let f32_run =
+        ipuxla::device::run_on_ipu_model(&m32, &with("{}", 1472), &arguments(&m32)).unwrap();
+    assert!(
+        float.profile.total_cycles < f32_run.profile.total_cycles,
+        "f16 {} cycles vs f32 {}",
+        float.profile.total_cycles,
+        f32_run.profile.total_cycles
     );
 }
 

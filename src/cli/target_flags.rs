@@ -57,8 +57,8 @@ pub struct TargetFlags {
     /// partials in f16 (less memory and exchange, f16 rounding); refused for f32 operands.
     #[arg(long, value_enum, ignore_case = true)]
     pub matmul_partial_type: Option<PartialType>,
-    /// Partials type for convolutions (default float; half is not implemented yet and is
-    /// refused).
+    /// Partials type for convolutions (default float): half sums f16 convolutions over
+    /// kernel positions in f16 (refused for f32 operands and grouped convolutions).
     #[arg(long, value_enum, ignore_case = true)]
     pub conv_partial_type: Option<PartialType>,
     /// The simulated IPU (`ipu_model.version`; default ipu2).

@@ -33,6 +33,8 @@ pub(crate) struct CodeletSource {
     pub inputs: Vec<ArrayShape>,
     /// What one instance costs.
     pub cost: VertexCost,
+    /// A convolution with `partialsType: half`: accumulates in f16 (see [`ConvCodelet`]).
+    pub half_partials: bool,
 }
 
 /// A vertex that evaluates one HLO op on the slices its tile holds.
@@ -47,14 +49,15 @@ impl EvalCodelet {
     }
 }
 
-/// The codelet `source` describes: an f32 convolution vertex when the op is one (sharing
-/// its patch matrix through `shared`, its plan through `plans`), else one evaluating the op
-/// with the reference semantics.
+/// The codelet `source` describes: an f32 convolution vertex (or f16 with half partials)
+/// when the op is one (sharing its patch matrix through `shared`, its plan through `plans`),
+/// else one evaluating the op with the reference semantics. An error when half partials
+/// are asked of a convolution the vertex does not take.
 pub(crate) fn codelet_of(
     source: CodeletSource,
     shared: Option<&Arc<SharedPatches>>,
     plans: &mut ConvPlans,
-) -> CodeletRef {
+) -> Result<CodeletRef, String> {
     let root = source.module.entry_computation().root_instr();
     if let ([input, kernel], Some(output)) = (&source.inputs[..], root.shape.as_array())
         && let Some(c) = ConvCodelet::planned(
@@ -64,6 +67,7 @@ pub(crate) fn codelet_of(
             kernel,
             output,
             source.cost,
+            source.half_partials,
             plans,
         )
     {
@@ -72,11 +76,16 @@ pub(crate) fn codelet_of(
             Some(shared) => c.sharing(Arc::clone(shared)),
             None => c,
         };
-        return CodeletRef::new(c);
+        return Ok(CodeletRef::new(c));
     }
-    CodeletRef::new(EvalCodelet {
+    if source.half_partials {
+        return Err(
+            "convolutions.poplar_options.partialsType half applies to f16 convolutions without feature or batch groups (this one accumulates in f32: use partialsType float)".into(),
+        );
+    }
+    Ok(CodeletRef::new(EvalCodelet {
         source: Arc::new(source),
-    })
+    }))
 }
 
 fn leaves(l: Literal, out: &mut Vec<xla_ir::literal::ArrayLiteral>) {
@@ -341,7 +350,17 @@ fn estimate(op: &Op, in_shapes: &[Shape], out: &Shape, target: &Target) -> Verte
                 .map_or(1, |a| a.dims[dims.kernel_output_feature as usize] as u64)
                 .max(1);
             let macs = out_elems * (k / kof);
-            VertexCost::Supervisor(macs.div_ceil(target.f32_macs_per_cycle) + 72)
+            // The AMP runs convolutions as it runs matrix products: at the target's f16
+            // rate for f16 operands (`runtime::cost::vertex_cost`).
+            let f16 = in_shapes[0]
+                .as_array()
+                .is_some_and(|a| a.element_type == xla_ir::ElementType::F16);
+            let rate = if f16 {
+                target.f16_macs_per_cycle
+            } else {
+                target.f32_macs_per_cycle
+            };
+            VertexCost::Supervisor(macs.div_ceil(rate) + 72)
         }
         Op::Sort { .. } => {
             let n = out_elems.max(2);
@@ -366,15 +385,18 @@ impl Lowerer<'_> {
         inputs: Vec<ArrayShape>,
         cost: VertexCost,
         shared: Option<&Arc<SharedPatches>>,
-    ) -> runtime::CodeletId {
+    ) -> Result<runtime::CodeletId, CompileError> {
+        let convolution = matches!(here.instr.op, Op::Convolution { .. });
         let source = CodeletSource {
             name: format!("{} ({})", here.instr.name, here.instr.op.name()),
             module,
             inputs,
             cost,
+            half_partials: convolution && self.conv.partials == crate::config::PartialsType::Half,
         };
-        self.b
-            .codelet(codelet_of(source, shared, &mut self.conv_plans))
+        let codelet = codelet_of(source, shared, &mut self.conv_plans)
+            .map_err(|reason| here.unsupported(reason))?;
+        Ok(self.b.codelet(codelet))
     }
 
     /// True when `a` is already all on `tile`: a part reading all of it needs no copy.
@@ -553,11 +575,6 @@ impl Lowerer<'_> {
             return Err(here.unsupported("an op with no array result"));
         }
         let convolution = matches!(here.instr.op, Op::Convolution { .. });
-        if convolution && self.conv.partials == crate::config::PartialsType::Half {
-            return Err(here.unsupported(
-                "convolutions.poplar_options.partialsType half is not implemented yet: convolutions accumulate in f32 on the IPU Model (use partialsType float)",
-            ));
-        }
         let split = split_of(&here, &operands, self.tiles).filter(|s| s.parts > 1);
         let budget =
             (self.conv.available_memory_proportion * self.target.bytes_per_tile as f64) as u64;
@@ -679,7 +696,7 @@ impl Lowerer<'_> {
                 ins.iter().map(|(s, _)| s.clone()).collect(),
                 cost,
                 shared.as_ref(),
-            );
+            )?;
             let out_arrs: Vec<Arr> = outs
                 .iter()
                 .enumerate()
@@ -759,7 +776,7 @@ impl Lowerer<'_> {
                 &shapes,
                 Some((out_shape, here.instr.op.clone())),
             );
-            let id = self.add_eval_codelet(here, module, in_shapes, cost, None);
+            let id = self.add_eval_codelet(here, module, in_shapes, cost, None)?;
             let region = |t| Region {
                 tensor: t,
                 start: p.start,

@@ -34,6 +34,9 @@ struct Plan {
     input_len: usize,
     kernel_len: usize,
     output_len: usize,
+    /// Depth indices per kernel position (the input features): with positions outermost,
+    /// position `p`'s products are depth indices `p * chunk ..`.
+    chunk: usize,
 }
 
 /// `len` consecutive patch-matrix elements read from input elements `src`, `src + stride`,
@@ -120,6 +123,7 @@ impl Plan {
         output: &ArrayShape,
         window: &Window,
         dn: &ConvDims,
+        positions_outer: bool,
     ) -> Option<Plan> {
         let (id, kd, od) = (&input.dims, &kernel.dims, &output.dims);
         let (is, ks, os) = (strides(id), strides(kd), strides(od));
@@ -181,8 +185,14 @@ impl Plan {
                 .all(|j| at(j) == at(0) + j as isize * step)
                 .then_some(step)
         };
-        let (items, kernel) = [false, true]
-            .into_iter()
+        let orders: &[bool] = if positions_outer {
+            &[false]
+        } else {
+            &[false, true]
+        };
+        let (items, kernel) = orders
+            .iter()
+            .copied()
             .find_map(|outer| {
                 let items = order(outer);
                 let rs = linear(&items)?;
@@ -254,6 +264,7 @@ impl Plan {
             input_len: total[0],
             kernel_len: total[1],
             output_len: total[2],
+            chunk: in_features,
         })
     }
 }
@@ -264,6 +275,11 @@ pub(crate) struct ConvCodelet {
     plan: Arc<Plan>,
     cost: VertexCost,
     shared: Option<Arc<SharedPatches>>,
+    /// f16 operands and result with f16 partials (`partialsType: half`): each kernel
+    /// position's products are summed in f32 (inside the AMP) and added to the running sum
+    /// stored in f16, as PopLibs' convolution vertices accumulate over kernel positions in
+    /// the partials type. Otherwise f32 throughout.
+    half_partials: bool,
     /// What it was built from, when it was built from a codelet source (an executable on
     /// disk stores it).
     source: Option<Arc<super::codelet::CodeletSource>>,
@@ -322,12 +338,15 @@ impl ConvCodelet {
             kernel,
             output,
             cost,
+            false,
             &mut ConvPlans::default(),
         )
     }
 
     /// [`ConvCodelet::new`], reusing the plan of an earlier part of the same shapes from
-    /// `plans` (the parts of one convolution split over tiles mostly have one plan).
+    /// `plans` (the parts of one convolution split over tiles mostly have one plan); with
+    /// `half_partials`, the vertex of an f16 convolution with f16 partials instead.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn planned(
         name: String,
         op: &Op,
@@ -335,6 +354,7 @@ impl ConvCodelet {
         kernel: &ArrayShape,
         output: &ArrayShape,
         cost: VertexCost,
+        half_partials: bool,
         plans: &mut ConvPlans,
     ) -> Option<ConvCodelet> {
         let Op::Convolution {
@@ -347,23 +367,31 @@ impl ConvCodelet {
         else {
             return None;
         };
-        let f32s = [input, kernel, output]
+        let element = if half_partials {
+            ElementType::F16
+        } else {
+            ElementType::F32
+        };
+        if [input, kernel, output]
             .iter()
-            .all(|s| s.element_type == ElementType::F32);
-        if !f32s {
+            .any(|s| s.element_type != element)
+        {
             return None;
         }
-        let key = format!("{op:?} {input} {kernel} {output}");
+        let key = format!("{op:?} {input} {kernel} {output} {half_partials}");
         let plan = plans
             .0
             .entry(key)
-            .or_insert_with(|| Plan::new(input, kernel, output, window, dims).map(Arc::new))
+            .or_insert_with(|| {
+                Plan::new(input, kernel, output, window, dims, half_partials).map(Arc::new)
+            })
             .clone()?;
         Some(ConvCodelet {
             name,
             plan,
             cost,
             shared: None,
+            half_partials,
             source: None,
         })
     }
@@ -421,6 +449,22 @@ fn f32_slice(bytes: &[u8]) -> std::borrow::Cow<'_, [f32]> {
     }
 }
 
+/// The operand bytes as f32s: f16 elements widened, or f32 ones as they are.
+fn values_of(bytes: &[u8], f16: bool) -> std::borrow::Cow<'_, [f32]> {
+    if f16 {
+        std::borrow::Cow::Owned(f16s(bytes))
+    } else {
+        f32_slice(bytes)
+    }
+}
+
+fn f16s(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(2)
+        .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+        .collect()
+}
+
 fn f32s(bytes: &[u8]) -> Vec<f32> {
     bytes
         .chunks_exact(4)
@@ -436,24 +480,27 @@ impl Codelet for ConvCodelet {
     fn run(&self, inputs: &[&[u8]], outputs: &mut [&mut [u8]]) -> Result<(), String> {
         let p = &self.plan;
         let sizes = [inputs[0].len(), inputs[1].len(), outputs[0].len()];
-        if sizes != [p.input_len * 4, p.kernel_len * 4, p.output_len * 4] {
+        let bytes = if self.half_partials { 2 } else { 4 };
+        if sizes != [p.input_len, p.kernel_len, p.output_len].map(|n| n * bytes) {
             return Err(format!(
                 "{}: regions of {sizes:?} bytes for a convolution of {:?} elements",
                 self.name,
                 [p.input_len, p.kernel_len, p.output_len]
             ));
         }
-        let w = f32_slice(inputs[1]);
+        let half = self.half_partials;
+        let values = |b| values_of(b, half);
+        let w = values(inputs[1]);
         let patches = match &self.shared {
             Some(shared) => match shared.get(inputs[0]) {
                 Some(patches) => patches,
                 None => {
-                    let patches = Arc::new(self.patches(&f32_slice(inputs[0])));
+                    let patches = Arc::new(self.patches(&values(inputs[0])));
                     shared.put(inputs[0], Arc::clone(&patches));
                     patches
                 }
             },
-            None => Arc::new(self.patches(&f32_slice(inputs[0]))),
+            None => Arc::new(self.patches(&values(inputs[0]))),
         };
         let gathered: Vec<f32>;
         let kernel = match &p.kernel {
@@ -469,19 +516,46 @@ impl Codelet for ConvCodelet {
             }
         };
         let mut product = vec![0f32; p.rows * p.cols];
-        codegen::gemm_f32_refs(
-            p.rows,
-            p.depth,
-            p.cols,
-            MatRef::row_major(&patches, p.depth),
-            kernel,
-            &mut product,
-        );
+        if self.half_partials {
+            // One kernel position at a time, its sum added to the f16 running sum.
+            let mut part = vec![0f32; p.rows * p.cols];
+            for c in 0..p.depth / p.chunk.max(1) {
+                let d0 = c * p.chunk;
+                let a = MatRef {
+                    data: &patches,
+                    at: d0,
+                    rs: p.depth as isize,
+                    cs: 1,
+                };
+                let b = MatRef {
+                    at: (kernel.at as isize + d0 as isize * kernel.rs) as usize,
+                    ..kernel
+                };
+                codegen::gemm_f32_refs(p.rows, p.chunk, p.cols, a, b, &mut part);
+                for (s, q) in product.iter_mut().zip(&part) {
+                    *s = half::f16::from_f32(*s + q).to_f32();
+                }
+            }
+        } else {
+            codegen::gemm_f32_refs(
+                p.rows,
+                p.depth,
+                p.cols,
+                MatRef::row_major(&patches, p.depth),
+                kernel,
+                &mut product,
+            );
+        }
         let out = &mut *outputs[0];
         for (r, &base) in p.out_rows.iter().enumerate() {
             for f in 0..p.cols {
-                let at = (base as usize + f * p.out_feature_stride) * 4;
-                out[at..at + 4].copy_from_slice(&product[r * p.cols + f].to_le_bytes());
+                let v = product[r * p.cols + f];
+                let at = (base as usize + f * p.out_feature_stride) * bytes;
+                if self.half_partials {
+                    out[at..at + 2].copy_from_slice(&half::f16::from_f32(v).to_le_bytes());
+                } else {
+                    out[at..at + 4].copy_from_slice(&v.to_le_bytes());
+                }
             }
         }
         Ok(())
@@ -668,5 +742,88 @@ ENTRY e {
             VertexCost::Worker(1),
         );
         assert!(c.is_none());
+    }
+
+    /// f16 partials: the running sum over kernel positions is rounded to f16 after each
+    /// position. Checked against that rule computed plainly (per output element, per kernel
+    /// position, an f64 sum over input features added to an f16 running sum), which the
+    /// vertex must match to the f32 rounding of a position's sum: at most one f16 step per
+    /// position apart. Rounding once at the end (f32 partials) is closer to the exact sum.
+    #[test]
+    fn half_partials_round_the_running_sum_after_each_kernel_position() {
+        let m = xla_ir::parse_module(
+            "HloModule t
+ENTRY e {
+  x = f16[1,5,5,8]{3,2,1,0} parameter(0)
+  k = f16[3,3,8,4]{3,2,1,0} parameter(1)
+  ROOT c = f16[1,5,5,4]{3,2,1,0} convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+}",
+        )
+        .unwrap();
+        let root = m.entry_computation().root_instr();
+        let a = |d: &[i64]| ArrayShape::new(ElementType::F16, d);
+        let (xs, ks, os) = (a(&[1, 5, 5, 8]), a(&[3, 3, 8, 4]), a(&[1, 5, 5, 4]));
+        let mut plans = ConvPlans::default();
+        let c = ConvCodelet::planned(
+            "c".into(),
+            &root.op,
+            &xs,
+            &ks,
+            &os,
+            VertexCost::Worker(1),
+            true,
+            &mut plans,
+        )
+        .expect("an f16 convolution takes half partials");
+        let h =
+            |v: Vec<f32>| -> Vec<half::f16> { v.into_iter().map(half::f16::from_f32).collect() };
+        // Values near 1 so that sums grow past f16's fine steps.
+        let x = h(values(200, 3).iter().map(|v| 4.0 + v).collect());
+        let k = h(values(288, 7).iter().map(|v| 1.0 + v).collect());
+        let bytes =
+            |v: &[half::f16]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+        let mut out = vec![0u8; 100 * 2];
+        c.run(&[&bytes(&x), &bytes(&k)], &mut [out.as_mut_slice()])
+            .unwrap();
+        let got: Vec<f64> = out
+            .chunks_exact(2)
+            .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f64())
+            .collect();
+        let (mut worst_rule, mut differs_from_once, mut exactly) = (0f64, 0, 0);
+        for (oy, ox, f) in (0..5usize)
+            .flat_map(|y| (0..5usize).flat_map(move |x| (0..4usize).map(move |f| (y, x, f))))
+        {
+            let (mut running, mut exact) = (half::f16::ZERO, 0f64);
+            for (ky, kx) in (0..3usize).flat_map(|y| (0..3usize).map(move |x| (y, x))) {
+                // Input row and column (padding 1 on each side).
+                let (iy, ix) = ((oy + ky).wrapping_sub(1), (ox + kx).wrapping_sub(1));
+                let mut sum = 0f64;
+                if iy < 5 && ix < 5 {
+                    for i in 0..8 {
+                        let xv = x[(iy * 5 + ix) * 8 + i].to_f64();
+                        let kv = k[((ky * 3 + kx) * 8 + i) * 4 + f].to_f64();
+                        sum += xv * kv;
+                    }
+                }
+                exact += sum;
+                running = half::f16::from_f64(running.to_f64() + sum);
+            }
+            let g = got[(oy * 5 + ox) * 4 + f];
+            let step = running.to_f64().abs() * 2f64.powi(-10);
+            worst_rule = worst_rule.max((g - running.to_f64()).abs() / (9.0 * step));
+            exactly += usize::from(g == running.to_f64());
+            if half::f16::from_f64(exact) != half::f16::from_f64(g) {
+                differs_from_once += 1;
+            }
+        }
+        assert!(
+            worst_rule <= 1.0,
+            "{worst_rule} of the allowance from the rule"
+        );
+        assert!(differs_from_once > 0, "f16 partials changed no element");
+        assert!(
+            exactly >= 90,
+            "{exactly} of 100 elements follow the rule exactly"
+        );
     }
 }

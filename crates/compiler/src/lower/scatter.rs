@@ -114,7 +114,7 @@ impl Lowerer<'_> {
                 let elems = ic.shape.element_count() + uc.shape.element_count();
                 let cost = VertexCost::Worker(12 + elems * 6);
                 let shapes = vec![slice.shape.clone(), ic.shape.clone(), uc.shape.clone()];
-                let id = self.add_eval_codelet(here, module, shapes, cost, None);
+                let id = self.add_eval_codelet(here, module, shapes, cost, None)?;
                 let out = self.arr_mapped(
                     &format!("{name}.c{c}.p{p}"),
                     &slice.shape,

@@ -73,6 +73,8 @@ struct StoredCodelet {
     cost: u64,
     /// Codelets with the same group share one patch matrix.
     shared: Option<u32>,
+    /// A convolution with f16 partials.
+    half_partials: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -235,6 +237,7 @@ fn store_codelets(codelets: &[CodeletRef]) -> Result<Vec<StoredCodelet>, StoreEr
                 supervisor,
                 cost,
                 shared,
+                half_partials: source.half_partials,
             })
         })
         .collect()
@@ -261,6 +264,7 @@ fn build_codelets(stored: Vec<StoredCodelet>) -> Result<Vec<CodeletRef>, StoreEr
                 }
                 &groups[k]
             });
+            let what = c.name.clone();
             let source = CodeletSource {
                 name: c.name,
                 module,
@@ -270,8 +274,10 @@ fn build_codelets(stored: Vec<StoredCodelet>) -> Result<Vec<CodeletRef>, StoreEr
                 } else {
                     VertexCost::Worker(c.cost)
                 },
+                half_partials: c.half_partials,
             };
-            Ok(codelet_of(source, shared, &mut plans))
+            codelet_of(source, shared, &mut plans)
+                .map_err(|e| StoreError::Undecodable(format!("codelet {what}: {e}")))
         })
         .collect()
 }
