@@ -1,13 +1,14 @@
 //! The executable cache (`executable_cache_path` in the IpuConfig, `--executable-cache-dir`
-//! on the command line): a module compiled once for a config is written to
-//! `DIR/KEY.ipux` ([`compiler::stored`]) and later loads read it instead of compiling. The
-//! key covers the module's text, the config (and so the target), the pass options, the
-//! device loop and ipuxla's version. An entry that is truncated, corrupt, or written by
+//! on the command line): a module (or training pipeline) compiled once for a config is
+//! written to `DIR/KEY.ipux` ([`compiler::stored`]) and later loads read it instead of
+//! compiling. The key covers the module's text (or the pipeline's), the config (and so the
+//! target), the pass options, the device loop and ipuxla's version. An entry that is truncated, corrupt, or written by
 //! another build is never loaded: it is reported as a warning, compiled again and
 //! replaced.
 
 use anyhow::Context;
 use compiler::stored::{self, Source};
+use compiler::training_pipeline::TrainingPipeline;
 use compiler::{Compiled, DeviceLoop, IpuConfig, PassOptions};
 use std::path::{Path, PathBuf};
 use xla_ir::Module;
@@ -28,12 +29,43 @@ pub fn compile(
     options: &PassOptions,
     device_loop: Option<&DeviceLoop>,
 ) -> anyhow::Result<Obtained> {
-    let compile = || -> anyhow::Result<Compiled> {
+    let source = || Source::new(module, config, options, device_loop);
+    // A cached executable would skip the passes, and with them the dumps asked for.
+    let may_read = options.dump_to.is_none();
+    through_cache(config, source, may_read, || {
         Ok(match device_loop {
             None => compiler::compile_with_options(module, config, options)?,
             Some(lp) => compiler::compile_device_loop(module, config, options, lp)?,
         })
-    };
+    })
+}
+
+/// Compiles the training pipeline `pipeline` for `config`, through the executable cache
+/// when the config names one.
+pub fn compile_pipeline(
+    pipeline: &TrainingPipeline,
+    config: &IpuConfig,
+) -> anyhow::Result<Obtained> {
+    through_cache(
+        config,
+        || Source::of_pipeline(pipeline, config),
+        true,
+        || {
+            Ok(compiler::training_pipeline::compile_training_pipeline(
+                pipeline, config,
+            )?)
+        },
+    )
+}
+
+/// `compile()`'s executable, read from the cache entry of `source()` when there is a good
+/// one (and `may_read`), else compiled and stored there.
+fn through_cache(
+    config: &IpuConfig,
+    source: impl FnOnce() -> Source,
+    may_read: bool,
+    compile: impl FnOnce() -> anyhow::Result<Compiled>,
+) -> anyhow::Result<Obtained> {
     if config.executable_cache_path.is_empty() {
         return Ok(Obtained {
             compiled: compile()?,
@@ -47,11 +79,10 @@ pub fn compile(
             dir.display()
         )
     })?;
-    let source = Source::new(module, config, options, device_loop);
+    let source = source();
     let path = dir.join(format!("{}.ipux", source.key()));
     let mut warnings = Vec::new();
-    // A cached executable would skip the passes, and with them the dumps asked for.
-    if options.dump_to.is_none() {
+    if may_read {
         match read(&path, &source) {
             Ok(Some(compiled)) => {
                 return Ok(Obtained {

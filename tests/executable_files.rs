@@ -57,7 +57,12 @@ fn run(file: &Path, case: &str, inputs: usize, outdir: &Path, extra: &[&str]) ->
 fn simulated(out: &Output) -> Vec<String> {
     String::from_utf8_lossy(&out.stdout)
         .lines()
-        .filter(|l| !l.starts_with("host:") && !l.starts_with("ran ") && !l.contains(".npy"))
+        .filter(|l| {
+            !l.starts_with("host:")
+                && !l.starts_with("ran ")
+                && !l.starts_with("trained ")
+                && !l.contains(".npy")
+        })
         .map(str::to_string)
         .collect()
 }
@@ -335,4 +340,45 @@ fn run_keeps_its_executables_in_the_cache_directory() {
     );
     assert!(!out.status.success());
     assert!(stderr(&out).contains("the reference engine compiles nothing"));
+}
+
+/// Training pipelines (`--optimizer`) are cached too: the second run reads the pipeline's
+/// executable and trains to the same bytes.
+#[test]
+fn a_training_pipeline_is_cached() {
+    let dir = scratch("pipeline");
+    let cache = dir.join("cache");
+    let inputs = ["w0", "w1", "w2", "w3", "x", "y"]
+        .iter()
+        .map(|n| format!("{n}={}", fixture(&format!("training-pipeline/{n}.npy"))))
+        .collect::<Vec<_>>()
+        .join(";");
+    let hlo = fixture("training-pipeline/mlp_loss_4stages.hlo");
+    let train = |out: &str| {
+        ipuxla(&[
+            "run",
+            &hlo,
+            "--inputs",
+            &inputs,
+            "--outdir",
+            dir.join(out).to_str().unwrap(),
+            "--iterations",
+            "16",
+            "--optimizer",
+            "sgd:0.05",
+            "--num-ipus",
+            "4",
+            "--executable-cache-dir",
+            cache.to_str().unwrap(),
+        ])
+    };
+    let first = train("a");
+    assert!(first.status.success(), "{}", stderr(&first));
+    assert!(String::from_utf8_lossy(&first.stdout).contains("host: compile"));
+    let second = train("b");
+    assert!(second.status.success(), "{}", stderr(&second));
+    let stdout = String::from_utf8_lossy(&second.stdout);
+    assert!(stdout.contains("host: read the executable"), "{stdout}");
+    same_files(&dir.join("a"), &dir.join("b"));
+    assert_eq!(simulated(&first), simulated(&second));
 }

@@ -167,8 +167,8 @@ pub struct RunArgs {
     /// Keep compiled executables in DIR (`executable_cache_path`; created if missing): a
     /// run compiles the module once for its config and later runs read `DIR/KEY.ipux`
     /// instead of compiling. A truncated, corrupt or other-build entry is reported as a
-    /// warning, compiled again and replaced. Training pipelines (--optimizer) are not
-    /// cached yet and refuse it.
+    /// warning, compiled again and replaced. Training pipelines (--optimizer) are cached
+    /// by their stages' modules and options.
     #[arg(long, value_name = "DIR")]
     pub executable_cache_dir: Option<PathBuf>,
     /// Write the run's profile (cycles and bytes per step, memory per tile) as JSON.

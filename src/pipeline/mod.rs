@@ -27,13 +27,9 @@ pub fn run_training_pipeline_on_ipu_model(
     weights: &[Literal],
     micro_batches: &[Literal],
 ) -> anyhow::Result<DeviceRun> {
-    if !config.executable_cache_path.is_empty() {
-        anyhow::bail!(
-            "executable_cache_path (--executable-cache-dir): training pipelines are not cached yet; leave it out"
-        );
-    }
     let t0 = std::time::Instant::now();
-    let compiled = compiler::training_pipeline::compile_training_pipeline(pipeline, config)?;
+    let obtained = crate::executable_cache::compile_pipeline(pipeline, config)?;
+    let (compiled, read_from) = (obtained.compiled, obtained.read_from);
     let compile_seconds = t0.elapsed().as_secs_f64();
     let shapes = pipeline.check()?;
     let last = shapes.last().expect("a checked pipeline has stages");
@@ -55,7 +51,7 @@ pub fn run_training_pipeline_on_ipu_model(
     let timings = LoadTimings {
         compile_seconds,
         load_seconds,
-        read_from: None,
+        read_from,
     };
     run_once(loaded, timings, &inputs, &mut Default::default())
 }

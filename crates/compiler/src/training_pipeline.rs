@@ -88,6 +88,40 @@ pub struct TrainingPipeline {
 }
 
 impl TrainingPipeline {
+    /// Everything the pipeline is, as text (its modules as HLO, its numbers and options):
+    /// equal texts compile to the same executable (the executable cache's source).
+    pub fn text(&self) -> String {
+        use std::fmt::Write;
+        let mut t = String::from("training pipeline\n");
+        for (k, s) in self.stages.iter().enumerate() {
+            let _ = writeln!(
+                t,
+                "stage {k}: {} weights, {} saved, {} gradients\n{}\n{}",
+                s.weights, s.saved, s.gradients, s.forward, s.backward
+            );
+        }
+        match &self.optimizer {
+            Optimizer::Sgd { learning_rate } => {
+                let _ = writeln!(t, "sgd {:?}", learning_rate.to_bits());
+            }
+            Optimizer::PerStage(updates) => {
+                for u in updates {
+                    let _ = writeln!(t, "update\n{u}");
+                }
+            }
+        }
+        let _ = writeln!(
+            t,
+            "accumulate {}, repeat {}, {:?}, mapping {:?}, {:?}",
+            self.gradient_accumulation_count,
+            self.repeat_count,
+            self.schedule,
+            self.device_mapping,
+            self.recomputation_mode
+        );
+        t
+    }
+
     /// A pipeline of `stages` with `optimizer`, accumulating `gradient_accumulation_count`
     /// micro-batches, repeat count 1, Grouped, stage K on IPU K.
     pub fn new(

@@ -92,7 +92,10 @@ pub enum StoreError {
 /// executable cache.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Source {
-    /// The module, as HLO text.
+    /// The module, as HLO text (or a training pipeline's [`TrainingPipeline::text`], which
+    /// only the cache reads).
+    ///
+    /// [`TrainingPipeline::text`]: crate::training_pipeline::TrainingPipeline::text
     pub module: String,
     /// The IpuConfig, as JSON.
     pub config: String,
@@ -119,6 +122,22 @@ impl Source {
                 .expect("IpuConfig serialises: plain fields, strings as keys"),
             device_loop: device_loop.cloned(),
             stop_after: options.stop_after.clone(),
+        }
+    }
+
+    /// The source of compiling the training pipeline `pipeline` for `config`.
+    pub fn of_pipeline(
+        pipeline: &crate::training_pipeline::TrainingPipeline,
+        config: &IpuConfig,
+    ) -> Source {
+        let mut config = config.clone();
+        config.executable_cache_path.clear();
+        Source {
+            module: pipeline.text(),
+            config: serde_json::to_string(&config)
+                .expect("IpuConfig serialises: plain fields, strings as keys"),
+            device_loop: None,
+            stop_after: None,
         }
     }
 
