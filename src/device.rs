@@ -185,8 +185,10 @@ pub struct DeviceEstimate {
     pub vertices: usize,
     /// Compiler warnings (conversions the device needed).
     pub warnings: Vec<String>,
-    /// Host seconds compiling (HLO to executable).
+    /// Host seconds compiling (HLO to executable), or reading the stored executable.
     pub compile_seconds: f64,
+    /// The stored executable read instead of compiling (an executable cache entry).
+    pub read_from: Option<std::path::PathBuf>,
     /// Host seconds estimating (checks and costing every step; no JIT, nothing run).
     pub estimate_seconds: f64,
 }
@@ -201,7 +203,7 @@ pub fn estimate_on_ipu_model(
     let t0 = std::time::Instant::now();
     crate::progress::phase("compiling (passes, lowering)");
     let obtained = crate::executable_cache::compile(module, config, options, None)?;
-    let compiled = obtained.compiled;
+    let (compiled, read_from) = (obtained.compiled, obtained.read_from);
     let exe = &compiled.executable;
     let t1 = std::time::Instant::now();
     crate::progress::phase("estimating");
@@ -219,6 +221,7 @@ pub fn estimate_on_ipu_model(
             .sum(),
         warnings: compiled.warnings,
         compile_seconds: (t1 - t0).as_secs_f64(),
+        read_from,
         estimate_seconds: (t2 - t1).as_secs_f64(),
     })
 }

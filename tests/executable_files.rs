@@ -329,6 +329,11 @@ fn run_keeps_its_executables_in_the_cache_directory() {
     assert!(stdout.contains(cache.to_str().unwrap()), "{stdout}");
     same_files(&dir.join("a"), &dir.join("b"));
     assert_eq!(simulated(&first), simulated(&second));
+    // Estimating compiles the same executable: it reads it too.
+    let estimate = ipuxla(&["run", &hlo, "--estimate-only", flags[0], flags[1]]);
+    assert!(estimate.status.success(), "{}", stderr(&estimate));
+    let stdout = String::from_utf8_lossy(&estimate.stdout);
+    assert!(stdout.contains("host: read the executable"), "{stdout}");
 
     // The reference engine compiles nothing: the flag would be ignored, so it is refused.
     let out = run(

@@ -140,9 +140,13 @@ pub fn estimate_summary(e: &DeviceEstimate) -> String {
             ),
         };
     }
+    let compile = match &e.read_from {
+        Some(path) => format!("read the executable {}", path.display()),
+        None => "compile".to_string(),
+    };
     let _ = writeln!(
         s,
-        "host: compile {:.1} ms, estimate (checks, costs) {:.1} ms; nothing run",
+        "host: {compile} {:.1} ms, estimate (checks, costs) {:.1} ms; nothing run",
         e.compile_seconds * 1e3,
         e.estimate_seconds * 1e3
     );
