@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""The bench table with XLA timed side by side: for each case, XLA on this CPU compiles and
+runs the case's `module.hlo` (in a fresh process), then `ipuxla bench` compiles and runs the
+same module, in the same minute; prints one Markdown table of both and their ratios.
+
+Usage: python3 tools/side_by_side.py [CASE_DIR ...] [--runs N] [--ipuxla PATH]
+
+Default cases: `../shared/conformance/bench_*` when present (with the corpus's inputs), else
+`fixtures/conformance/bench_*` (inputs generated from `case.json`'s parameter shapes, for
+both). Needs `pip install jax jaxlib numpy`; ipuxla itself never does. Build first:
+`cargo build --release`.
+"""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+
+XLA_TIMER = r"""
+import json, os, statistics, sys, time
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+import jax, numpy as np
+from jax._src.lib import xla_client as xc
+from jax._src import xla_bridge as xb
+import jaxlib._hlo as H
+
+case, runs = sys.argv[1], int(sys.argv[2])
+jax.config.update("jax_enable_x64", True)
+spec = json.load(open(os.path.join(case, "case.json")))
+text = open(os.path.join(case, "module.hlo")).read()
+t0 = time.perf_counter()
+mod = H.hlo_module_from_text(text)
+mlir = xc._xla.mlir.hlo_to_stablehlo(mod.as_serialized_hlo_module_proto())
+be = xb.get_backend("cpu")
+exe = be.compile_and_load(mlir, xc.DeviceList(tuple(be.local_devices()[:1])), xc.CompileOptions())
+compile_ms = (time.perf_counter() - t0) * 1e3
+rng = np.random.default_rng(0)
+args = []
+for p in spec["params"]:
+    path = os.path.join(case, p["file"])
+    if os.path.exists(path):
+        a = np.load(path)
+    elif p["dtype"].startswith("float"):
+        a = rng.uniform(-1, 1, p["shape"]).astype(p["dtype"])
+    else:
+        a = rng.integers(0, 10, p["shape"]).astype(p["dtype"])
+    args.append(jax.device_put(a))
+for _ in range(3):
+    jax.block_until_ready(exe.execute(args))
+ts = []
+for _ in range(runs):
+    t = time.perf_counter()
+    jax.block_until_ready(exe.execute(args))
+    ts.append((time.perf_counter() - t) * 1e3)
+print(json.dumps({"compile_ms": compile_ms, "run_ms_median": statistics.median(ts)}))
+"""
+
+
+def main():
+    argv = sys.argv[1:]
+    runs, ipuxla = 9, "target/release/ipuxla"
+    if "--runs" in argv:
+        i = argv.index("--runs")
+        runs = int(argv[i + 1])
+        del argv[i : i + 2]
+    if "--ipuxla" in argv:
+        i = argv.index("--ipuxla")
+        ipuxla = argv[i + 1]
+        del argv[i : i + 2]
+    cases = argv or sorted(glob.glob("../shared/conformance/bench_*")) or sorted(
+        glob.glob("fixtures/conformance/bench_*")
+    )
+    if not cases:
+        sys.exit("no cases: give case directories")
+    try:
+        import jax  # noqa: F401
+    except ImportError:
+        sys.exit("XLA is timed through jax: pip install jax jaxlib numpy")
+    rows = []
+    for case in cases:
+        xla = json.loads(
+            subprocess.run(
+                [sys.executable, "-c", XLA_TIMER, case, str(runs)],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
+        )
+        out = subprocess.run(
+            [ipuxla, "bench", case, "--json", "--runs", str(runs), "--warmup", "2", "-q"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        ours = json.loads(out)
+        ours = ours[0] if isinstance(ours, list) else ours
+        rows.append((os.path.basename(case.rstrip("/")), xla, ours))
+    print(
+        "| case | XLA compile ms | ipuxla compile ms | × XLA | XLA run ms | ipuxla run ms "
+        "| × XLA | simulated cycles | peak tile B |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name, xla, ours in rows:
+        print(
+            f"| {name} | {xla['compile_ms']:.1f} | {ours['compile_ms']:.1f} "
+            f"| {ours['compile_ms'] / xla['compile_ms']:.2f} | {xla['run_ms_median']:.2f} "
+            f"| {ours['run_ms_median']:.2f} | {ours['run_ms_median'] / xla['run_ms_median']:.2f} "
+            f"| {ours['simulated_cycles']:,} | {ours['peak_tile_bytes']:,} |".replace(",", " ")
+        )
+
+
+if __name__ == "__main__":
+    main()
