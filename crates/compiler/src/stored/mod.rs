@@ -113,13 +113,9 @@ impl Source {
         options: &PassOptions,
         device_loop: Option<&DeviceLoop>,
     ) -> Source {
-        // Where executables are cached does not change what is compiled.
-        let mut config = config.clone();
-        config.executable_cache_path.clear();
         Source {
             module: module.to_string(),
-            config: serde_json::to_string(&config)
-                .expect("IpuConfig serialises: plain fields, strings as keys"),
+            config: config_text(config),
             device_loop: device_loop.cloned(),
             stop_after: options.stop_after.clone(),
         }
@@ -130,12 +126,9 @@ impl Source {
         pipeline: &crate::training_pipeline::TrainingPipeline,
         config: &IpuConfig,
     ) -> Source {
-        let mut config = config.clone();
-        config.executable_cache_path.clear();
         Source {
             module: pipeline.text(),
-            config: serde_json::to_string(&config)
-                .expect("IpuConfig serialises: plain fields, strings as keys"),
+            config: config_text(config),
             device_loop: None,
             stop_after: None,
         }
@@ -163,6 +156,14 @@ impl Source {
             .expect("a Source serialises: strings, numbers, bools");
         format!("{:032x}", xxh3_128(text.as_bytes()))
     }
+}
+
+/// `config` as a source holds it: JSON, without where executables are cached (which does
+/// not change what is compiled).
+fn config_text(config: &IpuConfig) -> String {
+    let mut config = config.clone();
+    config.executable_cache_path.clear();
+    serde_json::to_string(&config).expect("IpuConfig serialises: plain fields, strings as keys")
 }
 
 /// This build of ipuxla: its version and the binary's size and modification time (a
