@@ -4,6 +4,7 @@
 
 use crate::corpus::{Case, compare_output};
 use crate::device::LoadedModule;
+use crate::roofline::Roofline;
 use compiler::{IpuConfig, PassOptions};
 use std::path::Path;
 use std::time::Instant;
@@ -106,6 +107,8 @@ pub struct BenchResult {
     pub compute_sets: usize,
     /// Vertices in the executable.
     pub vertices: usize,
+    /// FLOPs, the AMP peak and the exchange's lower bound against the simulated run.
+    pub roofline: Roofline,
     /// Whether the outputs matched XLA's.
     pub outputs: OutputCheck,
     /// XLA's figures, when the case records them.
@@ -125,7 +128,7 @@ impl BenchResult {
 
     /// The result as one JSON object (what `ipuxla bench --json` prints).
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut json = serde_json::json!({
             "name": self.name,
             "instructions": self.instructions,
             "compile_ms": self.compile_ms,
@@ -153,7 +156,9 @@ impl BenchResult {
             "xla_run_ms_median": self.xla.map(|x| x.run_ms_median),
             "compile_ratio": self.compile_ratio(),
             "run_ratio": self.run_ratio(),
-        })
+        });
+        with_fields(&mut json, self.roofline.to_json());
+        json
     }
 }
 
@@ -244,6 +249,7 @@ pub fn bench_case(dir: &Path, options: &BenchOptions) -> anyhow::Result<BenchRes
             .unwrap_or(0),
         compute_sets: loaded.compute_sets,
         vertices: loaded.vertices,
+        roofline: Roofline::of(&case.module, &profile, &options.config.target()?),
         outputs: check,
         xla: xla_figures(&case.info),
     })
@@ -263,13 +269,15 @@ pub struct EstimateResult {
     pub estimate_ms: f64,
     /// The profile a run would record.
     pub profile: runtime::Profile,
+    /// FLOPs, the AMP peak and the exchange's lower bound against the estimate.
+    pub roofline: Roofline,
 }
 
 impl EstimateResult {
     /// The figures as JSON.
     pub fn to_json(&self) -> serde_json::Value {
         let p = &self.profile;
-        serde_json::json!({
+        let mut json = serde_json::json!({
             "name": self.name,
             "instructions": self.instructions,
             "compile_ms": self.compile_ms,
@@ -278,7 +286,16 @@ impl EstimateResult {
             "bytes_exchanged": p.totals.bytes_exchanged,
             "peak_tile_bytes": p.tiles.iter().map(|t| t.bytes_used).max().unwrap_or(0),
             "data_dependent": p.data_dependent.len(),
-        })
+        });
+        with_fields(&mut json, self.roofline.to_json());
+        json
+    }
+}
+
+/// `more`'s fields added to the object `json`.
+fn with_fields(json: &mut serde_json::Value, more: serde_json::Value) {
+    if let (Some(object), serde_json::Value::Object(more)) = (json.as_object_mut(), more) {
+        object.extend(more);
     }
 }
 
@@ -297,6 +314,7 @@ pub fn estimate_case(dir: &Path, options: &BenchOptions) -> anyhow::Result<Estim
         instructions: instruction_count(&case.module),
         compile_ms: parse_ms + e.compile_seconds * 1e3,
         estimate_ms: e.estimate_seconds * 1e3,
+        roofline: Roofline::of(&case.module, &e.profile, &options.config.target()?),
         profile: e.profile,
     })
 }

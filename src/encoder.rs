@@ -1,7 +1,8 @@
 //! A post-LN transformer encoder stack built with the HLO builder, the same layer as the
 //! corpus's `bench_encoder_stack12_fwd` (4-head self-attention, GELU feed-forward, two
 //! layer norms), with any number of layers: what `ipuxla bench --scaling` and the
-//! benchmarks use to measure how compile time grows with module size.
+//! benchmarks use to measure how compile time grows with module size. With a batch and f16
+//! it is also the BERT-base layer of the builder's bench cases ([`crate::bench_modules`]).
 
 use xla_ir::attributes::{DotDims, SliceDim};
 use xla_ir::builder::{BuildError, ComputationBuilder, ModuleBuilder};
@@ -19,22 +20,59 @@ pub struct EncoderSizes {
     pub heads: i64,
     /// Feed-forward width.
     pub ffn: i64,
+    /// Sequences: the dense layers see `batch * seq` rows, attention runs per sequence.
+    /// With 1 the module has no batch dimension at all (the corpus bench's form).
+    pub batch: i64,
+    /// The element type of every value (f32 or f16).
+    pub element_type: ElementType,
 }
 
 impl Default for EncoderSizes {
-    /// The corpus bench's sizes: seq 128, d 256, 4 heads, FFN 1024.
+    /// The corpus bench's sizes: seq 128, d 256, 4 heads, FFN 1024, one sequence, f32.
     fn default() -> EncoderSizes {
         EncoderSizes {
             seq: 128,
             d: 256,
             heads: 4,
             ffn: 1024,
+            batch: 1,
+            element_type: ElementType::F32,
         }
     }
 }
 
-fn f32s(dims: &[i64]) -> Shape {
-    Shape::array(ElementType::F32, dims)
+impl EncoderSizes {
+    /// BERT-base's layer: sequence 384, hidden 768, 12 heads, FFN 3072, batch 8, in f16.
+    pub fn bert_base_f16() -> EncoderSizes {
+        EncoderSizes {
+            seq: 384,
+            d: 768,
+            heads: 12,
+            ffn: 3072,
+            batch: 8,
+            element_type: ElementType::F16,
+        }
+    }
+
+    /// Rows the dense layers see.
+    fn rows(&self) -> i64 {
+        self.batch * self.seq
+    }
+
+    /// The leading dimensions of attention's arrays: the batch, or none for one sequence.
+    fn lead(&self) -> Vec<i64> {
+        if self.batch == 1 {
+            vec![]
+        } else {
+            vec![self.batch]
+        }
+    }
+
+    /// `[seq, heads, dh]` to `[heads, seq, dh]` and back, after the lead dimensions.
+    fn swap_heads(&self) -> Vec<i64> {
+        let n = self.lead().len() as i64;
+        (0..n).chain([n + 1, n, n + 2]).collect()
+    }
 }
 
 /// Builder state for one stack.
@@ -49,11 +87,12 @@ struct Stack<'b, 'm> {
 impl Stack<'_, '_> {
     fn param(&mut self, dims: &[i64], name: &str) -> Result<InstrId, BuildError> {
         self.params += 1;
-        self.c.parameter(self.params - 1, f32s(dims), name)
+        let shape = Shape::array(self.s.element_type, dims);
+        self.c.parameter(self.params - 1, shape, name)
     }
 
     fn scalar(&mut self, v: f32) -> Result<InstrId, BuildError> {
-        self.c.constant(ArrayLiteral::scalar_f32(v))
+        self.c.constant(scalar(self.s.element_type, v))
     }
 
     /// `x` (of `dims`) op a scalar.
@@ -70,9 +109,9 @@ impl Stack<'_, '_> {
             .add_instruction(xla_ir::Op::Binary(op), &[x, k], None)
     }
 
-    /// `x [seq, n] + b [n]`.
+    /// `x [rows, n] + b [n]`.
     fn bias(&mut self, x: InstrId, b: InstrId, n: i64) -> Result<InstrId, BuildError> {
-        let b = self.c.broadcast(b, &[self.s.seq, n], &[1])?;
+        let b = self.c.broadcast(b, &[self.s.rows(), n], &[1])?;
         self.c.add(x, b)
     }
 
@@ -92,7 +131,7 @@ impl Stack<'_, '_> {
     }
 
     fn layer_norm(&mut self, x: InstrId, g: InstrId, b: InstrId) -> Result<InstrId, BuildError> {
-        let dims = [self.s.seq, self.s.d];
+        let dims = [self.s.rows(), self.s.d];
         let inv = 1.0 / self.s.d as f32;
         let add = self.add;
         let sum = self.row_reduce(x, &dims, add, 0.0)?;
@@ -110,11 +149,12 @@ impl Stack<'_, '_> {
         self.c.add(y, b)
     }
 
-    /// `x [seq, d]` as heads `[heads, seq, d / heads]`.
+    /// `x [rows, d]` as heads `[lead.., heads, seq, d / heads]`.
     fn heads(&mut self, x: InstrId) -> Result<InstrId, BuildError> {
         let EncoderSizes { seq, d, heads, .. } = self.s;
-        let x = self.c.reshape(x, &[seq, heads, d / heads])?;
-        self.c.transpose(x, &[1, 0, 2])
+        let dims = [self.s.lead(), vec![seq, heads, d / heads]].concat();
+        let x = self.c.reshape(x, &dims)?;
+        self.c.transpose(x, &self.s.swap_heads())
     }
 
     fn gelu(&mut self, x: InstrId, dims: &[i64]) -> Result<InstrId, BuildError> {
@@ -136,7 +176,10 @@ impl Stack<'_, '_> {
     }
 
     fn layer(&mut self, x: InstrId, i: usize) -> Result<InstrId, BuildError> {
-        let EncoderSizes { seq, d, heads, ffn } = self.s;
+        let EncoderSizes {
+            seq, d, heads, ffn, ..
+        } = self.s;
+        let (rows, lead) = (self.s.rows(), self.s.lead());
         let dh = d / heads;
         let wqkv = self.param(&[d, 3 * d], &format!("wqkv{i}"))?;
         let bqkv = self.param(&[3 * d], &format!("bqkv{i}"))?;
@@ -163,7 +206,7 @@ impl Stack<'_, '_> {
                 &[
                     SliceDim {
                         start: 0,
-                        limit: seq,
+                        limit: rows,
                         stride: 1,
                     },
                     SliceDim {
@@ -175,14 +218,15 @@ impl Stack<'_, '_> {
             )?;
             parts.push(self.heads(s)?);
         }
+        let n = lead.len() as i64;
         let batch = |l: i64, r: i64| DotDims {
-            lhs_batch: vec![0],
-            rhs_batch: vec![0],
-            lhs_contracting: vec![l],
-            rhs_contracting: vec![r],
+            lhs_batch: (0..=n).collect(),
+            rhs_batch: (0..=n).collect(),
+            lhs_contracting: vec![n + l],
+            rhs_contracting: vec![n + r],
         };
         let scores = self.c.dot_general(parts[0], parts[1], batch(2, 2), None)?;
-        let sdims = [heads, seq, seq];
+        let sdims = [lead.clone(), vec![heads, seq, seq]].concat();
         let scores =
             self.with_scalar(scores, &sdims, 1.0 / (dh as f32).sqrt(), BinaryOp::Multiply)?;
         let max = self.max;
@@ -193,15 +237,15 @@ impl Stack<'_, '_> {
         let z = self.row_reduce(e, &sdims, add, 0.0)?;
         let att = self.c.divide(e, z)?;
         let o = self.c.dot_general(att, parts[2], batch(2, 1), None)?;
-        let o = self.c.transpose(o, &[1, 0, 2])?;
-        let o = self.c.reshape(o, &[seq, d])?;
+        let o = self.c.transpose(o, &self.s.swap_heads())?;
+        let o = self.c.reshape(o, &[rows, d])?;
         let o = self.c.dot(o, wo)?;
         let o = self.bias(o, bo, d)?;
         let x = self.c.add(x, o)?;
         let x = self.layer_norm(x, g1, b1)?;
         let f = self.c.dot(x, w1)?;
         let f = self.bias(f, c1, ffn)?;
-        let f = self.gelu(f, &[seq, ffn])?;
+        let f = self.gelu(f, &[rows, ffn])?;
         let f = self.c.dot(f, w2)?;
         let f = self.bias(f, c2, d)?;
         let x2 = self.c.add(x, f)?;
@@ -215,6 +259,17 @@ pub fn encoder_stack(layers: usize, sizes: EncoderSizes) -> Result<Module, Build
     encoder_stages(layers, sizes, 1)
 }
 
+/// A scalar of `t` (f32 or f16; others take the f32).
+fn scalar(t: ElementType, v: f32) -> ArrayLiteral {
+    match t {
+        ElementType::F16 => ArrayLiteral {
+            shape: xla_ir::ArrayShape::new(t, &[]),
+            data: xla_ir::literal::ArrayData::F16(vec![half::f16::from_f32(v)]),
+        },
+        _ => ArrayLiteral::scalar_f32(v),
+    }
+}
+
 /// [`encoder_stack`] as a pipeline of `stages` stages: layer `i` (its weights and ops)
 /// carries `frontend_attributes={ipu_stage="i * stages / layers"}`.
 pub fn encoder_stages(
@@ -224,8 +279,9 @@ pub fn encoder_stages(
 ) -> Result<Module, BuildError> {
     let mut m = ModuleBuilder::new(format!("encoder_stack{layers}"));
     let mut c = m.computation("main");
-    let add = c.scalar_binary_computation("add", BinaryOp::Add, ElementType::F32)?;
-    let max = c.scalar_binary_computation("max", BinaryOp::Maximum, ElementType::F32)?;
+    let t = sizes.element_type;
+    let add = c.scalar_binary_computation("add", BinaryOp::Add, t)?;
+    let max = c.scalar_binary_computation("max", BinaryOp::Maximum, t)?;
     let mut stack = Stack {
         c: &mut c,
         s: sizes,
@@ -233,7 +289,7 @@ pub fn encoder_stages(
         max,
         params: 0,
     };
-    let mut x = stack.param(&[sizes.seq, sizes.d], "x")?;
+    let mut x = stack.param(&[sizes.rows(), sizes.d], "x")?;
     let mut params = stack.params;
     for i in 0..layers {
         let layer = |c: &mut ComputationBuilder<'_>| {

@@ -4,6 +4,7 @@
 //! lives in [`cli`].
 
 pub mod bench;
+pub mod bench_modules;
 pub mod cli;
 pub mod corpus;
 pub mod device;
@@ -19,6 +20,7 @@ pub mod pipeline;
 pub mod progress;
 pub mod replicas;
 pub mod report;
+pub mod roofline;
 pub mod trace;
 
 pub use compiler;

@@ -63,9 +63,18 @@ fn the_table_has_a_row_per_case_and_generated_inputs_are_unchecked() {
     );
     let text = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 2, "{text}");
+    assert_eq!(lines.len(), 5, "{text}");
     assert!(lines[0].starts_with("case") && lines[0].contains("x XLA"));
     assert!(lines[1].starts_with("seed_sum4") && lines[1].ends_with("unchecked"));
+    // Below, the roofline table: a sum has no products and exchanges nothing.
+    assert!(
+        lines[3].starts_with("case") && lines[3].contains("% AMP peak"),
+        "{text}"
+    );
+    let roofline: Vec<&str> = lines[4].split_whitespace().collect();
+    assert_eq!(roofline[..2], ["seed_sum4", "0"], "{text}");
+    assert_eq!(roofline[4..6], ["0.000", "0.00"], "{text}");
+    assert_eq!(roofline.last(), Some(&"-"), "{text}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -106,13 +115,24 @@ fn zero_runs_is_refused() {
 /// The four bench cases: `bench` fails when the model's estimate differs from a run's
 /// profile, and their cycles and peak tile bytes are the ones BENCHMARKS.md records (a host
 /// change never changes them). `--estimate-only` gives the same figures without running.
+/// Their FLOPs are what `../shared/tools/flops.py` counts in the same modules.
 #[test]
 fn bench_cases_estimate_what_they_run_with_the_recorded_cycles_and_peaks() {
     let want = [
-        ("bench_cnn_train_b32", 2_815_297, 433_408),
-        ("bench_encoder_stack12_fwd", 5_253_819, 82_900),
-        ("bench_mlp_train_b256", 329_562, 25_892),
-        ("bench_transformer_fwd_bwd", 1_479_317, 65_212),
+        ("bench_cnn_train_b32", 2_815_297, 433_408, 190_869_504u64),
+        (
+            "bench_encoder_stack12_fwd",
+            5_253_819,
+            82_900,
+            2_617_245_696,
+        ),
+        ("bench_mlp_train_b256", 329_562, 25_892, 257_818_624),
+        (
+            "bench_transformer_fwd_bwd",
+            1_479_317,
+            65_212,
+            2_415_919_104,
+        ),
     ];
     let dirs: Vec<String> = want.iter().map(|(c, ..)| fixture(c)).collect();
     let mut args = vec!["bench", "--json"];
@@ -127,11 +147,52 @@ fn bench_cases_estimate_what_they_run_with_the_recorded_cycles_and_peaks() {
             String::from_utf8_lossy(&out.stderr)
         );
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        for (c, (name, cycles, peak)) in v.as_array().unwrap().iter().zip(want) {
+        for (c, (name, cycles, peak, flops)) in v.as_array().unwrap().iter().zip(want) {
             assert_eq!(c["name"], name);
             assert_eq!(c["simulated_cycles"], cycles, "{name}");
             assert_eq!(c["peak_tile_bytes"], peak, "{name}");
+            assert_eq!(c["flops"], flops, "{name}");
+            // FLOPs over the simulated seconds on the device at the ipu2's 1.325 GHz.
+            let device = c["device_cycles"].as_u64().unwrap();
+            assert!(device < cycles && device > cycles / 2, "{c}");
+            let tflops = flops as f64 / (device as f64 / 1.325e9) / 1e12;
+            assert!(
+                (c["tflops_per_s"].as_f64().unwrap() - tflops).abs() < 1e-9,
+                "{c}"
+            );
+            let (exchange, bound) = (&c["exchange_cycles"], &c["exchange_lower_bound_cycles"]);
+            assert!(
+                exchange.as_u64() >= bound.as_u64() && bound.as_u64() > Some(0),
+                "{c}"
+            );
             assert!(c["estimate_ms"].as_f64().is_some_and(|ms| ms > 0.0), "{c}");
         }
     }
+}
+
+/// `fixtures/builder/` is what `--write-builder-cases` writes today, byte for byte: the
+/// builder-made bench cases cannot drift from the builder.
+#[test]
+fn the_builder_cases_in_the_fixtures_are_what_the_builder_writes() {
+    let dir = std::env::temp_dir().join(format!("ipuxla-builder-cases-{}", std::process::id()));
+    let out = ipuxla(&["bench", "--write-builder-cases", dir.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/builder");
+    let written = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(written.lines().count(), 2, "{written}");
+    for case in ["bench_matmul2048_f16", "bench_bert_base_layer_f16"] {
+        for file in ["module.hlo", "case.json"] {
+            let want = std::fs::read_to_string(fixtures.join(case).join(file)).unwrap();
+            let got = std::fs::read_to_string(dir.join(case).join(file)).unwrap();
+            assert!(
+                got == want,
+                "{case}/{file} differs: run `ipuxla bench --write-builder-cases fixtures/builder`"
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -54,6 +54,7 @@ fn outlining_changes_no_result() {
         d: 32,
         heads: 2,
         ffn: 64,
+        ..EncoderSizes::default()
     };
     let module = encoder_stack(3, sizes).unwrap();
     let inputs = ipuxla::bench::generated_inputs(&module);

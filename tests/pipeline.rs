@@ -113,6 +113,7 @@ fn schedules_and_device_mappings_keep_the_outputs() {
         d: 64,
         heads: 2,
         ffn: 128,
+        ..EncoderSizes::default()
     };
     let config = |schedule: &str, mapping: Vec<usize>| compiler::IpuConfig {
         auto_select_ipus: compiler::config::AutoSelectIpus::Count(4),

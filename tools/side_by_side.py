@@ -7,7 +7,7 @@ Usage: python3 tools/side_by_side.py [CASE_DIR ...] [--runs N] [--ipuxla PATH]
 
 Default cases: `../shared/conformance/bench_*` when present (with the corpus's inputs), else
 `fixtures/conformance/bench_*` (inputs generated from `case.json`'s parameter shapes, for
-both). Needs `pip install jax jaxlib numpy`; ipuxla itself never does. Build first:
+both), then the builder's `fixtures/builder/bench_*` (generated inputs). Needs `pip install jax jaxlib numpy`; ipuxla itself never does. Build first:
 `cargo build --release`.
 """
 
@@ -68,8 +68,11 @@ def main():
         i = argv.index("--ipuxla")
         ipuxla = argv[i + 1]
         del argv[i : i + 2]
-    cases = argv or sorted(glob.glob("../shared/conformance/bench_*")) or sorted(
-        glob.glob("fixtures/conformance/bench_*")
+    cases = argv or (
+        (sorted(glob.glob("../shared/conformance/bench_*")) or sorted(
+            glob.glob("fixtures/conformance/bench_*")
+        ))
+        + sorted(glob.glob("fixtures/builder/bench_*"))
     )
     if not cases:
         sys.exit("no cases: give case directories")

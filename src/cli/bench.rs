@@ -4,6 +4,7 @@
 use crate::bench::{
     BenchOptions, BenchResult, EstimateResult, OutputCheck, bench_case, estimate_case,
 };
+use crate::roofline::Roofline;
 use anyhow::bail;
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -13,7 +14,8 @@ use std::path::{Path, PathBuf};
 pub struct BenchArgs {
     /// Case directories (each with `case.json` and the module; `inputs/` and `outputs/`
     /// when stored, else generated inputs are used and outputs are not checked). Default:
-    /// every `fixtures/conformance/bench_*` under the current directory.
+    /// every `fixtures/conformance/bench_*` (XLA's) and `fixtures/builder/bench_*` (made
+    /// with the HLO builder) under the current directory.
     pub cases: Vec<PathBuf>,
     /// Print JSON: one object per case, an array for several.
     #[arg(long)]
@@ -36,10 +38,15 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',', value_name = "LAYERS")]
     pub scaling: Vec<usize>,
     /// Compile each case and estimate its run without running it: compile and estimate
-    /// times, simulated cycles, bytes exchanged and peak tile memory (no inputs read, no
-    /// outputs checked; `--runs` and `--warmup` do not apply).
+    /// times, simulated cycles, bytes exchanged and peak tile memory, and the roofline
+    /// table (no inputs read, no outputs checked; `--runs` and `--warmup` do not apply).
     #[arg(long, conflicts_with_all = ["scaling", "runs", "warmup"])]
     pub estimate_only: bool,
+    /// Instead of benching: write the builder-made bench cases (a 2048³ f16 matmul, one
+    /// BERT-base layer in f16) as case directories under DIR (`module.hlo`, `case.json`)
+    /// and print their paths. `fixtures/builder/` holds what this writes.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["scaling", "estimate_only", "cases"])]
+    pub write_builder_cases: Option<PathBuf>,
 }
 
 /// `--estimate-only`: a row (or JSON object) per case.
@@ -85,6 +92,8 @@ fn estimates(cases: &[PathBuf], options: &BenchOptions, json: bool) -> anyhow::R
             (_, Err(all)) => serde_json::Value::Array(all),
         };
         println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        print_rooflines(results.iter().map(|r| (r.name.as_str(), &r.roofline)));
     }
     if !failed.is_empty() {
         bail!("{}", failed.join("\n"));
@@ -92,24 +101,76 @@ fn estimates(cases: &[PathBuf], options: &BenchOptions, json: bool) -> anyhow::R
     Ok(())
 }
 
-/// The bench cases of the fixtures, when run from the repository.
+/// The roofline table below the cases' table: FLOPs, the host streams' share of the cycles,
+/// then over the cycles on the device (the rest): simulated TFLOP/s, the share of the AMP
+/// peak, the exchange's share and its cycles against their lower bound.
+fn print_rooflines<'a>(rows: impl Iterator<Item = (&'a str, &'a Roofline)>) {
+    let rows: Vec<_> = rows.collect();
+    if rows.is_empty() {
+        return;
+    }
+    println!();
+    println!(
+        "{:<28} {:>14} {:>9} {:>12} {:>9} {:>10} {:>11} {:>12} {:>12} {:>9}",
+        "case",
+        "FLOPs",
+        "streams %",
+        "device cyc",
+        "TFLOP/s",
+        "% AMP peak",
+        "exchange %",
+        "exchange cyc",
+        "lower bound",
+        "x bound"
+    );
+    for (name, r) in rows {
+        println!(
+            "{:<28} {:>14} {:>9.1} {:>12} {:>9.3} {:>10.2} {:>11.1} {:>12} {:>12} {:>9}",
+            name,
+            r.flops.total(),
+            100.0 * r.stream_share,
+            r.device_cycles,
+            r.tflops_per_s,
+            100.0 * r.peak_fraction,
+            100.0 * r.exchange_share,
+            r.exchange_cycles,
+            r.exchange_lower_bound,
+            ratio(r.exchange_over_bound())
+        );
+    }
+}
+
+/// The bench cases of the fixtures, when run from the repository: XLA's, then the
+/// builder's.
 fn default_cases() -> anyhow::Result<Vec<PathBuf>> {
-    let root = Path::new("fixtures/conformance");
-    let mut cases: Vec<PathBuf> = std::fs::read_dir(root)
-        .map_err(|_| {
-            anyhow::anyhow!(
-                "no case directories given and {} is not here; name the cases to run",
-                root.display()
-            )
-        })?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("bench_"))
-        })
-        .collect();
-    cases.sort();
-    Ok(cases)
+    let mut all = Vec::new();
+    for root in ["fixtures/conformance", "fixtures/builder"].map(Path::new) {
+        let mut cases: Vec<PathBuf> = std::fs::read_dir(root)
+            .map_err(|_| {
+                anyhow::anyhow!(
+                    "no case directories given and {} is not here; name the cases to run",
+                    root.display()
+                )
+            })?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("bench_"))
+            })
+            .collect();
+        cases.sort();
+        all.extend(cases);
+    }
+    Ok(all)
+}
+
+/// `--write-builder-cases DIR`.
+fn write_builder_cases(dir: &Path) -> anyhow::Result<()> {
+    for case in crate::bench_modules::builder_cases()? {
+        let at = crate::bench_modules::write_case(dir, &case)?;
+        println!("{}", at.display());
+    }
+    Ok(())
 }
 
 /// Runs `ipuxla bench`.
@@ -119,6 +180,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     if !args.scaling.is_empty() {
         return scaling(&args);
+    }
+    if let Some(dir) = &args.write_builder_cases {
+        return write_builder_cases(dir);
     }
     let cases = if args.cases.is_empty() {
         default_cases()?
@@ -165,6 +229,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             Err(all) => serde_json::Value::Array(all),
         };
         println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        print_rooflines(results.iter().map(|r| (r.name.as_str(), &r.roofline)));
     }
     if !failed.is_empty() {
         bail!("{}", failed.join("\n"));

@@ -55,7 +55,9 @@ pub enum Command {
     Convert(convert::ConvertArgs),
     /// Schedule a module's instructions for peak memory and print the order and peak.
     Schedule(schedule::ScheduleArgs),
-    /// Compile and run corpus cases, timing them against XLA's figures in `case.json`.
+    /// Compile and run corpus cases, timing them against XLA's figures in `case.json`, and
+    /// set each simulated run against the IPU's roofline (FLOPs, TFLOP/s, % of AMP peak,
+    /// exchange share and lower bound).
     Bench(bench::BenchArgs),
     /// Write a profile (`run --profile`) as one self-contained HTML page: tile memory heat
     /// maps, the liveness curve, cycles per step, the largest tensors, per-IPU totals.

@@ -1210,9 +1210,19 @@ pub fn gemm_f32_refs(m: usize, k: usize, n: usize, a: MatRef, b: MatRef, c: &mut
         a.fits(m, k) && b.fits(k, n) && c.len() >= m * n,
         "matrix operands shorter than their shapes"
     );
-    if crate::narrow_product::narrow_product(m, k, n, &a, &b, c) {
-        return;
+    if !crate::narrow_product::narrow_product(m, k, n, &a, &b, c) {
+        gemm_unchecked(m, k, n, &a, &b, c);
     }
+    // XLA starts every sum of products at +0, so a sum is never -0 (+0 + -0 is +0); the
+    // kernels above start at the first product, which keeps a -0 when every product is -0
+    // (padding times a negative weight). Adding +0 turns exactly those into +0.
+    for x in &mut c[..m * n] {
+        *x += 0.0;
+    }
+}
+
+/// `gemm_f32_refs` past its checks: the `gemm` crate's kernel.
+fn gemm_unchecked(m: usize, k: usize, n: usize, a: &MatRef, b: &MatRef, c: &mut [f32]) {
     // SAFETY: every element of a (m×k) and b (k×n) lies in its slice (asserted by `fits`)
     // and c is row-major m×n and at least that long; c does not alias a or b (&mut).
     unsafe {

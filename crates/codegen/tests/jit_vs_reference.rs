@@ -510,3 +510,21 @@ fn matrix_product_partials_match_an_f64_reference() {
     });
     assert!(cache.compile(&ints).is_err());
 }
+
+/// A sum of products starts at +0 as XLA's does, so it is never -0 even when every product
+/// is (0 × -1, or a padding position's zero times a negative weight): both product kernels
+/// (narrow and `gemm`) and every width.
+#[test]
+fn sums_of_negative_zero_products_are_positive_zero() {
+    for (m, k, n) in [(1, 1, 1), (2, 2, 3), (3, 9, 2), (16, 40, 24)] {
+        let a = vec![-0.0f32; m * k];
+        let b = vec![1.0f32; k * n];
+        let mut c = vec![f32::NAN; m * n];
+        codegen::gemm_f32(m, k, n, &a, &b, &mut c);
+        assert!(
+            c.iter().all(|x| x.to_bits() == 0),
+            "{m}x{k}x{n}: {:?}",
+            &c[..c.len().min(4)]
+        );
+    }
+}
