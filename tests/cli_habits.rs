@@ -93,3 +93,36 @@ fn progress_shows_on_a_terminal_only() {
     );
     let _ = std::fs::remove_file(&path);
 }
+
+/// A reader that stops reading (`ipuxla bench | head -1`) ends the command quietly: no
+/// panic on the closed pipe, exit 0, for the commands that print tables.
+#[test]
+fn a_closed_stdout_is_no_panic() {
+    let hlo = format!(
+        "{}/fixtures/conformance/seed_sum4/module.hlo",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let case = format!(
+        "{}/fixtures/conformance/seed_sum4",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    for args in [
+        vec!["bench", case.as_str(), "--estimate-only"],
+        vec!["schedule", hlo.as_str(), "--compare"],
+        vec!["devices", "--num-ipus", "16"],
+        vec!["config"],
+    ] {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ipuxla"))
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Closing our end before the child writes: its first write meets a closed pipe.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(out.status.success(), "{args:?}: {err}");
+    }
+}

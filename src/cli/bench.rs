@@ -54,9 +54,15 @@ fn estimates(cases: &[PathBuf], options: &BenchOptions, json: bool) -> anyhow::R
     let mut results: Vec<EstimateResult> = Vec::new();
     let mut failed = Vec::new();
     if !json {
-        println!(
+        outln!(
             "{:<28} {:>7} {:>11} {:>12} {:>12} {:>14} {:>12}",
-            "case", "instrs", "compile ms", "estimate ms", "cycles", "exchanged B", "peak tile B"
+            "case",
+            "instrs",
+            "compile ms",
+            "estimate ms",
+            "cycles",
+            "exchanged B",
+            "peak tile B"
         );
     }
     for dir in cases {
@@ -64,7 +70,7 @@ fn estimates(cases: &[PathBuf], options: &BenchOptions, json: bool) -> anyhow::R
             Ok(r) => {
                 if !json {
                     let peak = r.profile.tiles.iter().map(|t| t.bytes_used).max();
-                    println!(
+                    outln!(
                         "{:<28} {:>7} {:>11.1} {:>12.1} {:>12} {:>14} {:>12}{}",
                         r.name,
                         r.instructions,
@@ -91,9 +97,9 @@ fn estimates(cases: &[PathBuf], options: &BenchOptions, json: bool) -> anyhow::R
             (_, Ok([one])) => serde_json::Value::Array(vec![one]),
             (_, Err(all)) => serde_json::Value::Array(all),
         };
-        println!("{}", serde_json::to_string_pretty(&value)?);
+        outln!("{}", serde_json::to_string_pretty(&value)?);
     } else {
-        print_rooflines(results.iter().map(|r| (r.name.as_str(), &r.roofline)));
+        print_rooflines(results.iter().map(|r| (r.name.as_str(), &r.roofline)))?;
     }
     if !failed.is_empty() {
         bail!("{}", failed.join("\n"));
@@ -104,13 +110,13 @@ fn estimates(cases: &[PathBuf], options: &BenchOptions, json: bool) -> anyhow::R
 /// The roofline table below the cases' table: FLOPs, the host streams' share of the cycles,
 /// then over the cycles on the device (the rest): simulated TFLOP/s, the share of the AMP
 /// peak, the exchange's share and its cycles against their lower bound.
-fn print_rooflines<'a>(rows: impl Iterator<Item = (&'a str, &'a Roofline)>) {
+fn print_rooflines<'a>(rows: impl Iterator<Item = (&'a str, &'a Roofline)>) -> std::io::Result<()> {
     let rows: Vec<_> = rows.collect();
     if rows.is_empty() {
-        return;
+        return Ok(());
     }
-    println!();
-    println!(
+    outln!();
+    outln!(
         "{:<28} {:>14} {:>9} {:>12} {:>9} {:>10} {:>11} {:>12} {:>12} {:>9}",
         "case",
         "FLOPs",
@@ -124,7 +130,7 @@ fn print_rooflines<'a>(rows: impl Iterator<Item = (&'a str, &'a Roofline)>) {
         "x bound"
     );
     for (name, r) in rows {
-        println!(
+        outln!(
             "{:<28} {:>14} {:>9.1} {:>12} {:>9.3} {:>10.2} {:>11.1} {:>12} {:>12} {:>9}",
             name,
             r.flops.total(),
@@ -138,6 +144,7 @@ fn print_rooflines<'a>(rows: impl Iterator<Item = (&'a str, &'a Roofline)>) {
             ratio(r.exchange_over_bound())
         );
     }
+    Ok(())
 }
 
 /// The bench cases of the fixtures, when run from the repository: XLA's, then the
@@ -168,7 +175,7 @@ fn default_cases() -> anyhow::Result<Vec<PathBuf>> {
 fn write_builder_cases(dir: &Path) -> anyhow::Result<()> {
     for case in crate::bench_modules::builder_cases()? {
         let at = crate::bench_modules::write_case(dir, &case)?;
-        println!("{}", at.display());
+        outln!("{}", at.display());
     }
     Ok(())
 }
@@ -201,7 +208,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let mut results = Vec::new();
     let mut failed = Vec::new();
     if !args.json {
-        println!("{}", header());
+        outln!("{}", header());
     }
     let progress = crate::progress::Progress::bar(cases.len() as u64, "bench");
     for dir in &cases {
@@ -211,7 +218,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         match result {
             Ok(r) => {
                 if !args.json {
-                    progress.suspend(|| println!("{}", row(&r)));
+                    progress.suspend(|| -> std::io::Result<()> {
+                        outln!("{}", row(&r));
+                        Ok(())
+                    })?;
                 }
                 if let OutputCheck::Mismatch(m) = &r.outputs {
                     failed.push(format!("{}: outputs differ from XLA's: {m}", dir.display()));
@@ -228,9 +238,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             Ok([one]) => serde_json::Value::Array(vec![one]),
             Err(all) => serde_json::Value::Array(all),
         };
-        println!("{}", serde_json::to_string_pretty(&value)?);
+        outln!("{}", serde_json::to_string_pretty(&value)?);
     } else {
-        print_rooflines(results.iter().map(|r| (r.name.as_str(), &r.roofline)));
+        print_rooflines(results.iter().map(|r| (r.name.as_str(), &r.roofline)))?;
     }
     if !failed.is_empty() {
         bail!("{}", failed.join("\n"));
@@ -258,15 +268,19 @@ fn scaling(args: &BenchArgs) -> anyhow::Result<()> {
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        outln!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
     }
-    println!(
+    outln!(
         "{:>7} {:>7} {:>11} {:>14} {:>14}",
-        "layers", "instrs", "compile ms", "x first", "layers ratio"
+        "layers",
+        "instrs",
+        "compile ms",
+        "x first",
+        "layers ratio"
     );
     for p in &points {
-        println!(
+        outln!(
             "{:>7} {:>7} {:>11.1} {:>14.2} {:>14.2}",
             p.layers,
             p.instructions,

@@ -60,7 +60,7 @@ pub fn run(args: CompileArgs) -> anyhow::Result<()> {
     }
     let exe = &compiled.executable;
     let bytes = std::fs::metadata(&args.output).map_or(0, |m| m.len());
-    println!(
+    outln!(
         "compiled {file} in {:.1} ms: {} IPU(s) of {} tiles, {} compute sets, {} vertices; wrote {} ({:.1} MB)",
         compile_seconds * 1e3,
         exe.num_ipus,

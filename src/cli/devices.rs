@@ -72,17 +72,17 @@ pub fn run(args: DevicesArgs) -> anyhow::Result<()> {
     };
     let system =
         System::new(Target::of(version), args.num_ipus).map_err(|e| anyhow!("--num-ipus: {e}"))?;
-    print!("{}", runtime::selection::listing(&system, order));
+    out!("{}", runtime::selection::listing(&system, order));
     if let Some(path) = &args.config {
         let config = super::load_config(Some(path))?;
         let devices = config.auto_select_ipus.devices();
-        println!(
+        outln!(
             "devices configured by {} (auto_select_ipus {}):",
             path.display(),
             serde_json::to_string(&config.auto_select_ipus)?
         );
         for (k, n) in devices.iter().enumerate() {
-            println!(
+            outln!(
                 "  /device:IPU:{k}  {n} IPU{}  (run --device {k})",
                 if *n == 1 { "" } else { "s" }
             );

@@ -1,5 +1,22 @@
 //! The `ipuxla` command line: one module per subcommand.
 
+/// `println!` that returns the error (to `main`, which takes a closed pipe as a reader
+/// that stopped: `ipuxla bench | head`) instead of panicking.
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout(), $($t)*)?
+    }};
+}
+
+/// `print!` as [`outln`] is `println!`.
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout(), $($t)*)?
+    }};
+}
+
 mod bench;
 mod compile;
 mod config;

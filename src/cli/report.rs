@@ -47,6 +47,6 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| format!("ipuxla profile: {}", args.profile.display()));
     std::fs::write(&args.output, crate::report::html(&title, &runs))
         .with_context(|| format!("writing {}", args.output.display()))?;
-    println!("report written to {}", args.output.display());
+    outln!("report written to {}", args.output.display());
     Ok(())
 }

@@ -462,7 +462,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
         .chain(outfeeds.iter().map(|(f, o)| (f.clone(), o)));
     write_outputs(outdir, named)?;
     crate::progress::finish();
-    println!(
+    outln!(
         "ran {} on the {} engine in {:.3} ms",
         args.file.display(),
         match args.engine {
@@ -473,7 +473,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
     );
     if let Some(run) = device {
         crate::progress::finish();
-        print!("{}", super::summary::summary(&run));
+        out!("{}", super::summary::summary(&run));
         write_profile(args.profile.as_deref(), &run.profile)?;
         write_trace(args.trace.as_deref(), &[("IPU Model".into(), &run.profile)])?;
     } else if args.profile.is_some() || args.trace.is_some() {
@@ -692,7 +692,7 @@ fn run_training(
     );
     write_outputs(outdir, named)?;
     crate::progress::finish();
-    println!(
+    outln!(
         "trained {file} as a {}-stage pipeline ({} updates of {accumulation} micro-batches) on the {} engine in {:.3} ms",
         tp.pipeline.stages.len(),
         n / accumulation,
@@ -703,7 +703,7 @@ fn run_training(
         elapsed.as_secs_f64() * 1e3
     );
     if let Some(run) = device {
-        print!("{}", super::summary::summary(&run));
+        out!("{}", super::summary::summary(&run));
         write_profile(args.profile.as_deref(), &run.profile)?;
         write_trace(args.trace.as_deref(), &[("IPU Model".into(), &run.profile)])?;
     } else if args.profile.is_some() || args.trace.is_some() {
@@ -838,7 +838,7 @@ fn run_replicated(
         format!(" ({} processes)", p.transport.size())
     });
     crate::progress::finish();
-    println!(
+    outln!(
         "ran {} on {n} replicas{across} on the {} engine in {:.3} ms",
         args.file.display(),
         match args.engine {
@@ -849,13 +849,13 @@ fn run_replicated(
     );
     if let Some(run) = device {
         crate::progress::finish();
-        print!("{}", super::summary::replicated_summary(&run));
+        out!("{}", super::summary::replicated_summary(&run));
         if let Some(path) = args.profile.as_deref() {
             let json = serde_json::to_string_pretty(&run.profiles)?;
             std::fs::write(path, json)
                 .with_context(|| format!("{}: cannot write the profile", path.display()))?;
             crate::progress::finish();
-            println!("profiles of the {n} replicas written to {}", path.display());
+            outln!("profiles of the {n} replicas written to {}", path.display());
         }
         let named: Vec<(String, &runtime::Profile)> = run
             .profiles
@@ -880,7 +880,7 @@ fn write_outputs<'a>(
         let path = outdir.join(file);
         write_npy(&path, output)?;
         crate::progress::finish();
-        println!(
+        outln!(
             "{}  {} {}  {}",
             path.display(),
             numpy_name(output.shape.element_type),
@@ -901,12 +901,12 @@ fn estimate(args: &RunArgs, module: &Module, config: &compiler::IpuConfig) -> an
         eprintln!("warning: {w}");
     }
     crate::progress::finish();
-    println!(
+    outln!(
         "estimated {} on the ipu-model engine without running it",
         args.file.display()
     );
     crate::progress::finish();
-    print!("{}", super::summary::estimate_summary(&e));
+    out!("{}", super::summary::estimate_summary(&e));
     write_trace(
         args.trace.as_deref(),
         &[("IPU Model (estimate)".into(), &e.profile)],
@@ -921,7 +921,7 @@ fn write_trace(path: Option<&Path>, runs: &[(String, &runtime::Profile)]) -> any
         std::fs::write(path, json)
             .with_context(|| format!("{}: cannot write the trace", path.display()))?;
         crate::progress::finish();
-        println!("trace written to {}", path.display());
+        outln!("trace written to {}", path.display());
     }
     Ok(())
 }
@@ -933,7 +933,7 @@ fn write_profile(path: Option<&Path>, profile: &runtime::Profile) -> anyhow::Res
         std::fs::write(path, json)
             .with_context(|| format!("{}: cannot write the profile", path.display()))?;
         crate::progress::finish();
-        println!("profile written to {}", path.display());
+        outln!("profile written to {}", path.display());
     }
     Ok(())
 }

@@ -60,14 +60,16 @@ pub fn run(args: ScheduleArgs) -> anyhow::Result<()> {
                 .iter()
                 .map(|(n, p, ms)| serde_json::json!({"algorithm": n, "peak_liveness_bytes": p, "ms": ms}))
                 .collect();
-            println!("{}", serde_json::to_string_pretty(&v)?);
+            outln!("{}", serde_json::to_string_pretty(&v)?);
         } else {
-            println!(
+            outln!(
                 "{:<16} {:>20} {:>10}",
-                "algorithm", "peak_liveness_bytes", "ms"
+                "algorithm",
+                "peak_liveness_bytes",
+                "ms"
             );
             for (n, p, ms) in rows {
-                println!("{n:<16} {p:>20} {ms:>10.2}");
+                outln!("{n:<16} {p:>20} {ms:>10.2}");
             }
         }
         return Ok(());
@@ -84,9 +86,9 @@ pub fn run(args: ScheduleArgs) -> anyhow::Result<()> {
             })
             .collect();
         let v = serde_json::json!({"algorithm": args.algorithm.name(), "computations": comps, "peak_liveness_bytes": s.peak_liveness_bytes});
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        print!("{}", s.to_text(&module));
+        out!("{}", s.to_text(&module));
     }
     Ok(())
 }

@@ -3,11 +3,12 @@
 //! operand blocks are exchanged onto their tiles, each tile runs AMP matrix-product
 //! vertices, and the blocks come back as the result (K splits summed by one kernel).
 
+use super::mapping::{self, Piece};
 use super::movement::{Src, push_run, push_strided_run};
 use super::{Arr, Here, Lowerer, Scope, Value};
 use crate::CompileError;
 use crate::config::PartialsType;
-use codegen::{BinaryOp as KB, DType, Expr, KernelSpec, MatMulKernel};
+use codegen::{BinaryOp as KB, DType, ElementwiseKernel, Expr, KernelSpec, MatMulKernel};
 use runtime::{Program, Region, Vertex};
 use std::sync::Arc;
 use xla_ir::{ArrayShape, ElementType, Op};
@@ -271,17 +272,17 @@ impl Lowerer<'_> {
                 }
                 c_at += blk.m.1 * blk.n.1;
             }
-            a_pieces.push(super::mapping::Piece {
+            a_pieces.push(Piece {
                 tile: blk.tile,
                 start: a0,
                 len: a_at - a0,
             });
-            b_pieces.push(super::mapping::Piece {
+            b_pieces.push(Piece {
                 tile: blk.tile,
                 start: b0,
                 len: b_at - b0,
             });
-            c_pieces.push(super::mapping::Piece {
+            c_pieces.push(Piece {
                 tile: blk.tile,
                 start: c0,
                 len: c_at - c0,
@@ -360,57 +361,91 @@ impl Lowerer<'_> {
         self.use_tensor(b_t.tensor);
         let cs = self.b.compute_set(&name, vertices);
         self.emit(Program::Execute(cs));
-        // Blocks back into [batch, M, N] order, one tensor per K part.
-        let partial_shape = shape.with_element_type(partial_type);
-        let mut sums = Vec::new();
-        for ik in 0..p.pk {
-            let mut runs = Vec::new();
-            for (blk, &(_, _, c0)) in blocks.iter().zip(&starts) {
-                if blk.ik != ik {
-                    continue;
-                }
-                let mut at = c0;
-                for bi in blk.b.0..blk.b.0 + blk.b.1 {
-                    for mi in blk.m.0..blk.m.0 + blk.m.1 {
-                        push_run(
-                            &mut runs,
-                            Src::At(0, at),
-                            (bi * m + mi) * n + blk.n.0,
-                            blk.n.1,
-                        );
-                        at += blk.n.1;
-                    }
+        // Blocks back into [batch, M, N] order in one rearrangement (one exchange phase,
+        // every tile sending at once): K part `ik` at `ik * total` of a stacked tensor, each
+        // part mapped as the result is, so the sum reads its parts on-tile.
+        let total = shape.element_count() as usize;
+        let linear = self.linear_pieces(total);
+        let mut runs = Vec::new();
+        for (blk, &(_, _, c0)) in blocks.iter().zip(&starts) {
+            let mut at = c0;
+            for bi in blk.b.0..blk.b.0 + blk.b.1 {
+                for mi in blk.m.0..blk.m.0 + blk.m.1 {
+                    let dst = blk.ik * total + (bi * m + mi) * n + blk.n.0;
+                    push_run(&mut runs, Src::At(0, at), dst, blk.n.1);
+                    at += blk.n.1;
                 }
             }
-            let r = self.linear_arr(&format!("{name}.k{ik}"), &partial_shape);
-            self.rearrange_into(
-                r.tensor,
-                vec![c_t.tensor],
-                runs,
-                Vec::new(),
-                &format!("{name}.result"),
-            );
-            sums.push(r);
         }
-        if sums.len() == 1 && out_type == partials {
+        let stacked_shape = if p.pk == 1 {
+            shape.with_element_type(partial_type)
+        } else {
+            let dims: Vec<i64> = std::iter::once(p.pk as i64)
+                .chain(shape.dims.iter().copied())
+                .collect();
+            xla_ir::ArrayShape::new(partial_type, &dims)
+        };
+        let stacked_pieces: Vec<Piece> = (0..p.pk)
+            .flat_map(|ik| {
+                linear.iter().map(move |q| Piece {
+                    start: q.start + ik * total,
+                    ..*q
+                })
+            })
+            .collect();
+        let stacked = self.arr_mapped(&format!("{name}.parts"), &stacked_shape, stacked_pieces);
+        self.rearrange_into(
+            stacked.tensor,
+            vec![c_t.tensor],
+            runs,
+            Vec::new(),
+            &format!("{name}.result"),
+        );
+        if p.pk == 1 && out_type == partials {
             return Ok(Value::Array(Arr {
-                tensor: sums[0].tensor,
+                tensor: stacked.tensor,
                 shape,
             }));
         }
+        // The sum of the K parts (and the conversion to the result type).
         let mut expr = Expr::Input(0);
-        for i in 1..sums.len() {
+        for i in 1..p.pk {
             expr = Expr::binary(KB::Add, expr, Expr::Input(i as u32));
         }
         if out_type != DType::F32 {
             expr = Expr::Convert(out_type, Box::new(expr));
         }
-        let out = self.map_kernel(
-            &format!("{name}.sum"),
-            &shape,
-            &sums,
-            vec![(out_type, expr)],
-        );
+        let kernel = Arc::new(KernelSpec::Elementwise(ElementwiseKernel {
+            inputs: vec![partials; p.pk],
+            outputs: vec![(out_type, expr)],
+        }));
+        let out = self.arr_mapped(&format!("{name}.sum"), &shape, linear.clone());
+        let mut vertices = Vec::new();
+        for q in &linear {
+            let split = mapping::worker_split(q.len, self.target.worker_contexts, 32);
+            for (at, len) in split {
+                let part = |ik: usize| Region {
+                    tensor: stacked.tensor,
+                    start: ik * total + q.start + at,
+                    len,
+                };
+                vertices.push(Vertex {
+                    kernel: Arc::clone(&kernel),
+                    ipu: q.tile / tpi,
+                    tile: q.tile % tpi,
+                    inputs: (0..p.pk).map(part).collect(),
+                    outputs: vec![Region {
+                        tensor: out.tensor,
+                        start: q.start + at,
+                        len,
+                    }],
+                    run_length: 0,
+                });
+            }
+        }
+        self.use_tensor(stacked.tensor);
+        let cs = self.b.compute_set(&format!("{name}.sum"), vertices);
+        self.emit(Program::Execute(cs));
         Ok(Value::Array(out))
     }
 }

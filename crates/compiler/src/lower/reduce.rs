@@ -346,22 +346,31 @@ impl Lowerer<'_> {
                 while s < p.start + p.len && counts[s] == counts[r] {
                     s += 1;
                 }
-                vertices.push(Vertex {
-                    kernel: Arc::clone(&stage2),
-                    ipu: p.tile / tpi,
-                    tile: p.tile % tpi,
-                    inputs: vec![Region {
-                        tensor: gathered.tensor,
-                        start: first[r],
-                        len: (s - r) * counts[r],
-                    }],
-                    outputs: vec![Region {
-                        tensor: result.tensor,
-                        start: r,
-                        len: s - r,
-                    }],
-                    run_length: counts[r],
-                });
+                // Rows with as many partials each, shared by the tile's worker contexts
+                // (at least 32 partials a vertex, where its overhead stops dominating).
+                let per_row = counts[r];
+                for (a, c) in mapping::worker_split(
+                    s - r,
+                    self.target.worker_contexts,
+                    (32 / per_row.max(1)).max(1),
+                ) {
+                    vertices.push(Vertex {
+                        kernel: Arc::clone(&stage2),
+                        ipu: p.tile / tpi,
+                        tile: p.tile % tpi,
+                        inputs: vec![Region {
+                            tensor: gathered.tensor,
+                            start: first[r + a],
+                            len: c * per_row,
+                        }],
+                        outputs: vec![Region {
+                            tensor: result.tensor,
+                            start: r + a,
+                            len: c,
+                        }],
+                        run_length: per_row,
+                    });
+                }
                 r = s;
             }
         }

@@ -7,6 +7,7 @@ use crate::error::RuntimeError;
 use crate::model::code::TakingPart;
 use crate::model::cost;
 use crate::model::layout::{Locator, destination_pieces};
+use crate::model::multicast::{self, Span};
 use crate::model::paging;
 use crate::program::executable::{Rearrange, RunSource, Tensor};
 use std::collections::HashMap;
@@ -29,7 +30,12 @@ pub(crate) struct CopyCost {
 pub(crate) struct Traffic {
     tiles_per_ipu: usize,
     on_tile: Vec<u64>,
+    /// Bytes each tile reads to send, every receiver's counted (what paging reads).
     sent: Vec<u64>,
+    /// What each tile sends in stretches of its memory, for [`multicast::bytes_sent`].
+    spans: Vec<Vec<Span>>,
+    /// Bytes each tile sends that no other receiver can share (strided reads).
+    unshared: Vec<u64>,
     received: Vec<u64>,
     filled: Vec<u64>,
     links: HashMap<(usize, usize), u64>,
@@ -48,6 +54,8 @@ impl Traffic {
             tiles_per_ipu,
             on_tile: vec![0; n],
             sent: vec![0; n],
+            spans: vec![Vec::new(); n],
+            unshared: vec![0; n],
             received: vec![0; n],
             filled: vec![0; n],
             links: HashMap::new(),
@@ -63,20 +71,56 @@ impl Traffic {
         tiles.filter(|&(_, &p)| p).map(|(t, _)| t as u32).collect()
     }
 
-    /// `bytes` sent from tile `src` to tile `dst` (each `(ipu, tile)`).
-    pub(crate) fn add(&mut self, src: (usize, usize), dst: (usize, usize), bytes: u64) {
+    /// `count` elements of `size` bytes read from tile `src` (each `(ipu, tile)`) at byte
+    /// `offset`, then every `stride` elements, and written on tile `dst`.
+    pub(crate) fn add(
+        &mut self,
+        src: (usize, usize),
+        dst: (usize, usize),
+        (offset, stride): (u64, isize),
+        count: usize,
+        size: u64,
+    ) {
         let (s, d) = (
             src.0 * self.tiles_per_ipu + src.1,
             dst.0 * self.tiles_per_ipu + dst.1,
         );
+        let bytes = count as u64 * size;
         self.taking_part[s] = true;
         self.taking_part[d] = true;
         if s == d {
             self.on_tile[s] += bytes;
+        } else if src.0 == dst.0 && stride == 0 {
+            // One element written at `count` addresses (a broadcast): received once, then
+            // copied on the receiving tile, as a Poplar broadcast view is read there.
+            self.sent[s] += size;
+            self.received[d] += size;
+            self.bytes_exchanged += size;
+            self.on_tile[d] += bytes - size;
+            self.spans[s].push(Span {
+                start: offset,
+                end: offset + size,
+                receiver: d as u32,
+            });
         } else if src.0 == dst.0 {
             self.sent[s] += bytes;
             self.received[d] += bytes;
             self.bytes_exchanged += bytes;
+            // The stretch of source memory read.
+            let last = (count as u64).saturating_sub(1) * size;
+            let stretch = match stride {
+                1 => Some((offset, offset + bytes)),
+                -1 => Some((offset.saturating_sub(last), offset + size)),
+                _ => None,
+            };
+            match stretch {
+                Some((start, end)) => self.spans[s].push(Span {
+                    start,
+                    end,
+                    receiver: d as u32,
+                }),
+                None => self.unshared[s] += bytes,
+            }
         } else {
             *self.links.entry((src.0, dst.0)).or_default() += bytes;
             self.bytes_over_links += bytes;
@@ -89,9 +133,35 @@ impl Traffic {
         self.taking_part[ipu * self.tiles_per_ipu + tile] = true;
     }
 
+    /// The most bytes a tile (physical tile, out of core) puts on its wires, receivers
+    /// sharing its sends ([`multicast::bytes_sent`]), or `at_least` if no tile puts more.
+    fn busiest_sender(&self, target: &crate::Target, ipus: usize, at_least: u64) -> u64 {
+        let on_wires = |t: usize| self.unshared[t] + multicast::bytes_sent(&self.spans[t]);
+        if target.is_out_of_core() {
+            let all = (0..self.sent.len()).map(|t| (t, on_wires(t)));
+            return paging::busiest_physical(target, ipus, all).max(at_least);
+        }
+        // A tile puts at most what it reads to send on its wires: the tiles that read most
+        // come first, and the search stops at the first that cannot pass the busiest so far
+        // (the sweeps are the costly part; most tiles never need one).
+        let mut senders: Vec<usize> = (0..self.sent.len())
+            .filter(|&t| self.sent[t] > at_least)
+            .collect();
+        senders.sort_unstable_by_key(|&t| std::cmp::Reverse(self.sent[t]));
+        let mut most = at_least;
+        for t in senders {
+            if self.sent[t] <= most {
+                break;
+            }
+            most = most.max(on_wires(t));
+        }
+        most
+    }
+
     /// On-tile copies (and fills) first, then one sync and the exchange phase, whose length
-    /// is the busiest tile's bytes over the exchange bandwidth or the slowest IPU-Link
-    /// transfer, whichever is longer. Out of core, the virtual tiles a physical tile runs
+    /// is the busiest tile's bytes over the exchange bandwidth (a tile's: the most of what
+    /// it receives and what it puts on its wires, sends being multicast) or the slowest
+    /// IPU-Link transfer, whichever is longer. Out of core, the virtual tiles a physical tile runs
     /// add up, and every byte read or written is paged to or from Streaming Memory.
     pub(crate) fn cost(&self, system: &System) -> Result<CopyCost, RuntimeError> {
         let target = &system.target;
@@ -100,7 +170,7 @@ impl Traffic {
             |v: &[u64]| paging::busiest_physical(target, ipus, v.iter().copied().enumerate());
         let on_tile = cost::on_tile_copy_cycles(busiest(&self.on_tile))
             .max(cost::on_tile_copy_cycles(busiest(&self.filled)));
-        let exchanged = busiest(&self.sent).max(busiest(&self.received));
+        let exchanged = self.busiest_sender(target, ipus, busiest(&self.received));
         let on_chip = cost::exchange_cycles(target, exchanged);
         let mut over_links = 0;
         for (&(from, to), &bytes) in &self.links {
@@ -161,8 +231,8 @@ pub(crate) fn rearrangement_cost(
             RunSource::Fill => traffic.fill(ipu, tile, bytes(n)),
             RunSource::Tensor { k, start, stride } => {
                 let first = (start as isize + done as isize * stride) as usize;
-                sources[k as usize].pieces(first, stride, n, size as u64, |(si, st, _, m)| {
-                    traffic.add((si, st), (ipu, tile), bytes(m))
+                sources[k as usize].pieces(first, stride, n, size as u64, |(si, st, at, m)| {
+                    traffic.add((si, st), (ipu, tile), (at, stride), m, size as u64)
                 });
             }
         }

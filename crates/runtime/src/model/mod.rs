@@ -21,6 +21,7 @@ pub mod cost;
 pub(crate) mod estimate;
 pub(crate) mod exchange;
 pub(crate) mod layout;
+pub(crate) mod multicast;
 pub(crate) mod paging;
 pub(crate) mod profile;
 pub(crate) mod steps;
