@@ -54,13 +54,27 @@ pub fn expr_instructions(e: &Expr) -> u64 {
     }
 }
 
+/// Elements one instruction handles: floats go through the 64-bit data path as vectors
+/// (PopLibs' `Target::getVectorWidth(type)` = data path width / type size; the data path
+/// is 64 bits, ANCHORS.md §3 [L]: `f32v2`, `f16v4`), as wide as the widest float type
+/// allows; a kernel touching integers goes one element at a time.
 fn width(kernel: &ElementwiseKernel) -> u64 {
-    let all_float = kernel
-        .inputs
-        .iter()
-        .chain(kernel.outputs.iter().map(|(t, _)| t))
-        .all(|t| t.is_float());
-    if all_float { 2 } else { 1 }
+    let types = || {
+        kernel
+            .inputs
+            .iter()
+            .chain(kernel.outputs.iter().map(|(t, _)| t))
+    };
+    if types().all(|t| t.is_float()) {
+        types().map(|&t| vector_width(t)).min().unwrap_or(2)
+    } else {
+        1
+    }
+}
+
+/// Elements of float type `t` in the 64-bit data path.
+fn vector_width(t: DType) -> u64 {
+    (8 / t.size() as u64).max(1)
 }
 
 /// The cost of one vertex: `n` elements for element-wise kernels, `n` input elements in
@@ -77,7 +91,11 @@ pub fn vertex_cost(kernel: &KernelSpec, n: usize, runs: usize, target: &Target) 
             VertexCost::Worker(VERTEX_OVERHEAD + (n as u64).div_ceil(width(k)) * per_element)
         }
         KernelSpec::Reduce(k) => {
-            let w = if k.input.is_float() { 2 } else { 1 };
+            let w = if k.input.is_float() {
+                vector_width(k.input)
+            } else {
+                1
+            };
             VertexCost::Worker(VERTEX_OVERHEAD + (n as u64).div_ceil(w) * 2 + runs as u64 * 4)
         }
         KernelSpec::MatMul(k) => {
@@ -140,4 +158,35 @@ pub fn paging_cycles(target: &Target, bytes: u64) -> u64 {
 /// Bytes of one element of `t` (re-exported for cost reports).
 pub fn element_bytes(t: DType) -> u64 {
     t.size() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exp_of(t: DType) -> KernelSpec {
+        KernelSpec::Elementwise(ElementwiseKernel {
+            inputs: vec![t],
+            outputs: vec![(t, Expr::Unary(UnaryOp::Exp, Box::new(Expr::Input(0))))],
+        })
+    }
+
+    /// The 64-bit data path takes four halves or two floats an instruction; integers one.
+    #[test]
+    fn element_wise_vertices_go_as_wide_as_their_types_allow() {
+        let target = Target::ipu2();
+        let cycles = |t| match vertex_cost(&exp_of(t), 4096, 1, &target) {
+            VertexCost::Worker(c) => c - VERTEX_OVERHEAD,
+            VertexCost::Supervisor(_) => unreachable!("element-wise vertices run on workers"),
+        };
+        assert_eq!(cycles(DType::F32), 2 * cycles(DType::F16));
+        assert_eq!(cycles(DType::S32), 2 * cycles(DType::F32));
+        // An f16 kernel with an f32 operand goes at the f32 width.
+        let mixed = KernelSpec::Elementwise(ElementwiseKernel {
+            inputs: vec![DType::F16, DType::F32],
+            outputs: vec![(DType::F16, Expr::Input(0))],
+        });
+        let mixed = vertex_cost(&mixed, 4096, 1, &target);
+        assert_eq!(mixed, VertexCost::Worker(VERTEX_OVERHEAD + 2048 * 2));
+    }
 }
