@@ -123,21 +123,37 @@ fn offsets(shape: &[usize], dims: &[usize]) -> Vec<usize> {
         .collect()
 }
 
+/// Offsets as one strided run when they step evenly (an operand row or column): the step.
+fn even_step(offsets: &[usize]) -> Option<isize> {
+    let [first, second, ..] = offsets else {
+        return Some(1);
+    };
+    let step = *second as isize - *first as isize;
+    offsets
+        .windows(2)
+        .all(|w| w[1] as isize - w[0] as isize == step)
+        .then_some(step)
+}
+
 /// Appends destination elements `dst..` read from source elements `base + offsets[i]`:
-/// one strided run when the offsets step evenly (an operand row or column), else one
-/// element at a time.
-fn push_offsets(runs: &mut Vec<runtime::Run>, base: usize, offsets: &[usize], dst: usize) {
-    if let [first, second, ..] = offsets {
-        let step = *second as isize - *first as isize;
-        if offsets
-            .windows(2)
-            .all(|w| w[1] as isize - w[0] as isize == step)
-        {
-            return push_strided_run(runs, 0, base + first, step, dst, offsets.len());
+/// one strided run when the offsets step evenly (`step`, from [`even_step`] of the same
+/// offsets, checked once for every row that shares them), else one element at a time.
+fn push_offsets(
+    runs: &mut Vec<runtime::Run>,
+    base: usize,
+    (offsets, step): (&[usize], Option<isize>),
+    dst: usize,
+) {
+    match (offsets.first(), step) {
+        (None, _) => {}
+        (Some(&first), Some(step)) => {
+            push_strided_run(runs, 0, base + first, step, dst, offsets.len())
         }
-    }
-    for (i, &o) in offsets.iter().enumerate() {
-        push_run(runs, Src::At(0, base + o), dst + i, 1);
+        (Some(_), None) => {
+            for (i, &o) in offsets.iter().enumerate() {
+                push_run(runs, Src::At(0, base + o), dst + i, 1);
+            }
+        }
     }
 }
 
@@ -261,13 +277,14 @@ impl Lowerer<'_> {
             let part = |v: &[usize], r: (usize, usize)| v[r.0..r.0 + r.1].to_vec();
             let (ms, ks, ns) = (part(&l_m, blk.m), part(&l_k, blk.k), part(&r_n, blk.n));
             let rks = part(&r_k, blk.k);
+            let (row, col) = ((&ks[..], even_step(&ks)), (&ns[..], even_step(&ns)));
             for bi in blk.b.0..blk.b.0 + blk.b.1 {
                 for &mo in &ms {
-                    push_offsets(&mut a_runs, l_b[bi] + mo, &ks, a_at);
+                    push_offsets(&mut a_runs, l_b[bi] + mo, row, a_at);
                     a_at += ks.len();
                 }
                 for &ko in &rks {
-                    push_offsets(&mut b_runs, r_b[bi] + ko, &ns, b_at);
+                    push_offsets(&mut b_runs, r_b[bi] + ko, col, b_at);
                     b_at += ns.len();
                 }
                 c_at += blk.m.1 * blk.n.1;
