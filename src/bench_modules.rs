@@ -69,7 +69,7 @@ pub fn write_case(dir: &Path, case: &BuilderCase) -> anyhow::Result<PathBuf> {
             "index": k,
             "file": format!("inputs/{k}.npy"),
             "shape": shape.dims.to_vec(),
-            "dtype": numpy_dtype(shape.element_type),
+            "dtype": frontend::npy::numpy_name(shape.element_type),
             "hlo_type": shape.element_type.name(),
         }));
     }
@@ -87,28 +87,6 @@ pub fn write_case(dir: &Path, case: &BuilderCase) -> anyhow::Result<PathBuf> {
     write("module.hlo", case.module.to_string())?;
     write("case.json", serde_json::to_string_pretty(&info)? + "\n")?;
     Ok(at)
-}
-
-/// numpy's name of `t`, as the corpus's `case.json` files write it (`bfloat16` is
-/// ml_dtypes', which jax uses; XLA's other narrow types have none and keep XLA's name).
-fn numpy_dtype(t: ElementType) -> String {
-    match t {
-        ElementType::Pred => "bool",
-        ElementType::S8 => "int8",
-        ElementType::S16 => "int16",
-        ElementType::S32 => "int32",
-        ElementType::S64 => "int64",
-        ElementType::U8 => "uint8",
-        ElementType::U16 => "uint16",
-        ElementType::U32 => "uint32",
-        ElementType::U64 => "uint64",
-        ElementType::F16 => "float16",
-        ElementType::Bf16 => "bfloat16",
-        ElementType::F32 => "float32",
-        ElementType::F64 => "float64",
-        other => other.name(),
-    }
-    .to_string()
 }
 
 #[cfg(test)]
