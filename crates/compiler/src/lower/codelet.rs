@@ -8,7 +8,7 @@
 
 use super::conv_codelet::{ConvCodelet, ConvPlans, SharedPatches};
 use super::mapping::{self, Piece};
-use super::movement::{Src, flat, runs_of};
+use super::movement::{affine_runs, flat};
 use super::{Arr, Here, Lowerer, Scope, Value};
 use crate::CompileError;
 use crate::device_data::{from_device, to_device};
@@ -449,12 +449,12 @@ impl Lowerer<'_> {
             let len: usize = part_dims.iter().product();
             let mut src = vec![0; dims.len()];
             runs.extend(
-                runs_of(&part_dims, |o| {
+                affine_runs(&part_dims, 1, |o| {
                     src.copy_from_slice(o);
                     if let Some((d, first, _)) = *slice {
                         src[d] += first;
                     }
-                    Src::At(0, flat(&dims, &src))
+                    (0, flat(&dims, &src))
                 })
                 .into_iter()
                 .map(|mut r| {
@@ -508,12 +508,12 @@ impl Lowerer<'_> {
         let n: usize = part_dims.iter().product();
         let t = self.arr_mapped(name, &shape, mapping::single(n, tile));
         let mut src = vec![0; dims.len()];
-        let runs = runs_of(&part_dims, |o| {
+        let runs = affine_runs(&part_dims, 1, |o| {
             src.copy_from_slice(o);
             if let Some((d, start, _)) = slice {
                 src[d] += start;
             }
-            Src::At(0, flat(&dims, &src))
+            (0, flat(&dims, &src))
         });
         self.rearrange_into(t.tensor, vec![a.tensor], runs, Vec::new(), name);
         t

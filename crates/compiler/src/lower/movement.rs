@@ -35,6 +35,60 @@ pub(crate) fn runs_of(dims: &[usize], mut f: impl FnMut(&[usize]) -> Src) -> Vec
     runs
 }
 
+/// [`runs_of`] for a destination whose every row (the last dimension) reads one source
+/// with a fixed `stride`: `first` gives the source and element of each row's first
+/// element. The same runs as [`runs_of`] with the per-element closure, built a row at a
+/// time (after a row's third element the per-element walk only lengthens the last run).
+pub(crate) fn affine_runs(
+    dims: &[usize],
+    stride: isize,
+    mut first: impl FnMut(&[usize]) -> (u32, usize),
+) -> Vec<Run> {
+    let Some((&len, outer)) = dims.split_last() else {
+        let (k, i) = first(&[]);
+        return vec![Run {
+            source: RunSource::contiguous(k, i),
+            dst_start: 0,
+            len: 1,
+        }];
+    };
+    let rows: usize = outer.iter().product();
+    let mut runs: Vec<Run> = Vec::new();
+    if len == 0 {
+        return runs;
+    }
+    let mut idx = vec![0usize; dims.len()];
+    for row in 0..rows {
+        let (k, start) = first(&idx);
+        let dst = row * len;
+        for j in 0..len.min(3) {
+            let at = (start as isize + j as isize * stride) as usize;
+            push_run(&mut runs, Src::At(k, at), dst + j, 1);
+        }
+        if len > 3 {
+            let last = runs
+                .last_mut()
+                .expect("the row's first elements were pushed");
+            last.len += len - 3;
+        }
+        for d in (0..outer.len()).rev() {
+            idx[d] += 1;
+            if idx[d] < dims[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    runs
+}
+
+/// Elements between consecutive indices of each dimension of a row-major array.
+pub(crate) fn strides(dims: &[usize]) -> Vec<usize> {
+    (0..dims.len())
+        .map(|d| dims[d + 1..].iter().product())
+        .collect()
+}
+
 /// Appends `len` destination elements from `dst` taken from `src` onwards (contiguous),
 /// extending the last run when it continues: a fill after a fill, and a source element
 /// that follows the last run's stride (a run of one element takes any stride, so a
@@ -181,6 +235,23 @@ impl Lowerer<'_> {
         out
     }
 
+    /// [`Self::rearranged`] from one source that every row of the result reads with a
+    /// fixed `stride` ([`affine_runs`]): broadcasts, transposes, slices and reverses.
+    pub(crate) fn affinely_rearranged(
+        &mut self,
+        name: &str,
+        shape: &ArrayShape,
+        source: &Arr,
+        stride: isize,
+        first: impl FnMut(&[usize]) -> (u32, usize),
+    ) -> Arr {
+        let out = self.linear_arr(name, shape);
+        let dims: Vec<usize> = shape.dims.iter().map(|&d| d as usize).collect();
+        let runs = affine_runs(&dims, stride, first);
+        self.rearrange_into(out.tensor, vec![source.tensor], runs, Vec::new(), name);
+        out
+    }
+
     /// `parts` joined along dimension `dim` into a new array of `shape` (a concatenation;
     /// also how split work is put back together).
     pub(crate) fn concatenated(
@@ -230,23 +301,28 @@ impl Lowerer<'_> {
             Op::Broadcast { dimensions } => {
                 let d0 = &in_dims[0];
                 let map: Vec<usize> = dimensions.iter().map(|&d| d as usize).collect();
+                // Along the result's last dimension: the operand dimension it comes from.
+                let last = shape.dims.len().checked_sub(1);
+                let along = map.iter().position(|&d| Some(d) == last);
+                let stride = along.map_or(0, |k| strides(d0)[k] as isize);
                 let mut src = vec![0; map.len()];
-                self.rearranged(name, &shape, &operands[..1], Vec::new(), |o| {
+                self.affinely_rearranged(name, &shape, &operands[0], stride, |o| {
                     for (k, &d) in map.iter().enumerate() {
                         src[k] = o[d];
                     }
-                    Src::At(0, flat(d0, &src))
+                    (0, flat(d0, &src))
                 })
             }
             Op::Transpose { dimensions } => {
                 let d0 = &in_dims[0];
                 let perm: Vec<usize> = dimensions.iter().map(|&d| d as usize).collect();
+                let stride = perm.last().map_or(1, |&p| strides(d0)[p] as isize);
                 let mut src = vec![0; perm.len()];
-                self.rearranged(name, &shape, &operands[..1], Vec::new(), |o| {
+                self.affinely_rearranged(name, &shape, &operands[0], stride, |o| {
                     for (k, &p) in perm.iter().enumerate() {
                         src[p] = o[k];
                     }
-                    Src::At(0, flat(d0, &src))
+                    (0, flat(d0, &src))
                 })
             }
             Op::Slice { slices } => {
@@ -255,12 +331,13 @@ impl Lowerer<'_> {
                     .iter()
                     .map(|s| (s.start as usize, s.stride as usize))
                     .collect();
+                let stride = sl.last().map_or(1, |&(_, s)| s as isize);
                 let mut src = vec![0; sl.len()];
-                self.rearranged(name, &shape, &operands[..1], Vec::new(), |o| {
+                self.affinely_rearranged(name, &shape, &operands[0], stride, |o| {
                     for (k, &(start, stride)) in sl.iter().enumerate() {
                         src[k] = start + o[k] * stride;
                     }
-                    Src::At(0, flat(d0, &src))
+                    (0, flat(d0, &src))
                 })
             }
             Op::Concatenate { dimension } => {
@@ -297,12 +374,13 @@ impl Lowerer<'_> {
                 let rev: Vec<bool> = (0..d0.len())
                     .map(|d| dimensions.contains(&(d as i64)))
                     .collect();
+                let stride = if rev.last() == Some(&true) { -1 } else { 1 };
                 let mut src = vec![0; d0.len()];
-                self.rearranged(name, &shape, &operands[..1], Vec::new(), |o| {
+                self.affinely_rearranged(name, &shape, &operands[0], stride, |o| {
                     for k in 0..o.len() {
                         src[k] = if rev[k] { d0[k] - 1 - o[k] } else { o[k] };
                     }
-                    Src::At(0, flat(d0, &src))
+                    (0, flat(d0, &src))
                 })
             }
             _ => unreachable!("dispatched: data movement"),
@@ -365,6 +443,56 @@ mod tests {
                 stride: 2
             }
         );
+    }
+
+    /// Row by row gives exactly the element-by-element runs: transposes, broadcasts,
+    /// slices and reverses of assorted shapes, rows of 0 to 5 elements.
+    #[test]
+    fn affine_runs_are_the_per_element_runs() {
+        for dims in [
+            vec![],
+            vec![1],
+            vec![2],
+            vec![3],
+            vec![7],
+            vec![3, 0],
+            vec![4, 1],
+            vec![2, 3, 5],
+            vec![3, 2, 4],
+        ] {
+            let r = dims.len();
+            let st = strides(&dims);
+            let rev: Vec<usize> = (0..r).rev().collect();
+            let src_dims: Vec<usize> = rev.iter().map(|&d| dims[d]).collect();
+            let src_st = strides(&src_dims);
+            // transpose (reversed dimensions), row broadcast, column broadcast, reverse
+            type Source<'a> = Box<dyn Fn(&[usize]) -> usize + 'a>;
+            let cases: Vec<Source> = vec![
+                Box::new(|o: &[usize]| (0..r).map(|k| o[k] * src_st[r - 1 - k]).sum()),
+                Box::new(|o: &[usize]| o.first().copied().unwrap_or(0)),
+                Box::new(|o: &[usize]| o.last().copied().unwrap_or(0)),
+                Box::new(|o: &[usize]| {
+                    let n: usize = dims.iter().product();
+                    let flat: usize = (0..r).map(|k| o[k] * st[k]).sum();
+                    n.saturating_sub(1) - flat
+                }),
+            ];
+            for f in &cases {
+                // The stride along a row, as the callers know it from their op.
+                let stride = match dims.last() {
+                    Some(&n) if n >= 2 && dims.iter().all(|&d| d > 0) => {
+                        let mut at = vec![0; r];
+                        let a = f(&at) as isize;
+                        at[r - 1] = 1;
+                        f(&at) as isize - a
+                    }
+                    _ => 1,
+                };
+                let want = runs_of(&dims, |o| Src::At(0, f(o)));
+                let got = affine_runs(&dims, stride, |o| (0, f(o)));
+                assert_eq!(got, want, "{dims:?} stride {stride}");
+            }
+        }
     }
 
     #[test]

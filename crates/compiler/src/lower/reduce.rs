@@ -106,11 +106,14 @@ impl Lowerer<'_> {
                     mapping::MIN_ELEMENTS_PER_TILE,
                 )),
             );
-            let runs = super::movement::runs_of(&permuted_dims, |o| {
+            let stride = perm
+                .last()
+                .map_or(1, |&p| super::movement::strides(&dims)[p] as isize);
+            let runs = super::movement::affine_runs(&permuted_dims, stride, |o| {
                 for (k, &p) in perm.iter().enumerate() {
                     src[p] = o[k];
                 }
-                Src::At(0, flat(&dims, &src))
+                (0, flat(&dims, &src))
             });
             self.rearrange_into(
                 out.tensor,
