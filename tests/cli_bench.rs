@@ -190,4 +190,8 @@ fn the_builder_cases_in_the_fixtures_are_what_the_builder_writes() {
         }
     }
     std::fs::remove_dir_all(&dir).unwrap();
+    // It benches nothing, so bench's options are refused beside it.
+    let out = ipuxla(&["bench", "--write-builder-cases", "/tmp/x", "--runs", "3"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be used with"));
 }

@@ -45,7 +45,11 @@ pub struct BenchArgs {
     /// Instead of benching: write the builder-made bench cases (a 2048³ f16 matmul, one
     /// BERT-base layer in f16) as case directories under DIR (`module.hlo`, `case.json`)
     /// and print their paths. `fixtures/builder/` holds what this writes.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["scaling", "estimate_only", "cases"])]
+    #[arg(
+        long,
+        value_name = "DIR",
+        conflicts_with_all = ["scaling", "estimate_only", "cases", "runs", "warmup", "json", "file", "config"]
+    )]
     pub write_builder_cases: Option<PathBuf>,
 }
 
