@@ -49,6 +49,23 @@ fn run(bencher: Bencher, case: &str) {
     bencher.bench_local(|| loaded.run_prepared(&prepared).unwrap());
 }
 
+/// The profile a run would record, without running (`runtime::estimate`): the executable
+/// compiled outside, beside [`run`] (issue 19 sets the one against the other).
+#[divan::bench(args = CASES, sample_count = 5, sample_size = 1)]
+fn estimate(bencher: Bencher, case: &str) {
+    let module = xla_ir::parse_module(&text(case)).unwrap();
+    let obtained = ipuxla::executable_cache::compile(
+        &module,
+        &IpuConfig::default(),
+        &PassOptions::default(),
+        None,
+    )
+    .unwrap();
+    let exe = &obtained.compiled.executable;
+    let system = runtime::System::new(exe.target.clone(), exe.num_ipus).unwrap();
+    bencher.bench_local(|| runtime::estimate(exe, &system).unwrap());
+}
+
 /// The compile phase alone (passes and lowering; the module parsed outside), beside
 /// [`read_cached`], the same phase answered from the executable cache.
 #[divan::bench(args = CASES, sample_count = 5, sample_size = 1)]

@@ -32,6 +32,7 @@ use crate::program::executable::{Executable, FunctionId, Program, TensorId};
 use crate::program::walk::{each_node, programs};
 use codegen::KernelSpec;
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 /// Bytes of one instruction.
 pub const INSTRUCTION_BYTES: u64 = 4;
@@ -82,6 +83,35 @@ fn code_identity(k: &KernelSpec) -> KernelSpec {
     }
 }
 
+/// Numbers the kernel bodies ([`code_identity`]) of the vertices' kernels. Vertices share
+/// their kernel's `Arc`, so each `Arc` is looked at once: a body is hashed per distinct
+/// kernel, not per vertex (a kernel is an expression tree).
+#[derive(Default)]
+struct KernelBodies {
+    by_arc: HashMap<*const KernelSpec, u32>,
+    by_body: HashMap<KernelSpec, u32>,
+    last: Option<(*const KernelSpec, u32)>,
+}
+
+impl KernelBodies {
+    /// The number of `kernel`'s body.
+    fn of(&mut self, kernel: &Arc<KernelSpec>) -> u32 {
+        let at = Arc::as_ptr(kernel);
+        if let Some((arc, body)) = self.last
+            && arc == at
+        {
+            return body;
+        }
+        let by_body = &mut self.by_body;
+        let body = *self.by_arc.entry(at).or_insert_with(|| {
+            let next = by_body.len() as u32;
+            *by_body.entry(code_identity(kernel)).or_insert(next)
+        });
+        self.last = Some((at, body));
+        body
+    }
+}
+
 /// Instructions of a kernel's code.
 pub fn kernel_instructions(k: &KernelSpec) -> u64 {
     cost::VERTEX_OVERHEAD
@@ -116,7 +146,10 @@ pub(crate) fn code_memory(exe: &Executable, steps: &StepTiles) -> Vec<TileCode> 
     }
     let all_tiles = code.len();
     let inside = |t: usize| t < all_tiles;
-    let mut kernels: HashSet<(usize, KernelSpec)> = HashSet::new();
+    let mut bodies = KernelBodies::default();
+    // (tile, body) pairs already counted; the last one, as a tile's vertices come together.
+    let mut kernels: HashSet<(usize, u32)> = HashSet::new();
+    let mut last = (usize::MAX, u32::MAX);
     let mut codelets: HashSet<(usize, u32)> = HashSet::new();
     for cs in &exe.compute_sets {
         for v in &cs.vertices {
@@ -126,9 +159,11 @@ pub(crate) fn code_memory(exe: &Executable, steps: &StepTiles) -> Vec<TileCode> 
             }
             let fields = (v.inputs.len() + v.outputs.len()) as u64;
             code[t].vertex_state += VERTEX_HEADER_BYTES + FIELD_BYTES * fields;
-            if kernels.insert((t, code_identity(&v.kernel))) {
+            let held = (t, bodies.of(&v.kernel));
+            if held != last && kernels.insert(held) {
                 code[t].kernel_code += INSTRUCTION_BYTES * kernel_instructions(&v.kernel);
             }
+            last = held;
         }
         for v in &cs.codelet_vertices {
             let t = v.ipu * tpi + v.tile;

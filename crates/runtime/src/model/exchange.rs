@@ -9,6 +9,7 @@ use crate::model::cost;
 use crate::model::layout::{Locator, destination_pieces};
 use crate::model::multicast::{self, Span};
 use crate::model::paging;
+use crate::model::shifted_reads::{ShiftedReads, StridedRead};
 use crate::program::executable::{Rearrange, RunSource, Tensor};
 use std::collections::HashMap;
 
@@ -85,6 +86,9 @@ impl Traffic {
             src.0 * self.tiles_per_ipu + src.1,
             dst.0 * self.tiles_per_ipu + dst.1,
         );
+        if !matches!(stride, -1..=1) {
+            return self.add_strided(src, dst, count, size);
+        }
         let bytes = count as u64 * size;
         self.taking_part[s] = true;
         self.taking_part[d] = true;
@@ -97,33 +101,65 @@ impl Traffic {
             self.received[d] += size;
             self.bytes_exchanged += size;
             self.on_tile[d] += bytes - size;
-            self.spans[s].push(Span {
-                start: offset,
-                end: offset + size,
-                receiver: d as u32,
-            });
+            self.stretch(s, offset, offset + size, d);
         } else if src.0 == dst.0 {
             self.sent[s] += bytes;
             self.received[d] += bytes;
             self.bytes_exchanged += bytes;
             // The stretch of source memory read.
             let last = (count as u64).saturating_sub(1) * size;
-            let stretch = match stride {
-                1 => Some((offset, offset + bytes)),
-                -1 => Some((offset.saturating_sub(last), offset + size)),
-                _ => None,
-            };
-            match stretch {
-                Some((start, end)) => self.spans[s].push(Span {
-                    start,
-                    end,
-                    receiver: d as u32,
-                }),
-                None => self.unshared[s] += bytes,
+            match stride {
+                1 => self.stretch(s, offset, offset + bytes, d),
+                _ => self.stretch(s, offset.saturating_sub(last), offset + size, d),
             }
         } else {
             *self.links.entry((src.0, dst.0)).or_default() += bytes;
             self.bytes_over_links += bytes;
+        }
+    }
+
+    /// [`Traffic::add`] for a read with a stride other than -1, 0 or 1: where its bytes
+    /// lie in the source's memory does not matter (no receiver can share a strided send),
+    /// only how many go between which tiles, so reads of the same tiles add up.
+    pub(crate) fn add_strided(
+        &mut self,
+        src: (usize, usize),
+        dst: (usize, usize),
+        count: usize,
+        size: u64,
+    ) {
+        let (s, d) = (
+            src.0 * self.tiles_per_ipu + src.1,
+            dst.0 * self.tiles_per_ipu + dst.1,
+        );
+        let bytes = count as u64 * size;
+        self.taking_part[s] = true;
+        self.taking_part[d] = true;
+        if s == d {
+            self.on_tile[s] += bytes;
+        } else if src.0 == dst.0 {
+            self.sent[s] += bytes;
+            self.received[d] += bytes;
+            self.bytes_exchanged += bytes;
+            self.unshared[s] += bytes;
+        } else {
+            *self.links.entry((src.0, dst.0)).or_default() += bytes;
+            self.bytes_over_links += bytes;
+        }
+    }
+
+    /// Tile `s` sends bytes `start..end` of its memory to tile `receiver`: a stretch that
+    /// continues the tile's last one to the same receiver extends it (what each byte is
+    /// sent for is unchanged, and [`multicast::bytes_sent`] has fewer stretches to sort).
+    fn stretch(&mut self, s: usize, start: u64, end: u64, receiver: usize) {
+        let receiver = receiver as u32;
+        match self.spans[s].last_mut() {
+            Some(last) if last.receiver == receiver && last.end == start => last.end = end,
+            _ => self.spans[s].push(Span {
+                start,
+                end,
+                receiver,
+            }),
         }
     }
 
@@ -226,16 +262,32 @@ pub(crate) fn rearrangement_cost(
         .iter()
         .map(|s| Locator::new(&tensors[s.0 as usize]))
         .collect();
+    let mut strided = ShiftedReads::default();
     destination_pieces(r, &dst_at, size, |run, (ipu, tile, _, n), done| {
         match run.source {
             RunSource::Fill => traffic.fill(ipu, tile, bytes(n)),
             RunSource::Tensor { k, start, stride } => {
                 let first = (start as isize + done as isize * stride) as usize;
-                sources[k as usize].pieces(first, stride, n, size as u64, |(si, st, at, m)| {
-                    traffic.add((si, st), (ipu, tile), (at, stride), m, size as u64)
-                });
+                let source = &sources[k as usize];
+                if matches!(stride, -1..=1) {
+                    source.pieces(first, stride, n, size as u64, |(si, st, at, m)| {
+                        traffic.add((si, st), (ipu, tile), (at, stride), m, size as u64)
+                    });
+                } else {
+                    let read = StridedRead {
+                        k,
+                        first,
+                        stride,
+                        len: n,
+                        dst: (ipu, tile),
+                    };
+                    strided.read(source, read, |src, dst, m| {
+                        traffic.add_strided(src, dst, m, size as u64)
+                    });
+                }
             }
         }
     });
+    strided.flush(|src, dst, m| traffic.add_strided(src, dst, m, size as u64));
     Ok((traffic.cost(system)?, traffic.taking_part()))
 }

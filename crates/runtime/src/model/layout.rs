@@ -340,6 +340,20 @@ impl Locator {
         size: u64,
         mut f: impl FnMut(Piece),
     ) {
+        self.pieces_with_room(start, stride, len, size, |piece, _| f(piece));
+    }
+
+    /// [`Locator::pieces`], each piece given with its room: how many places every element
+    /// of the piece could move up and stay in its interval (so the same read moved up by
+    /// at most that many elements falls into the same pieces).
+    pub(crate) fn pieces_with_room(
+        &self,
+        start: usize,
+        stride: isize,
+        len: usize,
+        size: u64,
+        mut f: impl FnMut(Piece, usize),
+    ) {
         let mut i = 0;
         while i < len {
             let at = (start as isize + i as isize * stride) as usize;
@@ -354,12 +368,19 @@ impl Locator {
                 s if at - iv.start < s.unsigned_abs() => 1,
                 s => ((at - iv.start) / s.unsigned_abs() + 1).min(left),
             };
-            f((
-                iv.ipu,
-                iv.tile,
-                iv.offset + (at - iv.start) as u64 * size,
-                count,
-            ));
+            let highest = match stride {
+                s if s > 0 => at + (count - 1) * s as usize,
+                _ => at,
+            };
+            f(
+                (
+                    iv.ipu,
+                    iv.tile,
+                    iv.offset + (at - iv.start) as u64 * size,
+                    count,
+                ),
+                iv.end - 1 - highest,
+            );
             i += count;
         }
     }

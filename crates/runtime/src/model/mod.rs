@@ -6,6 +6,7 @@
 //! - `cost`: the cycle formulas (vertices, tiles, exchange, host link, paging);
 //! - `collective`: what a collective costs over the IPU-Links, and the replication checks;
 //! - `exchange`: the traffic of a rearrangement or copy, piece by piece, and its cost;
+//! - `shifted_reads`: strided reads that repeat the last one moved up, costed once;
 //! - `paging`: out of core, how virtual tiles fold onto physical ones;
 //! - `steps`: one cost per kind of program step (`StepCosts`) and the step profiles;
 //! - `timeline`: the walk of the program tree in the order steps run, which both an
@@ -24,6 +25,7 @@ pub(crate) mod layout;
 pub(crate) mod multicast;
 pub(crate) mod paging;
 pub(crate) mod profile;
+pub(crate) mod shifted_reads;
 pub(crate) mod steps;
 pub(crate) mod timeline;
 pub(crate) mod validate;
