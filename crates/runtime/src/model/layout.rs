@@ -118,9 +118,21 @@ pub(crate) fn largest_on_tile(
 
 /// The `count` largest tensors of `exe`, largest first (ties by name).
 pub(crate) fn largest_tensors(exe: &Executable, count: usize) -> Vec<TensorSize> {
-    let mut all: Vec<TensorSize> = exe
-        .tensors
-        .iter()
+    let order = |a: &&Tensor, b: &&Tensor| {
+        let bytes = |t: &Tensor| t.elements * t.dtype.size();
+        // Equal sizes and names keep the tensors' order, as a stable sort would.
+        (bytes(b).cmp(&bytes(a)))
+            .then_with(|| a.name.cmp(&b.name))
+            .then_with(|| std::ptr::from_ref(*a).cmp(&std::ptr::from_ref(*b)))
+    };
+    let mut all: Vec<&Tensor> = exe.tensors.iter().collect();
+    // Only the largest need their tiles counted and their names copied.
+    if all.len() > count {
+        all.select_nth_unstable_by(count, order);
+        all.truncate(count);
+    }
+    all.sort_by(order);
+    all.into_iter()
         .map(|t| {
             let mut tiles: Vec<(usize, usize)> =
                 t.mapping.iter().map(|i| (i.ipu, i.tile)).collect();
@@ -133,10 +145,7 @@ pub(crate) fn largest_tensors(exe: &Executable, count: usize) -> Vec<TensorSize>
                 always_live: t.always_live || t.init.is_some(),
             }
         })
-        .collect();
-    all.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.name.cmp(&b.name)));
-    all.truncate(count);
-    all
+        .collect()
 }
 
 /// The byte range of a region in its vertex's tile memory, if the region lies entirely in

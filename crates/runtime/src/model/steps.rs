@@ -93,25 +93,26 @@ pub(crate) struct Reach {
     pub tiles: usize,
 }
 
-/// The IPUs and tiles `tensors` live on.
+/// The IPUs and tiles `tensors` (validated: on the executable's tiles) live on.
 pub(crate) fn reach_of(exe: &Executable, tensors: impl IntoIterator<Item = TensorId>) -> Reach {
-    let mut tiles: Vec<(usize, usize)> = tensors
-        .into_iter()
-        .flat_map(|t| {
-            exe.tensors[t.0 as usize]
-                .mapping
-                .iter()
-                .map(|i| (i.ipu, i.tile))
-        })
-        .collect();
-    tiles.sort_unstable();
-    tiles.dedup();
-    let mut ipus: Vec<usize> = tiles.iter().map(|&(i, _)| i).collect();
-    ipus.dedup();
-    Reach {
-        ipus,
-        tiles: tiles.len(),
+    let tpi = exe.target.tiles_per_ipu;
+    let mut on = vec![false; exe.num_ipus * tpi];
+    for t in tensors {
+        for i in &exe.tensors[t.0 as usize].mapping {
+            if let Some(o) = on.get_mut(i.ipu * tpi + i.tile) {
+                *o = true;
+            }
+        }
     }
+    let mut ipus: Vec<usize> = Vec::new();
+    let mut tiles = 0;
+    for (t, _) in on.iter().enumerate().filter(|&(_, &o)| o) {
+        tiles += 1;
+        if ipus.last() != Some(&(t / tpi)) {
+            ipus.push(t / tpi);
+        }
+    }
+    Reach { ipus, tiles }
 }
 
 impl StepCosts {
@@ -130,7 +131,7 @@ impl StepCosts {
             .into_iter()
             .unzip();
         let copies = copies(exe)
-            .into_iter()
+            .into_par_iter()
             .map(|(src, dst)| {
                 let r = copy_as_rearrangement(exe, src, dst);
                 let (cost, taking_part) = rearrangement_cost(system, &exe.tensors, &r)?;
