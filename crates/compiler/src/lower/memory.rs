@@ -20,20 +20,23 @@ struct Block<'a> {
     first: u64,
     last: u64,
     also: &'a [(u64, u64)],
+    /// The last step it is live in at all (`last`, or a later call's).
+    until: u64,
 }
 
 impl Block<'_> {
     /// Whether the two are ever live in the same step.
     fn meets(&self, other: &Block) -> bool {
-        let spans = |b: &Block| {
-            let main = std::iter::once((b.first, b.last));
-            main.chain(b.also.iter().copied()).collect::<Vec<_>>()
-        };
         if self.also.is_empty() && other.also.is_empty() {
             return self.first <= other.last && other.first <= self.last;
         }
-        let (a, b) = (spans(self), spans(other));
-        a.iter().any(|x| b.iter().any(|y| x.0 <= y.1 && y.0 <= x.1))
+        self.spans()
+            .any(|x| other.spans().any(|y| x.0 <= y.1 && y.0 <= x.1))
+    }
+
+    /// The steps it is live in: its own, then each later call's.
+    fn spans(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        std::iter::once((self.first, self.last)).chain(self.also.iter().copied())
     }
 }
 
@@ -57,6 +60,7 @@ pub(crate) fn allocate(l: &mut Lowerer) -> Result<(), CompileError> {
             first: life.first,
             last,
             also,
+            until: also.iter().fold(last, |m, a| m.max(a.1)),
         };
         let t = l.b.tensor_mut(runtime::TensorId(i as u32));
         let size = t.dtype.size() as u64;
@@ -64,7 +68,7 @@ pub(crate) fn allocate(l: &mut Lowerer) -> Result<(), CompileError> {
             let bytes = (iv.len as u64 * size).div_ceil(ALIGN) * ALIGN;
             let blocks = live.entry((iv.ipu, iv.tile)).or_default();
             // Dropped once no later tensor can meet them.
-            blocks.retain(|b| b.also.iter().fold(b.last, |m, a| m.max(a.1)) >= life.first);
+            blocks.retain(|b| b.until >= life.first);
             blocks.sort_by_key(|b| b.begin);
             let mut at = 0;
             for b in blocks.iter().filter(|b| b.meets(&this)) {
