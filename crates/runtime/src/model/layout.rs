@@ -229,27 +229,114 @@ pub(crate) fn source_ranges(r: &Rearrange) -> Vec<(usize, usize)> {
 }
 
 /// Per source, the element ranges its runs read, sorted and merged (a strided run counts
-/// as the whole span it steps over).
+/// as the whole span it steps over; ranges that touch are one).
 pub(crate) fn read_intervals(r: &Rearrange) -> Vec<Vec<(usize, usize)>> {
-    let mut spans = vec![Vec::new(); r.sources.len()];
+    let range = source_ranges(r);
+    let mut runs = vec![0usize; r.sources.len()];
+    for run in &r.runs {
+        if let (RunSource::Tensor { k, .. }, true) = (run.source, run.len > 0) {
+            runs[k as usize] += 1;
+        }
+    }
+    // A source whose window is dense in runs marks them in a bitmap (a few words a run);
+    // a sparse one sorts its spans.
+    let mut reads: Vec<Reads> = range
+        .iter()
+        .zip(&runs)
+        .map(|(&(lo, hi), &n)| match hi.saturating_sub(lo).div_ceil(64) {
+            words if words > 0 && words <= 4 * n + 64 => Reads::Marked(Marks::new(lo, hi)),
+            _ => Reads::Spans(Vec::with_capacity(n)),
+        })
+        .collect();
     for run in &r.runs {
         if let (RunSource::Tensor { k, start, stride }, true) = (run.source, run.len > 0) {
             let last = (start as isize + (run.len as isize - 1) * stride) as usize;
-            spans[k as usize].push((start.min(last), start.max(last) + 1));
-        }
-    }
-    for s in &mut spans {
-        s.sort_unstable();
-        let mut merged: Vec<(usize, usize)> = Vec::with_capacity(s.len());
-        for &(a, b) in s.iter() {
-            match merged.last_mut() {
-                Some(m) if a <= m.1 => m.1 = m.1.max(b),
-                _ => merged.push((a, b)),
+            let (a, b) = (start.min(last), start.max(last) + 1);
+            match &mut reads[k as usize] {
+                Reads::Marked(m) => m.mark(a, b),
+                Reads::Spans(s) => s.push((a, b)),
             }
         }
-        *s = merged;
     }
-    spans
+    reads
+        .into_iter()
+        .map(|reads| match reads {
+            Reads::Marked(m) => m.intervals(),
+            Reads::Spans(mut s) => {
+                s.sort_unstable();
+                let mut merged: Vec<(usize, usize)> = Vec::with_capacity(s.len());
+                for (a, b) in s {
+                    match merged.last_mut() {
+                        Some(m) if a <= m.1 => m.1 = m.1.max(b),
+                        _ => merged.push((a, b)),
+                    }
+                }
+                merged
+            }
+        })
+        .collect()
+}
+
+/// What one source's runs read, gathered for [`read_intervals`].
+enum Reads {
+    Marked(Marks),
+    Spans(Vec<(usize, usize)>),
+}
+
+/// Elements `lo..hi` of a source, one bit each: set where a run reads.
+struct Marks {
+    lo: usize,
+    hi: usize,
+    words: Vec<u64>,
+}
+
+impl Marks {
+    fn new(lo: usize, hi: usize) -> Marks {
+        Marks {
+            lo,
+            hi,
+            words: vec![0; (hi - lo).div_ceil(64)],
+        }
+    }
+
+    /// Marks elements `a..b` (within `lo..hi`).
+    fn mark(&mut self, a: usize, b: usize) {
+        let (a, b) = (a - self.lo, b - self.lo);
+        let (first, last) = (a / 64, (b - 1) / 64);
+        let from = |bit: usize| u64::MAX << (bit % 64);
+        let upto = |bit: usize| u64::MAX >> (63 - (bit - 1) % 64);
+        if first == last {
+            self.words[first] |= from(a) & upto(b);
+        } else {
+            self.words[first] |= from(a);
+            self.words[first + 1..last].fill(u64::MAX);
+            self.words[last] |= upto(b);
+        }
+    }
+
+    /// The marked elements as sorted, separate ranges.
+    fn intervals(&self) -> Vec<(usize, usize)> {
+        let mut out: Vec<(usize, usize)> = Vec::new();
+        for (w, &word) in self.words.iter().enumerate() {
+            let mut bits = word;
+            let mut at = 0;
+            while bits != 0 {
+                let skip = bits.trailing_zeros() as usize;
+                at += skip;
+                bits = bits.checked_shr(skip as u32).unwrap_or(0);
+                let ones = bits.trailing_ones() as usize;
+                let (a, b) = (self.lo + w * 64 + at, self.lo + w * 64 + at + ones);
+                match out.last_mut() {
+                    Some(m) if m.1 == a => m.1 = b,
+                    _ => out.push((a, b)),
+                }
+                at += ones;
+                bits = bits.checked_shr(ones as u32).unwrap_or(0);
+            }
+        }
+        debug_assert!(out.last().is_none_or(|m| m.1 <= self.hi));
+        out
+    }
 }
 
 /// Finds where elements of a tensor live.
@@ -503,6 +590,81 @@ mod tests {
                 slow_pieces(&t, start, stride, len),
                 "start {start} stride {stride} len {len}"
             );
+        }
+    }
+
+    /// The bitmap and the sorted spans give the same ranges, for dense and sparse reads.
+    #[test]
+    fn read_intervals_are_the_merged_spans_of_the_runs() {
+        let mut seed = 99u64;
+        let mut next = |m: usize| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as usize % m
+        };
+        for case in 0..300 {
+            // Source 0 dense (many runs over a short window), source 1 sparse.
+            let (width, count) = if case % 2 == 0 {
+                (300, 80)
+            } else {
+                (100_000, 5)
+            };
+            let runs: Vec<Run> = (0..count)
+                .flat_map(|_| [0u32, 1])
+                .map(|k| {
+                    let stride = [1isize, 1, 3, -1, 0][next(5)];
+                    let len = next(70);
+                    let reach = (len.max(1) - 1) * stride.unsigned_abs();
+                    let start = reach + next(width);
+                    Run {
+                        source: RunSource::Tensor {
+                            k,
+                            start: if stride < 0 { start } else { start - reach },
+                            stride,
+                        },
+                        dst_start: 0,
+                        len,
+                    }
+                })
+                .collect();
+            let r = Rearrange {
+                name: "r".into(),
+                dst: TensorId(0),
+                sources: vec![TensorId(1), TensorId(2)],
+                fill: Vec::new(),
+                runs,
+            };
+            let want: Vec<Vec<(usize, usize)>> = (0..2)
+                .map(|k| {
+                    let mut s: Vec<(usize, usize)> = r
+                        .runs
+                        .iter()
+                        .filter_map(|run| match run.source {
+                            RunSource::Tensor {
+                                k: j,
+                                start,
+                                stride,
+                            } if j == k && run.len > 0 => {
+                                let last =
+                                    (start as isize + (run.len as isize - 1) * stride) as usize;
+                                Some((start.min(last), start.max(last) + 1))
+                            }
+                            _ => None,
+                        })
+                        .collect();
+                    s.sort_unstable();
+                    let mut merged: Vec<(usize, usize)> = Vec::new();
+                    for (a, b) in s {
+                        match merged.last_mut() {
+                            Some(m) if a <= m.1 => m.1 = m.1.max(b),
+                            _ => merged.push((a, b)),
+                        }
+                    }
+                    merged
+                })
+                .collect();
+            assert_eq!(read_intervals(&r), want, "case {case}");
         }
     }
 
