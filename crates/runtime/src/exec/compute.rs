@@ -6,7 +6,7 @@ use crate::exec::buckets::Buckets;
 use crate::exec::parallel::{Spread, for_each_active};
 use crate::exec::shortcuts::operand_views::{OperandViews, View};
 use crate::exec::shortcuts::product_batches::{ProductBatches, Scatter, ViewedProduct};
-use crate::model::layout::region_bytes;
+use crate::model::layout::RegionFinder;
 use crate::model::steps::ComputeCost;
 use crate::program::codelet::CodeletRef;
 use crate::program::executable::{Executable, Region, TensorId};
@@ -430,8 +430,12 @@ impl LoadedComputeSet {
             }
             slot[tile] as usize
         };
-        let bytes = |r: &Region, ipu: usize, tile: usize| {
-            let (b, e) = region_bytes(&exe.tensors[r.tensor.0 as usize], r, ipu, tile)
+        // Vertices come in tile order, and so do the intervals they read: each search
+        // starts where the last one in that tensor ended.
+        let mut finder = RegionFinder::default();
+        let mut bytes = |r: &Region, ipu: usize, tile: usize| {
+            let (b, e) = finder
+                .bytes(&exe.tensors[r.tensor.0 as usize], r, ipu, tile)
                 .expect("validated: regions lie on the vertex's tile");
             (b as usize, e as usize)
         };

@@ -149,13 +149,9 @@ pub(crate) fn largest_tensors(exe: &Executable, count: usize) -> Vec<TensorSize>
 }
 
 /// The byte range of a region in its vertex's tile memory, if the region lies entirely in
-/// one interval on that tile.
-pub(crate) fn region_bytes(t: &Tensor, r: &Region, ipu: usize, tile: usize) -> Option<(u64, u64)> {
-    region_bytes_from(t, r, ipu, tile, &mut 0)
-}
-
-/// [`region_bytes`], starting the search at interval `hint` and leaving there the interval
-/// found: a compute set's vertices come in tile order, and so do the intervals they read.
+/// one interval on that tile; the search starts at interval `hint` and leaves there the
+/// interval found (a compute set's vertices come in tile order, and so do the intervals
+/// they read).
 fn region_bytes_from(
     t: &Tensor,
     r: &Region,
@@ -191,7 +187,8 @@ pub(crate) struct RegionFinder {
 }
 
 impl RegionFinder {
-    /// [`region_bytes`] of `r` in `t` (the tensor `r` names).
+    /// The byte range of `r` in `t` (the tensor `r` names) in the memory of tile `tile`, if
+    /// it lies entirely in one interval there.
     pub(crate) fn bytes(
         &mut self,
         t: &Tensor,
@@ -688,7 +685,8 @@ mod tests {
             (region(9, 2), 1, None),
         ] {
             assert_eq!(finder.bytes(&t, &r, 0, tile), want, "{r:?} on tile {tile}");
-            assert_eq!(region_bytes(&t, &r, 0, tile), want, "{r:?} on tile {tile}");
+            let fresh = RegionFinder::default().bytes(&t, &r, 0, tile);
+            assert_eq!(fresh, want, "{r:?} on tile {tile}");
         }
     }
 }
