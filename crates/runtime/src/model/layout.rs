@@ -259,19 +259,22 @@ pub(crate) fn read_intervals(r: &Rearrange) -> Vec<Vec<(usize, usize)>> {
         .into_iter()
         .map(|reads| match reads {
             Reads::Marked(m) => m.intervals(),
-            Reads::Spans(mut s) => {
-                s.sort_unstable();
-                let mut merged: Vec<(usize, usize)> = Vec::with_capacity(s.len());
-                for (a, b) in s {
-                    match merged.last_mut() {
-                        Some(m) if a <= m.1 => m.1 = m.1.max(b),
-                        _ => merged.push((a, b)),
-                    }
-                }
-                merged
-            }
+            Reads::Spans(s) => merged(s),
         })
         .collect()
+}
+
+/// `spans` sorted, those that overlap or touch joined.
+fn merged(mut spans: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
+    spans.sort_unstable();
+    let mut out: Vec<(usize, usize)> = Vec::with_capacity(spans.len());
+    for (a, b) in spans {
+        match out.last_mut() {
+            Some(m) if a <= m.1 => m.1 = m.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
 }
 
 /// What one source's runs read, gathered for [`read_intervals`].
@@ -534,6 +537,16 @@ mod tests {
         }
     }
 
+    /// Reproducible numbers below `m`, from `seed` (a linear congruential generator).
+    fn numbers(mut seed: u64) -> impl FnMut(usize) -> usize {
+        move |m| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as usize % m
+        }
+    }
+
     /// Pieces found element by element: each element's interval by a scan, consecutive
     /// elements on one interval joined.
     fn slow_pieces(t: &Tensor, start: usize, stride: isize, len: usize) -> Vec<Piece> {
@@ -563,13 +576,7 @@ mod tests {
         let t = tensor(&lens, &[4, 0, 8, 2, 1, 3, 7, 5, 6]);
         let n = t.elements;
         let at = Locator::new(&t);
-        let mut seed = 12345u64;
-        let mut next = |m: usize| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) as usize % m
-        };
+        let mut next = numbers(12345);
         for _ in 0..2000 {
             let stride = next(9) as isize - 4;
             let start = next(n);
@@ -593,13 +600,7 @@ mod tests {
     /// The bitmap and the sorted spans give the same ranges, for dense and sparse reads.
     #[test]
     fn read_intervals_are_the_merged_spans_of_the_runs() {
-        let mut seed = 99u64;
-        let mut next = |m: usize| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) as usize % m
-        };
+        let mut next = numbers(99);
         for case in 0..300 {
             // Source 0 dense (many runs over a short window), source 1 sparse.
             let (width, count) = if case % 2 == 0 {
@@ -634,7 +635,7 @@ mod tests {
             };
             let want: Vec<Vec<(usize, usize)>> = (0..2)
                 .map(|k| {
-                    let mut s: Vec<(usize, usize)> = r
+                    let s: Vec<(usize, usize)> = r
                         .runs
                         .iter()
                         .filter_map(|run| match run.source {
@@ -650,15 +651,7 @@ mod tests {
                             _ => None,
                         })
                         .collect();
-                    s.sort_unstable();
-                    let mut merged: Vec<(usize, usize)> = Vec::new();
-                    for (a, b) in s {
-                        match merged.last_mut() {
-                            Some(m) if a <= m.1 => m.1 = m.1.max(b),
-                            _ => merged.push((a, b)),
-                        }
-                    }
-                    merged
+                    merged(s)
                 })
                 .collect();
             assert_eq!(read_intervals(&r), want, "case {case}");
