@@ -73,7 +73,8 @@ impl Traffic {
     }
 
     /// `count` elements of `size` bytes read from tile `src` (each `(ipu, tile)`) at byte
-    /// `offset`, then every `stride` elements, and written on tile `dst`.
+    /// `offset`, then every `stride` (-1, 0 or 1; other strides: [`Traffic::add_strided`])
+    /// elements, and written on tile `dst`.
     pub(crate) fn add(
         &mut self,
         src: (usize, usize),
@@ -86,9 +87,10 @@ impl Traffic {
             src.0 * self.tiles_per_ipu + src.1,
             dst.0 * self.tiles_per_ipu + dst.1,
         );
-        if !matches!(stride, -1..=1) {
-            return self.add_strided(src, dst, count, size);
-        }
+        debug_assert!(
+            matches!(stride, -1..=1),
+            "strided reads are added with add_strided"
+        );
         let bytes = count as u64 * size;
         self.taking_part[s] = true;
         self.taking_part[d] = true;

@@ -215,25 +215,33 @@ impl RegionFinder {
 /// from that source, whose element `i` is source element `lo + i`.
 pub(crate) fn source_ranges(r: &Rearrange) -> Vec<(usize, usize)> {
     let mut range = vec![(usize::MAX, 0usize); r.sources.len()];
-    for run in &r.runs {
-        if let (RunSource::Tensor { k, start, stride }, true) = (run.source, run.len > 0) {
-            let last = (start as isize + (run.len as isize - 1) * stride) as usize;
-            let w = &mut range[k as usize];
-            *w = (w.0.min(start.min(last)), w.1.max(start.max(last) + 1));
-        }
+    for (k, a, b) in r.runs.iter().filter_map(span_read) {
+        let w = &mut range[k];
+        *w = (w.0.min(a), w.1.max(b));
     }
     range
+}
+
+/// The source a run reads and the elements `a..b` it steps over (a strided run: the whole
+/// span between its first and last element); none for a fill or an empty run.
+fn span_read(run: &Run) -> Option<(usize, usize, usize)> {
+    match (run.source, run.len > 0) {
+        (RunSource::Tensor { k, start, stride }, true) => {
+            let last = (start as isize + (run.len as isize - 1) * stride) as usize;
+            Some((k as usize, start.min(last), start.max(last) + 1))
+        }
+        _ => None,
+    }
 }
 
 /// Per source, the element ranges its runs read, sorted and merged (a strided run counts
 /// as the whole span it steps over; ranges that touch are one).
 pub(crate) fn read_intervals(r: &Rearrange) -> Vec<Vec<(usize, usize)>> {
-    let range = source_ranges(r);
+    let mut range = vec![(usize::MAX, 0usize); r.sources.len()];
     let mut runs = vec![0usize; r.sources.len()];
-    for run in &r.runs {
-        if let (RunSource::Tensor { k, .. }, true) = (run.source, run.len > 0) {
-            runs[k as usize] += 1;
-        }
+    for (k, a, b) in r.runs.iter().filter_map(span_read) {
+        range[k] = (range[k].0.min(a), range[k].1.max(b));
+        runs[k] += 1;
     }
     // A source whose window is dense in runs marks them in a bitmap (a few words a run);
     // a sparse one sorts its spans.
@@ -245,14 +253,10 @@ pub(crate) fn read_intervals(r: &Rearrange) -> Vec<Vec<(usize, usize)>> {
             _ => Reads::Spans(Vec::with_capacity(n)),
         })
         .collect();
-    for run in &r.runs {
-        if let (RunSource::Tensor { k, start, stride }, true) = (run.source, run.len > 0) {
-            let last = (start as isize + (run.len as isize - 1) * stride) as usize;
-            let (a, b) = (start.min(last), start.max(last) + 1);
-            match &mut reads[k as usize] {
-                Reads::Marked(m) => m.mark(a, b),
-                Reads::Spans(s) => s.push((a, b)),
-            }
+    for (k, a, b) in r.runs.iter().filter_map(span_read) {
+        match &mut reads[k] {
+            Reads::Marked(m) => m.mark(a, b),
+            Reads::Spans(s) => s.push((a, b)),
         }
     }
     reads
@@ -286,7 +290,6 @@ enum Reads {
 /// Elements `lo..hi` of a source, one bit each: set where a run reads.
 struct Marks {
     lo: usize,
-    hi: usize,
     words: Vec<u64>,
 }
 
@@ -294,7 +297,6 @@ impl Marks {
     fn new(lo: usize, hi: usize) -> Marks {
         Marks {
             lo,
-            hi,
             words: vec![0; (hi - lo).div_ceil(64)],
         }
     }
@@ -334,7 +336,6 @@ impl Marks {
                 bits = bits.checked_shr(ones as u32).unwrap_or(0);
             }
         }
-        debug_assert!(out.last().is_none_or(|m| m.1 <= self.hi));
         out
     }
 }
@@ -635,21 +636,9 @@ mod tests {
             };
             let want: Vec<Vec<(usize, usize)>> = (0..2)
                 .map(|k| {
-                    let s: Vec<(usize, usize)> = r
-                        .runs
-                        .iter()
-                        .filter_map(|run| match run.source {
-                            RunSource::Tensor {
-                                k: j,
-                                start,
-                                stride,
-                            } if j == k && run.len > 0 => {
-                                let last =
-                                    (start as isize + (run.len as isize - 1) * stride) as usize;
-                                Some((start.min(last), start.max(last) + 1))
-                            }
-                            _ => None,
-                        })
+                    let s: Vec<(usize, usize)> = (r.runs.iter().filter_map(span_read))
+                        .filter(|&(j, ..)| j == k)
+                        .map(|(_, a, b)| (a, b))
                         .collect();
                     merged(s)
                 })
