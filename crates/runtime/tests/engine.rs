@@ -809,6 +809,36 @@ fn a_strided_run_reading_below_its_source_is_rejected() {
     );
 }
 
+/// Runs whose lengths add up to the destination but overlap leave other elements unwritten.
+#[test]
+fn a_rearrangement_writing_an_element_twice_is_rejected() {
+    use runtime::{Rearrange, Run, RunSource};
+    let mut b = ExecutableBuilder::new(Target::ipu2(), 1);
+    let src = b.tensor("src", DType::F32, &[(0, 0, 200)]);
+    let dst = b.tensor("dst", DType::F32, &[(0, 1, 200)]);
+    b.tensor_mut(src).init = Some(vec![0; 800]);
+    let run = |dst_start, len| Run {
+        source: RunSource::contiguous(0, dst_start),
+        dst_start,
+        len,
+    };
+    // 170..200, 0..100 and 70..140: 200 elements written, 70..100 twice, 140..170 never.
+    let r = b.rearrange(Rearrange {
+        name: "twice".into(),
+        dst,
+        sources: vec![src],
+        fill: vec![],
+        runs: vec![run(170, 30), run(0, 100), run(70, 70)],
+    });
+    let e = Engine::load(b.finish(Program::Rearrange(r))).err().unwrap();
+    assert!(
+        e.to_string().contains(
+            "rearrangement twice: element 70 of dst is written by two runs (and so another by none)"
+        ),
+        "{e}"
+    );
+}
+
 #[test]
 fn a_rearrangement_reading_past_its_source_is_rejected() {
     use runtime::{Rearrange, Run, RunSource};

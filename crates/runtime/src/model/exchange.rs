@@ -33,8 +33,12 @@ pub(crate) struct Traffic {
     on_tile: Vec<u64>,
     /// Bytes each tile reads to send, every receiver's counted (what paging reads).
     sent: Vec<u64>,
-    /// What each tile sends in stretches of its memory, for [`multicast::bytes_sent`].
-    spans: Vec<Vec<Span>>,
+    /// What the tiles send in stretches of their memory, for [`multicast::bytes_sent`]:
+    /// all tiles' in one list, in the order added (one list per tile grew by reallocation
+    /// at nearly every run of a gather that reads another tile at each run).
+    stretches: Vec<Stretch>,
+    /// Per tile, 1 + the index in `stretches` of its last stretch (0: none yet).
+    last_stretch: Vec<u32>,
     /// Bytes each tile sends that no other receiver can share (strided reads).
     unshared: Vec<u64>,
     received: Vec<u64>,
@@ -46,6 +50,13 @@ pub(crate) struct Traffic {
     taking_part: Vec<bool>,
 }
 
+/// A stretch a tile sends, in [`Traffic`]'s list of all tiles' stretches.
+struct Stretch {
+    /// 1 + the index of the same tile's stretch before it (0: none).
+    before: u32,
+    span: Span,
+}
+
 impl Traffic {
     /// No bytes moved yet, on `system`'s tiles.
     pub(crate) fn new(system: &System) -> Traffic {
@@ -55,7 +66,8 @@ impl Traffic {
             tiles_per_ipu,
             on_tile: vec![0; n],
             sent: vec![0; n],
-            spans: vec![Vec::new(); n],
+            stretches: Vec::new(),
+            last_stretch: vec![0; n],
             unshared: vec![0; n],
             received: vec![0; n],
             filled: vec![0; n],
@@ -155,14 +167,34 @@ impl Traffic {
     /// sent for is unchanged, and [`multicast::bytes_sent`] has fewer stretches to sort).
     fn stretch(&mut self, s: usize, start: u64, end: u64, receiver: usize) {
         let receiver = receiver as u32;
-        match self.spans[s].last_mut() {
-            Some(last) if last.receiver == receiver && last.end == start => last.end = end,
-            _ => self.spans[s].push(Span {
-                start,
-                end,
-                receiver,
-            }),
+        let last = self.last_stretch[s] as usize;
+        match self.stretches.get_mut(last.wrapping_sub(1)) {
+            Some(last) if last.span.receiver == receiver && last.span.end == start => {
+                last.span.end = end
+            }
+            _ => {
+                self.stretches.push(Stretch {
+                    before: self.last_stretch[s],
+                    span: Span {
+                        start,
+                        end,
+                        receiver,
+                    },
+                });
+                self.last_stretch[s] = self.stretches.len() as u32;
+            }
         }
+    }
+
+    /// The stretches tile `t` sends (latest first).
+    fn stretches_of(&self, t: usize) -> Vec<Span> {
+        let mut spans = Vec::new();
+        let mut next = self.last_stretch[t] as usize;
+        while let Some(s) = self.stretches.get(next.wrapping_sub(1)) {
+            spans.push(s.span);
+            next = s.before as usize;
+        }
+        spans
     }
 
     /// `bytes` of fill value written on tile `(ipu, tile)`.
@@ -174,7 +206,7 @@ impl Traffic {
     /// The most bytes a tile (physical tile, out of core) puts on its wires, receivers
     /// sharing its sends ([`multicast::bytes_sent`]), or `at_least` if no tile puts more.
     fn busiest_sender(&self, target: &crate::Target, ipus: usize, at_least: u64) -> u64 {
-        let on_wires = |t: usize| self.unshared[t] + multicast::bytes_sent(&self.spans[t]);
+        let on_wires = |t: usize| self.unshared[t] + multicast::bytes_sent(self.stretches_of(t));
         if target.is_out_of_core() {
             let all = (0..self.sent.len()).map(|t| (t, on_wires(t)));
             return paging::busiest_physical(target, ipus, all).max(at_least);

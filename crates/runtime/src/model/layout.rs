@@ -437,7 +437,22 @@ impl Locator {
         size: u64,
         mut f: impl FnMut(Piece),
     ) {
-        self.pieces_with_room(start, stride, len, size, |piece, _| f(piece));
+        if stride != 1 {
+            return self.pieces_with_room(start, stride, len, size, |piece, _| f(piece));
+        }
+        // Contiguous (every destination, most sources): a piece per interval crossed.
+        let (mut at, end) = (start, start + len);
+        while at < end {
+            let iv = self.spans[self.find(at)];
+            let stop = iv.end.min(end);
+            f((
+                iv.ipu,
+                iv.tile,
+                iv.offset + (at - iv.start) as u64 * size,
+                stop - at,
+            ));
+            at = stop;
+        }
     }
 
     /// [`Locator::pieces`], each piece given with its room: how many places every element

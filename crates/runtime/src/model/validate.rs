@@ -6,7 +6,8 @@
 use crate::error::RuntimeError;
 use crate::model::layout::{RegionFinder, largest_on_tile, tile_extents};
 use crate::program::executable::{
-    CodeletVertex, Direction, Executable, Program, Region, RunSource, Tensor, TensorId, Vertex,
+    CodeletVertex, Direction, Executable, Program, Rearrange, Region, Run, RunSource, Tensor,
+    TensorId, Vertex,
 };
 use codegen::{DType, KernelSpec};
 use rayon::prelude::*;
@@ -287,53 +288,36 @@ fn check_rearranges(exe: &Executable) -> Result<(), RuntimeError> {
                 )));
             }
         }
-        let mut covered = 0usize;
+        // One quick pass that only says whether every run is within bounds (the common
+        // case, and millions of runs on a large program); the checks below name the first
+        // run that is not.
+        let source_elements: SmallVec<[usize; 4]> = r
+            .sources
+            .iter()
+            .map(|s| exe.tensors[s.0 as usize].elements)
+            .collect();
+        let fill_fits = r.fill.len() == d.dtype.size();
+        let (mut covered, mut in_order, mut next) = (0usize, true, 0usize);
+        let mut fits = true;
         for run in &r.runs {
-            if run.dst_start + run.len > d.elements {
-                return Err(invalid(format!(
-                    "{here}: a run writes elements {}..{} of {} which has {}",
-                    run.dst_start,
-                    run.dst_start + run.len,
-                    d.name,
-                    d.elements
-                )));
-            }
-            covered += run.len;
-            match run.source {
+            fits &= run.len <= d.elements && run.dst_start <= d.elements - run.len;
+            fits &= match run.source {
                 RunSource::Tensor { k, start, stride } => {
-                    let Some(s) = r.sources.get(k as usize) else {
-                        return Err(invalid(format!(
-                            "{here}: a run reads source {k} of {}",
-                            r.sources.len()
-                        )));
-                    };
-                    let t = &exe.tensors[s.0 as usize];
-                    if run.len == 0 {
-                        continue;
-                    }
-                    // The first and last element read bound the run (the stride is fixed).
-                    let last = start as i128 + (run.len as i128 - 1) * stride as i128;
-                    let (lo, hi) = ((start as i128).min(last), (start as i128).max(last));
-                    if lo < 0 || hi >= t.elements as i128 {
-                        return Err(invalid(format!(
-                            "{here}: a run reads elements {lo}..{} of {} which has {}",
-                            hi + 1,
-                            t.name,
-                            t.elements
-                        )));
-                    }
+                    source_elements.get(k as usize).is_some_and(|&n| {
+                        run.len == 0 || {
+                            let last = start as i128 + (run.len as i128 - 1) * stride as i128;
+                            (start as i128).min(last) >= 0 && (start as i128).max(last) < n as i128
+                        }
+                    })
                 }
-                RunSource::Fill => {
-                    if r.fill.len() != d.dtype.size() {
-                        return Err(invalid(format!(
-                            "{here}: the fill value has {} bytes, an element of {} has {}",
-                            r.fill.len(),
-                            d.name,
-                            d.dtype.size()
-                        )));
-                    }
-                }
-            }
+                RunSource::Fill => fill_fits,
+            };
+            in_order &= run.dst_start == next;
+            next = run.dst_start.wrapping_add(run.len);
+            covered = covered.saturating_add(run.len);
+        }
+        if !fits {
+            return Err(first_bad_run(exe, r, &here, d));
         }
         if covered != d.elements {
             return Err(invalid(format!(
@@ -341,9 +325,90 @@ fn check_rearranges(exe: &Executable) -> Result<(), RuntimeError> {
                 d.name, d.elements
             )));
         }
+        if !in_order && let Some(twice) = written_twice(&r.runs, d.elements) {
+            return Err(invalid(format!(
+                "{here}: element {twice} of {} is written by two runs (and so another by none)",
+                d.name
+            )));
+        }
         Ok(())
     })?;
     Ok(())
+}
+
+/// The error for the first run of `r` (to destination `d`) that writes or reads out of
+/// bounds, or reads a source or fill it does not have.
+fn first_bad_run(exe: &Executable, r: &Rearrange, here: &str, d: &Tensor) -> RuntimeError {
+    for run in &r.runs {
+        if run.len > d.elements || run.dst_start > d.elements - run.len {
+            return invalid(format!(
+                "{here}: a run writes elements {}..{} of {} which has {}",
+                run.dst_start,
+                run.dst_start as u128 + run.len as u128,
+                d.name,
+                d.elements
+            ));
+        }
+        match run.source {
+            RunSource::Tensor { k, start, stride } => {
+                let Some(s) = r.sources.get(k as usize) else {
+                    return invalid(format!(
+                        "{here}: a run reads source {k} of {}",
+                        r.sources.len()
+                    ));
+                };
+                let t = &exe.tensors[s.0 as usize];
+                if run.len == 0 {
+                    continue;
+                }
+                // The first and last element read bound the run (the stride is fixed).
+                let last = start as i128 + (run.len as i128 - 1) * stride as i128;
+                let (lo, hi) = ((start as i128).min(last), (start as i128).max(last));
+                if lo < 0 || hi >= t.elements as i128 {
+                    return invalid(format!(
+                        "{here}: a run reads elements {lo}..{} of {} which has {}",
+                        hi + 1,
+                        t.name,
+                        t.elements
+                    ));
+                }
+            }
+            RunSource::Fill => {
+                if r.fill.len() != d.dtype.size() {
+                    return invalid(format!(
+                        "{here}: the fill value has {} bytes, an element of {} has {}",
+                        r.fill.len(),
+                        d.name,
+                        d.dtype.size()
+                    ));
+                }
+            }
+        }
+    }
+    // Not reached: the quick pass checks what the loop above does.
+    invalid(format!(
+        "{here}: a run does not fit its destination or sources"
+    ))
+}
+
+/// The first destination element that two of `runs` (each within `elements`) write.
+fn written_twice(runs: &[Run], elements: usize) -> Option<usize> {
+    let mut marks = vec![0u64; elements.div_ceil(64)];
+    for run in runs {
+        let (mut at, end) = (run.dst_start, run.dst_start + run.len);
+        while at < end {
+            let (word, bit) = (at / 64, at % 64);
+            let upto = (end - word * 64).min(64);
+            let mask = (u64::MAX >> (64 - (upto - bit))) << bit;
+            let already = marks[word] & mask;
+            if already != 0 {
+                return Some(word * 64 + already.trailing_zeros() as usize);
+            }
+            marks[word] |= mask;
+            at = word * 64 + upto;
+        }
+    }
+    None
 }
 
 /// Bytes `begin..end` of tile `tile`'s memory (`ipu * tiles_per_ipu + tile`) written by
