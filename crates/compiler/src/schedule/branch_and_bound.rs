@@ -13,6 +13,7 @@
 use super::graph::Graph;
 use super::state::State;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// The best of `incumbent` and what `work` pushes of branch and bound find.
 pub fn improve(g: &Graph, incumbent: (u64, Vec<usize>), work: u64) -> (u64, Vec<usize>) {
@@ -25,7 +26,7 @@ pub fn improve(g: &Graph, incumbent: (u64, Vec<usize>), work: u64) -> (u64, Vec<
         best: incumbent,
         floor,
         work,
-        seen: HashMap::new(),
+        seen: HashMap::default(),
         set: vec![0; g.len().div_ceil(64)],
         path: Vec::with_capacity(g.len()),
     };
@@ -55,7 +56,7 @@ struct Search<'g> {
     floor: u64,
     work: u64,
     /// The lowest peak each visited set of scheduled nodes was reached with.
-    seen: HashMap<Vec<u64>, u64>,
+    seen: HashMap<Vec<u64>, u64, BuildHasherDefault<SetHasher>>,
     /// The scheduled set as bits.
     set: Vec<u64>,
     path: Vec<usize>,
@@ -77,9 +78,10 @@ impl Search<'_> {
         if self.exhausted() {
             return;
         }
-        match self.seen.get(&self.set) {
-            Some(&before) if before <= peak => return,
-            _ => {
+        match self.seen.get_mut(&self.set) {
+            Some(before) if *before <= peak => return,
+            Some(before) => *before = peak,
+            None => {
                 self.seen.insert(self.set.clone(), peak);
             }
         }
@@ -107,6 +109,33 @@ impl Search<'_> {
             self.set[v / 64] ^= 1 << (v % 64);
             self.st.pop(v);
         }
+    }
+}
+
+/// Hashes a set's bit words by multiplying and rotating (the search looks a set up at every
+/// node it visits; SipHash's resistance to chosen keys buys nothing here).
+#[derive(Default)]
+struct SetHasher(u64);
+
+impl Hasher for SetHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u64(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
     }
 }
 

@@ -53,6 +53,15 @@ pub struct Graph {
     pub callee: Vec<u64>,
     /// Parameters (SHORTEST_PATH makes them live as late as possible).
     pub parameter: Vec<bool>,
+    /// Bytes each node defines (what [`Graph::defined_bytes`] returns: the searches ask for
+    /// it at every step).
+    defined: Vec<u64>,
+    /// Bytes each node defines that nothing reads and the result does not hold: they die
+    /// as soon as the node runs.
+    pub(super) unread: Vec<u64>,
+    /// Each buffer's bytes freed when its last reader runs: its size, or 0 for a buffer
+    /// the result holds.
+    pub(super) dies: Vec<u64>,
 }
 
 fn leaf_sizes(shape: &Shape) -> Vec<u64> {
@@ -212,6 +221,22 @@ impl Graph {
                 }
             }
         }
+        let size_of = |bs: &[usize], keep: &dyn Fn(&Buffer) -> bool| -> u64 {
+            bs.iter()
+                .map(|&b| &buffers[b])
+                .filter(|b| keep(b))
+                .map(|b| b.size)
+                .sum()
+        };
+        let defined = defines.iter().map(|d| size_of(d, &|_| true)).collect();
+        let unread = defines
+            .iter()
+            .map(|d| size_of(d, &|b| b.users.is_empty() && !b.root_live))
+            .collect();
+        let dies = buffers
+            .iter()
+            .map(|b| if b.root_live { 0 } else { b.size })
+            .collect();
         Graph {
             ids,
             preds,
@@ -222,6 +247,9 @@ impl Graph {
             uses,
             callee,
             parameter: vec![false; n],
+            defined,
+            unread,
+            dies,
         }
     }
 
@@ -237,7 +265,7 @@ impl Graph {
 
     /// Bytes a node defines.
     pub fn defined_bytes(&self, v: usize) -> u64 {
-        self.defines[v].iter().map(|&b| self.buffers[b].size).sum()
+        self.defined[v]
     }
 
     /// Everything a scheduler sees, without the instruction ids: computations with equal

@@ -36,6 +36,7 @@ use super::liveness::peak_liveness_bytes;
 use super::post_order::{Weights, post_order_by};
 use super::state::State;
 use super::xla::list_order;
+use rayon::prelude::*;
 use std::collections::HashMap;
 
 /// The most steps (scheduling one node in a search state) phase 2 may take on one
@@ -188,35 +189,32 @@ fn beam_search(g: &Graph, search_size: usize, incumbent: (u64, Vec<usize>)) -> (
         }
         next.sort_unstable_by_key(|e| (e.peak, e.live, e.hash));
         next.truncate(width * JUDGED_PER_KEPT);
-        // Judge each by where it leads.
+        // Judge each by where it leads: in parallel, each judgement replaying its prefix on
+        // a state of its own; the completions are then weighed in order, as one thread would.
+        let first = arena.len();
+        arena.extend_from_slice(&next);
+        let prefixes: Vec<Vec<usize>> = (first..arena.len())
+            .map(|id| nodes_of(&arena, id))
+            .collect();
+        let judgements: Vec<Judgement> = prefixes
+            .par_iter()
+            .zip(next.par_iter())
+            .map_init(
+                || State::new(g),
+                |own, (prefix, e)| judge(g, &weights, own, prefix, e.peak),
+            )
+            .collect();
         let mut judged: Vec<(u64, u64, u64, usize)> = Vec::with_capacity(next.len());
-        for e in next {
-            arena.push(e);
-            let id = arena.len() - 1;
-            let prefix = nodes_of(&arena, id);
-            replay(&mut st, &prefix);
+        for (k, (prefix, judgement)) in prefixes.iter().zip(judgements).enumerate() {
+            st.pushes += judgement.pushes;
             let mut lowest = u64::MAX;
-            for rest in [
-                post_order_by(g, st.scheduled.clone(), |p| weights.heaviest_first(g, p)),
-                post_order_by(g, st.scheduled.clone(), |p| {
-                    weights.largest_cone_first(g, p)
-                }),
-                list_order(&mut st),
-            ] {
-                let mut peak = e.peak;
-                for &v in &rest {
-                    peak = peak.max(st.push(v));
-                }
-                unreplay(&mut st, &rest);
+            for (peak, rest) in judgement.completions {
                 if peak < best.0 {
-                    let mut order = prefix.clone();
-                    order.extend(rest);
-                    best = (peak, order);
+                    best = (peak, [&prefix[..], &rest[..]].concat());
                 }
                 lowest = lowest.min(peak);
             }
-            unreplay(&mut st, &prefix);
-            judged.push((lowest, e.peak, e.live, id));
+            judged.push((lowest, next[k].peak, next[k].live, first + k));
         }
         per_judged = ((st.pushes - before) / judged.len() as u64).max(1);
         judged.sort_unstable();
@@ -227,6 +225,39 @@ fn beam_search(g: &Graph, search_size: usize, incumbent: (u64, Vec<usize>)) -> (
             .collect();
     }
     best
+}
+
+/// A judged prefix: its three completions (peak of prefix and completion, the completion's
+/// order) and the pushes judging it took.
+struct Judgement {
+    completions: [(u64, Vec<usize>); 3],
+    pushes: u64,
+}
+
+/// Completes `prefix` (whose peak is `peak`) three ways on `st` (left as it was found):
+/// post orders visiting the operand that needs the most memory first and the operand with
+/// the largest cone first, and a list scheduler freeing the most bytes first.
+fn judge(g: &Graph, weights: &Weights, st: &mut State, prefix: &[usize], peak: u64) -> Judgement {
+    let before = st.pushes;
+    replay(st, prefix);
+    let completions = [
+        post_order_by(g, st.scheduled.clone(), |v| weights.heaviest_first(v)),
+        post_order_by(g, st.scheduled.clone(), |v| weights.largest_cone_first(v)),
+        list_order(st),
+    ]
+    .map(|rest| {
+        let mut highest = peak;
+        for &v in &rest {
+            highest = highest.max(st.push(v));
+        }
+        unreplay(st, &rest);
+        (highest, rest)
+    });
+    unreplay(st, prefix);
+    Judgement {
+        completions,
+        pushes: st.pushes - before,
+    }
 }
 
 /// The nodes of prefix `p`, first to last.

@@ -23,6 +23,9 @@ pub struct State<'g> {
     ready_list: Vec<usize>,
     /// Each node's index in `ready_list` (`usize::MAX`: not there).
     ready_at: Vec<usize>,
+    /// The nodes pushed and not popped, each with the bytes its push freed (what its pop
+    /// gives back, without counting them again).
+    pushed: Vec<(usize, u64)>,
 }
 
 impl<'g> State<'g> {
@@ -43,6 +46,7 @@ impl<'g> State<'g> {
             done: 0,
             scheduled: vec![false; g.len()],
             pushes: 0,
+            pushed: Vec::with_capacity(g.len()),
         }
     }
 
@@ -72,15 +76,10 @@ impl<'g> State<'g> {
         let g = self.g;
         let reads: u64 = g.uses[v]
             .iter()
-            .filter(|&&b| self.remaining[b] == 1 && !g.buffers[b].root_live)
-            .map(|&b| g.buffers[b].size)
+            .filter(|&&b| self.remaining[b] == 1)
+            .map(|&b| g.dies[b])
             .sum();
-        let unread: u64 = g.defines[v]
-            .iter()
-            .filter(|&&b| g.buffers[b].users.is_empty() && !g.buffers[b].root_live)
-            .map(|&b| g.buffers[b].size)
-            .sum();
-        reads + unread
+        reads + g.unread[v]
     }
 
     /// Schedules `v`; returns the bytes live during the step.
@@ -88,6 +87,7 @@ impl<'g> State<'g> {
         let g = self.g;
         let transient = self.live + g.defined_bytes(v) + g.callee[v];
         let freed = self.freed_by(v);
+        self.pushed.push((v, freed));
         self.live = self.live + g.defined_bytes(v) - freed;
         for &b in &g.uses[v] {
             self.remaining[b] -= 1;
@@ -108,6 +108,8 @@ impl<'g> State<'g> {
     /// Undoes the last `push(v)`.
     pub fn pop(&mut self, v: usize) {
         let g = self.g;
+        let (last, freed) = self.pushed.pop().expect("pop undoes a push");
+        debug_assert_eq!(last, v, "pop undoes the last push");
         self.scheduled[v] = false;
         self.done -= 1;
         // The successors this push made ready are no longer ready.
@@ -121,7 +123,6 @@ impl<'g> State<'g> {
         for &b in &g.uses[v] {
             self.remaining[b] += 1;
         }
-        let freed = self.freed_by(v);
         self.live = self.live + freed - g.defined_bytes(v);
     }
 

@@ -51,9 +51,12 @@ pub fn xla_dfs(g: &Graph) -> Vec<usize> {
             acc.saturating_add(cumulative[p])
         });
     }
-    post_order_by(g, vec![false; n], |preds| {
-        let mut p = preds.to_vec();
-        p.sort_by_key(|&x| (std::cmp::Reverse(cumulative[x]), x));
-        p
-    })
+    let heaviest: Vec<Vec<usize>> = (0..n)
+        .map(|v| {
+            let mut p = g.preds[v].clone();
+            p.sort_by_key(|&x| (std::cmp::Reverse(cumulative[x]), x));
+            p
+        })
+        .collect();
+    post_order_by(g, vec![false; n], |v| &heaviest[v])
 }
