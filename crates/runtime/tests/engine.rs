@@ -779,60 +779,59 @@ fn a_row_that_several_tiles_need_is_sent_once() {
     }
 }
 
-#[test]
-fn a_strided_run_reading_below_its_source_is_rejected() {
-    use runtime::{Rearrange, Run, RunSource};
+/// Why loading refuses a program of one rearrangement `name` of `runs` from an f32 `src`
+/// of `src_len` elements on tile 0 to an f32 `dst` of `dst_len` elements on `dst_tile`.
+fn rearrangement_refused(
+    name: &str,
+    src_len: usize,
+    (dst_tile, dst_len): (usize, usize),
+    runs: Vec<runtime::Run>,
+) -> String {
     let mut b = ExecutableBuilder::new(Target::ipu2(), 1);
-    let src = b.tensor("src", DType::F32, &[(0, 0, 4)]);
-    let dst = b.tensor("dst", DType::F32, &[(0, 1, 3)]);
-    b.tensor_mut(src).init = Some(vec![0; 16]);
-    let r = b.rearrange(Rearrange {
-        name: "bad".into(),
+    let src = b.tensor("src", DType::F32, &[(0, 0, src_len)]);
+    let dst = b.tensor("dst", DType::F32, &[(0, dst_tile, dst_len)]);
+    b.tensor_mut(src).init = Some(vec![0; 4 * src_len]);
+    let r = b.rearrange(runtime::Rearrange {
+        name: name.into(),
         dst,
         sources: vec![src],
         fill: vec![],
-        runs: vec![Run {
-            source: RunSource::Tensor {
-                k: 0,
-                start: 1,
-                stride: -1,
-            },
-            dst_start: 0,
-            len: 3,
-        }],
+        runs,
     });
     let e = Engine::load(b.finish(Program::Rearrange(r))).err().unwrap();
-    assert!(
-        e.to_string()
-            .contains("reads elements -1..2 of src which has 4"),
-        "{e}"
-    );
+    e.to_string()
+}
+
+#[test]
+fn a_strided_run_reading_below_its_source_is_rejected() {
+    use runtime::{Run, RunSource};
+    let run = Run {
+        source: RunSource::Tensor {
+            k: 0,
+            start: 1,
+            stride: -1,
+        },
+        dst_start: 0,
+        len: 3,
+    };
+    let e = rearrangement_refused("bad", 4, (1, 3), vec![run]);
+    assert!(e.contains("reads elements -1..2 of src which has 4"), "{e}");
 }
 
 /// Runs whose lengths add up to the destination but overlap leave other elements unwritten.
 #[test]
 fn a_rearrangement_writing_an_element_twice_is_rejected() {
-    use runtime::{Rearrange, Run, RunSource};
-    let mut b = ExecutableBuilder::new(Target::ipu2(), 1);
-    let src = b.tensor("src", DType::F32, &[(0, 0, 200)]);
-    let dst = b.tensor("dst", DType::F32, &[(0, 1, 200)]);
-    b.tensor_mut(src).init = Some(vec![0; 800]);
+    use runtime::{Run, RunSource};
     let run = |dst_start, len| Run {
         source: RunSource::contiguous(0, dst_start),
         dst_start,
         len,
     };
     // 170..200, 0..100 and 70..140: 200 elements written, 70..100 twice, 140..170 never.
-    let r = b.rearrange(Rearrange {
-        name: "twice".into(),
-        dst,
-        sources: vec![src],
-        fill: vec![],
-        runs: vec![run(170, 30), run(0, 100), run(70, 70)],
-    });
-    let e = Engine::load(b.finish(Program::Rearrange(r))).err().unwrap();
+    let runs = vec![run(170, 30), run(0, 100), run(70, 70)];
+    let e = rearrangement_refused("twice", 200, (1, 200), runs);
     assert!(
-        e.to_string().contains(
+        e.contains(
             "rearrangement twice: element 70 of dst is written by two runs (and so another by none)"
         ),
         "{e}"
@@ -841,28 +840,14 @@ fn a_rearrangement_writing_an_element_twice_is_rejected() {
 
 #[test]
 fn a_rearrangement_reading_past_its_source_is_rejected() {
-    use runtime::{Rearrange, Run, RunSource};
-    let mut b = ExecutableBuilder::new(Target::ipu2(), 1);
-    let src = b.tensor("src", DType::F32, &[(0, 0, 4)]);
-    let dst = b.tensor("dst", DType::F32, &[(0, 0, 4)]);
-    b.tensor_mut(src).init = Some(vec![0; 16]);
-    let r = b.rearrange(Rearrange {
-        name: "bad".into(),
-        dst,
-        sources: vec![src],
-        fill: vec![],
-        runs: vec![Run {
-            source: RunSource::contiguous(0, 2),
-            dst_start: 0,
-            len: 4,
-        }],
-    });
-    let e = Engine::load(b.finish(Program::Rearrange(r))).err().unwrap();
-    assert!(
-        e.to_string()
-            .contains("reads elements 2..6 of src which has 4"),
-        "{e}"
-    );
+    use runtime::{Run, RunSource};
+    let run = Run {
+        source: RunSource::contiguous(0, 2),
+        dst_start: 0,
+        len: 4,
+    };
+    let e = rearrangement_refused("bad", 4, (0, 4), vec![run]);
+    assert!(e.contains("reads elements 2..6 of src which has 4"), "{e}");
 }
 
 #[test]

@@ -86,12 +86,16 @@ impl<'g> State<'g> {
     pub fn push(&mut self, v: usize) -> u64 {
         let g = self.g;
         let transient = self.live + g.defined_bytes(v) + g.callee[v];
-        let freed = self.freed_by(v);
-        self.pushed.push((v, freed));
-        self.live = self.live + g.defined_bytes(v) - freed;
+        // What `freed_by` counts, in the same pass that counts the reads down.
+        let mut freed = g.unread[v];
         for &b in &g.uses[v] {
+            if self.remaining[b] == 1 {
+                freed += g.dies[b];
+            }
             self.remaining[b] -= 1;
         }
+        self.pushed.push((v, freed));
+        self.live = self.live + g.defined_bytes(v) - freed;
         self.unmake_ready(v);
         for &s in &g.succs[v] {
             self.waiting[s] -= 1;

@@ -300,14 +300,12 @@ fn check_rearranges(exe: &Executable) -> Result<(), RuntimeError> {
         let (mut covered, mut in_order, mut next) = (0usize, true, 0usize);
         let mut fits = true;
         for run in &r.runs {
-            fits &= run.len <= d.elements && run.dst_start <= d.elements - run.len;
+            fits &= writes_within(run, d.elements);
             fits &= match run.source {
                 RunSource::Tensor { k, start, stride } => {
                     source_elements.get(k as usize).is_some_and(|&n| {
-                        run.len == 0 || {
-                            let last = start as i128 + (run.len as i128 - 1) * stride as i128;
-                            (start as i128).min(last) >= 0 && (start as i128).max(last) < n as i128
-                        }
+                        read_span(start, stride, run.len)
+                            .is_none_or(|(lo, hi)| lo >= 0 && hi < n as i128)
                     })
                 }
                 RunSource::Fill => fill_fits,
@@ -340,7 +338,7 @@ fn check_rearranges(exe: &Executable) -> Result<(), RuntimeError> {
 /// bounds, or reads a source or fill it does not have.
 fn first_bad_run(exe: &Executable, r: &Rearrange, here: &str, d: &Tensor) -> RuntimeError {
     for run in &r.runs {
-        if run.len > d.elements || run.dst_start > d.elements - run.len {
+        if !writes_within(run, d.elements) {
             return invalid(format!(
                 "{here}: a run writes elements {}..{} of {} which has {}",
                 run.dst_start,
@@ -358,12 +356,9 @@ fn first_bad_run(exe: &Executable, r: &Rearrange, here: &str, d: &Tensor) -> Run
                     ));
                 };
                 let t = &exe.tensors[s.0 as usize];
-                if run.len == 0 {
+                let Some((lo, hi)) = read_span(start, stride, run.len) else {
                     continue;
-                }
-                // The first and last element read bound the run (the stride is fixed).
-                let last = start as i128 + (run.len as i128 - 1) * stride as i128;
-                let (lo, hi) = ((start as i128).min(last), (start as i128).max(last));
+                };
                 if lo < 0 || hi >= t.elements as i128 {
                     return invalid(format!(
                         "{here}: a run reads elements {lo}..{} of {} which has {}",
@@ -389,6 +384,21 @@ fn first_bad_run(exe: &Executable, r: &Rearrange, here: &str, d: &Tensor) -> Run
     invalid(format!(
         "{here}: a run does not fit its destination or sources"
     ))
+}
+
+/// Whether `run` writes only elements of a destination of `elements` (no overflow however
+/// large its start and length).
+fn writes_within(run: &Run, elements: usize) -> bool {
+    run.len <= elements && run.dst_start <= elements - run.len
+}
+
+/// The lowest and highest source element a run of `len` from `start` every `stride` reads
+/// (its first and last: the stride is fixed); `None` when it reads nothing.
+fn read_span(start: usize, stride: isize, len: usize) -> Option<(i128, i128)> {
+    (len > 0).then(|| {
+        let last = start as i128 + (len as i128 - 1) * stride as i128;
+        ((start as i128).min(last), (start as i128).max(last))
+    })
 }
 
 /// The first destination element that two of `runs` (each within `elements`) write.
