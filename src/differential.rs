@@ -1,12 +1,23 @@
 //! The differential check of a generated module (`xla_ir::generate`): it prints and parses
-//! back to itself, and its outputs on the IPU Model (a full ipu2, 4 tiles, and 4 tiles with
-//! `allow_recompute`; outlining is on by default) match the
-//! reference evaluator's (rtol and atol 1e-4; 4e-3 for f16 results). Shared by
-//! `tests/differential.rs` and the `fuzz/` differential target.
+//! back to itself, and its outputs on the IPU Model (a full ipu2, 4 tiles, 4 tiles with
+//! `allow_recompute`, and 4 tiles with one [`VARIANTS`] entry chosen by the seed; outlining
+//! is on by default) match the reference evaluator's (rtol and atol 1e-4; 4e-3 for f16
+//! results). Shared by `tests/differential.rs` and the `fuzz/` differential target.
 
 use crate::corpus::compare_output;
 use xla_ir::generate;
 use xla_ir::literal::ArrayLiteral;
+
+/// What each seed also compiles with, one per seed in turn (seed modulo the count): the
+/// e-graph optimiser off, or one of the seed's scheduling algorithms in place of the
+/// default CHOOSE_BEST. Over a campaign every variant sees as many modules.
+pub const VARIANTS: [&str; 5] = [
+    "egraph off",
+    "POST_ORDER",
+    "CLUSTERING",
+    "SHORTEST_PATH",
+    "LOOK_AHEAD",
+];
 
 /// Checks the module of `seed` under `options`; the error says what differed and where.
 pub fn check(seed: u64, options: &generate::Options) -> Result<(), String> {
@@ -26,14 +37,32 @@ pub fn check(seed: u64, options: &generate::Options) -> Result<(), String> {
         xla_ir::ElementType::F16 => serde_json::json!({"rtol": 4e-3, "atol": 4e-3}),
         _ => serde_json::json!({"rtol": 1e-4, "atol": 1e-4}),
     };
-    // The full IPU, 4 tiles, and 4 tiles recomputing (outlining is on by default).
-    for (tiles, recompute) in [(0, false), (4, false), (4, true)] {
+    // The full IPU, 4 tiles, 4 tiles recomputing and 4 tiles with the seed's variant
+    // (outlining is on by default).
+    let variant = VARIANTS[(seed % VARIANTS.len() as u64) as usize];
+    for (tiles, recompute, varied) in [
+        (0, false, false),
+        (4, false, false),
+        (4, true, false),
+        (4, false, true),
+    ] {
         let mut config = compiler::IpuConfig::default();
         config.ipu_model.tiles_per_ipu = tiles;
         config.allow_recompute = recompute;
+        if varied {
+            match variant {
+                "egraph off" => config.optimizations.egraph.enabled = false,
+                algorithm => config.scheduling.algorithm = algorithm.into(),
+            }
+        }
         let what = format!(
-            "IPU Model ({tiles} tiles{})",
-            if recompute { ", allow_recompute" } else { "" }
+            "IPU Model ({tiles} tiles{}{})",
+            if recompute { ", allow_recompute" } else { "" },
+            if varied {
+                format!(", {variant}")
+            } else {
+                String::new()
+            }
         );
         let run = crate::device::run_on_ipu_model(&module, &config, &inputs)
             .map_err(|e| format!("{what}: {e:#}"))?;

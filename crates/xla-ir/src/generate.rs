@@ -9,8 +9,9 @@
 //! constant, out of range, or read from the data), iotas, sorts, bounded `while` loops and
 //! conditionals on the data; and ([`more`]) gathers, scatters, convolutions, windowed
 //! reductions, integer bit operations and division, float division and transcendentals on
-//! bounded operands, 64-bit integer mixing and random bits. Values stay small (inputs in
-//! [-2, 2] and [-8, 8]) so that reference and device agree up to rounding.
+//! bounded operands, 64-bit integer mixing and random bits; and functions called twice
+//! (outlined or plain calls). Values stay small (inputs in [-2, 2] and [-8, 8]) so that
+//! reference and device agree up to rounding.
 
 mod more;
 
@@ -201,7 +202,7 @@ impl Gen<'_, '_> {
         let dims = s.dims.to_vec();
         let rank = dims.len();
         let elements: i64 = dims.iter().product();
-        let made = match self.rng.below(28) {
+        let made = match self.rng.below(29) {
             0 => {
                 let floats = [
                     "negate", "abs", "tanh", "floor", "ceil", "logistic", "sine", "cosine",
@@ -402,6 +403,7 @@ impl Gen<'_, '_> {
             25 if float => self.float_math(x, &dims, t)?,
             26 if rank < 4 && elements * 2 <= self.options.max_elements => self.mix_64(x, &dims)?,
             27 if elements >= 1 => self.random_bits(&dims)?,
+            28 => self.called_twice(x, t)?,
             19 => {
                 // A branch on the data: the sign of x's first element.
                 let first = self.first_element(x)?;
@@ -510,6 +512,41 @@ impl Gen<'_, '_> {
         let init = self.c.tuple(&[zero, x])?;
         let out = self.c.while_loop(init, condition, body)?;
         self.c.get_tuple_element(out, 1)
+    }
+
+    /// One function of `x`'s shape called on `x` and on a second value of that shape, the
+    /// results added: half the time an outlined function (the compiler builds it once and
+    /// copies each call's argument in), else a plain `call`.
+    fn called_twice(&mut self, x: InstrId, t: ElementType) -> Result<InstrId, BuildError> {
+        let s = self.shape_of(x);
+        let dims = s.dims.to_vec();
+        let shape = Shape::Array(s);
+        let n = self.values.len();
+        let f = self.c.sub_computation(format!("function{n}"), |c| {
+            let v = c.parameter(0, shape.clone(), &format!("function{n}.x"))?;
+            if t == ElementType::S32 {
+                let three = c.constant(ArrayLiteral::scalar_s32(3))?;
+                let three = c.broadcast(three, &dims, &[])?;
+                let w = c.add(v, three)?;
+                let seven = c.constant(ArrayLiteral::scalar_s32(7))?;
+                let seven = c.broadcast(seven, &dims, &[])?;
+                c.minimum(w, seven)
+            } else {
+                let w = c.multiply(v, v)?;
+                let w = c.add(w, v)?;
+                c.tanh(w)
+            }
+        })?;
+        let y = self.same_shape(x, &dims)?;
+        let outlined = self.rng.chance(0.5);
+        let mut results = Vec::with_capacity(2);
+        for argument in [x, y] {
+            results.push(match outlined {
+                true => self.c.call_function(&[argument], f)?,
+                false => self.c.call(&[argument], f)?,
+            });
+        }
+        self.c.add(results[0], results[1])
     }
 
     /// `x · y` contracting `x`'s last dimension with a new or made value's, the leading
