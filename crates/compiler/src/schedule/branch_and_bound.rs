@@ -90,9 +90,7 @@ impl Search<'_> {
             .ready()
             .into_iter()
             .map(|v| {
-                let t = self.st.push(v);
-                let live = self.st.live;
-                self.st.pop(v);
+                let (t, live) = self.st.try_push(v);
                 (peak.max(t), live, v)
             })
             .collect();

@@ -103,14 +103,27 @@ fn search(st: &mut State, depth: usize, budget: usize, bound: u64) -> u64 {
     let ready = st.ready();
     let share = (budget - 1) / ready.len().max(1);
     let mut best = u64::MAX;
+    // Where the search below a child would stop at once, the bytes live after the child
+    // are its score: no need to schedule it.
+    let leaves = depth == 1 || share <= 1 || st.done + 1 == st.graph().len();
     for v in ready {
-        let t = st.push(v);
-        let score = if t >= best.min(bound) {
-            t
+        let score = if leaves {
+            let (t, after) = st.try_push(v);
+            if t >= best.min(bound) {
+                t
+            } else {
+                t.max(after)
+            }
         } else {
-            t.max(search(st, depth - 1, share, best.min(bound)))
+            let t = st.push(v);
+            let score = if t >= best.min(bound) {
+                t
+            } else {
+                t.max(search(st, depth - 1, share, best.min(bound)))
+            };
+            st.pop(v);
+            score
         };
-        st.pop(v);
         best = best.min(score);
         if share == 0 {
             break;
@@ -164,15 +177,14 @@ fn beam_search(g: &Graph, search_size: usize, incumbent: (u64, Vec<usize>)) -> (
                 (arena[p].peak, arena[p].hash)
             };
             for v in st.ready() {
-                let t = st.push(v);
+                let (t, live) = st.try_push(v);
                 let e = Prefix {
                     parent: p,
                     node: v,
                     peak: peak.max(t),
-                    live: st.live,
+                    live,
                     hash: hash ^ keys[v],
                 };
-                st.pop(v);
                 let slot = extensions.entry(e.hash).or_insert(e);
                 if (e.peak, e.live) < (slot.peak, slot.live) {
                     *slot = e;

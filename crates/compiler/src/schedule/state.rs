@@ -71,6 +71,11 @@ impl<'g> State<'g> {
         self.ready_at[v] = usize::MAX;
     }
 
+    /// Readers of buffer `b` not scheduled yet.
+    pub fn readers_left(&self, b: usize) -> usize {
+        self.remaining[b]
+    }
+
     /// Bytes that die when `v` is scheduled now.
     pub fn freed_by(&self, v: usize) -> u64 {
         let g = self.g;
@@ -109,6 +114,17 @@ impl<'g> State<'g> {
         transient
     }
 
+    /// What `push(v)` would return and the bytes live after it, without scheduling `v`
+    /// (cheaper than a push and its pop). It counts in `pushes` as the push it stands for,
+    /// so a search's work budget is spent the same either way.
+    pub fn try_push(&mut self, v: usize) -> (u64, u64) {
+        let g = self.g;
+        let transient = self.live + g.defined_bytes(v) + g.callee[v];
+        let after = self.live + g.defined_bytes(v) - self.freed_by(v);
+        self.pushes += 1;
+        (transient, after)
+    }
+
     /// Undoes the last `push(v)`.
     pub fn pop(&mut self, v: usize) {
         let g = self.g;
@@ -133,5 +149,29 @@ impl<'g> State<'g> {
     /// The graph.
     pub fn graph(&self) -> &'g Graph {
         self.g
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn try_push_reports_what_a_push_would_and_counts_as_one() {
+        // 0 and 1 feed 2 (the root): scheduling 2 frees both operands.
+        let g = Graph::from_parts(vec![vec![], vec![], vec![0, 1]], &[100, 10, 1], 2);
+        let mut st = State::new(&g);
+        for v in [0, 1, 2] {
+            let pushes = st.pushes;
+            let tried = st.try_push(v);
+            assert_eq!(st.pushes, pushes + 1);
+            let transient = st.push(v);
+            assert_eq!(tried, (transient, st.live), "node {v}");
+        }
+        assert_eq!(st.live, 1, "only the root is live at the end");
+        for v in [2, 1, 0] {
+            st.pop(v);
+        }
+        assert_eq!((st.live, st.done), (0, 0));
     }
 }

@@ -19,20 +19,44 @@ pub fn xla_list(g: &Graph) -> Vec<usize> {
 /// `st` is left as it was.
 pub fn list_order(st: &mut State) -> Vec<usize> {
     let g = st.graph();
+    let net_of = |st: &State, v: usize| st.freed_by(v) as i64 - g.defined_bytes(v) as i64;
     let mut ready = st.ready();
+    // Each ready node's net bytes, kept up to date: a push changes another node's only
+    // where it leaves that node the last reader of a buffer.
+    let mut net: Vec<i64> = ready.iter().map(|&v| net_of(st, v)).collect();
+    let mut at = vec![usize::MAX; g.len()];
+    for (k, &v) in ready.iter().enumerate() {
+        at[v] = k;
+    }
     let mut out = Vec::with_capacity(g.len() - st.done);
     while !ready.is_empty() {
         let k = (0..ready.len())
-            .max_by_key(|&k| {
-                let v = ready[k];
-                let net = st.freed_by(v) as i64 - g.defined_bytes(v) as i64;
-                (net, std::cmp::Reverse(v))
-            })
+            .max_by_key(|&k| (net[k], std::cmp::Reverse(ready[k])))
             .expect("ready is not empty");
         let v = ready.swap_remove(k);
+        net.swap_remove(k);
+        at[v] = usize::MAX;
+        if let Some(&moved) = ready.get(k) {
+            at[moved] = k;
+        }
         st.push(v);
         out.push(v);
-        ready.extend(g.succs[v].iter().filter(|&&s| st.waiting[s] == 0));
+        for &b in &g.uses[v] {
+            if st.readers_left(b) == 1 {
+                for &u in &g.buffers[b].users {
+                    if let Some(&k) = at.get(u).filter(|&&k| k != usize::MAX) {
+                        net[k] = net_of(st, u);
+                    }
+                }
+            }
+        }
+        for &s in &g.succs[v] {
+            if st.waiting[s] == 0 {
+                at[s] = ready.len();
+                ready.push(s);
+                net.push(net_of(st, s));
+            }
+        }
     }
     for &v in out.iter().rev() {
         st.pop(v);
