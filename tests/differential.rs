@@ -48,9 +48,40 @@ fn generated_modules_match_the_evaluator_on_the_ipu_model() {
     );
 }
 
+/// Modules on several devices with collectives among them: `IPUXLA_FUZZ_REPLICATED` seeds
+/// (default 12) from `IPUXLA_FUZZ_FIRST`, each on 2 or 4 devices (a system is one IPU or
+/// whole C2 cards of two).
+#[test]
+fn generated_replicated_modules_match_the_evaluator_on_the_ipu_model() {
+    let first = env("IPUXLA_FUZZ_FIRST", 0);
+    let cases = env("IPUXLA_FUZZ_REPLICATED", 12);
+    let mut failures = Vec::new();
+    for seed in first..first + cases {
+        let options = generate::Options {
+            replicas: if seed % 2 == 0 { 2 } else { 4 },
+            ..options()
+        };
+        if let Err(e) = ipuxla::differential::check_replicated(seed, &options) {
+            let module = generate::module(seed, &options)
+                .map(|m| m.to_string())
+                .unwrap_or_default();
+            failures.push(format!(
+                "seed {seed} ({} devices): {e}\n{module}",
+                options.replicas
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
 #[test]
 #[ignore = "prints a generated module: IPUXLA_FUZZ_FIRST=SEED cargo test --test differential -- --ignored --nocapture"]
 fn print_a_generated_module() {
     let seed = env("IPUXLA_FUZZ_FIRST", 0);
-    println!("{}", generate::module(seed, &options()).unwrap());
+    // `IPUXLA_FUZZ_DEVICES=N`: the module as the replicated test makes it for N devices.
+    let options = generate::Options {
+        replicas: env("IPUXLA_FUZZ_DEVICES", 1) as usize,
+        ..options()
+    };
+    println!("{}", generate::module(seed, &options).unwrap());
 }

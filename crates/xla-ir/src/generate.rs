@@ -9,10 +9,12 @@
 //! constant, out of range, or read from the data), iotas, sorts, bounded `while` loops and
 //! conditionals on the data; and ([`more`]) gathers, scatters, convolutions, windowed
 //! reductions, integer bit operations and division, float division and transcendentals on
-//! bounded operands, 64-bit integer mixing and random bits; and functions called twice
-//! (outlined or plain calls). Values stay small (inputs in [-2, 2] and [-8, 8]) so that
+//! bounded operands, 64-bit integer mixing and random bits; functions called twice
+//! (outlined or plain calls); and, in modules for several devices, collectives among them
+//! (`collectives`). Values stay small (inputs in [-2, 2] and [-8, 8]) so that
 //! reference and device agree up to rounding.
 
+mod collectives;
 mod more;
 
 use crate::attributes::{ComparisonDirection, DotDims, PadDim, SliceDim};
@@ -68,6 +70,9 @@ pub struct Options {
     pub max_elements: i64,
     /// Whether f16 arrays appear too.
     pub f16: bool,
+    /// Devices the module runs on (its `num_partitions`): above 1, collectives appear too,
+    /// and each device takes its own arguments ([`device_inputs`]).
+    pub replicas: usize,
 }
 
 impl Default for Options {
@@ -77,6 +82,7 @@ impl Default for Options {
             parameters: 4,
             max_elements: 4096,
             f16: false,
+            replicas: 1,
         }
     }
 }
@@ -202,7 +208,9 @@ impl Gen<'_, '_> {
         let dims = s.dims.to_vec();
         let rank = dims.len();
         let elements: i64 = dims.iter().product();
-        let made = match self.rng.below(29) {
+        // Collectives only with several devices (the other kinds draw as they always did).
+        let kinds = if self.options.replicas > 1 { 30 } else { 29 };
+        let made = match self.rng.below(kinds) {
             0 => {
                 let floats = [
                     "negate", "abs", "tanh", "floor", "ceil", "logistic", "sine", "cosine",
@@ -404,6 +412,7 @@ impl Gen<'_, '_> {
             26 if rank < 4 && elements * 2 <= self.options.max_elements => self.mix_64(x, &dims)?,
             27 if elements >= 1 => self.random_bits(&dims)?,
             28 => self.called_twice(x, t)?,
+            29 => self.collective(x, &dims, t)?,
             19 => {
                 // A branch on the data: the sign of x's first element.
                 let first = self.first_element(x)?;
@@ -613,7 +622,18 @@ pub fn module(seed: u64, options: &Options) -> Result<Module, BuildError> {
     }
     let root = c.tuple(&results)?;
     let entry = c.finish(root)?;
-    mb.finish(entry)
+    let mut module = mb.finish(entry)?;
+    if options.replicas > 1 {
+        module.num_partitions = Some(options.replicas as i64);
+    }
+    Ok(module)
+}
+
+/// Each of the module's `devices` arguments for `module`: [`inputs`] of a seed of its own.
+pub fn device_inputs(module: &Module, seed: u64, devices: usize) -> Vec<Vec<Literal>> {
+    (0..devices as u64)
+        .map(|d| inputs(module, seed ^ d.wrapping_mul(0x9e37_79b9_7f4a_7c15)))
+        .collect()
 }
 
 /// Arguments for `module`'s parameters from `seed`: floats in [-2, 2] (quarters), integers
