@@ -129,14 +129,19 @@ pub(super) fn pack_compute_sets(sets: &[ComputeSet]) -> (Vec<u8>, Vec<KernelSpec
     let mut w = Writer::default();
     let mut kernels: Vec<KernelSpec> = Vec::new();
     let mut index: HashMap<&KernelSpec, u64> = HashMap::new();
+    // A kernel's vertices share its `Arc`: its address finds it without hashing the whole
+    // expression tree again (the sets are borrowed, so no address is reused meanwhile).
+    let mut by_address: HashMap<*const KernelSpec, u64> = HashMap::new();
     w.uint(sets.len() as u64);
     for set in sets {
         w.str(&set.name);
         w.uint(set.vertices.len() as u64);
         for v in &set.vertices {
-            let k = *index.entry(&v.kernel).or_insert_with(|| {
-                kernels.push(KernelSpec::clone(&v.kernel));
-                kernels.len() as u64 - 1
+            let k = *by_address.entry(Arc::as_ptr(&v.kernel)).or_insert_with(|| {
+                *index.entry(&v.kernel).or_insert_with(|| {
+                    kernels.push(KernelSpec::clone(&v.kernel));
+                    kernels.len() as u64 - 1
+                })
             });
             w.uint(k);
             w.uint(v.ipu as u64);
