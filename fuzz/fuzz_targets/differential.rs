@@ -1,6 +1,7 @@
 //! Generated modules compiled for the IPU Model and compared with the reference evaluator
-//! (`ipuxla::differential::check`): the fuzzer's bytes choose the generator's seed, size
-//! and whether f16 arrays appear, so its coverage feedback steers the programs generated.
+//! (`ipuxla::differential::check`, or `check_replicated` for modules on 2 or 4 devices
+//! with collectives): the fuzzer's bytes choose the generator's seed, size, whether f16
+//! arrays appear and the devices, so its coverage feedback steers the programs generated.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -13,9 +14,14 @@ fuzz_target!(|data: &[u8]| {
     let options = xla_ir::generate::Options {
         instructions: 4 + (data[8] % 28) as usize,
         f16: data[9] & 1 == 1,
+        replicas: [1, 1, 2, 4][(data[9] >> 1 & 3) as usize],
         ..Default::default()
     };
-    if let Err(e) = ipuxla::differential::check(seed, &options) {
+    let checked = match options.replicas {
+        1 => ipuxla::differential::check(seed, &options),
+        _ => ipuxla::differential::check_replicated(seed, &options),
+    };
+    if let Err(e) = checked {
         panic!("seed {seed} ({options:?}): {e}");
     }
 });
