@@ -35,7 +35,7 @@ use super::graph::Graph;
 use super::liveness::peak_liveness_bytes;
 use super::post_order::{Weights, post_order_by};
 use super::state::State;
-use super::xla::list_order;
+use super::xla::list_order_and_peak;
 use rayon::prelude::*;
 use std::collections::HashMap;
 
@@ -252,19 +252,23 @@ struct Judgement {
 fn judge(g: &Graph, weights: &Weights, st: &mut State, prefix: &[usize], peak: u64) -> Judgement {
     let before = st.pushes;
     replay(st, prefix);
-    let completions = [
-        post_order_by(g, st.scheduled.clone(), |v| weights.heaviest_first(v)),
-        post_order_by(g, st.scheduled.clone(), |v| weights.largest_cone_first(v)),
-        list_order(st),
-    ]
-    .map(|rest| {
+    let heaviest = post_order_by(g, st.scheduled.clone(), |v| weights.heaviest_first(v));
+    let largest_cone = post_order_by(g, st.scheduled.clone(), |v| weights.largest_cone_first(v));
+    let complete = |st: &mut State, rest: Vec<usize>| {
         let mut highest = peak;
         for &v in &rest {
             highest = highest.max(st.push(v));
         }
         unreplay(st, &rest);
         (highest, rest)
-    });
+    };
+    let heaviest = complete(st, heaviest);
+    let largest_cone = complete(st, largest_cone);
+    // The list order scheduled its nodes as it chose them: its peak is known, and the
+    // completion counts the pushes it would take again, as the budget always has.
+    let (listed, listed_peak) = list_order_and_peak(st);
+    st.pushes += listed.len() as u64;
+    let completions = [heaviest, largest_cone, (peak.max(listed_peak), listed)];
     unreplay(st, prefix);
     Judgement {
         completions,

@@ -18,7 +18,13 @@ pub fn xla_list(g: &Graph) -> Vec<usize> {
 /// node that frees the most bytes net of what it defines first (then program order).
 /// `st` is left as it was.
 pub fn list_order(st: &mut State) -> Vec<usize> {
+    list_order_and_peak(st).0
+}
+
+/// [`list_order`], and the most bytes live during any of its steps (from `st`'s state).
+pub fn list_order_and_peak(st: &mut State) -> (Vec<usize>, u64) {
     let g = st.graph();
+    let mut peak = 0;
     let net_of = |st: &State, v: usize| st.freed_by(v) as i64 - g.defined_bytes(v) as i64;
     let mut ready = st.ready();
     // Each ready node's net bytes, kept up to date: a push changes another node's only
@@ -39,7 +45,7 @@ pub fn list_order(st: &mut State) -> Vec<usize> {
         if let Some(&moved) = ready.get(k) {
             at[moved] = k;
         }
-        st.push(v);
+        peak = peak.max(st.push(v));
         out.push(v);
         for &b in &g.uses[v] {
             if st.readers_left(b) == 1 {
@@ -61,7 +67,7 @@ pub fn list_order(st: &mut State) -> Vec<usize> {
     for &v in out.iter().rev() {
         st.pop(v);
     }
-    out
+    (out, peak)
 }
 
 /// XLA's DFSMemoryScheduler.
