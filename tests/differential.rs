@@ -23,21 +23,25 @@ fn options() -> generate::Options {
     }
 }
 
-fn check(seed: u64) -> Result<(), String> {
-    ipuxla::differential::check(seed, &options())
-}
-
-#[test]
-fn generated_modules_match_the_evaluator_on_the_ipu_model() {
-    let first = env("IPUXLA_FUZZ_FIRST", 0);
-    let cases = env("IPUXLA_FUZZ_CASES", 48);
+/// Checks `cases` seeds from `first` with `check`, each under `options_of(seed)`; fails
+/// listing every seed that did not pass, with its devices, what differed and its module.
+fn check_seeds(
+    first: u64,
+    cases: u64,
+    options_of: impl Fn(u64) -> generate::Options,
+    check: fn(u64, &generate::Options) -> Result<(), String>,
+) {
     let mut failures = Vec::new();
     for seed in first..first + cases {
-        if let Err(e) = check(seed) {
-            let module = generate::module(seed, &options())
+        let options = options_of(seed);
+        if let Err(e) = check(seed, &options) {
+            let module = generate::module(seed, &options)
                 .map(|m| m.to_string())
                 .unwrap_or_default();
-            failures.push(format!("seed {seed}: {e}\n{module}"));
+            failures.push(format!(
+                "seed {seed} ({} devices): {e}\n{module}",
+                options.replicas
+            ));
         }
     }
     assert!(
@@ -48,6 +52,13 @@ fn generated_modules_match_the_evaluator_on_the_ipu_model() {
     );
 }
 
+#[test]
+fn generated_modules_match_the_evaluator_on_the_ipu_model() {
+    let first = env("IPUXLA_FUZZ_FIRST", 0);
+    let cases = env("IPUXLA_FUZZ_CASES", 48);
+    check_seeds(first, cases, |_| options(), ipuxla::differential::check);
+}
+
 /// Modules on several devices with collectives among them: `IPUXLA_FUZZ_REPLICATED` seeds
 /// (default 12) from `IPUXLA_FUZZ_FIRST`, each on 2 or 4 devices (a system is one IPU or
 /// whole C2 cards of two).
@@ -55,23 +66,16 @@ fn generated_modules_match_the_evaluator_on_the_ipu_model() {
 fn generated_replicated_modules_match_the_evaluator_on_the_ipu_model() {
     let first = env("IPUXLA_FUZZ_FIRST", 0);
     let cases = env("IPUXLA_FUZZ_REPLICATED", 12);
-    let mut failures = Vec::new();
-    for seed in first..first + cases {
-        let options = generate::Options {
-            replicas: if seed % 2 == 0 { 2 } else { 4 },
-            ..options()
-        };
-        if let Err(e) = ipuxla::differential::check_replicated(seed, &options) {
-            let module = generate::module(seed, &options)
-                .map(|m| m.to_string())
-                .unwrap_or_default();
-            failures.push(format!(
-                "seed {seed} ({} devices): {e}\n{module}",
-                options.replicas
-            ));
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    let on_devices = |seed: u64| generate::Options {
+        replicas: if seed.is_multiple_of(2) { 2 } else { 4 },
+        ..options()
+    };
+    check_seeds(
+        first,
+        cases,
+        on_devices,
+        ipuxla::differential::check_replicated,
+    );
 }
 
 #[test]
