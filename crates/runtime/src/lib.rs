@@ -47,3 +47,4 @@ pub use program::executable::{
     Interval, LivePoint, Program, Rearrange, RearrangeId, Region, Run, RunSource, Stream, StreamId,
     Tensor, TensorId, Vertex,
 };
+pub use program::runs::{RunBlock, Runs};

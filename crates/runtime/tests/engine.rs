@@ -4,8 +4,8 @@
 
 use codegen::{BinaryOp, DType, ElementwiseKernel, Expr, KernelSpec, UnaryOp};
 use runtime::{
-    Direction, Engine, ExecutableBuilder, HostIo, Program, Region, RuntimeError, StepKind, Target,
-    TensorId, Vertex,
+    Direction, Engine, ExecutableBuilder, HostIo, Program, Region, Runs, RuntimeError, StepKind,
+    Target, TensorId, Vertex,
 };
 
 fn f32_bytes(v: &[f32]) -> Vec<u8> {
@@ -642,7 +642,7 @@ fn rearrangements_gather_runs_across_tiles_and_fill_the_rest() {
         dst,
         sources: vec![src],
         fill: f32_bytes(&[-1.0]),
-        runs: vec![
+        runs: Runs::from(vec![
             // elements 3..6 of src (crossing the tile boundary) to dst 0..3
             Run {
                 source: RunSource::contiguous(0, 3),
@@ -659,7 +659,7 @@ fn rearrangements_gather_runs_across_tiles_and_fill_the_rest() {
                 dst_start: 5,
                 len: 1,
             },
-        ],
+        ]),
     });
     let out = b.stream("out", Direction::DeviceToHost, DType::F32, 6);
     let exe = b.finish(Program::Sequence(vec![
@@ -705,7 +705,7 @@ fn strided_runs_transpose_broadcast_and_reverse_across_tiles() {
         dst,
         sources: vec![src],
         fill: vec![],
-        runs: vec![
+        runs: Runs::from(vec![
             // the transpose, a column per run
             run(0, 3, 0, 2),
             run(1, 3, 2, 2),
@@ -714,7 +714,7 @@ fn strided_runs_transpose_broadcast_and_reverse_across_tiles() {
             run(5, 0, 6, 2),
             // row 0 reversed
             run(2, -1, 8, 3),
-        ],
+        ]),
     });
     let out = b.stream("out", Direction::DeviceToHost, DType::F32, 11);
     let exe = b.finish(Program::Sequence(vec![
@@ -785,7 +785,7 @@ fn rearrangement_refused(
     name: &str,
     src_len: usize,
     (dst_tile, dst_len): (usize, usize),
-    runs: Vec<runtime::Run>,
+    runs: impl Into<Runs>,
 ) -> String {
     let mut b = ExecutableBuilder::new(Target::ipu2(), 1);
     let src = b.tensor("src", DType::F32, &[(0, 0, src_len)]);
@@ -796,7 +796,7 @@ fn rearrangement_refused(
         dst,
         sources: vec![src],
         fill: vec![],
-        runs,
+        runs: runs.into(),
     });
     let e = Engine::load(b.finish(Program::Rearrange(r))).err().unwrap();
     e.to_string()
@@ -816,6 +816,34 @@ fn a_strided_run_reading_below_its_source_is_rejected() {
     };
     let e = rearrangement_refused("bad", 4, (1, 3), vec![run]);
     assert!(e.contains("reads elements -1..2 of src which has 4"), "{e}");
+}
+
+/// A block of runs is checked at its ends: a last run past the destination or the source,
+/// or a count that would wrap around, is refused however the block was stored.
+#[test]
+fn a_block_whose_last_run_leaves_its_tensors_is_rejected() {
+    use runtime::{Run, RunBlock, RunSource};
+    let block = |count, dst_step, src_step| {
+        Runs::from_blocks(vec![RunBlock {
+            first: Run {
+                source: RunSource::contiguous(0, 0),
+                dst_start: 0,
+                len: 2,
+            },
+            count,
+            dst_step,
+            src_step,
+        }])
+    };
+    // Four runs of 2 into 6 elements: the last writes 6..8.
+    let e = rearrangement_refused("past", 8, (1, 6), block(4, 2, 2));
+    assert!(e.contains("writes elements 6..8 of dst which has 6"), "{e}");
+    // Three runs reading every 4th pair of 8 source elements: the last reads 8..10.
+    let e = rearrangement_refused("beyond", 8, (1, 6), block(3, 2, 4));
+    assert!(e.contains("reads elements 8..10 of src which has 8"), "{e}");
+    // A count whose steps wrap the address space back into range.
+    let e = rearrangement_refused("wraps", 8, (1, 6), block(1 << 62, 4, 0));
+    assert!(e.contains("writes elements"), "{e}");
 }
 
 /// Runs whose lengths add up to the destination but overlap leave other elements unwritten.
@@ -961,7 +989,7 @@ fn transposed_product(stream_blocks: bool) -> (Engine, TensorId, Vec<f32>, Vec<f
     b.tensor_mut(w).init = Some(f32_bytes(&wv));
     b.tensor_mut(w3).init = Some(f32_bytes(&wv));
     // Row i of the blocks is column i of x: a run of stride m.
-    let runs = (0..m)
+    let runs: Vec<Run> = (0..m)
         .map(|i| Run {
             source: RunSource::Tensor {
                 k: 0,
@@ -977,7 +1005,7 @@ fn transposed_product(stream_blocks: bool) -> (Engine, TensorId, Vec<f32>, Vec<f
         dst: blocks,
         sources: vec![x],
         fill: vec![],
-        runs,
+        runs: runs.into(),
     });
     let kernel = KernelSpec::MatMul(codegen::MatMulKernel {
         m: m / 2,
@@ -1070,7 +1098,7 @@ fn batched_product(stream_partials: bool) -> (Engine, TensorId, Vec<f32>, Vec<f3
         dst: a,
         sources: vec![x],
         fill: vec![],
-        runs: vec![run(0, 0, m * k), run(0, m * k, m * k)],
+        runs: Runs::from(vec![run(0, 0, m * k), run(0, m * k, m * k)]),
     });
     let rb = b.rearrange(Rearrange {
         name: "b".into(),

@@ -442,26 +442,23 @@ impl Lowerer<'_> {
             })
             .collect();
         let mut pieces = Vec::with_capacity(tiles.len());
-        let mut runs = Vec::new();
+        let mut runs = runtime::Runs::new();
         let mut start = 0;
         for ((shape, slice), &tile) in shapes.iter().zip(slices).zip(tiles) {
             let part_dims: Vec<usize> = shape.dims.iter().map(|&d| d as usize).collect();
             let len: usize = part_dims.iter().product();
             let mut src = vec![0; dims.len()];
-            runs.extend(
-                affine_runs(&part_dims, 1, |o| {
-                    src.copy_from_slice(o);
-                    if let Some((d, first, _)) = *slice {
-                        src[d] += first;
-                    }
-                    (0, flat(&dims, &src))
-                })
-                .into_iter()
-                .map(|mut r| {
-                    r.dst_start += start;
-                    r
-                }),
-            );
+            let part = affine_runs(&part_dims, 1, |o| {
+                src.copy_from_slice(o);
+                if let Some((d, first, _)) = *slice {
+                    src[d] += first;
+                }
+                (0, flat(&dims, &src))
+            });
+            for mut run in part.iter() {
+                run.dst_start += start;
+                runs.push(run);
+            }
             pieces.push(Piece { tile, start, len });
             start += len;
         }

@@ -4,7 +4,7 @@
 //! vertices, and the blocks come back as the result (K splits summed by one kernel).
 
 use super::mapping::{self, Piece};
-use super::movement::{Src, push_run, push_strided_run};
+use super::movement::{RunWriter, Src, push_run, push_strided_run};
 use super::{Arr, Here, Lowerer, Scope, Value};
 use crate::CompileError;
 use crate::config::PartialsType;
@@ -139,7 +139,7 @@ fn even_step(offsets: &[usize]) -> Option<isize> {
 /// one strided run when the offsets step evenly (`step`, from [`even_step`] of the same
 /// offsets, checked once for every row that shares them), else one element at a time.
 fn push_offsets(
-    runs: &mut Vec<runtime::Run>,
+    runs: &mut RunWriter,
     base: usize,
     (offsets, step): (&[usize], Option<isize>),
     dst: usize,
@@ -267,7 +267,7 @@ impl Lowerer<'_> {
             }
         }
         // Operand blocks, each tile's contiguous on that tile.
-        let (mut a_runs, mut b_runs) = (Vec::new(), Vec::new());
+        let (mut a_runs, mut b_runs) = (RunWriter::default(), RunWriter::default());
         let (mut a_pieces, mut b_pieces, mut c_pieces) = (Vec::new(), Vec::new(), Vec::new());
         let (mut a_at, mut b_at, mut c_at) = (0, 0, 0);
         let mut starts = Vec::new();
@@ -314,7 +314,7 @@ impl Lowerer<'_> {
         self.rearrange_into(
             a_t.tensor,
             vec![lhs.tensor],
-            a_runs,
+            a_runs.finish(),
             Vec::new(),
             &format!("{name}.lhs_blocks"),
         );
@@ -326,7 +326,7 @@ impl Lowerer<'_> {
         self.rearrange_into(
             b_t.tensor,
             vec![rhs.tensor],
-            b_runs,
+            b_runs.finish(),
             Vec::new(),
             &format!("{name}.rhs_blocks"),
         );
@@ -383,7 +383,7 @@ impl Lowerer<'_> {
         // part mapped as the result is, so the sum reads its parts on-tile.
         let total = shape.element_count() as usize;
         let linear = self.linear_pieces(total);
-        let mut runs = Vec::new();
+        let mut runs = RunWriter::default();
         for (blk, &(_, _, c0)) in blocks.iter().zip(&starts) {
             let mut at = c0;
             for bi in blk.b.0..blk.b.0 + blk.b.1 {
@@ -414,7 +414,7 @@ impl Lowerer<'_> {
         self.rearrange_into(
             stacked.tensor,
             vec![c_t.tensor],
-            runs,
+            runs.finish(),
             Vec::new(),
             &format!("{name}.result"),
         );

@@ -534,7 +534,7 @@ impl<'m> Lowerer<'m> {
         &mut self,
         dst: TensorId,
         sources: Vec<TensorId>,
-        runs: Vec<runtime::Run>,
+        runs: runtime::Runs,
         fill: Vec<u8>,
         name: &str,
     ) {

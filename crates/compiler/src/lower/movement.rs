@@ -5,7 +5,7 @@
 
 use super::{Arr, Here, Lowerer, Scope, Value};
 use crate::CompileError;
-use runtime::{Run, RunSource};
+use runtime::{Run, RunSource, Runs};
 use xla_ir::{ArrayShape, Op};
 
 /// Where one destination element comes from.
@@ -17,10 +17,40 @@ pub(crate) enum Src {
     Fill,
 }
 
+/// Runs as lowering writes them: the last run stays open (the next element may extend it),
+/// those before it are sealed into the executable's blocks as they come.
+#[derive(Debug, Default)]
+pub(crate) struct RunWriter {
+    sealed: Runs,
+    open: Option<Run>,
+}
+
+impl RunWriter {
+    /// The open run, which the next push may extend.
+    fn last_mut(&mut self) -> Option<&mut Run> {
+        self.open.as_mut()
+    }
+
+    /// Seals the open run and opens `run`.
+    fn push(&mut self, run: Run) {
+        if let Some(done) = self.open.replace(run) {
+            self.sealed.push(done);
+        }
+    }
+
+    /// Every run written, in order.
+    pub(crate) fn finish(mut self) -> Runs {
+        if let Some(done) = self.open.take() {
+            self.sealed.push(done);
+        }
+        self.sealed
+    }
+}
+
 /// Runs for a destination of `dims`, given each element's source (row-major walk).
-pub(crate) fn runs_of(dims: &[usize], mut f: impl FnMut(&[usize]) -> Src) -> Vec<Run> {
+pub(crate) fn runs_of(dims: &[usize], mut f: impl FnMut(&[usize]) -> Src) -> Runs {
     let n: usize = dims.iter().product();
-    let mut runs: Vec<Run> = Vec::new();
+    let mut runs = RunWriter::default();
     let mut idx = vec![0usize; dims.len()];
     for flat in 0..n {
         push_run(&mut runs, f(&idx), flat, 1);
@@ -32,7 +62,7 @@ pub(crate) fn runs_of(dims: &[usize], mut f: impl FnMut(&[usize]) -> Src) -> Vec
             idx[d] = 0;
         }
     }
-    runs
+    runs.finish()
 }
 
 /// [`runs_of`] for a destination whose every row (the last dimension) reads one source
@@ -43,19 +73,20 @@ pub(crate) fn affine_runs(
     dims: &[usize],
     stride: isize,
     mut first: impl FnMut(&[usize]) -> (u32, usize),
-) -> Vec<Run> {
+) -> Runs {
     let Some((&len, outer)) = dims.split_last() else {
         let (k, i) = first(&[]);
         return vec![Run {
             source: RunSource::contiguous(k, i),
             dst_start: 0,
             len: 1,
-        }];
+        }]
+        .into();
     };
     let rows: usize = outer.iter().product();
-    let mut runs: Vec<Run> = Vec::new();
+    let mut runs = RunWriter::default();
     if len == 0 {
-        return runs;
+        return runs.finish();
     }
     let mut idx = vec![0usize; dims.len()];
     for row in 0..rows {
@@ -79,7 +110,7 @@ pub(crate) fn affine_runs(
             idx[d] = 0;
         }
     }
-    runs
+    runs.finish()
 }
 
 /// Elements between consecutive indices of each dimension of a row-major array.
@@ -93,7 +124,7 @@ pub(crate) fn strides(dims: &[usize]) -> Vec<usize> {
 /// extending the last run when it continues: a fill after a fill, and a source element
 /// that follows the last run's stride (a run of one element takes any stride, so a
 /// transpose's column, a broadcast's repeated element or a reverse is one run).
-pub(crate) fn push_run(runs: &mut Vec<Run>, src: Src, dst: usize, len: usize) {
+pub(crate) fn push_run(runs: &mut RunWriter, src: Src, dst: usize, len: usize) {
     if let Some(r) = runs.last_mut()
         && r.dst_start + r.len == dst
     {
@@ -138,7 +169,7 @@ pub(crate) fn push_run(runs: &mut Vec<Run>, src: Src, dst: usize, len: usize) {
 /// Appends `len` destination elements from `dst` read from source `k` at `start`,
 /// `start + stride`, ...: extends the last run when it continues with the same stride.
 pub(crate) fn push_strided_run(
-    runs: &mut Vec<Run>,
+    runs: &mut RunWriter,
     k: u32,
     start: usize,
     stride: isize,
@@ -220,7 +251,7 @@ impl Lowerer<'_> {
         let out = self.linear_arr(name, shape);
         let dims: Vec<usize> = shape.dims.iter().map(|&d| d as usize).collect();
         let runs = runs_of(&dims, f);
-        let fill = if runs.iter().any(|r| r.source == RunSource::Fill) {
+        let fill = if (runs.blocks().iter()).any(|b| b.first.source == RunSource::Fill) {
             fill
         } else {
             Vec::new()
@@ -427,13 +458,13 @@ mod tests {
 
     #[test]
     fn strided_runs_extend_only_with_the_same_stride() {
-        let mut runs = Vec::new();
-        push_strided_run(&mut runs, 0, 0, 4, 0, 3); // 0, 4, 8
-        push_strided_run(&mut runs, 0, 12, 4, 3, 2); // 12, 16: continues
-        assert_eq!(runs.len(), 1);
-        assert_eq!(runs[0].len, 5);
-        push_strided_run(&mut runs, 0, 20, 2, 5, 2); // 20, 22: another stride
-        push_strided_run(&mut runs, 0, 30, 1, 7, 3); // contiguous
+        let mut writer = RunWriter::default();
+        push_strided_run(&mut writer, 0, 0, 4, 0, 3); // 0, 4, 8
+        push_strided_run(&mut writer, 0, 12, 4, 3, 2); // 12, 16: continues
+        assert_eq!(writer.last_mut().map(|r| r.len), Some(5));
+        push_strided_run(&mut writer, 0, 20, 2, 5, 2); // 20, 22: another stride
+        push_strided_run(&mut writer, 0, 30, 1, 7, 3); // contiguous
+        let runs: Vec<Run> = writer.finish().iter().collect();
         assert_eq!(runs.len(), 3);
         assert_eq!(
             runs[1].source,
@@ -498,7 +529,8 @@ mod tests {
     #[test]
     fn runs_merge_contiguous_sources_and_fills() {
         // a 2x3 transpose of 3x2: sources 0,2,4 / 1,3,5: a run of stride 2 per row
-        let runs = runs_of(&[2, 3], |o| Src::At(0, o[1] * 2 + o[0]));
+        let all = |runs: Runs| runs.iter().collect::<Vec<Run>>();
+        let runs = all(runs_of(&[2, 3], |o| Src::At(0, o[1] * 2 + o[0])));
         assert_eq!(runs.len(), 2);
         assert_eq!(
             runs[1].source,
@@ -509,14 +541,14 @@ mod tests {
             }
         );
         // a column broadcast: one element repeated per row (stride 0)
-        let runs = runs_of(&[4, 8], |o| Src::At(0, o[0]));
+        let runs = all(runs_of(&[4, 8], |o| Src::At(0, o[0])));
         assert_eq!(runs.len(), 4);
         assert!(
             runs.iter()
                 .all(|r| r.len == 8 && matches!(r.source, RunSource::Tensor { stride: 0, .. }))
         );
         // a reverse: one run of stride -1
-        let runs = runs_of(&[5], |o| Src::At(0, 4 - o[0]));
+        let runs = all(runs_of(&[5], |o| Src::At(0, 4 - o[0])));
         assert_eq!(runs.len(), 1);
         assert_eq!(
             runs[0].source,
@@ -527,17 +559,17 @@ mod tests {
             }
         );
         // a row broadcast merges rows
-        let runs = runs_of(&[4, 8], |o| Src::At(0, o[1]));
+        let runs = all(runs_of(&[4, 8], |o| Src::At(0, o[1])));
         assert_eq!(runs.len(), 4);
         assert!(runs.iter().all(|r| r.len == 8));
         // a pad: fill, data, fill
-        let runs = runs_of(&[6], |o| {
+        let runs = all(runs_of(&[6], |o| {
             if (1..5).contains(&o[0]) {
                 Src::At(0, o[0] - 1)
             } else {
                 Src::Fill
             }
-        });
+        }));
         assert_eq!(runs.len(), 3);
     }
 }

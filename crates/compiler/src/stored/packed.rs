@@ -7,7 +7,8 @@
 use super::StoreError;
 use codegen::KernelSpec;
 use runtime::{
-    CodeletId, CodeletVertex, ComputeSet, Rearrange, Region, Run, RunSource, TensorId, Vertex,
+    CodeletId, CodeletVertex, ComputeSet, Rearrange, Region, Run, RunBlock, RunSource, Runs,
+    TensorId, Vertex,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -224,9 +225,12 @@ pub(super) fn pack_rearranges(rearranges: &[Rearrange]) -> Vec<u8> {
         }
         w.uint(r.fill.len() as u64);
         w.0.extend_from_slice(&r.fill);
-        w.uint(r.runs.len() as u64);
+        // Blocks: the first run (its destination start as the gap after the block before
+        // ends), then the count and, for more than one run, the two steps.
+        w.uint(r.runs.blocks().len() as u64);
         let mut end = 0i64;
-        for run in &r.runs {
+        for b in r.runs.blocks() {
+            let run = b.first;
             match run.source {
                 RunSource::Fill => w.uint(0),
                 RunSource::Tensor { k, start, stride } => {
@@ -237,7 +241,13 @@ pub(super) fn pack_rearranges(rearranges: &[Rearrange]) -> Vec<u8> {
             }
             w.int(run.dst_start as i64 - end);
             w.uint(run.len as u64);
-            end = (run.dst_start + run.len) as i64;
+            w.uint(b.count as u64);
+            if b.count > 1 {
+                w.int(b.dst_step as i64);
+                w.int(b.src_step as i64);
+            }
+            let last = b.last();
+            end = (last.dst_start + last.len) as i64;
         }
     }
     w.0
@@ -259,8 +269,8 @@ pub(super) fn unpack_rearranges(r: &mut Reader<'_>) -> Result<Vec<Rearrange>, St
         let (fill, rest) = r.bytes.split_at(fill_len);
         let fill = fill.to_vec();
         r.bytes = rest;
-        let count = r.count(3)?;
-        let mut runs = Vec::with_capacity(count);
+        let count = r.count(4)?;
+        let mut blocks = Vec::with_capacity(count);
         let mut end = 0i64;
         for _ in 0..count {
             let source = match r.u32()? {
@@ -277,16 +287,27 @@ pub(super) fn unpack_rearranges(r: &mut Reader<'_>) -> Result<Vec<Rearrange>, St
                 .checked_add(gap)
                 .and_then(|d| usize::try_from(d).ok())
                 .ok_or_else(|| r.bad("a run outside the destination"))?;
-            end = dst_start
-                .checked_add(len)
-                .and_then(|e| i64::try_from(e).ok())
-                .ok_or_else(|| r.bad("a run outside the destination"))?;
-            runs.push(Run {
-                source,
-                dst_start,
-                len,
+            let runs = r.usize()?;
+            let (dst_step, src_step) = match runs {
+                0 | 1 => (0, 0),
+                _ => (r.int()? as isize, r.int()? as isize),
+            };
+            // The last run's end, exactly (validation rejects a block outside its tensors).
+            let last = dst_start as i128 + (runs.max(1) as i128 - 1) * dst_step as i128;
+            end = i64::try_from(last + len as i128)
+                .map_err(|_| r.bad("a run outside the destination"))?;
+            blocks.push(RunBlock {
+                first: Run {
+                    source,
+                    dst_start,
+                    len,
+                },
+                count: runs,
+                dst_step,
+                src_step,
             });
         }
+        let runs = Runs::from_blocks(blocks);
         out.push(Rearrange {
             name,
             dst,

@@ -312,7 +312,7 @@ impl LoadedRearrange {
                 r.name
             )));
         }
-        let written: usize = r.runs.iter().map(|x| x.len).sum::<usize>() * size;
+        let written: usize = r.runs.elements() * size;
         let mut weights = vec![0u64; slot.len()];
         for (s, w) in &planned {
             weights[tiles[*s]] += u64::from(w.len) + WRITE_OVERHEAD;
@@ -545,7 +545,7 @@ mod tests {
             name: "r".into(),
             dst: TensorId(0),
             sources: vec![TensorId(1)],
-            runs: vec![run(20, 1, 5), run(0, 1, 4), run(9, -3, 3), run(24, 1, 2)],
+            runs: vec![run(20, 1, 5), run(0, 1, 4), run(9, -3, 3), run(24, 1, 2)].into(),
             fill: Vec::new(),
         };
         // 0..4, 3..10 (9, 6, 3) merge; 20..25 and 24..26 merge.

@@ -366,7 +366,7 @@ impl Tiles {
             let mut out = vec![0u8; t.elements * size];
             let r = &exe.rearranges[r];
             let source = self.read_tensor(exe, system, r.sources[0]);
-            for run in &r.runs {
+            for run in r.runs.iter() {
                 let RunSource::Tensor { start, stride, .. } = run.source else {
                     unreachable!("scratch_reads: every run reads the source");
                 };

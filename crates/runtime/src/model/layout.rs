@@ -224,7 +224,7 @@ pub(crate) fn source_ranges(r: &Rearrange) -> Vec<(usize, usize)> {
 
 /// The source a run reads and the elements `a..b` it steps over (a strided run: the whole
 /// span between its first and last element); none for a fill or an empty run.
-fn span_read(run: &Run) -> Option<(usize, usize, usize)> {
+fn span_read(run: Run) -> Option<(usize, usize, usize)> {
     match (run.source, run.len > 0) {
         (RunSource::Tensor { k, start, stride }, true) => {
             let last = (start as isize + (run.len as isize - 1) * stride) as usize;
@@ -344,7 +344,7 @@ impl Marks {
 pub(crate) struct Locator {
     /// The tensor's intervals in element order, copied side by side (a rearrangement's
     /// costing looks one up for every run).
-    spans: Vec<Span>,
+    spans: Vec<TileSpan>,
     /// The span holding element `b * bucket` for each `b`: a lookup starts there and walks
     /// forward, so finding an element costs O(1) when intervals are of similar size (a
     /// strided read of a tensor spread over every tile lands in a new interval at almost
@@ -356,14 +356,15 @@ pub(crate) struct Locator {
     last: Cell<usize>,
 }
 
-/// One interval of a tensor, as a [`Locator`] holds it.
+/// One interval of a tensor, as a [`Locator`] holds it: elements `start..end` on tile
+/// `(ipu, tile)` from byte `offset` of its memory.
 #[derive(Clone, Copy)]
-struct Span {
-    start: usize,
-    end: usize,
-    ipu: usize,
-    tile: usize,
-    offset: u64,
+pub(crate) struct TileSpan {
+    pub start: usize,
+    pub end: usize,
+    pub ipu: usize,
+    pub tile: usize,
+    pub offset: u64,
 }
 
 /// Elements that live on one tile and are read with one stride: `(ipu, tile, byte offset of
@@ -372,10 +373,10 @@ pub(crate) type Piece = (usize, usize, u64, usize);
 
 impl Locator {
     pub(crate) fn new(t: &Tensor) -> Locator {
-        let mut spans: Vec<Span> = t
+        let mut spans: Vec<TileSpan> = t
             .mapping
             .iter()
-            .map(|iv| Span {
+            .map(|iv| TileSpan {
                 start: iv.start,
                 end: iv.start + iv.len,
                 ipu: iv.ipu,
@@ -424,6 +425,11 @@ impl Locator {
         };
         self.last.set(k);
         k
+    }
+
+    /// The interval holding element `at` (which the tensor has).
+    pub(crate) fn span_at(&self, at: usize) -> TileSpan {
+        self.spans[self.find(at)]
     }
 
     /// Calls `f` with the pieces covering elements `start + i * stride` for `i` in
@@ -507,10 +513,10 @@ pub(crate) fn destination_pieces(
     size: usize,
     mut f: impl FnMut(&Run, Piece, usize),
 ) {
-    for run in &r.runs {
+    for run in r.runs.iter() {
         let mut done = 0;
         dst.pieces(run.dst_start, 1, run.len, size as u64, |piece| {
-            f(run, piece, done);
+            f(&run, piece, done);
             done += piece.3;
         });
     }
@@ -647,7 +653,7 @@ mod tests {
                 dst: TensorId(0),
                 sources: vec![TensorId(1), TensorId(2)],
                 fill: Vec::new(),
-                runs,
+                runs: runs.into(),
             };
             let want: Vec<Vec<(usize, usize)>> = (0..2)
                 .map(|k| {

@@ -9,6 +9,7 @@ use crate::program::executable::{
     CodeletVertex, Direction, Executable, Program, Rearrange, Region, Run, RunSource, Tensor,
     TensorId, Vertex,
 };
+use crate::program::runs::RunBlock;
 use codegen::{DType, KernelSpec};
 use rayon::prelude::*;
 use smallvec::SmallVec;
@@ -299,20 +300,24 @@ fn check_rearranges(exe: &Executable) -> Result<(), RuntimeError> {
         let fill_fits = r.fill.len() == d.dtype.size();
         let (mut covered, mut in_order, mut next) = (0usize, true, 0usize);
         let mut fits = true;
-        for run in &r.runs {
-            fits &= writes_within(run, d.elements);
-            fits &= match run.source {
-                RunSource::Tensor { k, start, stride } => {
-                    source_elements.get(k as usize).is_some_and(|&n| {
-                        read_span(start, stride, run.len)
-                            .is_none_or(|(lo, hi)| lo >= 0 && hi < n as i128)
-                    })
-                }
-                RunSource::Fill => fill_fits,
-            };
-            in_order &= run.dst_start == next;
-            next = run.dst_start.wrapping_add(run.len);
-            covered = covered.saturating_add(run.len);
+        for b in r.runs.blocks().iter().filter(|b| b.count > 0) {
+            let len = b.first.len;
+            for (dst_start, src_start) in block_ends(b) {
+                fits &= writes_within(dst_start, len, d.elements);
+                fits &= match b.first.source {
+                    RunSource::Tensor { k, stride, .. } => {
+                        source_elements.get(k as usize).is_some_and(|&n| {
+                            read_span(src_start, stride, len)
+                                .is_none_or(|(lo, hi)| lo >= 0 && hi < n as i128)
+                        })
+                    }
+                    RunSource::Fill => fill_fits,
+                };
+            }
+            // In order: each run starts where the one before ended.
+            in_order &= b.first.dst_start == next && (b.count == 1 || b.dst_step == len as isize);
+            next = b.first.dst_start.wrapping_add(b.elements());
+            covered = covered.saturating_add(b.count.saturating_mul(len));
         }
         if !fits {
             return Err(first_bad_run(exe, r, &here, d));
@@ -323,7 +328,7 @@ fn check_rearranges(exe: &Executable) -> Result<(), RuntimeError> {
                 d.name, d.elements
             )));
         }
-        if !in_order && let Some(twice) = written_twice(&r.runs, d.elements) {
+        if !in_order && let Some(twice) = written_twice(r.runs.iter(), d.elements) {
             return Err(invalid(format!(
                 "{here}: element {twice} of {} is written by two runs (and so another by none)",
                 d.name
@@ -337,47 +342,46 @@ fn check_rearranges(exe: &Executable) -> Result<(), RuntimeError> {
 /// The error for the first run of `r` (to destination `d`) that writes or reads out of
 /// bounds, or reads a source or fill it does not have.
 fn first_bad_run(exe: &Executable, r: &Rearrange, here: &str, d: &Tensor) -> RuntimeError {
-    for run in &r.runs {
-        if !writes_within(run, d.elements) {
-            return invalid(format!(
-                "{here}: a run writes elements {}..{} of {} which has {}",
-                run.dst_start,
-                run.dst_start as u128 + run.len as u128,
-                d.name,
-                d.elements
-            ));
+    for b in r.runs.blocks().iter().filter(|b| b.count > 0) {
+        let len = b.first.len;
+        for (dst_start, src_start) in block_ends(b) {
+            if !writes_within(dst_start, len, d.elements) {
+                return invalid(format!(
+                    "{here}: a run writes elements {dst_start}..{} of {} which has {}",
+                    dst_start + len as i128,
+                    d.name,
+                    d.elements
+                ));
+            }
+            let RunSource::Tensor { k, stride, .. } = b.first.source else {
+                continue;
+            };
+            let Some(s) = r.sources.get(k as usize) else {
+                return invalid(format!(
+                    "{here}: a run reads source {k} of {}",
+                    r.sources.len()
+                ));
+            };
+            let t = &exe.tensors[s.0 as usize];
+            let Some((lo, hi)) = read_span(src_start, stride, len) else {
+                continue;
+            };
+            if lo < 0 || hi >= t.elements as i128 {
+                return invalid(format!(
+                    "{here}: a run reads elements {lo}..{} of {} which has {}",
+                    hi + 1,
+                    t.name,
+                    t.elements
+                ));
+            }
         }
-        match run.source {
-            RunSource::Tensor { k, start, stride } => {
-                let Some(s) = r.sources.get(k as usize) else {
-                    return invalid(format!(
-                        "{here}: a run reads source {k} of {}",
-                        r.sources.len()
-                    ));
-                };
-                let t = &exe.tensors[s.0 as usize];
-                let Some((lo, hi)) = read_span(start, stride, run.len) else {
-                    continue;
-                };
-                if lo < 0 || hi >= t.elements as i128 {
-                    return invalid(format!(
-                        "{here}: a run reads elements {lo}..{} of {} which has {}",
-                        hi + 1,
-                        t.name,
-                        t.elements
-                    ));
-                }
-            }
-            RunSource::Fill => {
-                if r.fill.len() != d.dtype.size() {
-                    return invalid(format!(
-                        "{here}: the fill value has {} bytes, an element of {} has {}",
-                        r.fill.len(),
-                        d.name,
-                        d.dtype.size()
-                    ));
-                }
-            }
+        if b.first.source == RunSource::Fill && r.fill.len() != d.dtype.size() {
+            return invalid(format!(
+                "{here}: the fill value has {} bytes, an element of {} has {}",
+                r.fill.len(),
+                d.name,
+                d.dtype.size()
+            ));
         }
     }
     // Not reached: the quick pass checks what the loop above does.
@@ -386,23 +390,39 @@ fn first_bad_run(exe: &Executable, r: &Rearrange, here: &str, d: &Tensor) -> Run
     ))
 }
 
-/// Whether `run` writes only elements of a destination of `elements` (no overflow however
-/// large its start and length).
-fn writes_within(run: &Run, elements: usize) -> bool {
-    run.len <= elements && run.dst_start <= elements - run.len
+/// A block's first and last runs' starts `(destination, source)`, computed exactly (a
+/// malformed block's may lie far outside every tensor); the source start is 0 for a fill.
+/// The starts step evenly, so the block stays within bounds when these two do.
+fn block_ends(b: &RunBlock) -> [(i128, i128); 2] {
+    let src = match b.first.source {
+        RunSource::Tensor { start, .. } => start as i128,
+        RunSource::Fill => 0,
+    };
+    let dst = b.first.dst_start as i128;
+    let n = b.count.saturating_sub(1) as i128;
+    [
+        (dst, src),
+        (dst + n * b.dst_step as i128, src + n * b.src_step as i128),
+    ]
+}
+
+/// Whether a run of `len` from `dst_start` writes only elements of a destination of
+/// `elements`.
+fn writes_within(dst_start: i128, len: usize, elements: usize) -> bool {
+    dst_start >= 0 && dst_start + len as i128 <= elements as i128
 }
 
 /// The lowest and highest source element a run of `len` from `start` every `stride` reads
 /// (its first and last: the stride is fixed); `None` when it reads nothing.
-fn read_span(start: usize, stride: isize, len: usize) -> Option<(i128, i128)> {
+fn read_span(start: i128, stride: isize, len: usize) -> Option<(i128, i128)> {
     (len > 0).then(|| {
-        let last = start as i128 + (len as i128 - 1) * stride as i128;
-        ((start as i128).min(last), (start as i128).max(last))
+        let last = start + (len as i128 - 1) * stride as i128;
+        (start.min(last), start.max(last))
     })
 }
 
 /// The first destination element that two of `runs` (each within `elements`) write.
-fn written_twice(runs: &[Run], elements: usize) -> Option<usize> {
+fn written_twice(runs: impl Iterator<Item = Run>, elements: usize) -> Option<usize> {
     let mut marks = vec![0u64; elements.div_ceil(64)];
     for run in runs {
         let (mut at, end) = (run.dst_start, run.dst_start + run.len);

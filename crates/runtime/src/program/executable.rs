@@ -4,6 +4,7 @@
 use crate::device::target::Target;
 use crate::program::codelet::CodeletRef;
 use crate::program::collective::{Collective, CollectiveId, Replication};
+pub use crate::program::runs::{Run, RunSource, Runs};
 use codegen::{DType, KernelSpec};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -157,51 +158,6 @@ pub struct ComputeSet {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct RearrangeId(pub u32);
 
-/// Where a run of a rearrangement reads from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum RunSource {
-    /// Elements of `Rearrange::sources[k]`: the run's element `i` reads source element
-    /// `start + i * stride` (`stride` 1: a contiguous run; 0: one element repeated, as a
-    /// broadcast; other values: a transpose's column, a reverse).
-    Tensor {
-        /// Index into the sources.
-        k: u32,
-        /// First element read.
-        start: usize,
-        /// Source elements between consecutive elements of the run.
-        #[serde(default = "contiguous")]
-        stride: isize,
-    },
-    /// The fill element, repeated.
-    Fill,
-}
-
-fn contiguous() -> isize {
-    1
-}
-
-impl RunSource {
-    /// A contiguous run of source `k` from `start`.
-    pub fn contiguous(k: u32, start: usize) -> RunSource {
-        RunSource::Tensor {
-            k,
-            start,
-            stride: 1,
-        }
-    }
-}
-
-/// `len` consecutive destination elements from `dst_start` copied from a source run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Run {
-    /// Where the elements come from.
-    pub source: RunSource,
-    /// First destination element.
-    pub dst_start: usize,
-    /// Number of elements.
-    pub len: usize,
-}
-
 /// A data-movement step: the destination's elements gathered from runs of source tensors (or
 /// a fill value). Transposes, slices, concatenations, pads and broadcasts compile to these;
 /// the engine turns them into exchange and IPU-Link moves at load time, as Poplar turns
@@ -216,8 +172,8 @@ pub struct Rearrange {
     pub sources: Vec<TensorId>,
     /// One element's bytes, for `RunSource::Fill` runs.
     pub fill: Vec<u8>,
-    /// The runs, in any order.
-    pub runs: Vec<Run>,
+    /// The runs, in any order (in blocks of evenly stepping runs).
+    pub runs: Runs,
 }
 
 /// The program tree.

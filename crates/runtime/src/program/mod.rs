@@ -6,5 +6,6 @@ pub(crate) mod builder;
 pub(crate) mod codelet;
 pub(crate) mod collective;
 pub(crate) mod executable;
+pub(crate) mod runs;
 pub(crate) mod tensor_id;
 pub(crate) mod walk;

@@ -79,7 +79,8 @@ pub(crate) fn copy_as_rearrangement(exe: &Executable, src: TensorId, dst: Tensor
             source: RunSource::contiguous(0, 0),
             dst_start: 0,
             len: d.elements,
-        }],
+        }]
+        .into(),
     }
 }
 

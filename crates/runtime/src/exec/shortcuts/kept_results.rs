@@ -112,7 +112,7 @@ pub(crate) fn plan(
         if sources.iter().all(Option::is_none) {
             continue;
         }
-        for run in &r.runs {
+        for run in r.runs.iter() {
             let RunSource::Tensor { k, start, .. } = run.source else {
                 continue;
             };

@@ -111,7 +111,7 @@ impl OperandViews {
                         .iter()
                         .all(|s| exe.tensors[s.0 as usize].dtype == DType::F32);
                 let readers = candidates.get(&r.dst.0).filter(|_| eligible)?;
-                let runs = Runs::new(r)?;
+                let runs = SortedRuns::new(r)?;
                 readers
                     .iter()
                     .map(|c| {
@@ -148,14 +148,14 @@ impl OperandViews {
 }
 
 /// A rearrangement's runs in destination order, none overlapping another.
-struct Runs<'a> {
-    runs: Vec<&'a Run>,
+struct SortedRuns {
+    runs: Vec<Run>,
     lo: Vec<usize>,
 }
 
-impl<'a> Runs<'a> {
-    fn new(r: &'a Rearrange) -> Option<Runs<'a>> {
-        let mut runs: Vec<&Run> = r.runs.iter().filter(|x| x.len > 0).collect();
+impl SortedRuns {
+    fn new(r: &Rearrange) -> Option<SortedRuns> {
+        let mut runs: Vec<Run> = r.runs.iter().filter(|x| x.len > 0).collect();
         runs.sort_by_key(|x| x.dst_start);
         // Overlapping runs would need "the last one wins": not a plain view.
         if runs
@@ -165,7 +165,7 @@ impl<'a> Runs<'a> {
             return None;
         }
         let lo = source_ranges(r).into_iter().map(|(lo, _)| lo).collect();
-        Some(Runs { runs, lo })
+        Some(SortedRuns { runs, lo })
     }
 
     /// Destination element `e`: its source and window element, and how many elements from
@@ -241,7 +241,7 @@ mod tests {
             dst: TensorId(1),
             sources: vec![TensorId(0)],
             fill: Vec::new(),
-            runs,
+            runs: runs.into(),
         }
     }
 
@@ -261,7 +261,7 @@ mod tests {
     fn a_block_of_rows_is_a_row_major_view() {
         // Rows 2..4 of a 6-column source, columns 1..4, one run per row.
         let r = rearrange(vec![run(13, 1, 0, 3), run(19, 1, 3, 3)]);
-        let runs = Runs::new(&r).unwrap();
+        let runs = SortedRuns::new(&r).unwrap();
         // The window starts at source element 13.
         assert_eq!(runs.view(0, 2, 3), Some((0, 0, 6, 1)));
         assert_eq!(runs.view(3, 1, 3), Some((0, 6, 0, 1)));
@@ -271,30 +271,36 @@ mod tests {
     fn a_transposed_block_has_a_column_step() {
         // The 3x2 transpose of a 2x3 source: each row a run of stride 3.
         let r = rearrange(vec![run(0, 3, 0, 2), run(1, 3, 2, 2), run(2, 3, 4, 2)]);
-        assert_eq!(Runs::new(&r).unwrap().view(0, 3, 2), Some((0, 0, 1, 3)));
+        assert_eq!(
+            SortedRuns::new(&r).unwrap().view(0, 3, 2),
+            Some((0, 0, 1, 3))
+        );
     }
 
     #[test]
     fn one_merged_run_over_contiguous_rows_is_a_view() {
         let r = rearrange(vec![run(4, 1, 0, 8)]);
-        assert_eq!(Runs::new(&r).unwrap().view(0, 2, 4), Some((0, 0, 4, 1)));
+        assert_eq!(
+            SortedRuns::new(&r).unwrap().view(0, 2, 4),
+            Some((0, 0, 4, 1))
+        );
     }
 
     #[test]
     fn irregular_rows_fills_gaps_and_overlaps_are_not_views() {
         let uneven = rearrange(vec![run(0, 1, 0, 2), run(5, 1, 2, 2), run(7, 1, 4, 2)]);
-        assert_eq!(Runs::new(&uneven).unwrap().view(0, 3, 2), None);
+        assert_eq!(SortedRuns::new(&uneven).unwrap().view(0, 3, 2), None);
         let gap = rearrange(vec![run(0, 1, 0, 2), run(2, 1, 3, 2)]);
-        assert_eq!(Runs::new(&gap).unwrap().view(0, 2, 2), None);
+        assert_eq!(SortedRuns::new(&gap).unwrap().view(0, 2, 2), None);
         let mut filled = rearrange(vec![run(0, 1, 0, 2)]);
         filled.runs.push(Run {
             source: RunSource::Fill,
             dst_start: 2,
             len: 2,
         });
-        assert_eq!(Runs::new(&filled).unwrap().view(0, 2, 2), None);
+        assert_eq!(SortedRuns::new(&filled).unwrap().view(0, 2, 2), None);
         let overlap = rearrange(vec![run(0, 1, 0, 3), run(5, 1, 2, 2)]);
-        assert!(Runs::new(&overlap).is_none());
+        assert!(SortedRuns::new(&overlap).is_none());
     }
 
     /// `x` (2×2 on tile 0) → blocks (its transpose, on tile 1) → a product on tile 1 with `w`;
@@ -313,7 +319,7 @@ mod tests {
             dst: blocks,
             sources: vec![x],
             fill: vec![],
-            runs: vec![run(0, 2, 0, 2), run(1, 2, 2, 2)],
+            runs: vec![run(0, 2, 0, 2), run(1, 2, 2, 2)].into(),
         });
         let region = |tensor| Region {
             tensor,
@@ -369,6 +375,6 @@ mod tests {
     fn a_row_with_the_wrong_column_step_is_not_a_view() {
         // Row 0 contiguous, row 1 strided by 2.
         let r = rearrange(vec![run(0, 1, 0, 3), run(10, 2, 3, 3)]);
-        assert_eq!(Runs::new(&r).unwrap().view(0, 2, 3), None);
+        assert_eq!(SortedRuns::new(&r).unwrap().view(0, 2, 3), None);
     }
 }

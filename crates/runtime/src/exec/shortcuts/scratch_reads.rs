@@ -201,7 +201,7 @@ fn scratch_offset(r: &Rearrange, kept: &KeptResult, elements: usize) -> Option<u
     let mut offset: Option<isize> = None;
     let mut written = 0;
     let mut piece: Option<usize> = None;
-    for run in &r.runs {
+    for run in r.runs.iter() {
         let RunSource::Tensor {
             k: 0,
             start,
@@ -385,7 +385,9 @@ mod tests {
         assert_eq!(scratch_offset(&strided, &blocks, 4), None);
         // A fill run.
         let mut filled = rows.clone();
-        filled.runs[0].source = RunSource::Fill;
+        let mut runs: Vec<Run> = rows.runs.iter().collect();
+        runs[0].source = RunSource::Fill;
+        filled.runs = runs.into();
         assert_eq!(scratch_offset(&filled, &blocks, 8), None);
     }
 }
