@@ -685,21 +685,13 @@ fn rearrangements_gather_runs_across_tiles_and_fill_the_rest() {
 
 #[test]
 fn strided_runs_transpose_broadcast_and_reverse_across_tiles() {
-    use runtime::{Rearrange, Run, RunSource};
+    use runtime::{Rearrange, Run};
     let mut b = ExecutableBuilder::new(Target::ipu2(), 1);
     // src: a 2x3 matrix, row 0 on tile 0 and row 1 on tile 1; dst: 11 elements on tile 2.
     let src = b.tensor("src", DType::F32, &[(0, 0, 3), (0, 1, 3)]);
     let dst = b.tensor("dst", DType::F32, &[(0, 2, 11)]);
     b.tensor_mut(src).init = Some(f32_bytes(&[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]));
-    let run = |start, stride, dst_start, len| Run {
-        source: RunSource::Tensor {
-            k: 0,
-            start,
-            stride,
-        },
-        dst_start,
-        len,
-    };
+    let run = |start, stride, dst_start, len| Run::reading(0, (start, stride), dst_start, len);
     let r = b.rearrange(Rearrange {
         name: "strided".into(),
         dst,

@@ -54,6 +54,18 @@ pub struct Run {
     pub len: usize,
 }
 
+impl Run {
+    /// `len` destination elements from `dst_start` read from source `k` at `start`, then
+    /// every `stride` elements.
+    pub fn reading(k: u32, (start, stride): (usize, isize), dst_start: usize, len: usize) -> Run {
+        Run {
+            source: RunSource::Tensor { k, start, stride },
+            dst_start,
+            len,
+        }
+    }
+}
+
 /// `count` runs: run `i` is `first` with its destination start moved by `i * dst_step`
 /// elements and (a tensor source) its source start by `i * src_step`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,24 +122,25 @@ impl RunBlock {
     /// Whether `run` continues this block: same source, stride and length, starts one step
     /// on (a block of one run takes any step).
     fn continues_with(&self, run: &Run) -> Option<(isize, isize)> {
-        let first = &self.first;
-        if run.len != first.len || self.count == 0 {
+        if run.len != self.first.len || self.count == 0 {
             return None;
         }
-        let dst_step = run.dst_start as isize - self.last().dst_start as isize;
-        let src_step = match (first.source, run.source) {
+        let last = self.last();
+        let dst_step = run.dst_start as isize - last.dst_start as isize;
+        let src_step = match (last.source, run.source) {
             (RunSource::Fill, RunSource::Fill) => 0,
             (
-                RunSource::Tensor { k, stride, .. },
+                RunSource::Tensor {
+                    k,
+                    start: from,
+                    stride,
+                },
                 RunSource::Tensor {
                     k: k2,
                     start,
                     stride: stride2,
                 },
-            ) if k == k2 && stride == stride2 => match self.last().source {
-                RunSource::Tensor { start: last, .. } => start as isize - last as isize,
-                RunSource::Fill => return None,
-            },
+            ) if k == k2 && stride == stride2 => start as isize - from as isize,
             _ => return None,
         };
         let steps = (dst_step, src_step);
@@ -218,15 +231,7 @@ mod tests {
     use super::*;
 
     fn run(start: usize, stride: isize, dst_start: usize, len: usize) -> Run {
-        Run {
-            source: RunSource::Tensor {
-                k: 0,
-                start,
-                stride,
-            },
-            dst_start,
-            len,
-        }
+        Run::reading(0, (start, stride), dst_start, len)
     }
 
     #[test]

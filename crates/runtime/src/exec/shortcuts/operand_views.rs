@@ -246,15 +246,7 @@ mod tests {
     }
 
     fn run(start: usize, stride: isize, dst_start: usize, len: usize) -> Run {
-        Run {
-            source: RunSource::Tensor {
-                k: 0,
-                start,
-                stride,
-            },
-            dst_start,
-            len,
-        }
+        Run::reading(0, (start, stride), dst_start, len)
     }
 
     #[test]
