@@ -836,6 +836,23 @@ fn a_block_whose_last_run_leaves_its_tensors_is_rejected() {
     // A count whose steps wrap the address space back into range.
     let e = rearrangement_refused("wraps", 8, (1, 6), block(1 << 62, 4, 0));
     assert!(e.contains("writes elements"), "{e}");
+    let e = rearrangement_refused("overflows", 8, (1, 6), block(usize::MAX, 2, 2));
+    assert!(e.contains("writes elements"), "{e}");
+    // A block of many empty runs (never written so) would only make work.
+    let mut empty = block(usize::MAX, 0, 0);
+    let b = empty.blocks()[0];
+    empty = Runs::from_blocks(vec![
+        RunBlock {
+            first: Run { len: 0, ..b.first },
+            ..b
+        },
+        RunBlock::single(Run::reading(0, (0, 1), 0, 6)),
+    ]);
+    let e = rearrangement_refused("empty", 8, (1, 6), empty);
+    assert!(
+        e.contains("a block of 18446744073709551615 empty runs"),
+        "{e}"
+    );
 }
 
 /// Runs whose lengths add up to the destination but overlap leave other elements unwritten.

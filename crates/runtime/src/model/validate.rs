@@ -302,6 +302,13 @@ fn check_rearranges(exe: &Executable) -> Result<(), RuntimeError> {
         let mut fits = true;
         for b in r.runs.blocks().iter().filter(|b| b.count > 0) {
             let len = b.first.len;
+            if len == 0 && b.count > 1 {
+                // Never written so (`Runs::push`); a file that has one would only make work.
+                return Err(invalid(format!(
+                    "{here}: a block of {} empty runs",
+                    b.count
+                )));
+            }
             for (dst_start, src_start) in block_ends(b) {
                 fits &= writes_within(dst_start, len, d.elements);
                 fits &= match b.first.source {
@@ -316,7 +323,7 @@ fn check_rearranges(exe: &Executable) -> Result<(), RuntimeError> {
             }
             // In order: each run starts where the one before ended.
             in_order &= b.first.dst_start == next && (b.count == 1 || b.dst_step == len as isize);
-            next = b.first.dst_start.wrapping_add(b.elements());
+            next = b.first.dst_start.wrapping_add(b.count.wrapping_mul(len));
             covered = covered.saturating_add(b.count.saturating_mul(len));
         }
         if !fits {

@@ -122,7 +122,8 @@ impl RunBlock {
     /// Whether `run` continues this block: same source, stride and length, starts one step
     /// on (a block of one run takes any step).
     fn continues_with(&self, run: &Run) -> Option<(isize, isize)> {
-        if run.len != self.first.len || self.count == 0 {
+        // Empty runs never share a block: a block of them would be work without bytes.
+        if run.len != self.first.len || run.len == 0 || self.count == 0 {
             return None;
         }
         let last = self.last();
