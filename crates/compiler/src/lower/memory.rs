@@ -11,15 +11,17 @@ use std::collections::HashMap;
 /// Offsets are multiples of 8 bytes (the 64-bit data path).
 const ALIGN: u64 = 8;
 
-/// A block in use on one tile: `[begin, end)` bytes, live until step `last`, and in the
-/// steps of `also` (a shared function's tensor, live again in each later call).
+/// A block in use on one tile: `[begin, end)` bytes, live from step `first` to `last`, and
+/// in the steps of each later call when it is a shared function's tensor (`spans`).
 #[derive(Clone)]
 struct Block<'a> {
     begin: u64,
     end: u64,
     first: u64,
     last: u64,
-    also: &'a [(u64, u64)],
+    /// Every span of steps it is live in (`(first, last)` and each later call's), sorted
+    /// by their first step; one span for most tensors.
+    spans: &'a [(u64, u64)],
     /// The last step it is live in at all (`last`, or a later call's).
     until: u64,
 }
@@ -27,16 +29,23 @@ struct Block<'a> {
 impl Block<'_> {
     /// Whether the two are ever live in the same step.
     fn meets(&self, other: &Block) -> bool {
-        if self.also.is_empty() && other.also.is_empty() {
+        if self.spans.len() <= 1 && other.spans.len() <= 1 {
             return self.first <= other.last && other.first <= self.last;
         }
-        self.spans()
-            .any(|x| other.spans().any(|y| x.0 <= y.1 && y.0 <= x.1))
-    }
-
-    /// The steps it is live in: its own, then each later call's.
-    fn spans(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        std::iter::once((self.first, self.last)).chain(self.also.iter().copied())
+        // Both sorted by first step: walk them together, stepping past the span that ends
+        // first (it meets no later span of the other).
+        let (mut i, mut j) = (0, 0);
+        while let (Some(x), Some(y)) = (self.spans.get(i), other.spans.get(j)) {
+            if x.0 <= y.1 && y.0 <= x.1 {
+                return true;
+            }
+            if x.1 < y.1 {
+                i += 1;
+            } else {
+                j += 1;
+            }
+        }
+        false
     }
 }
 
@@ -47,7 +56,22 @@ pub(crate) fn allocate(l: &mut Lowerer) -> Result<(), CompileError> {
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by_key(|&i| (l.life[i].first, i));
     let also_live = std::mem::take(&mut l.also_live);
-    let mut live: HashMap<(usize, usize), Vec<Block>> = HashMap::new();
+    // Each tensor's spans of live steps, sorted by their first step.
+    let spans: Vec<Vec<(u64, u64)>> = (0..n)
+        .map(|i| {
+            let life = l.life[i];
+            let last = if life.pinned { u64::MAX } else { life.last };
+            let also = also_live.get(&i).map_or(&[][..], Vec::as_slice);
+            let mut all: Vec<(u64, u64)> = std::iter::once((life.first, last))
+                .chain(also.iter().copied())
+                .collect();
+            all.sort_unstable();
+            all
+        })
+        .collect();
+    // Per tile: the blocks in use, sorted by `begin` (ties in the order placed), and how
+    // many there were when those no later tensor can meet were last dropped.
+    let mut live: HashMap<(usize, usize), (Vec<Block>, usize)> = HashMap::new();
     // Per tile: the highest end so far and the tensor that reached it.
     let mut peak: HashMap<(usize, usize), (u64, usize)> = HashMap::new();
     for i in order {
@@ -59,17 +83,21 @@ pub(crate) fn allocate(l: &mut Lowerer) -> Result<(), CompileError> {
             end: 0,
             first: life.first,
             last,
-            also,
+            spans: &spans[i],
             until: also.iter().fold(last, |m, a| m.max(a.1)),
         };
         let t = l.b.tensor_mut(runtime::TensorId(i as u32));
         let size = t.dtype.size() as u64;
         for iv in &mut t.mapping {
             let bytes = (iv.len as u64 * size).div_ceil(ALIGN) * ALIGN;
-            let blocks = live.entry((iv.ipu, iv.tile)).or_default();
-            // Dropped once no later tensor can meet them.
-            blocks.retain(|b| b.until >= life.first);
-            blocks.sort_by_key(|b| b.begin);
+            let (blocks, kept) = live.entry((iv.ipu, iv.tile)).or_default();
+            // Dropped once no later tensor can meet them (tensors come in order of their
+            // first step, so such a block meets none): every time the list has doubled,
+            // which keeps the work per placement constant.
+            if blocks.len() >= 2 * *kept + 16 {
+                blocks.retain(|b| b.until >= life.first);
+                *kept = blocks.len();
+            }
             let mut at = 0;
             for b in blocks.iter().filter(|b| b.meets(&this)) {
                 if b.begin >= at + bytes {
@@ -78,11 +106,13 @@ pub(crate) fn allocate(l: &mut Lowerer) -> Result<(), CompileError> {
                 at = at.max(b.end);
             }
             iv.offset = at;
-            blocks.push(Block {
+            let place = blocks.partition_point(|b| b.begin <= at);
+            let block = Block {
                 begin: at,
                 end: at + bytes,
                 ..this.clone()
-            });
+            };
+            blocks.insert(place, block);
             let p = peak.entry((iv.ipu, iv.tile)).or_insert((0, i));
             if at + bytes > p.0 {
                 *p = (at + bytes, i);
@@ -180,4 +210,51 @@ fn record_liveness(l: &mut Lowerer, also_live: &HashMap<usize, Vec<(u64, u64)>>)
         })
         .collect();
     l.b.set_liveness(points);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The walk of two sorted span lists finds a shared step exactly when some pair of
+    /// spans shares one: random lists of up to 6 spans, overlapping among themselves too.
+    #[test]
+    fn blocks_meet_when_some_spans_share_a_step() {
+        let mut state = 5u64;
+        let mut next = |m: u64| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 33) % m
+        };
+        for _ in 0..2000 {
+            let mut lists: Vec<Vec<(u64, u64)>> = (0..2)
+                .map(|_| {
+                    (0..1 + next(6))
+                        .map(|_| {
+                            let a = next(40);
+                            (a, a + next(6))
+                        })
+                        .collect()
+                })
+                .collect();
+            for l in &mut lists {
+                l.sort_unstable();
+            }
+            let block = |spans: &[(u64, u64)]| Block {
+                begin: 0,
+                end: 8,
+                first: spans[0].0,
+                last: spans[0].1,
+                spans: &[],
+                until: spans.iter().map(|s| s.1).max().unwrap_or(0),
+            };
+            let (mut a, mut b) = (block(&lists[0]), block(&lists[1]));
+            a.spans = &lists[0];
+            b.spans = &lists[1];
+            let any = (lists[0].iter()).any(|x| lists[1].iter().any(|y| x.0 <= y.1 && y.0 <= x.1));
+            assert_eq!(a.meets(&b), any, "{lists:?}");
+            assert_eq!(b.meets(&a), any, "{lists:?}");
+        }
+    }
 }
