@@ -14,11 +14,12 @@ fn env(name: &str, default: u64) -> u64 {
 }
 
 /// The generator's options: `IPUXLA_FUZZ_SIZE` instructions (default 12), f16 arrays too
-/// unless `IPUXLA_FUZZ_F16=0`.
+/// unless `IPUXLA_FUZZ_F16=0`, other layouts than row-major unless `IPUXLA_FUZZ_LAYOUTS=0`.
 fn options() -> generate::Options {
     generate::Options {
         instructions: env("IPUXLA_FUZZ_SIZE", 12) as usize,
         f16: env("IPUXLA_FUZZ_F16", 1) == 1,
+        layouts: env("IPUXLA_FUZZ_LAYOUTS", 1) == 1,
         ..Default::default()
     }
 }

@@ -35,6 +35,16 @@ fn int64_conversion_and_scheduling_of_an_int64_module() {
 }
 
 #[test]
+fn bitcasts_become_transposes_and_reshapes() {
+    let m = module("fixtures/passes/bitcasts.hlo");
+    let (_, text) = after_each_pass(&m, &IpuConfig::default())
+        .into_iter()
+        .find(|(pass, _)| pass == "bitcast-decomposer")
+        .expect("the decomposer is in the pipeline");
+    insta::assert_snapshot!("bitcasts__after_bitcast-decomposer", text);
+}
+
+#[test]
 fn repeated_blocks_become_one_function_called_twice() {
     let m = module("fixtures/outlining/two_blocks.hlo");
     let after = after_each_pass(&m, &IpuConfig::default());
@@ -107,18 +117,19 @@ fn dumps_are_named_as_xla_names_them() {
         names,
         [
             "module_0000.jit_mlp_train_rmsprop.0000.before_optimizations.txt",
-            "module_0000.jit_mlp_train_rmsprop.0001.after_rng-bit-generator-expander.txt",
-            "module_0000.jit_mlp_train_rmsprop.0002.after_int64-conversion.txt",
-            "module_0000.jit_mlp_train_rmsprop.0003.after_egraph-optimiser.report.txt",
-            "module_0000.jit_mlp_train_rmsprop.0003.after_egraph-optimiser.txt",
-            "module_0000.jit_mlp_train_rmsprop.0004.after_graph-outliner.report.txt",
-            "module_0000.jit_mlp_train_rmsprop.0004.after_graph-outliner.txt",
-            "module_0000.jit_mlp_train_rmsprop.0005.after_ipu-scheduler.txt",
-            "module_0000.jit_mlp_train_rmsprop.0006.after_recomputation.report.txt",
-            "module_0000.jit_mlp_train_rmsprop.0006.after_recomputation.txt",
+            "module_0000.jit_mlp_train_rmsprop.0001.after_bitcast-decomposer.txt",
+            "module_0000.jit_mlp_train_rmsprop.0002.after_rng-bit-generator-expander.txt",
+            "module_0000.jit_mlp_train_rmsprop.0003.after_int64-conversion.txt",
+            "module_0000.jit_mlp_train_rmsprop.0004.after_egraph-optimiser.report.txt",
+            "module_0000.jit_mlp_train_rmsprop.0004.after_egraph-optimiser.txt",
+            "module_0000.jit_mlp_train_rmsprop.0005.after_graph-outliner.report.txt",
+            "module_0000.jit_mlp_train_rmsprop.0005.after_graph-outliner.txt",
+            "module_0000.jit_mlp_train_rmsprop.0006.after_ipu-scheduler.txt",
+            "module_0000.jit_mlp_train_rmsprop.0007.after_recomputation.report.txt",
+            "module_0000.jit_mlp_train_rmsprop.0007.after_recomputation.txt",
         ]
     );
-    assert_eq!(report.dumps.len(), 10);
+    assert_eq!(report.dumps.len(), 11);
     // Each module dump parses back; the last is the scheduled module.
     let modules: Vec<_> = report
         .dumps
@@ -142,6 +153,6 @@ fn stop_after_an_unknown_pass_names_the_passes() {
     let err = compiler::optimise(&m, &IpuConfig::default(), &options).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "--stop-after 'algsimp': there is no such pass; the passes are rng-bit-generator-expander, int64-conversion, egraph-optimiser, graph-outliner, ipu-scheduler, recomputation"
+        "--stop-after 'algsimp': there is no such pass; the passes are bitcast-decomposer, rng-bit-generator-expander, int64-conversion, egraph-optimiser, graph-outliner, ipu-scheduler, recomputation"
     );
 }

@@ -1,7 +1,7 @@
 //! Generated modules compiled for the IPU Model and compared with the reference evaluator
 //! (`ipuxla::differential::check`, or `check_replicated` for modules on 2 or 4 devices
 //! with collectives): the fuzzer's bytes choose the generator's seed, size, whether f16
-//! arrays appear and the devices, so its coverage feedback steers the programs generated.
+//! arrays and other layouts appear and the devices, so its coverage feedback steers the programs generated.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -15,6 +15,7 @@ fuzz_target!(|data: &[u8]| {
         instructions: 4 + (data[8] % 28) as usize,
         f16: data[9] & 1 == 1,
         replicas: [1, 1, 2, 4][(data[9] >> 1 & 3) as usize],
+        layouts: data[9] & 8 == 0,
         ..Default::default()
     };
     let checked = match options.replicas {

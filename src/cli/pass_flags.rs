@@ -7,13 +7,13 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, clap::Args)]
 pub struct PassFlags {
     /// Write the module before the first pass and after every pass into DIR, named as XLA
-    /// names its dumps (`module_0000.NAME.0001.after_rng-bit-generator-expander.txt`); a
+    /// names its dumps (`module_0000.NAME.0001.after_bitcast-decomposer.txt`); a
     /// pass with a report (the e-graph's sizes) also writes `...after_PASS.report.txt`.
     #[arg(long, value_name = "DIR")]
     pub dump_to: Option<PathBuf>,
     /// End the pass pipeline after this pass; later passes are skipped (passes:
-    /// rng-bit-generator-expander, int64-conversion, egraph-optimiser, graph-outliner,
-    /// ipu-scheduler, recomputation).
+    /// bitcast-decomposer, rng-bit-generator-expander, int64-conversion, egraph-optimiser,
+    /// graph-outliner, ipu-scheduler, recomputation).
     #[arg(long, value_name = "PASS")]
     pub stop_after: Option<String>,
     /// The scheduling algorithm (`scheduling.algorithm`): choose-best (default),

@@ -47,7 +47,7 @@ use crate::metadata::FrontendAttributes;
 use crate::op::{BinaryOp, Op, UnaryOp};
 use crate::shape_inference::infer_shape;
 use crate::{
-    ArrayShape, Computation, ElementType, Instruction, Literal, Module, Shape, Sharding,
+    ArrayShape, Computation, ElementType, Instruction, Layout, Literal, Module, Shape, Sharding,
     VerifyError,
 };
 use std::collections::HashSet;
@@ -495,6 +495,35 @@ impl<'m> ComputationBuilder<'m> {
     /// `bitcast-convert(x)` to `shape` (the same bits read as another type).
     pub fn bitcast_convert(&mut self, x: InstrId, shape: Shape) -> Result<InstrId, BuildError> {
         self.add_instruction(Op::BitcastConvert, &[x], Some(shape))
+    }
+
+    /// `bitcast(x)` to `shape`: `x`'s elements in memory order (as its layout stores them)
+    /// read as `shape`'s, in its layout's order; the byte sizes must agree.
+    pub fn bitcast(&mut self, x: InstrId, shape: ArrayShape) -> Result<InstrId, BuildError> {
+        self.add_instruction(Op::Bitcast, &[x], Some(Shape::Array(shape)))
+    }
+
+    /// `copy(x)` stored in `layout` (minor-to-major dimension numbers of `x`'s rank): the
+    /// same values in another memory order, as XLA's layout assignment inserts.
+    pub fn copy_with_layout(&mut self, x: InstrId, layout: Layout) -> Result<InstrId, BuildError> {
+        let rank = self.array_of(x).map_or(0, ArrayShape::rank);
+        let mut dims: Vec<i64> = layout.minor_to_major.to_vec();
+        dims.sort_unstable();
+        if !dims.iter().copied().eq(0..rank as i64) {
+            return Err(BuildError::Shape {
+                computation: self.comp.name.clone(),
+                opcode: "copy".to_string(),
+                message: format!(
+                    "layout {layout} is not an order of the {rank} dimensions of {}",
+                    self.shape(x)
+                ),
+            });
+        }
+        let copy = self.add_instruction(Op::Unary(UnaryOp::Copy), &[x], None)?;
+        if let Some(a) = self.comp.instr_mut(copy).shape.as_array_mut() {
+            a.layout = Some(layout);
+        }
+        Ok(copy)
     }
 
     /// `reshape(x)` to `dims`.

@@ -10,11 +10,13 @@
 //! conditionals on the data; and ([`more`]) gathers, scatters, convolutions, windowed
 //! reductions, integer bit operations and division, float division and transcendentals on
 //! bounded operands, 64-bit integer mixing and random bits; functions called twice
-//! (outlined or plain calls); and, in modules for several devices, collectives among them
+//! (outlined or plain calls); layouts other than row-major, with bitcasts that read memory
+//! order (`layouts`); and, in modules for several devices, collectives among them
 //! (`collectives`). Values stay small (inputs in [-2, 2] and [-8, 8]) so that
 //! reference and device agree up to rounding.
 
 mod collectives;
+mod layouts;
 mod more;
 
 use crate::attributes::{ComparisonDirection, DotDims, PadDim, SliceDim};
@@ -73,6 +75,9 @@ pub struct Options {
     /// Devices the module runs on (its `num_partitions`): above 1, collectives appear too,
     /// and each device takes its own arguments ([`device_inputs`]).
     pub replicas: usize,
+    /// Whether values take other layouts than row-major: copies into other layouts,
+    /// bitcasts that read memory order, and random layouts on some values and parameters.
+    pub layouts: bool,
 }
 
 impl Default for Options {
@@ -83,6 +88,7 @@ impl Default for Options {
             max_elements: 4096,
             f16: false,
             replicas: 1,
+            layouts: true,
         }
     }
 }
@@ -178,6 +184,27 @@ impl Gen<'_, '_> {
         self.c.broadcast(scalar, dims, &[])
     }
 
+    /// Dimensions for `elements`: another factorisation of the count (sometimes with a
+    /// leading 1).
+    fn factorisation(&mut self, elements: i64) -> Vec<i64> {
+        let mut left = elements;
+        let mut out = Vec::new();
+        while left > 1 && out.len() < 3 {
+            let f = *self.rng.pick(&[2, 3, 4, 5, 7, 8, left]);
+            if left % f == 0 {
+                out.push(f);
+                left /= f;
+            }
+        }
+        if left > 1 {
+            out.push(left);
+        }
+        if self.rng.chance(0.3) {
+            out.insert(0, 1);
+        }
+        out
+    }
+
     fn scalar(&mut self, t: ElementType, v: f32) -> Result<InstrId, BuildError> {
         match t {
             ElementType::S32 => self
@@ -208,6 +235,10 @@ impl Gen<'_, '_> {
         let dims = s.dims.to_vec();
         let rank = dims.len();
         let elements: i64 = dims.iter().product();
+        if self.options.layouts && self.rng.chance(0.08) {
+            let made = self.relayout(x, &dims)?;
+            return Ok(self.push(made));
+        }
         // Collectives only with several devices (the other kinds draw as they always did).
         let kinds = if self.options.replicas > 1 { 30 } else { 29 };
         let made = match self.rng.below(kinds) {
@@ -290,22 +321,7 @@ impl Gen<'_, '_> {
                 self.c.transpose(x, &perm)?
             }
             7 => {
-                // Reshape into another factorisation of the element count.
-                let mut left = elements;
-                let mut out = Vec::new();
-                while left > 1 && out.len() < 3 {
-                    let f = *self.rng.pick(&[2, 3, 4, 5, 7, 8, left]);
-                    if left % f == 0 {
-                        out.push(f);
-                        left /= f;
-                    }
-                }
-                if left > 1 {
-                    out.push(left);
-                }
-                if self.rng.chance(0.3) {
-                    out.insert(0, 1);
-                }
+                let out = self.factorisation(elements);
                 self.c.reshape(x, &out)?
             }
             8 if rank >= 1 => {
@@ -623,6 +639,9 @@ pub fn module(seed: u64, options: &Options) -> Result<Module, BuildError> {
     let root = c.tuple(&results)?;
     let entry = c.finish(root)?;
     let mut module = mb.finish(entry)?;
+    if options.layouts {
+        layouts::scatter_layouts(&mut module, &mut rng);
+    }
     if options.replicas > 1 {
         module.num_partitions = Some(options.replicas as i64);
     }

@@ -123,6 +123,14 @@ impl Shape {
         }
     }
 
+    /// The array shape to change, if this is an array.
+    pub fn as_array_mut(&mut self) -> Option<&mut ArrayShape> {
+        match self {
+            Shape::Array(a) => Some(a),
+            _ => None,
+        }
+    }
+
     /// The tuple elements, if this is a tuple.
     pub fn as_tuple(&self) -> Option<&[Shape]> {
         match self {

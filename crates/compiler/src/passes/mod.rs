@@ -5,6 +5,7 @@
 //! `module_0000.NAME.0001.after_rng-bit-generator-expander.txt`, ...); `--stop-after PASS` ends the
 //! pipeline after that pass. A new pass is one file here and one line in [`pipeline`].
 
+mod bitcast_decomposer;
 mod egraph_optimiser;
 mod graph_outliner;
 mod int64_conversion;
@@ -14,6 +15,7 @@ mod recomputation;
 mod rng_expander;
 mod words;
 
+pub use bitcast_decomposer::BitcastDecomposer;
 pub use egraph_optimiser::EgraphOptimiser;
 pub use graph_outliner::GraphOutliner;
 pub use int64_conversion::{Int64Conversion, narrow_int64};
@@ -47,6 +49,7 @@ pub struct PassContext<'a> {
 /// The pipeline, in order.
 pub fn pipeline() -> Vec<Box<dyn Pass>> {
     vec![
+        Box::new(BitcastDecomposer),
         Box::new(RngBitGeneratorExpander),
         Box::new(Int64Conversion),
         Box::new(EgraphOptimiser),

@@ -3,6 +3,7 @@
 
 use crate::error::RuntimeError;
 use crate::exec::buckets::Buckets;
+use crate::exec::memory::HostTiles;
 use crate::exec::parallel::{Spread, for_each_active};
 use crate::exec::shortcuts::operand_views::{OperandViews, View};
 use crate::exec::shortcuts::product_batches::{ProductBatches, Scatter, ViewedProduct};
@@ -608,7 +609,7 @@ impl LoadedComputeSet {
     /// `pool`.
     pub(crate) fn run<'r>(
         &mut self,
-        memory: &mut [Vec<u8>],
+        memory: &mut HostTiles,
         table: &KernelTable,
         codelets: &[CodeletRef],
         windows: &[Vec<Vec<f32>>],
@@ -620,7 +621,7 @@ impl LoadedComputeSet {
         }
         let step = self.runs;
         self.runs += 1;
-        let run_tile = |mem: &mut Vec<u8>, s: usize| -> Result<(), RuntimeError> {
+        let run_tile = |mem: &mut [u8], s: usize| -> Result<(), RuntimeError> {
             for v in self.tiles.get(s) {
                 v.run(mem, table, codelets, windows, results, step)
                     .map_err(|e| RuntimeError::Run(format!("compute set {}: {e}", self.name)))?;

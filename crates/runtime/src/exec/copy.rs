@@ -11,6 +11,7 @@
 use crate::device::system::System;
 use crate::error::RuntimeError;
 use crate::exec::buckets::Buckets;
+use crate::exec::memory::HostTiles;
 use crate::exec::parallel::{Spread, for_each_active};
 use crate::exec::shortcuts::kept_results::KeptResult;
 use crate::model::layout::{Locator, destination_pieces, read_intervals};
@@ -344,7 +345,7 @@ impl LoadedRearrange {
     /// A large window is gathered in parallel on `pool`, in chunks of its segments.
     pub(crate) fn gather(
         &self,
-        memory: &[Vec<u8>],
+        memory: &HostTiles,
         k: usize,
         buf: &mut [u8],
         pool: &rayon::ThreadPool,
@@ -406,13 +407,13 @@ impl LoadedRearrange {
     /// destination would hold had it been written.
     pub(crate) fn written_tiles(
         &self,
-        memory: &[Vec<u8>],
+        memory: &HostTiles,
         windows: &[&[u8]],
     ) -> Vec<(usize, Vec<u8>)> {
         (0..self.tiles.len())
             .map(|slot| {
                 let t = self.tiles[slot];
-                let mut mem = memory[t].clone();
+                let mut mem = memory[t].to_vec();
                 self.write_tile(&mut mem, slot, windows);
                 (t, mem)
             })
@@ -423,7 +424,7 @@ impl LoadedRearrange {
     /// `results(c)` is compute set `c`'s batch scratch.
     pub(crate) fn apply<'a>(
         &self,
-        memory: &mut [Vec<u8>],
+        memory: &mut HostTiles,
         scratch: &'a mut Scratch,
         pool: &rayon::ThreadPool,
         results: impl Fn(usize) -> &'a [u8],

@@ -107,7 +107,7 @@ pub type Progress = Arc<dyn Fn(u64, u64) + Send + Sync>;
 
 /// The host's copy of the device: tile memories, loaded steps and the shortcuts' buffers.
 struct Tiles {
-    memory: Vec<Vec<u8>>,
+    memory: memory::HostTiles,
     kernels: KernelCache,
     compute_sets: Vec<LoadedComputeSet>,
     rearranges: Vec<LoadedRearrange>,
@@ -393,7 +393,7 @@ impl Tiles {
             written
                 .iter()
                 .find(|(t, _)| *t == tile)
-                .map_or(&self.memory[tile], |(_, m)| m)
+                .map_or(&self.memory[tile], |(_, m)| m.as_slice())
         })
     }
 }

@@ -4,6 +4,7 @@
 //! once, at load: a compute set of 32 heavy vertices on 32 neighbouring tiles is spread
 //! over every thread, where ranges of equal tile counts would give it all to one.
 
+use crate::exec::memory::HostTiles;
 use rayon::prelude::*;
 
 /// Ranges a step is cut into (the pool's threads steal them from each other).
@@ -55,19 +56,21 @@ impl Spread {
 /// Calls `f(tile memory, slot)` for every tile whose `slot` is not `u32::MAX`, stopping at
 /// the first error; the ranges of `spread` run in parallel on `pool`.
 pub(crate) fn for_each_active<E: Send>(
-    memory: &mut [Vec<u8>],
+    memory: &mut HostTiles,
     slot: &[u32],
     spread: &Spread,
     pool: &rayon::ThreadPool,
-    f: impl Fn(&mut Vec<u8>, usize) -> Result<(), E> + Sync,
+    f: impl Fn(&mut [u8], usize) -> Result<(), E> + Sync,
 ) -> Result<(), E> {
-    let run = |memory: &mut [Vec<u8>], slot: &[u32]| {
+    let run = |memory: &mut [&mut [u8]], slot: &[u32]| {
         memory
             .iter_mut()
             .zip(slot)
             .filter(|(_, s)| **s != u32::MAX)
             .try_for_each(|(mem, &s)| f(mem, s as usize))
     };
+    let mut memory = memory.tiles_mut();
+    let memory = memory.as_mut_slice();
     if spread.is_inline() {
         return run(memory, slot);
     }
@@ -118,14 +121,14 @@ mod tests {
             .unwrap();
         let spread = Spread::new(&[5; 64], &slot, false);
         assert!(!spread.is_inline());
-        let mut memory = vec![vec![0u8; 1]; 64];
+        let mut memory = HostTiles::zeroed([1; 64]);
         let Ok(()) = for_each_active(&mut memory, &slot, &spread, &pool, |mem, s| {
             mem[0] += 1 + (s % 2) as u8;
             Ok::<(), std::convert::Infallible>(())
         });
-        for (t, mem) in memory.iter().enumerate() {
+        for t in 0..64 {
             let want = if t % 3 == 0 { 1 + (t % 2) as u8 } else { 0 };
-            assert_eq!(mem[0], want, "tile {t}");
+            assert_eq!(memory[t], [want], "tile {t}");
         }
     }
 }
