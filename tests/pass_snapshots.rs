@@ -42,6 +42,14 @@ fn bitcasts_become_transposes_and_reshapes() {
         .find(|(pass, _)| pass == "bitcast-decomposer")
         .expect("the decomposer is in the pipeline");
     insta::assert_snapshot!("bitcasts__after_bitcast-decomposer", text);
+    // And the whole compile gives the evaluator's values (bitcasts between widths did
+    // not compile before the decomposer: the int64 conversion narrowed their operands).
+    let inputs = xla_ir::generate::inputs(&m, 3);
+    let want = common::leaves(xla_ir::eval::evaluate(&m, &inputs).unwrap());
+    let run = ipuxla::device::run_on_ipu_model(&m, &IpuConfig::default(), &inputs).unwrap();
+    for (got, want) in run.outputs.iter().zip(&want) {
+        assert_eq!((&got.shape.dims, &got.data), (&want.shape.dims, &want.data));
+    }
 }
 
 #[test]

@@ -11,9 +11,9 @@
 //! `transpose(operand to memory order)`, `reshape`, `transpose(from memory order)`, the
 //! same computation holds whatever layout any value ends up with.
 //!
-//! A bitcast between element types of the same width also reinterprets the bits
-//! (`bitcast-convert` on the memory-order array); one between types of different widths
-//! changes the element count and is left as it is.
+//! A bitcast between element types also reinterprets the bytes: a `bitcast-convert` of
+//! the memory-order array (between widths, through the extra minor dimension that
+//! `bitcast-convert` gives the narrower side, little-endian as the evaluator's bytes).
 
 use super::words::{Emitter, names_in, rebuild, renamed};
 use super::{Pass, PassContext};
@@ -37,7 +37,7 @@ impl Pass for BitcastDecomposer {
             .map(|(id, _)| id)
             .collect();
         let mut taken = names_in(module);
-        let (mut decomposed, mut kept) = (0, 0);
+        let mut decomposed = 0;
         for id in with_bitcasts {
             let new = rebuild(PASS, module, id, &mut taken, &mut |e, old, instr, map| {
                 if !matches!(instr.op, Op::Bitcast) {
@@ -49,10 +49,6 @@ impl Pass for BitcastDecomposer {
                 ) else {
                     return Ok(None);
                 };
-                if from.element_type.bit_width() != to.element_type.bit_width() {
-                    kept += 1;
-                    return Ok(None);
-                }
                 decomposed += 1;
                 decompose(e, renamed(map, instr.operands[0]), from, to).map(Some)
             })?;
@@ -61,11 +57,6 @@ impl Pass for BitcastDecomposer {
         if decomposed > 0 {
             cx.notes.push(format!(
                 "{decomposed} bitcast(s) spelled as transposes and reshapes"
-            ));
-        }
-        if kept > 0 {
-            cx.notes.push(format!(
-                "{kept} bitcast(s) between element types of different widths kept"
             ));
         }
         Ok(())
@@ -94,8 +85,23 @@ fn decompose(
 ) -> Result<InstrId, CompileError> {
     let into_memory_order = major_to_minor(from);
     let mut v = transpose(e, x, &into_memory_order)?;
+    let (a, b) = (from.element_type.bit_width(), to.element_type.bit_width());
     if from.element_type != to.element_type {
-        v = e.reinterpret(v, to.element_type)?;
+        let mut dims = e.dims(v);
+        if a < b {
+            // Narrow to wide: the narrow elements that make one wide one in a minor dimension.
+            let ratio = (b / a) as i64;
+            let elements = dims.iter().product::<i64>();
+            v = e.reshape(v, &[elements / ratio, ratio])?;
+            dims = vec![elements / ratio];
+        } else if a > b {
+            dims.push((a / b) as i64);
+        }
+        v = e.add(
+            Op::BitcastConvert,
+            &[v],
+            Some(Shape::array(to.element_type, &dims)),
+        )?;
     }
     let order = major_to_minor(to);
     let in_memory: Vec<i64> = order.iter().map(|&d| to.dims[d as usize]).collect();
@@ -110,13 +116,22 @@ fn decompose(
     transpose(e, v, &back)
 }
 
-/// `transpose(x)` by `permutation`, or `x` when the permutation leaves it as it is.
+/// `transpose(x)` by `permutation`: `x` when the permutation leaves it as it is, a reshape
+/// when it moves only dimensions of size 1 (the elements keep their order).
 fn transpose(e: &mut Emitter, x: InstrId, permutation: &[i64]) -> Result<InstrId, CompileError> {
     if permutation.iter().copied().eq(0..permutation.len() as i64) {
         return Ok(x);
     }
     let (t, of) = (e.element_type(x), e.dims(x));
     let dims: Vec<i64> = permutation.iter().map(|&d| of[d as usize]).collect();
+    let moved: Vec<i64> = permutation
+        .iter()
+        .copied()
+        .filter(|&d| of[d as usize] != 1)
+        .collect();
+    if moved.is_sorted() {
+        return e.reshape(x, &dims);
+    }
     e.add(
         Op::Transpose {
             dimensions: permutation.to_vec(),
@@ -228,17 +243,40 @@ mod tests {
     }
 
     #[test]
-    fn bitcasts_between_widths_are_kept() {
-        let mut m = ModuleBuilder::new("widths");
-        let mut main = m.computation("main");
-        let x = main
-            .parameter(0, Shape::array(ElementType::U64, &[2]), "x")
-            .unwrap();
-        let b = main
-            .bitcast(x, ArrayShape::new(ElementType::U32, &[2, 2]))
-            .unwrap();
-        let entry = main.finish(b).unwrap();
-        let module = m.finish(entry).unwrap();
-        assert!(decomposed(&module).to_string().contains("bitcast("));
+    fn bitcasts_between_widths_reinterpret_the_bytes() {
+        for (t, dims, u, to) in [
+            (
+                ElementType::U64,
+                vec![2i64],
+                ElementType::U32,
+                vec![2i64, 2],
+            ),
+            (ElementType::U32, vec![3, 2], ElementType::U64, vec![3]),
+            (ElementType::U64, vec![], ElementType::U32, vec![2]),
+        ] {
+            let mut m = ModuleBuilder::new("widths");
+            let mut main = m.computation("main");
+            let x = main.parameter(0, Shape::array(t, &dims), "x").unwrap();
+            let b = main.bitcast(x, ArrayShape::new(u, &to)).unwrap();
+            let entry = main.finish(b).unwrap();
+            let module = m.finish(entry).unwrap();
+            let n = dims.iter().product::<i64>() as u64;
+            let data = match t {
+                ElementType::U64 => ArrayData::U64((0..n).map(|i| i << 32 | (i + 7)).collect()),
+                _ => ArrayData::U32((0..n as u32).collect()),
+            };
+            let input = Literal::Array(ArrayLiteral {
+                shape: ArrayShape::new(t, &dims),
+                data,
+            });
+            let want = xla_ir::eval::evaluate(&module, std::slice::from_ref(&input)).unwrap();
+            let out = decomposed(&module);
+            assert!(!out.to_string().contains("bitcast("), "{out}");
+            assert_eq!(
+                xla_ir::eval::evaluate(&out, &[input]).unwrap(),
+                want,
+                "{out}"
+            );
+        }
     }
 }
