@@ -254,58 +254,60 @@ impl LoadedRearrange {
         let dst_at = Locator::new(dst);
         // Without writes to plan, the runs need no walk.
         if plan_writes {
-            destination_pieces(r, &dst_at, size, |run, (ipu, tile, offset, n), done| {
-                let t = ipu * tiles_per_ipu + tile;
-                let mut write = |source: Option<(usize, usize, isize)>, offset: u64, n| {
-                    if slot[t] == u32::MAX {
-                        slot[t] = tiles.len() as u32;
-                        tiles.push(t);
-                        last.push(None);
-                    }
-                    let s = slot[t] as usize;
-                    match Write::new(source, offset as usize, n) {
-                        Ok(w) => match last[s].and_then(|i| planned[i].1.extended(&w, size)) {
-                            // Contiguous on the tile and in the window: one write.
-                            Some(joined) => planned[last[s].expect("just matched")].1 = joined,
-                            None => {
-                                last[s] = Some(planned.len());
-                                planned.push((s, w));
-                            }
-                        },
-                        Err(e) => unfit = unfit.take().or(Some(e)),
-                    }
-                };
-                match run.source {
-                    RunSource::Fill => write(None, offset, n),
-                    RunSource::Tensor { k, start, stride } => {
-                        let first = (start as isize + done as isize * stride) as usize;
-                        let k = k as usize;
-                        match in_scratch[k] {
-                            None => write(
-                                Some((k, (first - range[k].0) * size, stride * size as isize)),
-                                offset,
-                                n,
-                            ),
-                            Some(kept) => {
-                                // Split where the elements leave a row of the scratch.
-                                let mut i = 0;
-                                while i < n {
-                                    let e = (first as isize + i as isize * stride) as usize;
-                                    let (p0, len, at) = kept.pieces[kept.piece_of(e)];
-                                    let m = match stride {
-                                        1 => (p0 + len - e).min(n - i),
-                                        _ => 1,
-                                    };
-                                    let from = (at + e - p0) * size;
-                                    let at = offset + (i * size) as u64;
-                                    write(Some((k, from, size as isize)), at, m);
-                                    i += m;
+            for run in r.runs.iter() {
+                destination_pieces(&run, &dst_at, size, |(ipu, tile, offset, n), done| {
+                    let t = ipu * tiles_per_ipu + tile;
+                    let mut write = |source: Option<(usize, usize, isize)>, offset: u64, n| {
+                        if slot[t] == u32::MAX {
+                            slot[t] = tiles.len() as u32;
+                            tiles.push(t);
+                            last.push(None);
+                        }
+                        let s = slot[t] as usize;
+                        match Write::new(source, offset as usize, n) {
+                            Ok(w) => match last[s].and_then(|i| planned[i].1.extended(&w, size)) {
+                                // Contiguous on the tile and in the window: one write.
+                                Some(joined) => planned[last[s].expect("just matched")].1 = joined,
+                                None => {
+                                    last[s] = Some(planned.len());
+                                    planned.push((s, w));
+                                }
+                            },
+                            Err(e) => unfit = unfit.take().or(Some(e)),
+                        }
+                    };
+                    match run.source {
+                        RunSource::Fill => write(None, offset, n),
+                        RunSource::Tensor { k, start, stride } => {
+                            let first = (start as isize + done as isize * stride) as usize;
+                            let k = k as usize;
+                            match in_scratch[k] {
+                                None => write(
+                                    Some((k, (first - range[k].0) * size, stride * size as isize)),
+                                    offset,
+                                    n,
+                                ),
+                                Some(kept) => {
+                                    // Split where the elements leave a row of the scratch.
+                                    let mut i = 0;
+                                    while i < n {
+                                        let e = (first as isize + i as isize * stride) as usize;
+                                        let (p0, len, at) = kept.pieces[kept.piece_of(e)];
+                                        let m = match stride {
+                                            1 => (p0 + len - e).min(n - i),
+                                            _ => 1,
+                                        };
+                                        let from = (at + e - p0) * size;
+                                        let at = offset + (i * size) as u64;
+                                        write(Some((k, from, size as isize)), at, m);
+                                        i += m;
+                                    }
                                 }
                             }
                         }
                     }
-                }
-            });
+                });
+            }
         }
         if let Some(e) = unfit {
             return Err(RuntimeError::InvalidExecutable(format!(
@@ -420,7 +422,7 @@ impl LoadedRearrange {
             .collect()
     }
 
-    /// Carries it out on `memory` (one byte vector per tile), tiles in parallel on `pool`;
+    /// Carries it out on `memory` (the tiles' memories), tiles in parallel on `pool`;
     /// `results(c)` is compute set `c`'s batch scratch.
     pub(crate) fn apply<'a>(
         &self,

@@ -1,6 +1,7 @@
-//! The tiles' memories on the host: one byte vector per tile, sized by the model's layout,
-//! and reading or writing a tensor through its mapping. Every other way the engine reads a
-//! tensor (from a shortcut's host buffer) must agree with these.
+//! The tiles' memories on the host ([`HostTiles`]: one allocation holding every tile's
+//! bytes, sized by the model's layout), and reading or writing a tensor through its
+//! mapping. Every other way the engine reads a tensor (from a shortcut's host buffer) must
+//! agree with these.
 
 use crate::error::RuntimeError;
 use crate::model::layout::tile_extents;

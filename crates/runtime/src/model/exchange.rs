@@ -6,7 +6,7 @@ use crate::device::system::System;
 use crate::error::RuntimeError;
 use crate::model::code::TakingPart;
 use crate::model::cost;
-use crate::model::layout::Locator;
+use crate::model::layout::{Locator, destination_pieces};
 use crate::model::multicast::{self, Span};
 use crate::model::paging;
 use crate::model::shifted_reads::{ShiftedReads, StridedRead};
@@ -343,39 +343,31 @@ pub(crate) fn rearrangement_cost(
         .collect();
     let mut strided = ShiftedReads::default();
     let mut one_run = |traffic: &mut Traffic, run: Run| {
-        let mut done = 0;
-        dst_at.pieces(
-            run.dst_start,
-            1,
-            run.len,
-            size as u64,
-            |(ipu, tile, _, n)| {
-                match run.source {
-                    RunSource::Fill => traffic.fill(ipu, tile, bytes(n)),
-                    RunSource::Tensor { k, start, stride } => {
-                        let first = (start as isize + done as isize * stride) as usize;
-                        let source = &sources[k as usize];
-                        if matches!(stride, -1..=1) {
-                            source.pieces(first, stride, n, size as u64, |(si, st, at, m)| {
-                                traffic.add((si, st), (ipu, tile), (at, stride), m, size as u64)
-                            });
-                        } else {
-                            let read = StridedRead {
-                                k,
-                                first,
-                                stride,
-                                len: n,
-                                dst: (ipu, tile),
-                            };
-                            strided.read(source, read, |src, dst, m| {
-                                traffic.add_strided(src, dst, m, size as u64)
-                            });
-                        }
+        destination_pieces(&run, &dst_at, size, |(ipu, tile, _, n), done| {
+            match run.source {
+                RunSource::Fill => traffic.fill(ipu, tile, bytes(n)),
+                RunSource::Tensor { k, start, stride } => {
+                    let first = (start as isize + done as isize * stride) as usize;
+                    let source = &sources[k as usize];
+                    if matches!(stride, -1..=1) {
+                        source.pieces(first, stride, n, size as u64, |(si, st, at, m)| {
+                            traffic.add((si, st), (ipu, tile), (at, stride), m, size as u64)
+                        });
+                    } else {
+                        let read = StridedRead {
+                            k,
+                            first,
+                            stride,
+                            len: n,
+                            dst: (ipu, tile),
+                        };
+                        strided.read(source, read, |src, dst, m| {
+                            traffic.add_strided(src, dst, m, size as u64)
+                        });
                     }
                 }
-                done += n;
-            },
-        );
+            }
+        });
     };
     for block in r.runs.blocks() {
         by_pairs_of_tiles(&mut traffic, block, &dst_at, &sources, size, &mut one_run);
@@ -458,19 +450,10 @@ fn by_pairs_of_tiles(
 mod tests {
     use super::*;
     use crate::device::target::Target;
+    use crate::model::test_numbers::numbers;
     use crate::program::executable::{Interval, Run, TensorId};
     use crate::program::runs::Runs;
     use codegen::DType;
-
-    /// Reproducible numbers below `m`, from `seed` (a linear congruential generator).
-    fn numbers(mut seed: u64) -> impl FnMut(usize) -> usize {
-        move |m| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) as usize % m.max(1)
-        }
-    }
 
     /// A tensor of `elements` in intervals of random lengths on random tiles of 2 IPUs of
     /// 4 tiles, at random offsets.

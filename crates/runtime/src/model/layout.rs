@@ -504,27 +504,26 @@ impl Locator {
     }
 }
 
-/// Calls `f(run, piece, done)` for every piece (one destination tile) of every run of `r`,
-/// in run order; `done` is how many of the run's elements come before the piece. `dst`
-/// locates `r`'s destination, whose elements are `size` bytes.
+/// Calls `f(piece, done)` for every piece (one destination tile) of `run`, in order;
+/// `done` is how many of the run's elements come before the piece. `dst` locates the
+/// run's destination, whose elements are `size` bytes.
 pub(crate) fn destination_pieces(
-    r: &Rearrange,
+    run: &Run,
     dst: &Locator,
     size: usize,
-    mut f: impl FnMut(&Run, Piece, usize),
+    mut f: impl FnMut(Piece, usize),
 ) {
-    for run in r.runs.iter() {
-        let mut done = 0;
-        dst.pieces(run.dst_start, 1, run.len, size as u64, |piece| {
-            f(&run, piece, done);
-            done += piece.3;
-        });
-    }
+    let mut done = 0;
+    dst.pieces(run.dst_start, 1, run.len, size as u64, |piece| {
+        f(piece, done);
+        done += piece.3;
+    });
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::test_numbers::numbers;
     use crate::program::executable::Interval;
     use codegen::DType;
 
@@ -556,16 +555,6 @@ mod tests {
             mapping,
             init: None,
             always_live: false,
-        }
-    }
-
-    /// Reproducible numbers below `m`, from `seed` (a linear congruential generator).
-    fn numbers(mut seed: u64) -> impl FnMut(usize) -> usize {
-        move |m| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) as usize % m
         }
     }
 

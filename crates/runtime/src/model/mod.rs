@@ -27,5 +27,7 @@ pub(crate) mod paging;
 pub(crate) mod profile;
 pub(crate) mod shifted_reads;
 pub(crate) mod steps;
+#[cfg(test)]
+pub(crate) mod test_numbers;
 pub(crate) mod timeline;
 pub(crate) mod validate;

@@ -134,13 +134,8 @@ mod tests {
     /// The identical-or-disjoint shortcut gives what the sweep gives.
     #[test]
     fn the_shortcut_agrees_with_the_sweep() {
-        let mut state = 7u64;
-        let mut next = |n: u64| {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (state >> 33) % n
-        };
+        let mut numbers = crate::model::test_numbers::numbers(7);
+        let mut next = |n: u64| numbers(n as usize) as u64;
         for _ in 0..200 {
             // Stretches from a few fixed blocks: identical or disjoint.
             let mut spans: Vec<Span> = (0..next(12) + 2)
