@@ -107,3 +107,21 @@ fn a_region_reading_one_value_where_another_reads_two_keeps_both_inputs() {
     let eval = |m: &ipuxla::xla_ir::Module| ipuxla::xla_ir::eval::evaluate(m, &inputs).unwrap();
     assert_eq!(eval(&outlined), eval(&module));
 }
+
+/// Identical regions nothing reads (dead code: the e-graph, switched off here, would have
+/// removed it) stay inline: the outliner panicked making a call that stands for no value.
+#[test]
+fn regions_nothing_reads_stay_inline_and_the_module_runs() {
+    let path = format!(
+        "{}/fixtures/outlining/regions_nothing_reads.hlo",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let module = ipuxla::xla_ir::parse_module(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut config = IpuConfig::default();
+    config.optimizations.egraph.enabled = false;
+    config.ipu_model.tiles_per_ipu = 4;
+    let inputs = ipuxla::xla_ir::generate::inputs(&module, 1);
+    let run = ipuxla::device::run_on_ipu_model(&module, &config, &inputs).unwrap();
+    let want = ipuxla::xla_ir::eval::evaluate(&module, &inputs).unwrap();
+    assert_eq!(ipuxla::device_loop::leaves(want), run.outputs);
+}
