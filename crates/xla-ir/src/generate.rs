@@ -17,6 +17,7 @@
 
 mod collectives;
 mod layouts;
+pub use layouts::random_layout;
 mod more;
 
 use crate::attributes::{ComparisonDirection, DotDims, PadDim, SliceDim};
@@ -58,6 +59,16 @@ impl Rng {
     /// True with probability `p`.
     pub fn chance(&mut self, p: f64) -> bool {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 <= p
+    }
+
+    /// `0..n` in a random order (Fisher-Yates), as dimension numbers.
+    pub fn permutation(&mut self, n: usize) -> Vec<i64> {
+        let mut order: Vec<i64> = (0..n as i64).collect();
+        for i in (1..n).rev() {
+            let j = self.below(i + 1);
+            order.swap(i, j);
+        }
+        order
     }
 }
 
@@ -313,11 +324,7 @@ impl Gen<'_, '_> {
                 self.c.broadcast(x, &out, &map)?
             }
             6 if rank >= 2 => {
-                let mut perm: Vec<i64> = (0..rank as i64).collect();
-                for i in (1..rank).rev() {
-                    let j = self.rng.below(i + 1);
-                    perm.swap(i, j);
-                }
+                let perm = self.rng.permutation(rank);
                 self.c.transpose(x, &perm)?
             }
             7 => {

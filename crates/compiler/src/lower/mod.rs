@@ -722,7 +722,10 @@ impl<'m> Lowerer<'m> {
                     shape: here.array()?.clone(),
                 }))
             }
-            Op::Bitcast => self.bitcast(scope, here),
+            Op::Bitcast => Err(here.unsupported(
+                "a bitcast is lowered as the transposes and reshape the bitcast-decomposer pass \
+                 spells it as; this module did not go through the pass pipeline",
+            )),
             Op::Broadcast { .. }
             | Op::Transpose { .. }
             | Op::Slice { .. }

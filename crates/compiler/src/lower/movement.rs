@@ -1,7 +1,8 @@
-//! Data movement as exchange: broadcast, transpose, slice, concatenate, pad, reverse and
-//! layout-changing bitcasts become one rearrangement each: every destination element names
-//! its source element (or the fill value), consecutive ones merge into runs, and the engine
-//! turns the runs into exchange moves between tiles.
+//! Data movement as exchange: broadcast, transpose, slice, concatenate, pad and reverse
+//! become one rearrangement each: every destination element names its source element (or
+//! the fill value), consecutive ones merge into runs, and the engine turns the runs into
+//! exchange moves between tiles. (Bitcasts never reach lowering: the `bitcast-decomposer`
+//! pass spells each as transposes and a reshape, so values here have no physical order.)
 
 use super::{Arr, Here, Lowerer, Scope, Value};
 use crate::CompileError;
@@ -211,33 +212,6 @@ pub(crate) fn flat(dims: &[usize], idx: &[usize]) -> usize {
     idx.iter().zip(dims).fold(0, |acc, (&i, &d)| acc * d + i)
 }
 
-/// Minor-to-major order of a shape (row-major when it has no layout).
-fn minor_to_major(s: &ArrayShape) -> Vec<usize> {
-    match &s.layout {
-        Some(l) if l.minor_to_major.len() == s.dims.len() => {
-            l.minor_to_major.iter().map(|&d| d as usize).collect()
-        }
-        _ => (0..s.dims.len()).rev().collect(),
-    }
-}
-
-/// Physical position of a logical index under a layout.
-fn physical(dims: &[usize], m2m: &[usize], idx: &[usize]) -> usize {
-    let mut pos = 0;
-    for &d in m2m.iter().rev() {
-        pos = pos * dims[d] + idx[d];
-    }
-    pos
-}
-
-/// The logical index at a physical position under a layout.
-fn logical(dims: &[usize], m2m: &[usize], mut pos: usize, idx: &mut [usize]) {
-    for &d in m2m {
-        idx[d] = pos % dims[d].max(1);
-        pos /= dims[d].max(1);
-    }
-}
-
 impl Lowerer<'_> {
     /// A new linearly mapped array filled by a rearrangement of `sources`.
     pub(crate) fn rearranged(
@@ -417,38 +391,6 @@ impl Lowerer<'_> {
             _ => unreachable!("dispatched: data movement"),
         };
         Ok(Value::Array(a))
-    }
-
-    /// A bitcast: free when both layouts order elements alike, else a rearrangement that
-    /// keeps each element's physical position.
-    pub(crate) fn bitcast(&mut self, scope: &mut Scope, here: Here) -> Result<Value, CompileError> {
-        let shape = here.array()?.clone();
-        let a = self.array(scope, here.instr.operands[0])?;
-        let (out_dims, in_dims) = (
-            shape.dims.iter().map(|&d| d as usize).collect::<Vec<_>>(),
-            a.dims(),
-        );
-        let (out_m2m, in_m2m) = (minor_to_major(&shape), minor_to_major(&a.shape));
-        let n = shape.element_count() as usize;
-        let mut idx = vec![0; in_dims.len()];
-        let mut out_idx = vec![0; out_dims.len()];
-        let identity = (0..n).all(|p| {
-            logical(&out_dims, &out_m2m, p, &mut out_idx);
-            logical(&in_dims, &in_m2m, p, &mut idx);
-            flat(&out_dims, &out_idx) == flat(&in_dims, &idx)
-        });
-        if identity {
-            return Ok(Value::Array(Arr {
-                tensor: a.tensor,
-                shape,
-            }));
-        }
-        let out = self.rearranged(&here.instr.name, &shape, &[a], Vec::new(), |o| {
-            let p = physical(&out_dims, &out_m2m, o);
-            logical(&in_dims, &in_m2m, p, &mut idx);
-            Src::At(0, flat(&in_dims, &idx))
-        });
-        Ok(Value::Array(out))
     }
 }
 

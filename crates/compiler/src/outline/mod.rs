@@ -115,6 +115,12 @@ pub fn outline_computation(
             if group.len() == 0 || (group.len() < MIN_REGION_INSTRUCTIONS && !heavy) {
                 continue;
             }
+            // Regions nothing reads (dead code, kept when the e-graph is off) stay as they
+            // are, free for other groups: a call of them would stand for no value (seed
+            // 224820).
+            if rewrite::interface(c, &users, &group).1.is_empty() {
+                continue;
+            }
             let saved = (group.members.len() - 1) * group.len();
             if best.as_ref().is_some_and(|(s, _)| *s >= saved) || !convex(&users, &group) {
                 continue;
@@ -139,11 +145,6 @@ pub fn outline_computation(
     for group in groups {
         let c = module.computation(comp);
         let (inputs, outputs) = rewrite::interface(c, &users, &group);
-        if outputs.is_empty() {
-            // Regions nothing reads (dead code, kept when the e-graph is off) stay as they
-            // are: a call of them would stand for no value (seed 224820).
-            continue;
-        }
         let bytes = |ids: &mut dyn Iterator<Item = InstrId>| -> u64 {
             ids.map(|id| c.instr(id).shape.byte_size()).sum()
         };

@@ -147,21 +147,10 @@ mod tests {
     //! same module evaluated as written and after the pass, over random shapes and layouts.
     use super::*;
     use crate::IpuConfig;
+    use xla_ir::ElementType;
     use xla_ir::builder::ModuleBuilder;
-    use xla_ir::generate::Rng;
+    use xla_ir::generate::{Rng, random_layout};
     use xla_ir::literal::{ArrayData, ArrayLiteral, Literal};
-    use xla_ir::{ElementType, Layout};
-
-    fn layout(rng: &mut Rng, rank: usize) -> Layout {
-        let mut order: Vec<i64> = (0..rank as i64).collect();
-        for i in (1..rank).rev() {
-            order.swap(i, rng.below(i + 1));
-        }
-        Layout {
-            minor_to_major: order.into_iter().collect(),
-            ..Layout::default()
-        }
-    }
 
     /// `n` elements as dimensions of sizes from `sizes` (whatever is left last).
     fn dims_of(rng: &mut Rng, mut n: i64) -> Vec<i64> {
@@ -203,11 +192,11 @@ mod tests {
                 _ => (ElementType::S32, ElementType::S32),
             };
             let operand = ArrayShape {
-                layout: Some(layout(&mut rng, from.len())),
+                layout: Some(random_layout(&mut rng, from.len())),
                 ..ArrayShape::new(t, &from)
             };
             let result = ArrayShape {
-                layout: Some(layout(&mut rng, to.len())),
+                layout: Some(random_layout(&mut rng, to.len())),
                 ..ArrayShape::new(u, &to)
             };
             let mut m = ModuleBuilder::new("bitcasts");

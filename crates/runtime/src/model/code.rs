@@ -31,7 +31,7 @@ use crate::model::cost;
 use crate::program::executable::{Executable, FunctionId, Program, TensorId};
 use crate::program::walk::{each_node, programs};
 use codegen::KernelSpec;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Bytes of one instruction.
@@ -112,6 +112,39 @@ impl KernelBodies {
     }
 }
 
+/// Which tiles already hold each of some numbered things (kernel bodies, codelets): a bit
+/// per thing and tile (a hash set of pairs was most of the costing of code on large
+/// programs: every compute set asks again for every tile).
+struct HeldOn {
+    tiles: usize,
+    bits: Vec<Vec<u64>>,
+}
+
+impl HeldOn {
+    fn new(tiles: usize) -> HeldOn {
+        HeldOn {
+            tiles,
+            bits: Vec::new(),
+        }
+    }
+
+    /// Marks `thing` held on `tile` (< the tiles given to `new`); whether it was not yet.
+    fn insert(&mut self, thing: u32, tile: usize) -> bool {
+        let thing = thing as usize;
+        if self.bits.len() <= thing {
+            self.bits.resize_with(thing + 1, Vec::new);
+        }
+        let words = &mut self.bits[thing];
+        if words.is_empty() {
+            words.resize(self.tiles.div_ceil(64), 0);
+        }
+        let (word, bit) = (&mut words[tile / 64], 1u64 << (tile % 64));
+        let fresh = *word & bit == 0;
+        *word |= bit;
+        fresh
+    }
+}
+
 /// Instructions of a kernel's code.
 pub fn kernel_instructions(k: &KernelSpec) -> u64 {
     cost::VERTEX_OVERHEAD
@@ -148,9 +181,9 @@ pub(crate) fn code_memory(exe: &Executable, steps: &StepTiles) -> Vec<TileCode> 
     let inside = |t: usize| t < all_tiles;
     let mut bodies = KernelBodies::default();
     // (tile, body) pairs already counted; the last one, as a tile's vertices come together.
-    let mut kernels: HashSet<(usize, u32)> = HashSet::new();
+    let mut kernels = HeldOn::new(all_tiles);
     let mut last = (usize::MAX, u32::MAX);
-    let mut codelets: HashSet<(usize, u32)> = HashSet::new();
+    let mut codelets = HeldOn::new(all_tiles);
     for cs in &exe.compute_sets {
         for v in &cs.vertices {
             let t = v.ipu * tpi + v.tile;
@@ -160,7 +193,7 @@ pub(crate) fn code_memory(exe: &Executable, steps: &StepTiles) -> Vec<TileCode> 
             let fields = (v.inputs.len() + v.outputs.len()) as u64;
             code[t].vertex_state += VERTEX_HEADER_BYTES + FIELD_BYTES * fields;
             let held = (t, bodies.of(&v.kernel));
-            if held != last && kernels.insert(held) {
+            if held != last && kernels.insert(held.1, t) {
                 code[t].kernel_code += INSTRUCTION_BYTES * kernel_instructions(&v.kernel);
             }
             last = held;
@@ -172,7 +205,7 @@ pub(crate) fn code_memory(exe: &Executable, steps: &StepTiles) -> Vec<TileCode> 
             }
             let fields = (v.inputs.len() + v.outputs.len()) as u64;
             code[t].vertex_state += VERTEX_HEADER_BYTES + FIELD_BYTES * fields;
-            if codelets.insert((t, v.codelet.0)) {
+            if codelets.insert(v.codelet.0, t) {
                 let c = &exe.codelets[v.codelet.0 as usize].0;
                 code[t].kernel_code += INSTRUCTION_BYTES * c.code_instructions();
             }
@@ -265,4 +298,23 @@ fn function_tiles(exe: &Executable, steps: &StepTiles) -> Vec<Vec<u32>> {
     (0..n)
         .map(|f| tiles_of(f, exe, steps, &mut memo, &mut visiting))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HeldOn;
+    use std::collections::HashSet;
+
+    /// A thing is new on a tile once, whatever order things and tiles come in.
+    #[test]
+    fn held_on_says_fresh_once_per_thing_and_tile() {
+        let mut held = HeldOn::new(130);
+        let mut seen = HashSet::new();
+        let mut next = crate::model::test_numbers::numbers(3);
+        for _ in 0..2_000 {
+            let (thing, tile) = (next(9) as u32, next(130));
+            assert_eq!(held.insert(thing, tile), seen.insert((thing, tile)));
+        }
+        assert!(seen.len() > 500, "the test reaches many pairs");
+    }
 }

@@ -227,19 +227,28 @@ impl Traffic {
         }
     }
 
-    /// The stretches tile `t` sends (latest first; a repeated one in its repeats).
-    fn stretches_of(&self, t: usize) -> Vec<Span> {
-        let mut spans = Vec::new();
+    /// The stretches tile `t` sends (latest first), following the tile's chain through
+    /// the list of all tiles' stretches.
+    fn stretches_of(&self, t: usize) -> impl Iterator<Item = &Stretch> {
         let mut next = self.last_stretch[t] as usize;
-        while let Some(s) = self.stretches.get(next.wrapping_sub(1)) {
+        std::iter::from_fn(move || {
+            let s = self.stretches.get(next.wrapping_sub(1))?;
+            next = s.before as usize;
+            Some(s)
+        })
+    }
+
+    /// What tile `t` puts on its exchange wires, receivers sharing its sends.
+    fn on_wires(&self, t: usize) -> u64 {
+        let mut spans = Vec::new();
+        for s in self.stretches_of(t) {
             spans.extend((0..s.times as i64).map(|i| Span {
                 start: (s.span.start as i64 + i * s.step) as u64,
                 end: (s.span.end as i64 + i * s.step) as u64,
                 receiver: s.span.receiver,
             }));
-            next = s.before as usize;
         }
-        spans
+        self.unshared[t] + multicast::bytes_sent(spans)
     }
 
     /// `bytes` of fill value written on tile `(ipu, tile)`.
@@ -251,9 +260,8 @@ impl Traffic {
     /// The most bytes a tile (physical tile, out of core) puts on its wires, receivers
     /// sharing its sends ([`multicast::bytes_sent`]), or `at_least` if no tile puts more.
     fn busiest_sender(&self, target: &crate::Target, ipus: usize, at_least: u64) -> u64 {
-        let on_wires = |t: usize| self.unshared[t] + multicast::bytes_sent(self.stretches_of(t));
         if target.is_out_of_core() {
-            let all = (0..self.sent.len()).map(|t| (t, on_wires(t)));
+            let all = (0..self.sent.len()).map(|t| (t, self.on_wires(t)));
             return paging::busiest_physical(target, ipus, all).max(at_least);
         }
         // A tile puts at most what it reads to send on its wires: the tiles that read most
@@ -268,7 +276,7 @@ impl Traffic {
             if self.sent[t] <= most {
                 break;
             }
-            most = most.max(on_wires(t));
+            most = most.max(self.on_wires(t));
         }
         most
     }
@@ -414,11 +422,12 @@ fn by_pairs_of_tiles(
             i += 1;
             continue;
         }
-        // Runs i..=j all write within d.
-        let mut j = (i + (d.end - len - run.dst_start) / ds).min(block.count - 1);
-        let (dst, n) = ((d.ipu, d.tile), |j: usize| (j - i + 1) * len);
+        // Runs i..=j all write within d (the run could move up `room` elements in it) ...
+        let (room, last) = (d.end - len - run.dst_start, block.count - 1 - i);
+        let dst = (d.ipu, d.tile);
         let (RunSource::Tensor { start, .. }, Some((source, stride))) = (run.source, source) else {
-            traffic.fill(d.ipu, d.tile, n(j) as u64 * size);
+            let j = i + runs_that_fit((room, ds), (usize::MAX, 1)).min(last);
+            traffic.fill(d.ipu, d.tile, ((j - i + 1) * len) as u64 * size);
             i = j + 1;
             continue;
         };
@@ -434,15 +443,30 @@ fn by_pairs_of_tiles(
             continue;
         }
         // ... and read within s.
-        j = match ss {
-            0 => j,
-            ss if ss > 0 => j.min(i + (s.end - 1 - hi) / ss as usize),
-            ss => j.min(i + (lo - s.start) / ss.unsigned_abs()),
+        let read_room = match ss {
+            0 => (usize::MAX, 1),
+            ss if ss > 0 => (s.end - 1 - hi, ss as usize),
+            ss => (lo - s.start, ss.unsigned_abs()),
         };
+        let j = i + runs_that_fit((room, ds), read_room).min(last);
         let at = s.offset + (start - s.start) as u64 * size;
         let repeats = (j - i + 1, ss as i64 * size as i64);
         traffic.add_repeated((s.ipu, s.tile), dst, (at, stride), len, size, repeats);
         i = j + 1;
+    }
+}
+
+/// How many more runs fit both in the destination and in the source: `(room, step)` each,
+/// elements the first run could move and elements each run moves on from the one before.
+/// Most stretches of a gather are one run, so no division unless a second run fits (a
+/// division costs more than the rest of a run's costing).
+fn runs_that_fit(
+    (dst_room, dst_step): (usize, usize),
+    (src_room, src_step): (usize, usize),
+) -> usize {
+    match dst_room < dst_step || src_room < src_step {
+        true => 0,
+        false => (dst_room / dst_step).min(src_room / src_step),
     }
 }
 

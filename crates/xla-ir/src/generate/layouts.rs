@@ -13,14 +13,9 @@ use crate::shape::Layout;
 use crate::{ArrayShape, Module};
 
 /// A layout of `rank` dimensions in a random order.
-pub(super) fn random_layout(rng: &mut Rng, rank: usize) -> Layout {
-    let mut minor_to_major: Vec<i64> = (0..rank as i64).collect();
-    for i in (1..rank).rev() {
-        let j = rng.below(i + 1);
-        minor_to_major.swap(i, j);
-    }
+pub fn random_layout(rng: &mut Rng, rank: usize) -> Layout {
     Layout {
-        minor_to_major: minor_to_major.into_iter().collect(),
+        minor_to_major: rng.permutation(rank).into_iter().collect(),
         ..Layout::default()
     }
 }
