@@ -4,7 +4,7 @@
 //! once, at load: a compute set of 32 heavy vertices on 32 neighbouring tiles is spread
 //! over every thread, where ranges of equal tile counts would give it all to one.
 
-use crate::exec::memory::HostTiles;
+use crate::exec::memory::{HostTiles, TileRange};
 use rayon::prelude::*;
 
 /// Ranges a step is cut into (the pool's threads steal them from each other).
@@ -62,30 +62,19 @@ pub(crate) fn for_each_active<E: Send>(
     pool: &rayon::ThreadPool,
     f: impl Fn(&mut [u8], usize) -> Result<(), E> + Sync,
 ) -> Result<(), E> {
-    let run = |memory: &mut [&mut [u8]], slot: &[u32]| {
-        memory
-            .iter_mut()
-            .zip(slot)
-            .filter(|(_, s)| **s != u32::MAX)
-            .try_for_each(|(mem, &s)| f(mem, s as usize))
+    let run = |mut range: TileRange| {
+        for t in range.tiles.clone() {
+            if slot[t] != u32::MAX {
+                f(range.tile(t), slot[t] as usize)?;
+            }
+        }
+        Ok(())
     };
-    let mut memory = memory.tiles_mut();
-    let memory = memory.as_mut_slice();
+    let ranges = memory.ranges_mut(&spread.bounds);
     if spread.is_inline() {
-        return run(memory, slot);
+        return ranges.into_iter().try_for_each(run);
     }
-    let mut ranges = Vec::with_capacity(spread.bounds.len());
-    let mut rest = memory;
-    for w in spread.bounds.windows(2) {
-        let (range, tail) = rest.split_at_mut(w[1] - w[0]);
-        ranges.push((range, &slot[w[0]..w[1]]));
-        rest = tail;
-    }
-    pool.install(|| {
-        ranges
-            .into_par_iter()
-            .try_for_each(|(memory, slot)| run(memory, slot))
-    })
+    pool.install(|| ranges.into_par_iter().try_for_each(run))
 }
 
 #[cfg(test)]
