@@ -170,7 +170,7 @@ impl StepCosts {
         let compute_set_reach = compute_sets_reach(&compute_sets, tpi);
         let rearrange_reach = exe
             .rearranges
-            .iter()
+            .par_iter()
             .map(|r| reach_of(exe, r.sources.iter().copied().chain([r.dst])))
             .collect();
         let step_tiles = StepTiles {
