@@ -77,17 +77,19 @@ fn outlining_changes_no_result() {
     }
 }
 
+/// `fixtures/outlining/NAME`, parsed.
+fn fixture(name: &str) -> ipuxla::xla_ir::Module {
+    let path = format!("{}/fixtures/outlining/{name}", env!("CARGO_MANIFEST_DIR"));
+    ipuxla::xla_ir::parse_module(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
 /// What the differential fuzzer found outlined wrongly (seeds 50890 and 51337 at 24
 /// instructions): one region reads a value at two operand positions where the other reads
 /// two different values, and keyed by the first region's value the two inputs merged into
 /// one parameter. Outlined, the module computes what it did before.
 #[test]
 fn a_region_reading_one_value_where_another_reads_two_keeps_both_inputs() {
-    let path = format!(
-        "{}/fixtures/outlining/one_value_two_inputs.hlo",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let module = ipuxla::xla_ir::parse_module(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let module = fixture("one_value_two_inputs.hlo");
     let options = PassOptions {
         stop_after: Some("graph-outliner".into()),
         ..PassOptions::default()
@@ -112,11 +114,7 @@ fn a_region_reading_one_value_where_another_reads_two_keeps_both_inputs() {
 /// removed it) stay inline: the outliner panicked making a call that stands for no value.
 #[test]
 fn regions_nothing_reads_stay_inline_and_the_module_runs() {
-    let path = format!(
-        "{}/fixtures/outlining/regions_nothing_reads.hlo",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let module = ipuxla::xla_ir::parse_module(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let module = fixture("regions_nothing_reads.hlo");
     let mut config = IpuConfig::default();
     config.optimizations.egraph.enabled = false;
     config.ipu_model.tiles_per_ipu = 4;
