@@ -434,9 +434,9 @@ impl LoadedComputeSet {
         // Vertices come in tile order, and so do the intervals they read: each search
         // starts where the last one in that tensor ended.
         let mut finder = RegionFinder::default();
-        let mut bytes = |r: &Region, ipu: usize, tile: usize| {
+        let mut bytes = |r: &Region, slot: usize, ipu: usize, tile: usize| {
             let (b, e) = finder
-                .bytes(&exe.tensors[r.tensor.0 as usize], r, ipu, tile)
+                .bytes(&exe.tensors[r.tensor.0 as usize], (r, slot), ipu, tile)
                 .expect("validated: regions lie on the vertex's tile");
             (b as usize, e as usize)
         };
@@ -457,7 +457,7 @@ impl LoadedComputeSet {
                 .enumerate()
                 .map(|(j, r)| match operand_views.get(j) {
                     Some(Some(_)) => (0, 0),
-                    _ => bytes(r, v.ipu, v.tile),
+                    _ => bytes(r, j, v.ipu, v.tile),
                 })
                 .collect();
             let shape = match &*v.kernel {
@@ -469,7 +469,9 @@ impl LoadedComputeSet {
                 Work::Kernel(kernel),
                 shape,
                 inputs,
-                v.outputs.iter().map(|r| bytes(r, v.ipu, v.tile)).collect(),
+                (v.outputs.iter().enumerate())
+                    .map(|(j, r)| bytes(r, v.inputs.len() + j, v.ipu, v.tile))
+                    .collect(),
                 (elements, runs, v.run_length),
             );
             if exe.floating_point.is_active() && matches!(*v.kernel, KernelSpec::Elementwise(_)) {
@@ -510,8 +512,12 @@ impl LoadedComputeSet {
             let loaded = LoadedVertex::new(
                 Work::Codelet(v.codelet.0 as usize),
                 Shape::Other,
-                v.inputs.iter().map(|r| bytes(r, v.ipu, v.tile)).collect(),
-                v.outputs.iter().map(|r| bytes(r, v.ipu, v.tile)).collect(),
+                (v.inputs.iter().enumerate())
+                    .map(|(j, r)| bytes(r, j, v.ipu, v.tile))
+                    .collect(),
+                (v.outputs.iter().enumerate())
+                    .map(|(j, r)| bytes(r, v.inputs.len() + j, v.ipu, v.tile))
+                    .collect(),
                 (0, 0, 0),
             );
             let s = place(v.ipu * tiles_per_ipu + v.tile);

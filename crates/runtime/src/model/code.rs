@@ -279,19 +279,32 @@ fn function_tiles(exe: &Executable, steps: &StepTiles) -> Vec<Vec<u32>> {
             return Vec::new();
         }
         visiting[f] = true;
-        let mut tiles: Vec<u32> = Vec::new();
+        // A bit per tile: a function's steps run on the same tiles again and again.
+        let mut on = vec![0u64; (exe.num_ipus * exe.target.tiles_per_ipu).div_ceil(64)];
+        let mut mark = |tiles: &[u32]| {
+            for &t in tiles {
+                if let Some(w) = on.get_mut(t as usize / 64) {
+                    *w |= 1 << (t % 64);
+                }
+            }
+        };
         let mut called: Vec<FunctionId> = Vec::new();
         each_node(&exe.functions[f], &mut |q| match q {
             Program::Call(g) => called.push(*g),
-            _ => tiles.extend(step_tiles(exe, steps, q, &[])),
+            _ => mark(&step_tiles(exe, steps, q, &[])),
         });
         for g in called {
             if (g.0 as usize) < memo.len() {
-                tiles.extend(tiles_of(g.0 as usize, exe, steps, memo, visiting));
+                mark(&tiles_of(g.0 as usize, exe, steps, memo, visiting));
             }
         }
-        tiles.sort_unstable();
-        tiles.dedup();
+        let tiles: Vec<u32> = (on.iter().enumerate())
+            .flat_map(|(i, &w)| {
+                (0..64)
+                    .filter(move |b| w & (1 << b) != 0)
+                    .map(move |b| (i * 64 + b) as u32)
+            })
+            .collect();
         memo[f] = Some(tiles.clone());
         tiles
     }

@@ -9,6 +9,7 @@ use crate::model::cost;
 use crate::model::layout::{Locator, destination_pieces};
 use crate::model::multicast::{self, Span};
 use crate::model::paging;
+use crate::model::read_once;
 use crate::model::shifted_reads::{ShiftedReads, StridedRead};
 use crate::program::executable::{Rearrange, Run, RunSource, Tensor};
 use crate::program::runs::RunBlock;
@@ -28,18 +29,25 @@ pub(crate) struct CopyCost {
 }
 
 /// Bytes per tile (indexed `ipu * tiles_per_ipu + tile`) and per pair of IPUs: what a
-/// rearrangement moves, accumulated piece by piece while it is loaded.
+/// rearrangement moves, accumulated piece by piece while it is costed. One `Traffic` serves
+/// rearrangement after rearrangement ([`Traffic::clear`] resets the tiles that took part):
+/// a system's per-tile tables are allocated once per host thread, not per rearrangement.
 pub(crate) struct Traffic {
     tiles_per_ipu: usize,
     on_tile: Vec<u64>,
     /// Bytes each tile reads to send, every receiver's counted (what paging reads).
     sent: Vec<u64>,
     /// What the tiles send in stretches of their memory, for [`multicast::bytes_sent`]:
-    /// all tiles' in one list, in the order added (one list per tile grew by reallocation
-    /// at nearly every run of a gather that reads another tile at each run).
+    /// all tiles' in one list, in the order added (a gather reads another tile at nearly
+    /// every run; the stretches of the tiles whose multicast is counted are picked out of
+    /// the list in one pass, see [`Traffic::spans_of`]).
     stretches: Vec<Stretch>,
-    /// Per tile, 1 + the index in `stretches` of its last stretch (0: none yet).
-    last_stretch: Vec<u32>,
+    /// Stretches sent several times, each a fixed step further (a block of runs that read
+    /// one tile): few, and kept apart so that a stretch stays small.
+    repeated: Vec<(Stretch, usize, i64)>,
+    /// Per tile, its latest stretch, so that a stretch continuing it extends it without
+    /// reading the list (one entry per tile: a table the cache holds).
+    tails: Vec<Tail>,
     /// Bytes each tile sends that no other receiver can share (strided reads).
     unshared: Vec<u64>,
     received: Vec<u64>,
@@ -49,17 +57,32 @@ pub(crate) struct Traffic {
     bytes_over_links: u64,
     /// Whether each tile sends, receives, copies or fills anything.
     taking_part: Vec<bool>,
+    /// The tiles whose `taking_part` is set, in the order they joined: all that
+    /// [`Traffic::clear`] has to reset.
+    joined: Vec<u32>,
+    /// Whether stretches are kept (not when every tile's sends can be bounded without them).
+    keeping_stretches: bool,
+    /// Known without the stretches: the most any tile puts on its wires
+    /// ([`Traffic::settle_sends`]).
+    sends_settled: Option<u64>,
 }
 
-/// A stretch a tile sends, in [`Traffic`]'s list of all tiles' stretches.
+/// Bytes `start..end` of tile `tile`'s memory, sent to `receiver`.
+#[derive(Clone, Copy)]
 struct Stretch {
-    /// 1 + the index of the same tile's stretch before it (0: none).
-    before: u32,
-    /// The first time it is sent ...
-    span: Span,
-    /// ... of how many, each `step` bytes on from the one before.
-    times: usize,
-    step: i64,
+    start: u64,
+    end: u64,
+    tile: u32,
+    receiver: u32,
+}
+
+/// A tile's latest stretch: 1 + its index in [`Traffic::stretches`] (0: none), its
+/// receiver and end.
+#[derive(Clone, Copy, Default)]
+struct Tail {
+    index: u32,
+    receiver: u32,
+    end: u64,
 }
 
 impl Traffic {
@@ -72,7 +95,8 @@ impl Traffic {
             on_tile: vec![0; n],
             sent: vec![0; n],
             stretches: Vec::new(),
-            last_stretch: vec![0; n],
+            repeated: Vec::new(),
+            tails: vec![Tail::default(); n],
             unshared: vec![0; n],
             received: vec![0; n],
             filled: vec![0; n],
@@ -80,13 +104,53 @@ impl Traffic {
             bytes_exchanged: 0,
             bytes_over_links: 0,
             taking_part: vec![false; n],
+            joined: Vec::new(),
+            keeping_stretches: true,
+            sends_settled: None,
         }
+    }
+
+    /// How many tiles, and how many on each IPU.
+    fn tiles(&self) -> (usize, usize) {
+        (self.sent.len(), self.tiles_per_ipu)
+    }
+
+    /// No bytes moved yet again: the tiles that took part reset, the lists emptied; the
+    /// stretches each tile sends kept from now on or not.
+    pub(crate) fn clear(&mut self, keeping_stretches: bool) {
+        self.keeping_stretches = keeping_stretches;
+        self.sends_settled = None;
+        for &t in &self.joined {
+            let t = t as usize;
+            self.on_tile[t] = 0;
+            self.sent[t] = 0;
+            self.tails[t] = Tail::default();
+            self.unshared[t] = 0;
+            self.received[t] = 0;
+            self.filled[t] = 0;
+            self.taking_part[t] = false;
+        }
+        self.joined.clear();
+        self.stretches.clear();
+        self.repeated.clear();
+        self.links.clear();
+        self.bytes_exchanged = 0;
+        self.bytes_over_links = 0;
     }
 
     /// The tiles that took part, in tile order.
     pub(crate) fn taking_part(&self) -> TakingPart {
         let tiles = self.taking_part.iter().enumerate();
         tiles.filter(|&(_, &p)| p).map(|(t, _)| t as u32).collect()
+    }
+
+    /// Tile `t` takes part.
+    #[inline(always)]
+    fn join(&mut self, t: usize) {
+        if !self.taking_part[t] {
+            self.taking_part[t] = true;
+            self.joined.push(t as u32);
+        }
     }
 
     /// `count` elements of `size` bytes read from tile `src` (each `(ipu, tile)`) at byte
@@ -106,6 +170,7 @@ impl Traffic {
     /// [`Traffic::add`] `times` times, the read's offset moving `step` bytes each time (a
     /// block of runs between one pair of tiles): the same bytes, and the same stretches
     /// held as one repeated stretch.
+    #[inline(always)]
     pub(crate) fn add_repeated(
         &mut self,
         src: (usize, usize),
@@ -125,8 +190,8 @@ impl Traffic {
         );
         let bytes = count as u64 * size;
         let n = times as u64;
-        self.taking_part[s] = true;
-        self.taking_part[d] = true;
+        self.join(s);
+        self.join(d);
         if s == d {
             self.on_tile[s] += n * bytes;
         } else if src.0 == dst.0 && stride == 0 {
@@ -169,8 +234,8 @@ impl Traffic {
             dst.0 * self.tiles_per_ipu + dst.1,
         );
         let bytes = count as u64 * size;
-        self.taking_part[s] = true;
-        self.taking_part[d] = true;
+        self.join(s);
+        self.join(d);
         if s == d {
             self.on_tile[s] += bytes;
         } else if src.0 == dst.0 {
@@ -185,9 +250,10 @@ impl Traffic {
     }
 
     /// Tile `s` sends bytes `start..end` of its memory to tile `receiver`, `times` times,
-    /// `step` bytes further each time. A stretch that continues the tile's last one to the
+    /// `step` bytes further each time. A stretch that continues the tile's latest one to the
     /// same receiver extends it, as does a repeat that continues itself (what each byte is
     /// sent for is unchanged, and [`multicast::bytes_sent`] has fewer stretches to sort).
+    #[inline(always)]
     fn stretch(
         &mut self,
         s: usize,
@@ -195,88 +261,175 @@ impl Traffic {
         receiver: usize,
         (times, step): (usize, i64),
     ) {
+        if !self.keeping_stretches {
+            return;
+        }
         let receiver = receiver as u32;
-        let (end, times, step) = match times {
-            1 => (end, 1, 0),
-            _ if step == (end - start) as i64 => (start + times as u64 * (end - start), 1, 0),
-            _ => (end, times, step),
-        };
-        let last = self.last_stretch[s] as usize;
-        match self.stretches.get_mut(last.wrapping_sub(1)) {
-            Some(last)
-                if times == 1
-                    && last.times == 1
-                    && last.span.receiver == receiver
-                    && last.span.end == start =>
-            {
-                last.span.end = end
-            }
+        let end = match times {
+            1 => end,
+            _ if step == (end - start) as i64 => start + times as u64 * (end - start),
             _ => {
-                self.stretches.push(Stretch {
-                    before: self.last_stretch[s],
-                    span: Span {
-                        start,
-                        end,
-                        receiver,
-                    },
-                    times,
-                    step,
-                });
-                self.last_stretch[s] = self.stretches.len() as u32;
+                let stretch = Stretch {
+                    start,
+                    end,
+                    tile: s as u32,
+                    receiver,
+                };
+                self.repeated.push((stretch, times, step));
+                return;
+            }
+        };
+        let tail = &mut self.tails[s];
+        if tail.index != 0 && tail.receiver == receiver && tail.end == start {
+            self.stretches[tail.index as usize - 1].end = end;
+            tail.end = end;
+            return;
+        }
+        self.stretches.push(Stretch {
+            start,
+            end,
+            tile: s as u32,
+            receiver,
+        });
+        *tail = Tail {
+            index: self.stretches.len() as u32,
+            receiver,
+            end,
+        };
+    }
+
+    /// The stretches each of `tiles` sends (repeats spelled out), picked out of the list
+    /// of all tiles' in one pass: `spans[ends[i - 1]..ends[i]]` are those of `tiles[i]`.
+    fn spans_of(&self, tiles: &[usize]) -> (Vec<Span>, Vec<usize>) {
+        const NOT_ASKED: u32 = u32::MAX;
+        let mut slot = vec![NOT_ASKED; self.sent.len()];
+        for (i, &t) in tiles.iter().enumerate() {
+            slot[t] = i as u32;
+        }
+        let mut ends = vec![0usize; tiles.len()];
+        for s in &self.stretches {
+            if let Some(n) = ends.get_mut(slot[s.tile as usize] as usize) {
+                *n += 1;
             }
         }
-    }
-
-    /// The stretches tile `t` sends (latest first), following the tile's chain through
-    /// the list of all tiles' stretches.
-    fn stretches_of(&self, t: usize) -> impl Iterator<Item = &Stretch> {
-        let mut next = self.last_stretch[t] as usize;
-        std::iter::from_fn(move || {
-            let s = self.stretches.get(next.wrapping_sub(1))?;
-            next = s.before as usize;
-            Some(s)
-        })
-    }
-
-    /// What tile `t` puts on its exchange wires, receivers sharing its sends.
-    fn on_wires(&self, t: usize) -> u64 {
-        let mut spans = Vec::new();
-        for s in self.stretches_of(t) {
-            spans.extend((0..s.times as i64).map(|i| Span {
-                start: (s.span.start as i64 + i * s.step) as u64,
-                end: (s.span.end as i64 + i * s.step) as u64,
-                receiver: s.span.receiver,
-            }));
+        for &(s, times, _) in &self.repeated {
+            if let Some(n) = ends.get_mut(slot[s.tile as usize] as usize) {
+                *n += times;
+            }
         }
-        self.unshared[t] + multicast::bytes_sent(spans)
+        // Counts to the start of each tile's spans, then each span placed at its tile's
+        // next free place, which leaves `ends` at each tile's end.
+        let mut at = 0;
+        for n in &mut ends {
+            (*n, at) = (at, at + *n);
+        }
+        let empty = Span {
+            start: 0,
+            end: 0,
+            receiver: 0,
+        };
+        let mut spans = vec![empty; at];
+        for s in &self.stretches {
+            if let Some(n) = ends.get_mut(slot[s.tile as usize] as usize) {
+                spans[*n] = Span {
+                    start: s.start,
+                    end: s.end,
+                    receiver: s.receiver,
+                };
+                *n += 1;
+            }
+        }
+        for &(s, times, step) in &self.repeated {
+            if let Some(n) = ends.get_mut(slot[s.tile as usize] as usize) {
+                for i in 0..times as i64 {
+                    spans[*n] = Span {
+                        start: (s.start as i64 + i * step) as u64,
+                        end: (s.end as i64 + i * step) as u64,
+                        receiver: s.receiver,
+                    };
+                    *n += 1;
+                }
+            }
+        }
+        (spans, ends)
     }
 
     /// `bytes` of fill value written on tile `(ipu, tile)`.
     pub(crate) fn fill(&mut self, ipu: usize, tile: usize, bytes: u64) {
-        self.filled[ipu * self.tiles_per_ipu + tile] += bytes;
-        self.taking_part[ipu * self.tiles_per_ipu + tile] = true;
+        let t = ipu * self.tiles_per_ipu + tile;
+        self.filled[t] += bytes;
+        self.join(t);
+    }
+
+    /// With every receiver reading each source element once, a tile puts on its wires what
+    /// it cannot share and, of the rest it sends, at most the bytes it holds of the
+    /// sources (`held()` per tile). Whether that settles the busiest sender without the
+    /// stretches: it does unless a tile that sends shared bytes could pass the busiest
+    /// receiver. On the physical tiles only.
+    fn settle_sends(&mut self, held: impl FnOnce() -> Vec<u64>) -> bool {
+        let received = (self.joined.iter().map(|&t| self.received[t as usize]))
+            .max()
+            .unwrap_or(0);
+        let over: Vec<usize> = (self.joined.iter().map(|&t| t as usize))
+            .filter(|&t| self.sent[t] > received)
+            .collect();
+        // A tile that sends nothing shareable puts exactly its unshared bytes on its wires.
+        let mut busiest = received;
+        let (mut held, mut held_bytes) = (Some(held), None);
+        for &t in &over {
+            let shared = self.sent[t] - self.unshared[t];
+            if shared > 0 {
+                let make = || held.take().expect("made once")();
+                if self.unshared[t] + shared.min(held_bytes.get_or_insert_with(make)[t]) > received
+                {
+                    return false;
+                }
+            }
+            if shared == 0 {
+                busiest = busiest.max(self.unshared[t]);
+            }
+        }
+        self.sends_settled = Some(busiest);
+        true
     }
 
     /// The most bytes a tile (physical tile, out of core) puts on its wires, receivers
     /// sharing its sends ([`multicast::bytes_sent`]), or `at_least` if no tile puts more.
     fn busiest_sender(&self, target: &crate::Target, ipus: usize, at_least: u64) -> u64 {
+        if let Some(busiest) = self.sends_settled {
+            return busiest.max(at_least);
+        }
         if target.is_out_of_core() {
-            let all = (0..self.sent.len()).map(|t| (t, self.on_wires(t)));
-            return paging::busiest_physical(target, ipus, all).max(at_least);
+            let all: Vec<usize> = (0..self.sent.len()).collect();
+            let (mut spans, ends) = self.spans_of(&all);
+            let on_wires = all.iter().map(|&t| {
+                let from = t.checked_sub(1).map_or(0, |p| ends[p]);
+                (
+                    t,
+                    self.unshared[t] + multicast::bytes_sent(&mut spans[from..ends[t]]),
+                )
+            });
+            return paging::busiest_physical(target, ipus, on_wires).max(at_least);
         }
         // A tile puts at most what it reads to send on its wires: the tiles that read most
         // come first, and the search stops at the first that cannot pass the busiest so far
         // (the sweeps are the costly part; most tiles never need one).
-        let mut senders: Vec<usize> = (0..self.sent.len())
+        let mut senders: Vec<usize> = (self.joined.iter().map(|&t| t as usize))
             .filter(|&t| self.sent[t] > at_least)
             .collect();
+        if senders.is_empty() {
+            return at_least;
+        }
         senders.sort_unstable_by_key(|&t| std::cmp::Reverse(self.sent[t]));
+        let (mut spans, ends) = self.spans_of(&senders);
         let mut most = at_least;
-        for t in senders {
+        for (i, &t) in senders.iter().enumerate() {
             if self.sent[t] <= most {
                 break;
             }
-            most = most.max(self.on_wires(t));
+            let from = i.checked_sub(1).map_or(0, |p| ends[p]);
+            let on_wires = self.unshared[t] + multicast::bytes_sent(&mut spans[from..ends[i]]);
+            most = most.max(on_wires);
         }
         most
     }
@@ -289,8 +442,11 @@ impl Traffic {
     pub(crate) fn cost(&self, system: &System) -> Result<CopyCost, RuntimeError> {
         let target = &system.target;
         let ipus = system.num_ipus();
-        let busiest =
-            |v: &[u64]| paging::busiest_physical(target, ipus, v.iter().copied().enumerate());
+        // Tiles that took no part hold zeros everywhere: only those that did are read.
+        let busiest = |v: &[u64]| {
+            let per_tile = self.joined.iter().map(|&t| (t as usize, v[t as usize]));
+            paging::busiest_physical(target, ipus, per_tile)
+        };
         let on_tile = cost::on_tile_copy_cycles(busiest(&self.on_tile))
             .max(cost::on_tile_copy_cycles(busiest(&self.filled)));
         let exchanged = self.busiest_sender(target, ipus, busiest(&self.received));
@@ -300,7 +456,8 @@ impl Traffic {
             over_links = over_links.max(system.transfer_cycles(bytes, from, to)?);
         }
         // An on-tile copy reads and writes its bytes; a send reads, a receive or fill writes.
-        let touched = (0..self.sent.len()).map(|t| {
+        let touched = self.joined.iter().map(|&t| {
+            let t = t as usize;
             let bytes = 2 * self.on_tile[t] + self.sent[t] + self.received[t] + self.filled[t];
             (t, bytes)
         });
@@ -334,24 +491,108 @@ impl Traffic {
 /// the pieces that land on one destination tile, each of those into the pieces it reads from
 /// one source tile, each piece's bytes counted as an on-tile copy, an exchange between tiles
 /// or a transfer over IPU-Links; and the tiles taking part (whose control code runs it).
+/// `traffic` (for `system`) is cleared first.
 pub(crate) fn rearrangement_cost(
+    traffic: &mut Traffic,
     system: &System,
     tensors: &[Tensor],
     r: &Rearrange,
 ) -> Result<(CopyCost, TakingPart), RuntimeError> {
-    let dst = &tensors[r.dst.0 as usize];
-    let size = dst.dtype.size();
-    let bytes = |n: usize| (n * size) as u64;
-    let mut traffic = Traffic::new(system);
-    let dst_at = Locator::new(dst);
+    cost_bounding_sends(traffic, system, tensors, r, true)
+}
+
+/// [`rearrangement_cost`], bounding what tiles send when receivers read each element once
+/// (`bound`), or from every stretch each tile sends (the same cost, found the long way).
+fn cost_bounding_sends(
+    traffic: &mut Traffic,
+    system: &System,
+    tensors: &[Tensor],
+    r: &Rearrange,
+    bound: bool,
+) -> Result<(CopyCost, TakingPart), RuntimeError> {
+    if let Some(dst) = copied_in_place(tensors, r) {
+        traffic.clear(true);
+        let size = dst.dtype.size() as u64;
+        for iv in dst.mapping.iter().filter(|iv| iv.len > 0) {
+            traffic.add(
+                (iv.ipu, iv.tile),
+                (iv.ipu, iv.tile),
+                (iv.offset, 1),
+                iv.len,
+                size,
+            );
+        }
+        return Ok((traffic.cost(system)?, traffic.taking_part()));
+    }
+    let dst_at = Locator::new(&tensors[r.dst.0 as usize]);
     let sources: Vec<Locator> = r
         .sources
         .iter()
         .map(|s| Locator::new(&tensors[s.0 as usize]))
         .collect();
+    let tiles_per_ipu = system.target.tiles_per_ipu;
+    // Receivers that read each source element once are sent at most what a tile holds of
+    // the sources: unless a tile holds more than the busiest receiver receives, what each
+    // tile sends to whom need not be kept (out of core every tile's sends add up on its
+    // physical tile, so they are always kept).
+    let once = bound
+        && !system.target.is_out_of_core()
+        && read_once::reads_each_element_once(r, &dst_at, tiles_per_ipu);
+    traffic.clear(!once);
+    add_runs(traffic, tensors, r, &dst_at, &sources);
+    let tiles = traffic.tiles();
+    let settled = once && traffic.settle_sends(|| held_of_sources(tensors, r, tiles));
+    if once && !settled {
+        traffic.clear(true);
+        add_runs(traffic, tensors, r, &dst_at, &sources);
+    }
+    Ok((traffic.cost(system)?, traffic.taking_part()))
+}
+
+/// `r`'s destination, if `r` copies the whole of a source laid out as the destination is
+/// (the same intervals on the same tiles, as a `Copy` between tensors of one layout
+/// most often is): then every element is copied on its own tile.
+fn copied_in_place<'t>(tensors: &'t [Tensor], r: &Rearrange) -> Option<&'t Tensor> {
+    let dst = &tensors[r.dst.0 as usize];
+    let [block] = r.runs.blocks() else {
+        return None;
+    };
+    let whole = Run::reading(0, (0, 1), 0, dst.elements);
+    let src = &tensors[r.sources.first()?.0 as usize];
+    let places = |t: &'t Tensor| t.mapping.iter().map(|i| (i.ipu, i.tile, i.start, i.len));
+    (block.count == 1 && block.first == whole && places(dst).eq(places(src))).then_some(dst)
+}
+
+/// Bytes each tile (`ipu * tiles_per_ipu + tile`, `tiles` of them) holds of `r`'s sources,
+/// a source named twice counted twice.
+fn held_of_sources(
+    tensors: &[Tensor],
+    r: &Rearrange,
+    (tiles, tiles_per_ipu): (usize, usize),
+) -> Vec<u64> {
+    let mut held = vec![0u64; tiles];
+    for s in &r.sources {
+        let t = &tensors[s.0 as usize];
+        for iv in &t.mapping {
+            held[iv.ipu * tiles_per_ipu + iv.tile] += (iv.len * t.dtype.size()) as u64;
+        }
+    }
+    held
+}
+
+/// Adds every run of `r` to `traffic`.
+fn add_runs(
+    traffic: &mut Traffic,
+    tensors: &[Tensor],
+    r: &Rearrange,
+    dst_at: &Locator,
+    sources: &[Locator],
+) {
+    let size = tensors[r.dst.0 as usize].dtype.size();
+    let bytes = |n: usize| (n * size) as u64;
     let mut strided = ShiftedReads::default();
     let mut one_run = |traffic: &mut Traffic, run: Run| {
-        destination_pieces(&run, &dst_at, size, |(ipu, tile, _, n), done| {
+        destination_pieces(&run, dst_at, size, |(ipu, tile, _, n), done| {
             match run.source {
                 RunSource::Fill => traffic.fill(ipu, tile, bytes(n)),
                 RunSource::Tensor { k, start, stride } => {
@@ -378,10 +619,9 @@ pub(crate) fn rearrangement_cost(
         });
     };
     for block in r.runs.blocks() {
-        by_pairs_of_tiles(&mut traffic, block, &dst_at, &sources, size, &mut one_run);
+        by_pairs_of_tiles(traffic, block, dst_at, sources, size, &mut one_run);
     }
     strided.flush(|src, dst, m| traffic.add_strided(src, dst, m, size as u64));
-    Ok((traffic.cost(system)?, traffic.taking_part()))
 }
 
 /// Adds a block's runs to `traffic` a stretch of runs at a time: consecutive runs written
@@ -506,6 +746,100 @@ mod tests {
         }
     }
 
+    /// Bounding what tiles send by what they hold, when receivers read each element once,
+    /// costs what following every stretch costs: gathers copying a matrix's column chunks
+    /// to several places (a chunk sometimes read twice by one receiver, sometimes read
+    /// with stride 0 or -1), over random layouts; the bound settles some of them.
+    #[test]
+    fn the_read_once_bound_costs_what_every_stretch_costs() {
+        let system = System::new(Target::ipu2().with_tiles_per_ipu(4), 2).expect("2 IPUs");
+        let mut next = numbers(17);
+        let mut traffic = Traffic::new(&system);
+        let mut settled = 0;
+        for case in 0..400 {
+            let (rows, cols) = (1 + next(8), 2 + next(10));
+            let source = tensor(rows * cols, &mut next);
+            let mut blocks = Vec::new();
+            let mut written = 0;
+            for _ in 0..1 + next(4) {
+                let mut c0 = 0;
+                while c0 < cols {
+                    let len = (1 + next(4)).min(cols - c0);
+                    let stride = [1isize, 1, 1, 0, -1][next(5)];
+                    let start = match stride {
+                        -1 => c0 + len - 1,
+                        _ => c0,
+                    };
+                    blocks.push(RunBlock {
+                        first: Run::reading(0, (start, stride), written, len),
+                        count: rows,
+                        dst_step: len as isize,
+                        src_step: cols as isize,
+                    });
+                    written += rows * len;
+                    if next(6) != 0 {
+                        c0 += len;
+                    }
+                }
+            }
+            let rearrange = Rearrange {
+                name: "r".into(),
+                dst: TensorId(0),
+                sources: vec![TensorId(1)],
+                fill: vec![0; 4],
+                runs: Runs::from_blocks(blocks),
+            };
+            let tensors = [tensor(written, &mut next), source];
+            let exact = cost_bounding_sends(&mut traffic, &system, &tensors, &rearrange, false);
+            let bounded = cost_bounding_sends(&mut traffic, &system, &tensors, &rearrange, true);
+            settled += usize::from(traffic.sends_settled.is_some());
+            assert_eq!(
+                bounded.expect("costs"),
+                exact.expect("costs"),
+                "case {case}"
+            );
+        }
+        assert!(settled > 40, "the bound settled {settled} of 400");
+    }
+
+    /// A whole copy between tensors of one layout costs what the same copy in two runs
+    /// (which is not taken for one) costs: every byte copied on its tile.
+    #[test]
+    fn a_copy_in_place_costs_what_its_runs_cost() {
+        let system = System::new(Target::ipu2().with_tiles_per_ipu(4), 2).expect("2 IPUs");
+        let mut next = numbers(23);
+        let mut traffic = Traffic::new(&system);
+        for case in 0..100 {
+            let elements = 2 + next(200);
+            let source = tensor(elements, &mut next);
+            let mut dst = source.clone();
+            for iv in &mut dst.mapping {
+                iv.offset = 4 * next(4096) as u64;
+            }
+            let cut = 1 + next(elements - 1);
+            let rearrange = |runs: Vec<Run>| Rearrange {
+                name: "r".into(),
+                dst: TensorId(0),
+                sources: vec![TensorId(1)],
+                fill: vec![0; 4],
+                runs: Runs::from(runs),
+            };
+            let whole = rearrange(vec![Run::reading(0, (0, 1), 0, elements)]);
+            let halves = rearrange(vec![
+                Run::reading(0, (0, 1), 0, cut),
+                Run::reading(0, (cut, 1), cut, elements - cut),
+            ]);
+            let tensors = [dst, source];
+            assert!(copied_in_place(&tensors, &whole).is_some());
+            assert!(copied_in_place(&tensors, &halves).is_none());
+            let (a, b) = (
+                rearrangement_cost(&mut traffic, &system, &tensors, &whole).expect("costs"),
+                rearrangement_cost(&mut traffic, &system, &tensors, &halves).expect("costs"),
+            );
+            assert_eq!(a, b, "case {case}");
+        }
+    }
+
     /// Costing a rearrangement block by block gives what costing its runs one at a time
     /// gives: gathers of rows and columns, broadcasts, reverses and fills, over layouts
     /// whose intervals runs cross and stay within.
@@ -513,6 +847,7 @@ mod tests {
     fn blocks_cost_what_their_runs_cost_one_by_one() {
         let system = System::new(Target::ipu2().with_tiles_per_ipu(4), 2).expect("2 IPUs");
         let mut next = numbers(11);
+        let mut traffic = Traffic::new(&system);
         for case in 0..300 {
             let (rows, cols) = (1 + next(12), 1 + next(12));
             let source = tensor(rows * cols + 8, &mut next);
@@ -551,8 +886,15 @@ mod tests {
             };
             let tensors = [dst, source];
             let (a, b) = (rearrange(blocks), rearrange(singles));
-            let by_blocks = rearrangement_cost(&system, &tensors, &a).expect("costs");
-            let by_runs = rearrangement_cost(&system, &tensors, &b).expect("costs");
+            let by_blocks = rearrangement_cost(&mut traffic, &system, &tensors, &a);
+            let by_runs = rearrangement_cost(&mut traffic, &system, &tensors, &b);
+            let fresh = rearrangement_cost(&mut Traffic::new(&system), &system, &tensors, &a);
+            let (by_blocks, by_runs) = (by_blocks.expect("costs"), by_runs.expect("costs"));
+            assert_eq!(
+                fresh.expect("costs"),
+                by_blocks,
+                "case {case}: a cleared traffic"
+            );
             assert_eq!(by_blocks.0, by_runs.0, "case {case}: {:?}", a.runs);
             assert_eq!(by_blocks.1, by_runs.1, "case {case}");
         }

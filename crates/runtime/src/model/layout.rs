@@ -180,34 +180,38 @@ fn region_bytes_from(
     Some((begin, begin + r.len as u64 * size))
 }
 
-/// Finds the byte ranges of many regions, remembering where in each tensor the last was.
+/// Finds the byte ranges of many regions, remembering where in each tensor the last was,
+/// for each of a vertex's regions apart (a reduction's vertex reads its partials from
+/// intervals far apart in one tensor: one hint would jump between them).
 #[derive(Default)]
 pub(crate) struct RegionFinder {
-    hints: smallvec::SmallVec<[(TensorId, usize); 8]>,
+    /// `(tensor, which region of its vertex, interval)`.
+    hints: smallvec::SmallVec<[(TensorId, usize, usize); 8]>,
 }
 
 impl RegionFinder {
-    /// The byte range of `r` in `t` (the tensor `r` names) in the memory of tile `tile`, if
-    /// it lies entirely in one interval there.
+    /// The byte range of `r` (region `slot` of its vertex) in `t` (the tensor `r` names)
+    /// in the memory of tile `tile`, if it lies entirely in one interval there.
     pub(crate) fn bytes(
         &mut self,
         t: &Tensor,
-        r: &Region,
+        (r, slot): (&Region, usize),
         ipu: usize,
         tile: usize,
     ) -> Option<(u64, u64)> {
-        let at = match self.hints.iter().position(|(id, _)| *id == r.tensor) {
+        let key = (r.tensor, slot);
+        let at = match self.hints.iter().position(|&(id, s, _)| (id, s) == key) {
             Some(at) => at,
             None => {
                 // A compute set reading very many tensors: forget the old hints.
-                if self.hints.len() == 16 {
+                if self.hints.len() == 32 {
                     self.hints.clear();
                 }
-                self.hints.push((r.tensor, 0));
+                self.hints.push((r.tensor, slot, 0));
                 self.hints.len() - 1
             }
         };
-        region_bytes_from(t, r, ipu, tile, &mut self.hints[at].1)
+        region_bytes_from(t, r, ipu, tile, &mut self.hints[at].2)
     }
 }
 
@@ -425,6 +429,34 @@ impl Locator {
         };
         self.last.set(k);
         k
+    }
+
+    /// How many intervals the tensor has.
+    pub(crate) fn intervals(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// Calls `f` with the tile (`ipu * tiles_per_ipu + tile`) of each interval holding
+    /// any of elements `lo..hi` (which the tensor has), taking one from `budget` per
+    /// interval; `false` if the budget ran out first.
+    pub(crate) fn tiles_holding(
+        &self,
+        lo: usize,
+        hi: usize,
+        tiles_per_ipu: usize,
+        budget: &mut usize,
+        mut f: impl FnMut(usize),
+    ) -> bool {
+        let mut k = self.find(lo);
+        while let Some(s) = self.spans.get(k).filter(|s| s.start < hi) {
+            if *budget == 0 {
+                return false;
+            }
+            *budget -= 1;
+            f(s.ipu * tiles_per_ipu + s.tile);
+            k += 1;
+        }
+        true
     }
 
     /// The interval holding element `at` (which the tensor has).
@@ -676,8 +708,12 @@ mod tests {
             (region(3, 2), 0, None),
             (region(9, 2), 1, None),
         ] {
-            assert_eq!(finder.bytes(&t, &r, 0, tile), want, "{r:?} on tile {tile}");
-            let fresh = RegionFinder::default().bytes(&t, &r, 0, tile);
+            assert_eq!(
+                finder.bytes(&t, (&r, 0), 0, tile),
+                want,
+                "{r:?} on tile {tile}"
+            );
+            let fresh = RegionFinder::default().bytes(&t, (&r, 0), 0, tile);
             assert_eq!(fresh, want, "{r:?} on tile {tile}");
         }
     }

@@ -6,6 +6,8 @@
 //! - `cost`: the cycle formulas (vertices, tiles, exchange, host link, paging);
 //! - `collective`: what a collective costs over the IPU-Links, and the replication checks;
 //! - `exchange`: the traffic of a rearrangement or copy, piece by piece, and its cost;
+//! - `read_once`: whether each destination tile reads a source element once, which bounds
+//!   what a tile sends (and spares costing the multicast of most gathers);
 //! - `shifted_reads`: strided reads that repeat the last one moved up, costed once;
 //! - `paging`: out of core, how virtual tiles fold onto physical ones;
 //! - `steps`: one cost per kind of program step (`StepCosts`) and the step profiles;
@@ -25,6 +27,7 @@ pub(crate) mod layout;
 pub(crate) mod multicast;
 pub(crate) mod paging;
 pub(crate) mod profile;
+pub(crate) mod read_once;
 pub(crate) mod shifted_reads;
 pub(crate) mod steps;
 #[cfg(test)]

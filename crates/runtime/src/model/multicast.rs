@@ -23,16 +23,16 @@ pub(crate) struct Span {
     pub receiver: u32,
 }
 
-/// Bytes a tile sends for `spans` (in any order): over its memory, the sum of the most
-/// times any one receiver reads each byte.
-pub(crate) fn bytes_sent(mut spans: Vec<Span>) -> u64 {
+/// Bytes a tile sends for `spans` (in any order; sorted here): over its memory, the sum of
+/// the most times any one receiver reads each byte.
+pub(crate) fn bytes_sent(spans: &mut [Span]) -> u64 {
     if let [first, rest @ ..] = &spans[..]
         && rest.iter().all(|s| s.receiver == first.receiver)
     {
         // One receiver: nothing is shared.
         return spans.iter().map(|s| s.end - s.start).sum();
     }
-    identical_or_disjoint(&mut spans).unwrap_or_else(|| sweep(&spans))
+    identical_or_disjoint(spans).unwrap_or_else(|| sweep(spans))
 }
 
 /// [`bytes_sent`] by a sweep over the stretches' ends, keeping each receiver's count.
@@ -108,27 +108,27 @@ mod tests {
 
     #[test]
     fn bytes_every_receiver_needs_once_are_sent_once() {
-        let to_all: Vec<Span> = (0..100).map(|r| span(0, 64, r)).collect();
-        assert_eq!(bytes_sent(to_all), 64);
+        let mut to_all: Vec<Span> = (0..100).map(|r| span(0, 64, r)).collect();
+        assert_eq!(bytes_sent(&mut to_all), 64);
     }
 
     #[test]
     fn different_bytes_to_different_receivers_add_up() {
-        assert_eq!(bytes_sent(vec![span(0, 10, 1), span(10, 30, 2)]), 30);
+        assert_eq!(bytes_sent(&mut [span(0, 10, 1), span(10, 30, 2)]), 30);
         // Overlapping halves: the middle is shared.
-        assert_eq!(bytes_sent(vec![span(0, 20, 1), span(10, 30, 2)]), 30);
+        assert_eq!(bytes_sent(&mut [span(0, 20, 1), span(10, 30, 2)]), 30);
     }
 
     #[test]
     fn a_receiver_that_reads_bytes_into_k_places_is_sent_them_k_times() {
         // Two rows of a bias on tile 1, one on tile 2: the bias goes out twice.
         assert_eq!(
-            bytes_sent(vec![span(0, 8, 1), span(0, 8, 1), span(0, 8, 2)]),
+            bytes_sent(&mut [span(0, 8, 1), span(0, 8, 1), span(0, 8, 2)]),
             16
         );
         // A third receiver with three rows sets the count.
         let three = [span(0, 8, 3), span(0, 8, 3), span(0, 8, 3)];
-        assert_eq!(bytes_sent([&three[..], &[span(0, 8, 1)]].concat()), 24);
+        assert_eq!(bytes_sent(&mut [&three[..], &[span(0, 8, 1)]].concat()), 24);
     }
 
     /// The identical-or-disjoint shortcut gives what the sweep gives.
@@ -153,14 +153,14 @@ mod tests {
             let mut with_overlap = spans.clone();
             with_overlap.push(span(8, 24, 99));
             assert!(identical_or_disjoint(&mut with_overlap.clone()).is_none());
-            let swept = bytes_sent(with_overlap.clone());
+            let swept = bytes_sent(&mut with_overlap.clone());
             assert!(swept >= shortcut && swept <= shortcut + 16, "{spans:?}");
         }
     }
 
     #[test]
     fn one_receiver_pays_every_byte_it_reads() {
-        assert_eq!(bytes_sent(vec![span(0, 8, 3), span(0, 4, 3)]), 12);
-        assert_eq!(bytes_sent(vec![]), 0);
+        assert_eq!(bytes_sent(&mut [span(0, 8, 3), span(0, 4, 3)]), 12);
+        assert_eq!(bytes_sent(&mut []), 0);
     }
 }

@@ -8,7 +8,7 @@ use crate::error::RuntimeError;
 use crate::model::code::{self, StepTiles, TakingPart};
 use crate::model::collective::{self, CollectiveCost, PhaseCost};
 use crate::model::cost::{self, VertexCost};
-use crate::model::exchange::{CopyCost, rearrangement_cost};
+use crate::model::exchange::{CopyCost, Traffic, rearrangement_cost};
 use crate::model::layout;
 use crate::model::paging;
 use crate::model::profile::{Beside, StepKind, StepProfile, TileMemory};
@@ -126,26 +126,33 @@ impl StepCosts {
         let (rearranges, rearrange_tiles): (Vec<CopyCost>, Vec<TakingPart>) = exe
             .rearranges
             .par_iter()
-            .map(|r| rearrangement_cost(system, &exe.tensors, r))
+            .map_init(
+                || Traffic::new(system),
+                |traffic, r| rearrangement_cost(traffic, system, &exe.tensors, r),
+            )
             .collect::<Result<Vec<_>, RuntimeError>>()?
             .into_iter()
             .unzip();
         let copies = copies(exe)
             .into_par_iter()
-            .map(|(src, dst)| {
-                let r = copy_as_rearrangement(exe, src, dst);
-                let (cost, taking_part) = rearrangement_cost(system, &exe.tensors, &r)?;
-                let reach = reach_of(exe, [src, dst]);
-                Ok((
-                    (src, dst),
-                    CopyStep {
-                        name: r.name,
-                        cost,
-                        reach,
-                        taking_part,
-                    },
-                ))
-            })
+            .map_init(
+                || Traffic::new(system),
+                |traffic, (src, dst)| {
+                    let r = copy_as_rearrangement(exe, src, dst);
+                    let (cost, taking_part) =
+                        rearrangement_cost(traffic, system, &exe.tensors, &r)?;
+                    let reach = reach_of(exe, [src, dst]);
+                    Ok((
+                        (src, dst),
+                        CopyStep {
+                            name: r.name,
+                            cost,
+                            reach,
+                            taking_part,
+                        },
+                    ))
+                },
+            )
             .collect::<Result<HashMap<_, _>, RuntimeError>>()?;
         let mut streams = HashMap::new();
         for p in programs(exe) {

@@ -201,7 +201,7 @@ fn check_vertex(
                 tensor.elements
             )));
         }
-        let Some((begin, end)) = regions.bytes(tensor, r, v.ipu, v.tile) else {
+        let Some((begin, end)) = regions.bytes(tensor, (r, k), v.ipu, v.tile) else {
             return Err(invalid(format!(
                 "{here}: region {k} (elements {}..{} of tensor {}) is not in this tile's memory; a vertex reads and writes only its own tile",
                 r.start,
@@ -255,7 +255,7 @@ fn check_codelet_vertex(
                 t.name
             )));
         }
-        let (begin, end) = regions.bytes(t, r, v.ipu, v.tile).ok_or_else(|| {
+        let (begin, end) = regions.bytes(t, (r, k), v.ipu, v.tile).ok_or_else(|| {
             invalid(format!(
                 "{here}: region {k} (elements {}..{} of tensor {}) is not in this tile's memory",
                 r.start,
@@ -560,7 +560,10 @@ fn check_compute_sets(exe: &Executable) -> Result<Vec<ComputeSetTensors>, Runtim
             check_codelet_vertex(exe, at, v, &mut regions, &mut writes)?;
             uses.add(first + i, &v.inputs, &v.outputs);
         }
-        writes.sort_unstable();
+        // Vertices usually come in tile and memory order: then there is nothing to sort.
+        if !writes.is_sorted() {
+            writes.sort_unstable();
+        }
         for w in writes.windows(2) {
             if w[0].tile == w[1].tile && w[1].begin < w[0].end && w[0].vertex != w[1].vertex {
                 let tiles = exe.target.tiles_per_ipu;
