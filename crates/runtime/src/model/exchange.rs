@@ -6,7 +6,7 @@ use crate::device::system::System;
 use crate::error::RuntimeError;
 use crate::model::code::TakingPart;
 use crate::model::cost;
-use crate::model::layout::{Locator, destination_pieces};
+use crate::model::layout::{Locator, TileSpan, destination_pieces};
 use crate::model::multicast::{self, Span};
 use crate::model::paging;
 use crate::model::read_once;
@@ -653,10 +653,17 @@ fn by_pairs_of_tiles(
     }
     let (ds, ss) = (block.dst_step as usize, block.src_step);
     let size = size as u64;
+    // The intervals of the last run written and read: the next run is most often written
+    // in the same one (and read in the same or the next).
+    let mut d = dst_at.span_at(block.first.dst_start);
+    let mut s = d;
+    let holds = |span: &TileSpan, at: usize| span.start <= at && at < span.end;
     let mut i = 0;
     while i < block.count {
         let run = block.run(i);
-        let d = dst_at.span_at(run.dst_start);
+        if !holds(&d, run.dst_start) {
+            d = dst_at.span_at(run.dst_start);
+        }
         if run.dst_start + len > d.end {
             one_run(traffic, run);
             i += 1;
@@ -676,7 +683,9 @@ fn by_pairs_of_tiles(
             start.min((start as isize + reach) as usize),
             start.max((start as isize + reach) as usize),
         );
-        let s = source.span_at(lo);
+        if i == 0 || !holds(&s, lo) {
+            s = source.span_at(lo);
+        }
         if hi >= s.end {
             one_run(traffic, run);
             i += 1;
