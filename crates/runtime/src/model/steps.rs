@@ -119,52 +119,41 @@ impl StepCosts {
     /// Costs every step of `exe` (validated) on `system`; compute sets and rearrangements
     /// are costed in parallel.
     pub(crate) fn of(exe: &Executable, system: &System) -> Result<StepCosts, RuntimeError> {
-        // Compute sets, rearrangements and copies all at once: a phase's last large item
-        // would leave the other threads idle.
-        let costed_compute_sets = || {
-            (0..exe.compute_sets.len())
-                .into_par_iter()
-                .map(|cs| compute_set_cost(exe, cs))
-                .collect::<Vec<ComputeCost>>()
-        };
-        let costed_rearranges = || {
-            exe.rearranges
-                .par_iter()
-                .map_init(
-                    || Traffic::new(system),
-                    |traffic, r| rearrangement_cost(traffic, system, &exe.tensors, r),
-                )
-                .collect::<Result<Vec<_>, RuntimeError>>()
-        };
-        let costed_copies = || {
-            copies(exe)
-                .into_par_iter()
-                .map_init(
-                    || Traffic::new(system),
-                    |traffic, (src, dst)| {
-                        let r = copy_as_rearrangement(exe, src, dst);
-                        let (cost, taking_part) =
-                            rearrangement_cost(traffic, system, &exe.tensors, &r)?;
-                        let reach = reach_of(exe, [src, dst]);
-                        Ok((
-                            (src, dst),
-                            CopyStep {
-                                name: r.name,
-                                cost,
-                                reach,
-                                taking_part,
-                            },
-                        ))
-                    },
-                )
-                .collect::<Result<HashMap<_, _>, RuntimeError>>()
-        };
-        let (compute_sets, (rearranged, copies)) = rayon::join(costed_compute_sets, || {
-            rayon::join(costed_rearranges, costed_copies)
-        });
-        let (rearranges, rearrange_tiles): (Vec<CopyCost>, Vec<TakingPart>) =
-            rearranged?.into_iter().unzip();
-        let copies = copies?;
+        let compute_sets: Vec<ComputeCost> = (0..exe.compute_sets.len())
+            .into_par_iter()
+            .map(|cs| compute_set_cost(exe, cs))
+            .collect();
+        let (rearranges, rearrange_tiles): (Vec<CopyCost>, Vec<TakingPart>) = exe
+            .rearranges
+            .par_iter()
+            .map_init(
+                || Traffic::new(system),
+                |traffic, r| rearrangement_cost(traffic, system, &exe.tensors, r),
+            )
+            .collect::<Result<Vec<_>, RuntimeError>>()?
+            .into_iter()
+            .unzip();
+        let copies = copies(exe)
+            .into_par_iter()
+            .map_init(
+                || Traffic::new(system),
+                |traffic, (src, dst)| {
+                    let r = copy_as_rearrangement(exe, src, dst);
+                    let (cost, taking_part) =
+                        rearrangement_cost(traffic, system, &exe.tensors, &r)?;
+                    let reach = reach_of(exe, [src, dst]);
+                    Ok((
+                        (src, dst),
+                        CopyStep {
+                            name: r.name,
+                            cost,
+                            reach,
+                            taking_part,
+                        },
+                    ))
+                },
+            )
+            .collect::<Result<HashMap<_, _>, RuntimeError>>()?;
         let mut streams = HashMap::new();
         for p in programs(exe) {
             each_node(p, &mut |q| {
@@ -199,10 +188,7 @@ impl StepCosts {
             rearranges: &rearrange_tiles,
             copies: copies.iter().map(|(k, c)| (*k, &c.taking_part)).collect(),
         };
-        let (code, largest_tensors) = rayon::join(
-            || code::code_memory(exe, &step_tiles),
-            || layout::largest_tensors(exe, 20),
-        );
+        let code = code::code_memory(exe, &step_tiles);
         let tile_memory = layout::tile_memory(exe, &code);
         layout::check_memory(exe, &tile_memory)?;
         Ok(StepCosts {
@@ -215,7 +201,7 @@ impl StepCosts {
             copies,
             streams,
             tile_memory,
-            largest_tensors,
+            largest_tensors: layout::largest_tensors(exe, 20),
         })
     }
 }
