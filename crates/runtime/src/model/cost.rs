@@ -81,33 +81,75 @@ fn vector_width(t: DType) -> u64 {
 /// `runs` runs for reductions; matrix products run at the target's AMP rate
 /// (`f32_macs_per_cycle` or `f16_macs_per_cycle` multiply-accumulates per cycle).
 pub fn vertex_cost(kernel: &KernelSpec, n: usize, runs: usize, target: &Target) -> VertexCost {
-    match kernel {
-        KernelSpec::Elementwise(k) => {
-            let per_element: u64 = k
-                .outputs
-                .iter()
-                .map(|(_, e)| expr_instructions(e) + 1)
-                .sum();
-            VertexCost::Worker(VERTEX_OVERHEAD + (n as u64).div_ceil(width(k)) * per_element)
+    KernelRate::of(kernel, target).vertex_cost(n, runs)
+}
+
+/// What a kernel's vertices cost, but for their sizes: found once for the many vertices of
+/// a compute set that run one kernel (an element-wise kernel's expression is walked once).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelRate {
+    /// An element-wise kernel.
+    Elementwise {
+        /// Instructions per step of the data path ...
+        per_element: u64,
+        /// ... which takes this many elements.
+        width: u64,
+    },
+    /// A reduction: two instructions per step of the data path, four per run.
+    Reduce {
+        /// Input elements per step of the data path.
+        width: u64,
+    },
+    /// A matrix product.
+    MatMul {
+        /// Its cycles, whatever the vertex (its sizes are the kernel's).
+        cycles: u64,
+    },
+}
+
+impl KernelRate {
+    /// The rate of `kernel` on `target`.
+    pub fn of(kernel: &KernelSpec, target: &Target) -> KernelRate {
+        match kernel {
+            KernelSpec::Elementwise(k) => KernelRate::Elementwise {
+                per_element: k
+                    .outputs
+                    .iter()
+                    .map(|(_, e)| expr_instructions(e) + 1)
+                    .sum(),
+                width: width(k),
+            },
+            KernelSpec::Reduce(k) => KernelRate::Reduce {
+                width: match k.input.is_float() {
+                    true => vector_width(k.input),
+                    false => 1,
+                },
+            },
+            KernelSpec::MatMul(k) => {
+                let macs = if k.input == DType::F16 {
+                    target.f16_macs_per_cycle
+                } else {
+                    target.f32_macs_per_cycle
+                };
+                let products = (k.m * k.n * k.k) as u64;
+                KernelRate::MatMul {
+                    cycles: VERTEX_OVERHEAD * target.worker_contexts as u64
+                        + products.div_ceil(macs),
+                }
+            }
         }
-        KernelSpec::Reduce(k) => {
-            let w = if k.input.is_float() {
-                vector_width(k.input)
-            } else {
-                1
-            };
-            VertexCost::Worker(VERTEX_OVERHEAD + (n as u64).div_ceil(w) * 2 + runs as u64 * 4)
-        }
-        KernelSpec::MatMul(k) => {
-            let macs = if k.input == DType::F16 {
-                target.f16_macs_per_cycle
-            } else {
-                target.f32_macs_per_cycle
-            };
-            let products = (k.m * k.n * k.k) as u64;
-            VertexCost::Supervisor(
-                VERTEX_OVERHEAD * target.worker_contexts as u64 + products.div_ceil(macs),
-            )
+    }
+
+    /// A vertex of `n` elements (`n` input elements in `runs` runs for a reduction).
+    pub fn vertex_cost(&self, n: usize, runs: usize) -> VertexCost {
+        match *self {
+            KernelRate::Elementwise { per_element, width } => {
+                VertexCost::Worker(VERTEX_OVERHEAD + (n as u64).div_ceil(width) * per_element)
+            }
+            KernelRate::Reduce { width } => VertexCost::Worker(
+                VERTEX_OVERHEAD + (n as u64).div_ceil(width) * 2 + runs as u64 * 4,
+            ),
+            KernelRate::MatMul { cycles } => VertexCost::Supervisor(cycles),
         }
     }
 }

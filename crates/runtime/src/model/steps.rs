@@ -7,7 +7,7 @@ use crate::device::system::System;
 use crate::error::RuntimeError;
 use crate::model::code::{self, StepTiles, TakingPart};
 use crate::model::collective::{self, CollectiveCost, PhaseCost};
-use crate::model::cost::{self, VertexCost};
+use crate::model::cost::{self, KernelRate, VertexCost};
 use crate::model::exchange::{CopyCost, Traffic, rearrangement_cost};
 use crate::model::layout;
 use crate::model::paging;
@@ -246,12 +246,21 @@ pub(crate) fn compute_set_cost(exe: &Executable, cs_index: usize) -> ComputeCost
     // of core), then grouped by tile (stable: a tile's vertices stay in order).
     let mut placed: Vec<(usize, VertexCost, u64)> =
         Vec::with_capacity(cs.vertices.len() + cs.codelet_vertices.len());
+    // A compute set's vertices mostly run one kernel: its rate is found once per run of them.
+    let mut rate: Option<(&std::sync::Arc<KernelSpec>, KernelRate)> = None;
     for v in &cs.vertices {
         let (elements, runs) = match &*v.kernel {
             KernelSpec::Elementwise(_) | KernelSpec::MatMul(_) => (v.outputs[0].len, 0),
             KernelSpec::Reduce(_) => (v.inputs[0].len, v.outputs[0].len),
         };
-        let c = cost::vertex_cost(&v.kernel, elements, runs, target);
+        let of_kernel = match rate {
+            Some((k, r)) if std::sync::Arc::ptr_eq(k, &v.kernel) => r,
+            _ => {
+                rate.insert((&v.kernel, KernelRate::of(&v.kernel, target)))
+                    .1
+            }
+        };
+        let c = of_kernel.vertex_cost(elements, runs);
         let tile = v.ipu * target.tiles_per_ipu + v.tile;
         placed.push((tile, c, touched_by(&v.inputs, &v.outputs)));
     }
