@@ -10,6 +10,7 @@ use crate::CompileError;
 use crate::config::PartialsType;
 use codegen::{BinaryOp as KB, DType, ElementwiseKernel, Expr, KernelSpec, MatMulKernel};
 use runtime::{Program, Region, Vertex};
+use std::collections::HashMap;
 use std::sync::Arc;
 use xla_ir::{ArrayShape, ElementType, Op};
 
@@ -337,20 +338,26 @@ impl Lowerer<'_> {
         );
         let tpi = self.target.tiles_per_ipu;
         let mut vertices = Vec::new();
+        // Blocks of one shape share their kernel: the IPU holds its code once per tile, and
+        // the model and the engine work a kernel out once per run of vertices sharing it.
+        let mut kernels: HashMap<(usize, usize, usize), Arc<KernelSpec>> = HashMap::new();
         for (blk, &(a0, b0, c0)) in blocks.iter().zip(&starts) {
             let (mb, nb, kb) = (blk.m.1, blk.n.1, blk.k.1);
             if mb * nb == 0 {
                 continue;
             }
+            let kernel = kernels.entry((mb, kb, nb)).or_insert_with(|| {
+                Arc::new(KernelSpec::MatMul(MatMulKernel {
+                    m: mb,
+                    k: kb,
+                    n: nb,
+                    input: in_type,
+                    partials,
+                }))
+            });
             for j in 0..blk.b.1 {
                 vertices.push(Vertex {
-                    kernel: Arc::new(KernelSpec::MatMul(MatMulKernel {
-                        m: mb,
-                        k: kb,
-                        n: nb,
-                        input: in_type,
-                        partials,
-                    })),
+                    kernel: kernel.clone(),
                     ipu: blk.tile / tpi,
                     tile: blk.tile % tpi,
                     inputs: vec![

@@ -219,6 +219,29 @@ impl Traffic {
         }
     }
 
+    /// `bytes` read from tile `src` with stride -1 or 1 and written on tile `dst`, when no
+    /// stretch is kept: what [`Traffic::add`] counts of such a read.
+    #[inline(always)]
+    fn add_bytes(&mut self, src: (usize, usize), dst: (usize, usize), bytes: u64) {
+        debug_assert!(!self.keeping_stretches);
+        let (s, d) = (
+            src.0 * self.tiles_per_ipu + src.1,
+            dst.0 * self.tiles_per_ipu + dst.1,
+        );
+        self.join(s);
+        self.join(d);
+        if s == d {
+            self.on_tile[s] += bytes;
+        } else if src.0 == dst.0 {
+            self.sent[s] += bytes;
+            self.received[d] += bytes;
+            self.bytes_exchanged += bytes;
+        } else {
+            *self.links.entry((src.0, dst.0)).or_default() += bytes;
+            self.bytes_over_links += bytes;
+        }
+    }
+
     /// [`Traffic::add`] for a read with a stride other than -1, 0 or 1: where its bytes
     /// lie in the source's memory does not matter (no receiver can share a strided send),
     /// only how many go between which tiles, so reads of the same tiles add up.
@@ -651,6 +674,9 @@ fn by_pairs_of_tiles(
         block.runs().for_each(|run| one_run(traffic, run));
         return;
     }
+    if let (false, Some((source, 1 | -1))) = (traffic.keeping_stretches, source) {
+        return run_by_run_counting(traffic, block, (dst_at, source), size, one_run);
+    }
     let (ds, ss) = (block.dst_step as usize, block.src_step);
     let size = size as u64;
     // The intervals of the last run written and read: the next run is most often written
@@ -702,6 +728,44 @@ fn by_pairs_of_tiles(
         let repeats = (j - i + 1, ss as i64 * size as i64);
         traffic.add_repeated((s.ipu, s.tile), dst, (at, stride), len, size, repeats);
         i = j + 1;
+    }
+}
+
+/// [`by_pairs_of_tiles`] for a block read with stride -1 or 1 when no stretch is kept: then
+/// a run within one interval of each side only adds its bytes to its two tiles, and the
+/// block is walked run by run with nothing else to work out (no stretch to grow, no
+/// repeat to count: most runs of a gather are alone in their source interval).
+fn run_by_run_counting(
+    traffic: &mut Traffic,
+    block: &RunBlock,
+    (dst_at, source): (&Locator, &Locator),
+    size: usize,
+    one_run: &mut impl FnMut(&mut Traffic, Run),
+) {
+    let len = block.first.len;
+    let bytes = (len * size) as u64;
+    let holds = |span: &TileSpan, lo: usize, hi: usize| span.start <= lo && hi < span.end;
+    let (mut d, mut s) = (dst_at.span_at(block.first.dst_start), None::<TileSpan>);
+    for run in block.runs() {
+        let RunSource::Tensor { start, stride, .. } = run.source else {
+            unreachable!("the caller passes blocks that read a tensor")
+        };
+        let dst_last = run.dst_start + len - 1;
+        if !holds(&d, run.dst_start, run.dst_start) {
+            d = dst_at.span_at(run.dst_start);
+        }
+        let other_end = (start as isize + (len - 1) as isize * stride) as usize;
+        let (lo, hi) = (start.min(other_end), start.max(other_end));
+        let read = match s {
+            Some(span) if holds(&span, lo, hi) => span,
+            _ => source.span_at(lo),
+        };
+        s = Some(read);
+        if dst_last >= d.end || hi >= read.end {
+            one_run(traffic, run);
+            continue;
+        }
+        traffic.add_bytes((read.ipu, read.tile), (d.ipu, d.tile), bytes);
     }
 }
 
