@@ -416,6 +416,14 @@ impl Traffic {
         true
     }
 
+    /// With no source element read twice, a tile's every byte sent goes to one receiver:
+    /// it puts on its wires exactly what it sends, and the busiest sender is settled.
+    fn settle_sends_exactly(&mut self) -> bool {
+        let sent = self.joined.iter().map(|&t| self.sent[t as usize]);
+        self.sends_settled = Some(sent.max().unwrap_or(0));
+        true
+    }
+
     /// The most bytes a tile (physical tile, out of core) puts on its wires, receivers
     /// sharing its sends ([`multicast::bytes_sent`]), or `at_least` if no tile puts more.
     fn busiest_sender(&self, target: &crate::Target, ipus: usize, at_least: u64) -> u64 {
@@ -558,13 +566,18 @@ fn cost_bounding_sends(
     // the sources: unless a tile holds more than the busiest receiver receives, what each
     // tile sends to whom need not be kept (out of core every tile's sends add up on its
     // physical tile, so they are always kept).
-    let once = bound
-        && !system.target.is_out_of_core()
-        && read_once::reads_each_element_once(r, &dst_at, tiles_per_ipu);
+    let bound = bound && !system.target.is_out_of_core();
+    let once_in_all = bound && read_once::reads_each_element_once_in_all(r);
+    let once =
+        once_in_all || (bound && read_once::reads_each_element_once(r, &dst_at, tiles_per_ipu));
     traffic.clear(!once);
     add_runs(traffic, tensors, r, &dst_at, &sources);
     let tiles = traffic.tiles();
-    let settled = once && traffic.settle_sends(|| held_of_sources(tensors, r, tiles));
+    let settled = match (once_in_all, once) {
+        (true, _) => traffic.settle_sends_exactly(),
+        (false, true) => traffic.settle_sends(|| held_of_sources(tensors, r, tiles)),
+        (false, false) => false,
+    };
     if once && !settled {
         traffic.clear(true);
         add_runs(traffic, tensors, r, &dst_at, &sources);
@@ -682,7 +695,7 @@ fn by_pairs_of_tiles(
     // The intervals of the last run written and read: the next run is most often written
     // in the same one (and read in the same or the next).
     let mut d = dst_at.span_at(block.first.dst_start);
-    let mut s = d;
+    let mut s: Option<TileSpan> = None;
     let holds = |span: &TileSpan, at: usize| span.start <= at && at < span.end;
     let mut i = 0;
     while i < block.count {
@@ -709,9 +722,10 @@ fn by_pairs_of_tiles(
             start.min((start as isize + reach) as usize),
             start.max((start as isize + reach) as usize),
         );
-        if i == 0 || !holds(&s, lo) {
-            s = source.span_at(lo);
-        }
+        let s = *s.insert(match s {
+            Some(span) if holds(&span, lo) => span,
+            _ => source.span_at(lo),
+        });
         if hi >= s.end {
             one_run(traffic, run);
             i += 1;
@@ -793,18 +807,23 @@ mod tests {
     use codegen::DType;
 
     /// A tensor of `elements` in intervals of random lengths on random tiles of 2 IPUs of
-    /// 4 tiles, at random offsets.
+    /// 4 tiles, at random offsets (no two of its intervals on one tile overlapping).
     fn tensor(elements: usize, next: &mut impl FnMut(usize) -> usize) -> Tensor {
         let mut mapping = Vec::new();
         let mut start = 0;
+        // Where each tile's memory is free from: a tensor's elements never share a byte.
+        let mut free = [[0u64; 4]; 2];
         while start < elements {
             let len = (1 + next(24)).min(elements - start);
+            let (ipu, tile) = (usize::from(next(6) == 0), next(4));
+            let offset = free[ipu][tile] + 4 * next(64) as u64;
+            free[ipu][tile] = offset + 4 * len as u64;
             mapping.push(Interval {
-                ipu: usize::from(next(6) == 0),
-                tile: next(4),
+                ipu,
+                tile,
                 start,
                 len,
-                offset: 4 * next(4096) as u64,
+                offset,
             });
             start += len;
         }
@@ -921,19 +940,24 @@ mod tests {
         let system = System::new(Target::ipu2().with_tiles_per_ipu(4), 2).expect("2 IPUs");
         let mut next = numbers(11);
         let mut traffic = Traffic::new(&system);
-        for case in 0..300 {
+        for case in 0..1000 {
             let (rows, cols) = (1 + next(12), 1 + next(12));
-            let source = tensor(rows * cols + 8, &mut next);
+            // The block starts anywhere in both tensors (its first run may cross an
+            // interval of the destination while later runs read inside that interval's
+            // range of elements).
+            let (s0, d0) = (next(24), next(24));
+            let source = tensor(s0 + rows * cols + 8, &mut next);
             let (count, len) = (1 + next(rows), 1 + next(cols));
-            let dst = tensor(count * len, &mut next);
+            let dst = tensor(d0 + count * len, &mut next);
             let stride = [1isize, 1, 0, -1][next(4)];
             let fill = next(8) == 0;
             let runs: Vec<Run> = (0..count)
                 .map(|i| {
-                    let start = match stride {
-                        -1 => i * cols + len - 1,
-                        _ => i * cols,
-                    };
+                    let start = s0
+                        + match stride {
+                            -1 => i * cols + len - 1,
+                            _ => i * cols,
+                        };
                     Run {
                         source: match fill {
                             true => RunSource::Fill,
@@ -943,7 +967,7 @@ mod tests {
                                 stride,
                             },
                         },
-                        dst_start: i * len,
+                        dst_start: d0 + i * len,
                         len,
                     }
                 })
@@ -961,6 +985,8 @@ mod tests {
             let (a, b) = (rearrange(blocks), rearrange(singles));
             let by_blocks = rearrangement_cost(&mut traffic, &system, &tensors, &a);
             let by_runs = rearrangement_cost(&mut traffic, &system, &tensors, &b);
+            // Every stretch kept: the path of blocks that may read an element twice.
+            let kept = cost_bounding_sends(&mut traffic, &system, &tensors, &a, false);
             let fresh = rearrangement_cost(&mut Traffic::new(&system), &system, &tensors, &a);
             let (by_blocks, by_runs) = (by_blocks.expect("costs"), by_runs.expect("costs"));
             assert_eq!(
@@ -969,6 +995,7 @@ mod tests {
                 "case {case}: a cleared traffic"
             );
             assert_eq!(by_blocks.0, by_runs.0, "case {case}: {:?}", a.runs);
+            assert_eq!(kept.expect("costs"), by_runs, "case {case}: stretches kept");
             assert_eq!(by_blocks.1, by_runs.1, "case {case}");
         }
     }

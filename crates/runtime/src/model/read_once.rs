@@ -113,6 +113,50 @@ impl Reads {
     }
 }
 
+/// Whether `r` reads each source element at most once in all (no two runs, whatever tiles
+/// they write, read one element): then every byte a tile sends goes to one receiver, and
+/// a tile puts on its wires exactly the bytes it sends (a slice, the partial sums of a
+/// dot gathered into place). `false` when that cannot be told cheaply: a source named
+/// twice (two names of one element), a stride-0 run (a broadcast: its element goes to
+/// every tile it writes), blocks whose runs overlap, or many blocks whose ranges
+/// interleave. Distinct elements of the sources lie in distinct bytes, as the memory
+/// planner places them.
+pub(crate) fn reads_each_element_once_in_all(r: &Rearrange) -> bool {
+    let named_twice = (r.sources.iter().enumerate()).any(|(i, s)| r.sources[..i].contains(s));
+    if named_twice {
+        return false;
+    }
+    let mut reads: Vec<Reads> = Vec::with_capacity(r.runs.blocks().len());
+    for block in r.runs.blocks() {
+        // A stride-0 run's one element goes to every tile the run writes.
+        if matches!(block.first.source, RunSource::Tensor { stride: 0, .. }) {
+            return false;
+        }
+        match Reads::of(block) {
+            BlockReads::Nothing => {}
+            BlockReads::Overlapping => return false,
+            BlockReads::Once(reading) => reads.push(reading),
+        }
+    }
+    // In order of where they start: each read is compared with the earlier ones whose
+    // range it meets, which are few unless blocks interleave.
+    reads.sort_unstable_by_key(|x| (x.k, x.first));
+    let mut budget = 4 * reads.len() + 64;
+    let mut open: Vec<usize> = Vec::new();
+    for (i, x) in reads.iter().enumerate() {
+        let (k, lo) = (x.k, x.first);
+        open.retain(|&j| reads[j].k == k && reads[j].bounds().1 > lo);
+        for &j in &open {
+            if budget == 0 || !reads[j].disjoint(x) {
+                return false;
+            }
+            budget -= 1;
+        }
+        open.push(i);
+    }
+    true
+}
+
 /// Whether each destination tile of `r` reads each source element at most once. `false`
 /// when that cannot be told cheaply: blocks whose runs overlap in the source, or blocks
 /// writing one tile with reads of different steps that overlap in range.
@@ -173,6 +217,78 @@ mod tests {
             count,
             extent,
         }
+    }
+
+    /// `reads_each_element_once_in_all` never says so of blocks that read an element twice,
+    /// and says so of disjoint blocks in few ranges.
+    #[test]
+    fn once_in_all_means_no_element_is_read_twice() {
+        use crate::program::executable::{Run, TensorId};
+        use crate::program::runs::Runs;
+        let mut next = numbers(5);
+        let mut told = 0;
+        for _ in 0..3000 {
+            let sources = 1 + next(2);
+            let blocks: Vec<RunBlock> = (0..1 + next(5))
+                .map(|_| {
+                    let count = 1 + next(4);
+                    let len = 1 + next(4);
+                    let stride = [1isize, 1, 0, -1, 2][next(5)];
+                    let src_step = [
+                        len as isize,
+                        len as isize + next(3) as isize,
+                        1,
+                        -(len as isize),
+                    ][next(4)];
+                    let start = 3 * len + 12 + next(30);
+                    RunBlock {
+                        first: Run::reading(next(sources) as u32, (start, stride), 0, len),
+                        count,
+                        dst_step: len as isize,
+                        src_step,
+                    }
+                })
+                .collect();
+            let mut seen = HashSet::new();
+            let mut twice = false;
+            for b in &blocks {
+                for run in b.runs() {
+                    let RunSource::Tensor { k, start, stride } = run.source else {
+                        continue;
+                    };
+                    if !matches!(stride, -1..=1) {
+                        continue;
+                    }
+                    let extent = if stride == 0 { 1 } else { run.len as isize };
+                    for e in 0..extent {
+                        twice |= !seen.insert((k, start as isize + e * stride));
+                    }
+                }
+            }
+            let r = Rearrange {
+                name: "r".into(),
+                dst: TensorId(0),
+                sources: (1..=sources as u32).map(TensorId).collect(),
+                fill: vec![0; 4],
+                runs: Runs::from_blocks(blocks),
+            };
+            let once = reads_each_element_once_in_all(&r);
+            assert!(!(once && twice), "{:?}", r.runs.blocks());
+            told += usize::from(once);
+        }
+        assert!(told > 500, "{told}");
+        // One source named twice: its elements have two names.
+        let named_twice = Rearrange {
+            name: "r".into(),
+            dst: TensorId(0),
+            sources: vec![TensorId(1), TensorId(1)],
+            fill: vec![0; 4],
+            runs: Runs::from_blocks(vec![
+                RunBlock::single(Run::reading(0, (0, 1), 0, 4)),
+                RunBlock::single(Run::reading(1, (0, 1), 4, 4)),
+            ]),
+        };
+        assert!(!reads_each_element_once_in_all(&named_twice));
     }
 
     fn elements(r: &Reads) -> HashSet<isize> {
