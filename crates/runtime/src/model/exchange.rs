@@ -10,6 +10,7 @@ use crate::model::layout::{Locator, TileSpan, destination_pieces};
 use crate::model::multicast::{self, Span};
 use crate::model::paging;
 use crate::model::read_once;
+use crate::model::read_tiles::{ReadTile, ReadTiles};
 use crate::model::shifted_reads::{ShiftedReads, StridedRead};
 use crate::program::executable::{Rearrange, Run, RunSource, Tensor};
 use crate::program::runs::RunBlock;
@@ -219,25 +220,27 @@ impl Traffic {
         }
     }
 
-    /// `bytes` read from tile `src` with stride -1 or 1 and written on tile `dst`, when no
-    /// stretch is kept: what [`Traffic::add`] counts of such a read.
+    /// `bytes` read with stride -1 or 1 from tile `s` and written on tile `d` (each
+    /// `(ipu * tiles_per_ipu + tile, ipu)`), when no stretch is kept: what
+    /// [`Traffic::add`] counts of such a read.
     #[inline(always)]
-    fn add_bytes(&mut self, src: (usize, usize), dst: (usize, usize), bytes: u64) {
+    fn add_bytes(
+        &mut self,
+        (s, src_ipu): (usize, usize),
+        (d, dst_ipu): (usize, usize),
+        bytes: u64,
+    ) {
         debug_assert!(!self.keeping_stretches);
-        let (s, d) = (
-            src.0 * self.tiles_per_ipu + src.1,
-            dst.0 * self.tiles_per_ipu + dst.1,
-        );
         self.join(s);
         self.join(d);
         if s == d {
             self.on_tile[s] += bytes;
-        } else if src.0 == dst.0 {
+        } else if src_ipu == dst_ipu {
             self.sent[s] += bytes;
             self.received[d] += bytes;
             self.bytes_exchanged += bytes;
         } else {
-            *self.links.entry((src.0, dst.0)).or_default() += bytes;
+            *self.links.entry((src_ipu, dst_ipu)).or_default() += bytes;
             self.bytes_over_links += bytes;
         }
     }
@@ -654,8 +657,10 @@ fn add_runs(
             }
         });
     };
+    let mut read_tiles = ReadTiles::default();
     for block in r.runs.blocks() {
-        by_pairs_of_tiles(traffic, block, dst_at, sources, size, &mut one_run);
+        let at = (dst_at, sources);
+        by_pairs_of_tiles(traffic, block, at, &mut read_tiles, size, &mut one_run);
     }
     strided.flush(|src, dst, m| traffic.add_strided(src, dst, m, size as u64));
 }
@@ -669,8 +674,8 @@ fn add_runs(
 fn by_pairs_of_tiles(
     traffic: &mut Traffic,
     block: &RunBlock,
-    dst_at: &Locator,
-    sources: &[Locator],
+    (dst_at, sources): (&Locator, &[Locator]),
+    read_tiles: &mut ReadTiles,
     size: usize,
     one_run: &mut impl FnMut(&mut Traffic, Run),
 ) {
@@ -688,7 +693,8 @@ fn by_pairs_of_tiles(
         return;
     }
     if let (false, Some((source, 1 | -1))) = (traffic.keeping_stretches, source) {
-        return run_by_run_counting(traffic, block, (dst_at, source), size, one_run);
+        let reads = read_tiles.of(block, source, traffic.tiles_per_ipu);
+        return run_by_run_counting(traffic, block, (dst_at, reads), size, one_run);
     }
     let (ds, ss) = (block.dst_step as usize, block.src_step);
     let size = size as u64;
@@ -748,38 +754,35 @@ fn by_pairs_of_tiles(
 /// [`by_pairs_of_tiles`] for a block read with stride -1 or 1 when no stretch is kept: then
 /// a run within one interval of each side only adds its bytes to its two tiles, and the
 /// block is walked run by run with nothing else to work out (no stretch to grow, no
-/// repeat to count: most runs of a gather are alone in their source interval).
+/// repeat to count: most runs of a gather are alone in their source interval). `reads`:
+/// where each run reads ([`ReadTiles`]).
 fn run_by_run_counting(
     traffic: &mut Traffic,
     block: &RunBlock,
-    (dst_at, source): (&Locator, &Locator),
+    (dst_at, reads): (&Locator, &[ReadTile]),
     size: usize,
     one_run: &mut impl FnMut(&mut Traffic, Run),
 ) {
     let len = block.first.len;
     let bytes = (len * size) as u64;
-    let holds = |span: &TileSpan, lo: usize, hi: usize| span.start <= lo && hi < span.end;
-    let (mut d, mut s) = (dst_at.span_at(block.first.dst_start), None::<TileSpan>);
-    for run in block.runs() {
-        let RunSource::Tensor { start, stride, .. } = run.source else {
-            unreachable!("the caller passes blocks that read a tensor")
-        };
-        let dst_last = run.dst_start + len - 1;
-        if !holds(&d, run.dst_start, run.dst_start) {
-            d = dst_at.span_at(run.dst_start);
+    let (step, tiles_per_ipu) = (block.dst_step as usize, traffic.tiles_per_ipu);
+    let mut d = dst_at.span_at(block.first.dst_start);
+    let mut written = d.ipu * tiles_per_ipu + d.tile;
+    for (i, &read) in reads.iter().enumerate() {
+        let dst_start = block.first.dst_start + i * step;
+        if !(d.start <= dst_start && dst_start < d.end) {
+            d = dst_at.span_at(dst_start);
+            written = d.ipu * tiles_per_ipu + d.tile;
         }
-        let other_end = (start as isize + (len - 1) as isize * stride) as usize;
-        let (lo, hi) = (start.min(other_end), start.max(other_end));
-        let read = match s {
-            Some(span) if holds(&span, lo, hi) => span,
-            _ => source.span_at(lo),
-        };
-        s = Some(read);
-        if dst_last >= d.end || hi >= read.end {
-            one_run(traffic, run);
+        if dst_start + len > d.end || read == ReadTile::CROSSES {
+            one_run(traffic, block.run(i));
             continue;
         }
-        traffic.add_bytes((read.ipu, read.tile), (d.ipu, d.tile), bytes);
+        traffic.add_bytes(
+            (read.tile as usize, read.ipu as usize),
+            (written, d.ipu),
+            bytes,
+        );
     }
 }
 

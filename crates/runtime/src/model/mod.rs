@@ -28,6 +28,7 @@ pub(crate) mod multicast;
 pub(crate) mod paging;
 pub(crate) mod profile;
 pub(crate) mod read_once;
+pub(crate) mod read_tiles;
 pub(crate) mod shifted_reads;
 pub(crate) mod steps;
 #[cfg(test)]
