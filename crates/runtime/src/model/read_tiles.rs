@@ -9,7 +9,7 @@
 use crate::model::layout::{Locator, TileSpan};
 use crate::program::executable::RunSource;
 use crate::program::runs::RunBlock;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// Where a run reads: the tile (`ipu * tiles_per_ipu + tile`) and its IPU, or
 /// [`ReadTile::CROSSES`] for a run that reads from more than one interval.
@@ -33,7 +33,8 @@ type Pattern = (u32, usize, isize, usize, usize, isize);
 /// The tiles each pattern of reads reads from, run by run, for one rearrangement.
 #[derive(Default)]
 pub(crate) struct ReadTiles {
-    by_pattern: HashMap<Pattern, Vec<ReadTile>>,
+    /// Keyed with a fast hash: a gather has a block per operand chunk and destination.
+    by_pattern: FxHashMap<Pattern, Vec<ReadTile>>,
 }
 
 impl ReadTiles {

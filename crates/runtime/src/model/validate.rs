@@ -110,6 +110,21 @@ impl std::fmt::Display for VertexAt<'_> {
     }
 }
 
+/// The element type of region `k` of a vertex running `kernel`, which takes `ins` inputs
+/// (its outputs numbered after them).
+fn region_type(kernel: &KernelSpec, ins: usize, k: usize) -> DType {
+    match kernel {
+        KernelSpec::Elementwise(e) => match e.inputs.get(k) {
+            Some(&t) => t,
+            None => e.outputs[k - ins].0,
+        },
+        KernelSpec::Reduce(r) if k < ins => r.input,
+        KernelSpec::Reduce(r) => r.partial_type(),
+        KernelSpec::MatMul(m) if k < ins => m.input,
+        KernelSpec::MatMul(m) => m.partials,
+    }
+}
+
 /// Checks a vertex's regions against its kernel; adds the byte ranges it writes to `writes`.
 fn check_vertex(
     exe: &Executable,
@@ -128,27 +143,19 @@ fn check_vertex(
     if v.ipu >= exe.num_ipus || v.tile >= exe.target.tiles_per_ipu {
         return Err(invalid(format!("{here} is outside the system")));
     }
-    type Types = SmallVec<[DType; 4]>;
-    let (in_types, out_types, lengths_ok): (Types, Types, bool) = match &*v.kernel {
+    // How many regions the kernel takes, and whether the vertex's lengths fit it.
+    let (ins, outs, lengths_ok) = match &*v.kernel {
         KernelSpec::Elementwise(k) => {
             let n = v.outputs.first().map_or(0, |r| r.len);
             let same = v.inputs.iter().chain(&v.outputs).all(|r| r.len == n);
-            (
-                k.inputs.iter().copied().collect(),
-                k.outputs.iter().map(|(t, _)| *t).collect(),
-                same,
-            )
+            (k.inputs.len(), k.outputs.len(), same)
         }
-        KernelSpec::Reduce(k) => {
+        KernelSpec::Reduce(_) => {
             let ok = match (v.inputs.first(), v.outputs.first()) {
                 (Some(i), Some(o)) => i.len == v.run_length * o.len,
                 _ => false,
             };
-            (
-                smallvec::smallvec![k.input],
-                smallvec::smallvec![k.partial_type()],
-                ok,
-            )
+            (1, 1, ok)
         }
         KernelSpec::MatMul(k) => {
             let lens = [k.m * k.k, k.k * k.n, k.m * k.n];
@@ -157,18 +164,12 @@ fn check_vertex(
                 && v.inputs[0].len == lens[0]
                 && v.inputs[1].len == lens[1]
                 && v.outputs[0].len == lens[2];
-            (
-                smallvec::smallvec![k.input, k.input],
-                smallvec::smallvec![k.partials],
-                ok,
-            )
+            (2, 1, ok)
         }
     };
-    if v.inputs.len() != in_types.len() || v.outputs.len() != out_types.len() {
+    if v.inputs.len() != ins || v.outputs.len() != outs {
         return Err(invalid(format!(
-            "{here}: the kernel takes {} inputs and {} outputs, the vertex connects {} and {}",
-            in_types.len(),
-            out_types.len(),
+            "{here}: the kernel takes {ins} inputs and {outs} outputs, the vertex connects {} and {}",
             v.inputs.len(),
             v.outputs.len()
         )));
@@ -178,15 +179,10 @@ fn check_vertex(
             "{here}: region lengths do not fit the kernel"
         )));
     }
-    for (k, (r, t)) in v
-        .inputs
-        .iter()
-        .zip(&in_types)
-        .chain(v.outputs.iter().zip(&out_types))
-        .enumerate()
-    {
+    for (k, r) in v.inputs.iter().chain(&v.outputs).enumerate() {
+        let t = region_type(&v.kernel, ins, k);
         let tensor = tensor(exe, r.tensor, &here)?;
-        if tensor.dtype != *t {
+        if tensor.dtype != t {
             return Err(invalid(format!(
                 "{here}: region {k} is tensor {} of {:?} but the kernel expects {t:?}",
                 tensor.name, tensor.dtype
