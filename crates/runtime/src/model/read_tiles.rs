@@ -33,8 +33,11 @@ type Pattern = (u32, usize, isize, usize, usize, isize);
 /// The tiles each pattern of reads reads from, run by run, for one rearrangement.
 #[derive(Default)]
 pub(crate) struct ReadTiles {
-    /// Keyed with a fast hash: a gather has a block per operand chunk and destination.
-    by_pattern: FxHashMap<Pattern, Vec<ReadTile>>,
+    /// Keyed with a fast hash (a gather has a block per operand chunk and destination):
+    /// where in `tiles` each pattern's runs are.
+    by_pattern: FxHashMap<Pattern, (usize, usize)>,
+    /// Every pattern's, one after another (one allocation, not one per block).
+    tiles: Vec<ReadTile>,
 }
 
 impl ReadTiles {
@@ -57,38 +60,39 @@ impl ReadTiles {
             block.count,
             block.src_step,
         );
-        self.by_pattern
-            .entry(key)
-            .or_insert_with(|| locate(block, source, tiles_per_ipu))
+        let tiles = &mut self.tiles;
+        let (from, to) = *self.by_pattern.entry(key).or_insert_with(|| {
+            let from = tiles.len();
+            locate(block, source, tiles_per_ipu, tiles);
+            (from, tiles.len())
+        });
+        &self.tiles[from..to]
     }
 }
 
-/// Where each run of `block` reads (see [`ReadTiles::of`]).
-fn locate(block: &RunBlock, source: &Locator, tiles_per_ipu: usize) -> Vec<ReadTile> {
+/// Where each run of `block` reads (see [`ReadTiles::of`]), added to `tiles`.
+fn locate(block: &RunBlock, source: &Locator, tiles_per_ipu: usize, tiles: &mut Vec<ReadTile>) {
     let len = block.first.len;
     let holds = |span: &TileSpan, lo: usize, hi: usize| span.start <= lo && hi < span.end;
     let mut s: Option<TileSpan> = None;
-    block
-        .runs()
-        .map(|run| {
-            let RunSource::Tensor { start, stride, .. } = run.source else {
-                unreachable!("a block's runs read what its first reads")
-            };
-            let other_end = (start as isize + (len as isize - 1) * stride) as usize;
-            let (lo, hi) = (start.min(other_end), start.max(other_end));
-            let read = *s.insert(match s {
-                Some(span) if holds(&span, lo, hi) => span,
-                _ => source.span_at(lo),
-            });
-            match hi < read.end {
-                true => ReadTile {
-                    tile: (read.ipu * tiles_per_ipu + read.tile) as u32,
-                    ipu: read.ipu as u32,
-                },
-                false => ReadTile::CROSSES,
-            }
-        })
-        .collect()
+    tiles.extend(block.runs().map(|run| {
+        let RunSource::Tensor { start, stride, .. } = run.source else {
+            unreachable!("a block's runs read what its first reads")
+        };
+        let other_end = (start as isize + (len as isize - 1) * stride) as usize;
+        let (lo, hi) = (start.min(other_end), start.max(other_end));
+        let read = *s.insert(match s {
+            Some(span) if holds(&span, lo, hi) => span,
+            _ => source.span_at(lo),
+        });
+        match hi < read.end {
+            true => ReadTile {
+                tile: (read.ipu * tiles_per_ipu + read.tile) as u32,
+                ipu: read.ipu as u32,
+            },
+            false => ReadTile::CROSSES,
+        }
+    }));
 }
 
 #[cfg(test)]
