@@ -567,8 +567,9 @@ fn cost_bounding_sends(
     let tiles_per_ipu = system.target.tiles_per_ipu;
     // Receivers that read each source element once are sent at most what a tile holds of
     // the sources: unless a tile holds more than the busiest receiver receives, what each
-    // tile sends to whom need not be kept (out of core every tile's sends add up on its
-    // physical tile, so they are always kept).
+    // tile sends to whom need not be kept. With no element read twice at all, each tile
+    // puts exactly what it sends on its wires. (Out of core every tile's sends add up on
+    // its physical tile, so they are always kept.)
     let bound = bound && !system.target.is_out_of_core();
     let once_in_all = bound && read_once::reads_each_element_once_in_all(r);
     let once =
