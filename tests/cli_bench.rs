@@ -119,15 +119,15 @@ fn zero_runs_is_refused() {
 #[test]
 fn bench_cases_estimate_what_they_run_with_the_recorded_cycles_and_peaks() {
     let want = [
-        ("bench_cnn_train_b32", 2_159_931, 433_408, 190_869_504u64),
+        ("bench_cnn_train_b32", 173_617, 213_620, 190_869_504u64),
         (
             "bench_encoder_stack12_fwd",
-            1_667_103,
+            1_654_563,
             82_876,
             2_617_245_696,
         ),
-        ("bench_mlp_train_b256", 215_920, 25_756, 257_818_624),
-        ("bench_transformer_fwd_bwd", 517_078, 65_860, 2_415_919_104),
+        ("bench_mlp_train_b256", 200_999, 25_780, 257_818_624),
+        ("bench_transformer_fwd_bwd", 514_518, 65_940, 2_415_919_104),
     ];
     let dirs: Vec<String> = want.iter().map(|(c, ..)| fixture(c)).collect();
     let mut args = vec!["bench", "--json"];

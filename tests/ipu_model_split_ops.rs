@@ -70,3 +70,155 @@ fn split_operands_reach_every_part_in_one_rearrangement_and_the_parts_match_the_
         );
     }
 }
+
+/// Window ops split along their windowed dimensions too: a strided, padded convolution
+/// cut into bands of output rows (each reading the input rows its windows cover, padded
+/// where they leave the input), a max pool and its gradient (select-and-scatter) cut where
+/// their windows do not overlap (an odd number of columns: the last is in no window), and
+/// a reduce-window whose windows leave gaps.
+const WINDOWED: &str = r#"HloModule windowed
+
+max {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+
+ge {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = pred[] compare(a, b), direction=GE
+}
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY main {
+  x = f32[2,33,29,3]{3,2,1,0} parameter(0)
+  k = f32[3,3,3,8]{3,2,1,0} parameter(1)
+  conv = f32[2,17,16,8]{3,2,1,0} convolution(x, k), window={size=3x3 stride=2x2 pad=1_1x2_2}, dim_labels=b01f_01io->b01f
+  ninf = f32[] constant(-inf)
+  pool = f32[2,8,8,8]{3,2,1,0} reduce-window(conv, ninf), window={size=1x2x2x1 stride=1x2x2x1}, to_apply=max
+  zero = f32[] constant(0)
+  grad = f32[2,17,16,8]{3,2,1,0} select-and-scatter(conv, pool, zero), window={size=1x2x2x1 stride=1x2x2x1}, select=ge, scatter=add
+  gaps = f32[2,17,5,8]{3,2,1,0} reduce-window(conv, ninf), window={size=1x1x2x1 stride=1x1x3x1}, to_apply=max
+  ROOT out = (f32[2,17,16,8]{3,2,1,0}, f32[2,8,8,8]{3,2,1,0}, f32[2,17,16,8]{3,2,1,0}, f32[2,17,5,8]{3,2,1,0}) tuple(conv, pool, grad, gaps)
+}
+"#;
+
+#[test]
+fn window_ops_split_along_their_windows_match_the_evaluator() {
+    let module = xla_ir::parse_module(WINDOWED).unwrap();
+    let inputs = vec![values(&[2, 33, 29, 3], 3), values(&[3, 3, 3, 8], 4)];
+    let run = ipuxla::device::run_on_ipu_model(&module, &IpuConfig::default(), &inputs).unwrap();
+    for op in ["conv", "pool", "grad", "gaps"] {
+        let step = (run.profile.steps.iter())
+            .find(|s| s.name == op)
+            .unwrap_or_else(|| panic!("{op} computes"));
+        assert!(
+            step.tiles > 2,
+            "{op}: split beyond its batch of 2 ({} tiles)",
+            step.tiles
+        );
+    }
+    let Literal::Tuple(want) = xla_ir::eval::evaluate(&module, &inputs).unwrap() else {
+        panic!("a tuple result");
+    };
+    assert_eq!(run.outputs.len(), want.len());
+    for (k, (got, want)) in run.outputs.iter().zip(&want).enumerate() {
+        let Literal::Array(want) = want else {
+            panic!("array leaves");
+        };
+        let (ArrayData::F32(got), ArrayData::F32(want)) = (&got.data, &want.data) else {
+            panic!("f32 results");
+        };
+        assert_eq!(got.len(), want.len(), "output {k}");
+        for (i, (g, w)) in got.iter().zip(want).enumerate() {
+            assert!(
+                (g - w).abs() <= 1e-5 * w.abs().max(1.0),
+                "output {k} element {i}: {g} vs {w}"
+            );
+        }
+    }
+}
+
+/// Convolutions of random windows (sizes, strides, padding, window dilation; inputs large
+/// enough that bands of output rows are offered) split over tiles match the evaluator.
+#[test]
+fn random_windowed_convolutions_split_in_bands_match_the_evaluator() {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut below = |n: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n
+    };
+    for case in 0..24 {
+        // Per spatial dimension: (input, window size, stride, dilation, pad low, pad high).
+        let spatial: Vec<[u64; 6]> = (0..2)
+            .map(|_| {
+                let (size, stride, dilation) = (1 + below(3), 1 + below(2), 1 + below(2));
+                let span = (size - 1) * dilation + 1;
+                [
+                    4 * span + below(9),
+                    size,
+                    stride,
+                    dilation,
+                    below(span),
+                    below(span),
+                ]
+            })
+            .collect();
+        let out = |[n, size, stride, dilation, low, high]: [u64; 6]| {
+            (n + low + high - ((size - 1) * dilation + 1)) / stride + 1
+        };
+        let both = |f: &dyn Fn([u64; 6]) -> String| format!("{}x{}", f(spatial[0]), f(spatial[1]));
+        let (batch, c_in, c_out) = (1 + below(2), 1 + below(3), 1 + below(5));
+        let (x, k) = (
+            [batch, spatial[0][0], spatial[1][0], c_in],
+            [spatial[0][1], spatial[1][1], c_in, c_out],
+        );
+        let list = |d: &[u64]| d.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+        let text = format!(
+            "HloModule band\n\nENTRY main {{\n  x = f32[{}]{{3,2,1,0}} parameter(0)\n  k = f32[{}]{{3,2,1,0}} parameter(1)\n  ROOT y = f32[{batch},{},{},{c_out}]{{3,2,1,0}} convolution(x, k), window={{size={} stride={} pad={} rhs_dilate={}}}, dim_labels=b01f_01io->b01f\n}}\n",
+            list(&x),
+            list(&k),
+            out(spatial[0]),
+            out(spatial[1]),
+            both(&|d| d[1].to_string()),
+            both(&|d| d[2].to_string()),
+            both(&|d| format!("{}_{}", d[4], d[5])),
+            both(&|d| d[3].to_string()),
+        );
+        let module =
+            xla_ir::parse_module(&text).unwrap_or_else(|e| panic!("case {case}: {e}\n{text}"));
+        let as_dims = |d: &[u64]| d.iter().map(|&v| v as i64).collect::<Vec<_>>();
+        let inputs = vec![values(&as_dims(&x), case), values(&as_dims(&k), case + 100)];
+        let run = ipuxla::device::run_on_ipu_model(&module, &IpuConfig::default(), &inputs)
+            .unwrap_or_else(|e| panic!("case {case}: {e:#}\n{text}"));
+        let step = (run.profile.steps.iter())
+            .find(|s| s.name == "y")
+            .expect("y computes");
+        assert!(
+            step.tiles as u64 > batch * c_out,
+            "case {case}: bands of rows too ({} tiles)\n{text}",
+            step.tiles
+        );
+        let Literal::Array(want) = xla_ir::eval::evaluate(&module, &inputs).unwrap() else {
+            panic!("one array result");
+        };
+        let (ArrayData::F32(got), ArrayData::F32(want)) = (&run.outputs[0].data, &want.data) else {
+            panic!("f32 results");
+        };
+        assert_eq!(got.len(), want.len(), "case {case}");
+        for (i, (g, w)) in got.iter().zip(want).enumerate() {
+            assert!(
+                (g - w).abs() <= 1e-5 * w.abs().max(1.0),
+                "case {case} element {i}: {g} vs {w}\n{text}"
+            );
+        }
+    }
+}

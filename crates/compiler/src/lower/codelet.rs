@@ -1,14 +1,15 @@
 //! Ops the kernel IR does not express (convolutions, sorts, gathers, scatters, dynamic
 //! slices, windowed reductions with general reducers, narrow-integer arithmetic) run as
 //! native codelets on tiles: each vertex evaluates the op with the reference semantics on
-//! the slices its tile holds. Where the op splits along a dimension (batch of a
-//! convolution, rows of a sort, indices of a gather, untouched dimensions of a window) the
-//! work is spread over tiles, each receiving its operand slices by exchange; element-wise
+//! the slices its tile holds. Where the op splits (`codelet_split`: along several result
+//! dimensions at once) the work is spread over tiles, each receiving its operand slices by
+//! exchange, and the parts write the result in place or have it assembled; element-wise
 //! ops split like any element-wise kernel. Ops that do not split run on one tile.
 
+use super::codelet_split::{self, Cut, PartCost, Room, Split, split_of};
 use super::conv_codelet::{ConvCodelet, ConvPlans, SharedPatches};
 use super::mapping::{self, Piece};
-use super::movement::{affine_runs, flat};
+use super::movement::{Src, affine_runs, flat};
 use super::{Arr, Here, Lowerer, Scope, Value};
 use crate::CompileError;
 use crate::device_data::{from_device, to_device};
@@ -40,6 +41,8 @@ pub(crate) struct CodeletSource {
 /// A vertex that evaluates one HLO op on the slices its tile holds.
 pub(crate) struct EvalCodelet {
     source: Arc<CodeletSource>,
+    /// The source's module, checked once.
+    prepared: xla_ir::eval::Prepared,
 }
 
 impl EvalCodelet {
@@ -83,8 +86,11 @@ pub(crate) fn codelet_of(
             "convolutions.poplar_options.partialsType half applies to f16 convolutions without feature or batch groups (this one accumulates in f32: use partialsType float)".into(),
         );
     }
+    let prepared =
+        xla_ir::eval::Prepared::new(&source.module).map_err(|e| format!("{}: {e}", source.name))?;
     Ok(CodeletRef::new(EvalCodelet {
         source: Arc::new(source),
+        prepared,
     }))
 }
 
@@ -109,7 +115,8 @@ impl Codelet for EvalCodelet {
             .zip(inputs)
             .map(|(s, b)| Literal::Array(from_device(s, b)))
             .collect();
-        let result = xla_ir::eval::evaluate(&source.module, &args)
+        let result = (self.prepared)
+            .evaluate(&args)
             .map_err(|e| format!("{}: {e}", source.name))?;
         let mut outs = Vec::new();
         leaves(result, &mut outs);
@@ -174,141 +181,6 @@ pub(crate) fn single_op_module(
     m
 }
 
-/// How an op splits: the result dimension split, and per operand the dimension split
-/// alongside it (or none: the whole operand goes to every part).
-struct Split {
-    out_dim: usize,
-    operand_dims: Vec<Option<usize>>,
-    parts: usize,
-    /// Applied to each part's op (a grouped convolution's groups become parts).
-    ungroup: bool,
-}
-
-fn window_free_dims(w: &xla_ir::attributes::Window) -> Vec<usize> {
-    w.dims
-        .iter()
-        .enumerate()
-        .filter(|(_, d)| {
-            d.size == 1
-                && d.stride == 1
-                && d.pad_low == 0
-                && d.pad_high == 0
-                && d.window_dilation == 1
-                && d.base_dilation == 1
-        })
-        .map(|(i, _)| i)
-        .collect()
-}
-
-fn largest(dims: &[usize], sizes: &[usize]) -> Option<usize> {
-    dims.iter()
-        .copied()
-        .filter(|&d| sizes[d] > 1)
-        .max_by_key(|&d| (sizes[d], usize::MAX - d))
-}
-
-/// How `here`'s op splits over tiles, if it does.
-fn split_of(here: &Here, operands: &[Arr], tiles: usize) -> Option<Split> {
-    let instr = here.instr;
-    let out_dims: Vec<usize> = instr
-        .shape
-        .leaf_arrays()
-        .first()?
-        .dims
-        .iter()
-        .map(|&d| d as usize)
-        .collect();
-    let n_ops = operands.len();
-    let simple = |out_dim: usize, operand_dims: Vec<Option<usize>>| {
-        Some(Split {
-            out_dim,
-            operand_dims,
-            parts: out_dims[out_dim].min(tiles),
-            ungroup: false,
-        })
-    };
-    match &instr.op {
-        Op::Convolution {
-            dims,
-            batch_group_count,
-            feature_group_count,
-            ..
-        } => {
-            let (ib, of, ob, kof) = (
-                dims.input_batch as usize,
-                dims.output_feature as usize,
-                dims.output_batch as usize,
-                dims.kernel_output_feature as usize,
-            );
-            if *batch_group_count > 1 {
-                return Some(Split {
-                    out_dim: of,
-                    operand_dims: vec![Some(ib), Some(kof)],
-                    parts: *batch_group_count as usize,
-                    ungroup: true,
-                });
-            }
-            if out_dims[ob] >= out_dims[of] || *feature_group_count > 1 {
-                simple(ob, vec![Some(ib), None])
-            } else {
-                simple(of, vec![None, Some(kof)])
-            }
-        }
-        Op::Sort { dimension, .. } => {
-            let d = largest(
-                &(0..out_dims.len())
-                    .filter(|&d| d != *dimension as usize)
-                    .collect::<Vec<_>>(),
-                &out_dims,
-            )?;
-            simple(d, vec![Some(d); n_ops])
-        }
-        Op::Gather { dims, .. } if dims.operand_batching_dims.is_empty() => {
-            let batch: Vec<usize> = (0..out_dims.len())
-                .filter(|d| !dims.offset_dims.contains(&(*d as i64)))
-                .collect();
-            let d = *batch.first()?;
-            let idx_rank = operands[1].shape.dims.len();
-            let idx_dims: Vec<usize> = (0..idx_rank)
-                .filter(|&i| i as i64 != dims.index_vector_dim)
-                .collect();
-            simple(d, vec![None, Some(*idx_dims.first()?)])
-        }
-        Op::ReduceWindow { window, .. } => {
-            let d = largest(&window_free_dims(window), &out_dims)?;
-            let half = n_ops / 2;
-            simple(d, (0..n_ops).map(|i| (i < half).then_some(d)).collect())
-        }
-        Op::SelectAndScatter { window, .. } => {
-            let d = largest(&window_free_dims(window), &out_dims)?;
-            simple(d, vec![Some(d), Some(d), None])
-        }
-        Op::Reduce { dimensions, .. } => {
-            let in_dims = operands[0].dims();
-            let kept: Vec<usize> = (0..in_dims.len())
-                .filter(|d| !dimensions.contains(&(*d as i64)))
-                .collect();
-            let d = largest(&kept, &in_dims)?;
-            let pos = kept.iter().position(|&k| k == d)?;
-            let half = n_ops / 2;
-            simple(pos, (0..n_ops).map(|i| (i < half).then_some(d)).collect())
-        }
-        Op::Dot { dims, .. } => {
-            let ld = operands[0].dims();
-            let batch = dims.lhs_batch.len();
-            let free: Vec<usize> = (0..ld.len())
-                .filter(|d| {
-                    !dims.lhs_batch.contains(&(*d as i64))
-                        && !dims.lhs_contracting.contains(&(*d as i64))
-                })
-                .collect();
-            let d = *free.first()?;
-            simple(batch, vec![Some(d), None])
-        }
-        _ => None,
-    }
-}
-
 /// True for ops whose result and operands are all one shape (so any 1-D slice of them is
 /// the same op on slices).
 fn is_elementwise(here: &Here, operands: &[Arr]) -> bool {
@@ -366,15 +238,103 @@ fn estimate(op: &Op, in_shapes: &[Shape], out: &Shape, target: &Target) -> Verte
             let n = out_elems.max(2);
             VertexCost::Worker(12 + n * (64 - n.leading_zeros() as u64) * 6)
         }
+        // Each result element of these is computed on its own (a window's max, the
+        // scatter into one operand element from the windows over it, one gathered
+        // slice): the part's elements are spread over the tile's worker contexts, as
+        // PopLibs' pooling and gather vertices spread theirs. Each worker's share costs
+        // the overhead and its elements.
+        Op::ReduceWindow { .. } | Op::SelectAndScatter { .. } | Op::Gather { .. }
+            if out_elems >= target.worker_contexts as u64 =>
+        {
+            let workers = target.worker_contexts as u64;
+            let share = ((out_elems + in_elems) * 4).div_ceil(workers);
+            VertexCost::Supervisor((12 + share) * workers)
+        }
         _ => VertexCost::Worker(12 + (out_elems + in_elems) * 4),
     }
 }
 
-fn sliced(shape: &ArrayShape, dim: usize, len: usize) -> ArrayShape {
+/// What makes two parts of an op run one codelet: their operands' shapes, their result's
+/// shape, their op (padding differs between bands of rows) and the patch matrix they share.
+type PartKey = (Vec<ArrayShape>, Shape, Op, Option<usize>);
+
+/// `shape` cut to the block `cut` (row-major: its layout dropped).
+fn cut_shape(shape: &ArrayShape, cut: &Cut) -> ArrayShape {
     let mut s = shape.clone();
-    s.dims[dim] = len as i64;
+    for &(d, _, len) in cut {
+        s.dims[d] = len as i64;
+    }
     s.layout = None;
     s
+}
+
+/// The first element and the elements of the block `cut` of an array of `dims`, which is
+/// one run of its elements ([`Split::contiguous`]).
+fn block_run(dims: &[usize], cut: &Cut) -> (usize, usize) {
+    let mut first = vec![0; dims.len()];
+    let mut len = dims.to_vec();
+    for &(d, s, l) in cut {
+        first[d] = s;
+        len[d] = l;
+    }
+    (flat(dims, &first), len.iter().product())
+}
+
+/// Part `p` of `split`: its operands' shapes, its result's shape and its op.
+fn part_shapes(
+    here: &Here,
+    split: &Split,
+    p: usize,
+    operands: &[Arr],
+    out_leaves: &[ArrayShape],
+) -> (Vec<ArrayShape>, Shape, Op) {
+    let ins = operands
+        .iter()
+        .enumerate()
+        .map(|(k, a)| cut_shape(&a.shape, &split.operand_cut(k, p, &a.dims())))
+        .collect();
+    let outs: Vec<ArrayShape> = out_leaves
+        .iter()
+        .map(|s| {
+            let dims: Vec<usize> = s.dims.iter().map(|&d| d as usize).collect();
+            cut_shape(s, &split.out_cut(p, &dims))
+        })
+        .collect();
+    let out = if here.instr.shape.is_tuple() {
+        Shape::Tuple(outs.into_iter().map(Shape::Array).collect())
+    } else {
+        Shape::Array(outs.into_iter().next().expect("one leaf"))
+    };
+    let mut op = here.instr.op.clone();
+    if let Op::Convolution {
+        batch_group_count,
+        window,
+        ..
+    } = &mut op
+    {
+        if split.ungroup {
+            *batch_group_count = 1;
+        }
+        for (w, low, high) in split.window_pads(0, p, &operands[0].dims()) {
+            window.dims[w].pad_low = low;
+            window.dims[w].pad_high = high;
+        }
+    }
+    (ins, out, op)
+}
+
+/// A convolution part's temporaries: its patch matrix (output positions x window x input
+/// features, f32). Zero for other ops.
+fn patch_bytes(op: &Op, ins: &[ArrayShape], out: &Shape) -> u64 {
+    let (Op::Convolution { dims, .. }, Some(out), Some(kernel)) = (op, out.as_array(), ins.get(1))
+    else {
+        return 0;
+    };
+    let out_features = out.dims[dims.output_feature as usize].max(1) as u64;
+    let kernel_out = kernel.dims[dims.kernel_output_feature as usize].max(1) as u64;
+    let positions = out.element_count() / out_features;
+    let window = kernel.element_count() / kernel_out;
+    positions * window * 4
 }
 
 impl Lowerer<'_> {
@@ -405,52 +365,48 @@ impl Lowerer<'_> {
         pieces.len() <= 1 && pieces.first().is_none_or(|p| p.tile == tile)
     }
 
-    /// Operand `a` on each part's tile (part `p` on `tiles[p]`, reading all of `a` or the
-    /// part `slices[p]` = (dimension, start, length)): its shape there and its region. The
+    /// Operand `a` on each part's tile (part `p` on `tiles[p]`, reading the block `cuts[p]`
+    /// of `a`, all of it when the cut is empty): its shape there and its region. The
     /// copies are one tensor whose part `p` lies on `tiles[p]`, filled by one
-    /// rearrangement, as Poplar copies a tensor to many tiles in one exchange; only when
-    /// some part finds `a` already on its tile does each part get its own copy (or none).
+    /// rearrangement, as Poplar copies a tensor to many tiles in one exchange; a part that
+    /// reads all of `a` where it already lies all on the part's tile reads it there.
     pub(crate) fn operand_on_tiles(
         &mut self,
         a: &Arr,
-        slices: &[Option<(usize, usize, usize)>],
+        cuts: &[Cut],
         tiles: &[usize],
         name: &str,
     ) -> Vec<(ArrayShape, Region)> {
-        let shared = slices.len() > 1
-            && slices
-                .iter()
-                .zip(tiles)
-                .all(|(s, &t)| s.is_some() || !self.all_on_tile(a, t));
-        if !shared {
-            return slices
+        // A part reading all of `a` where `a` already lies all on its tile reads it there.
+        let in_place: Vec<bool> = cuts
+            .iter()
+            .zip(tiles)
+            .map(|(c, &t)| c.is_empty() && self.all_on_tile(a, t))
+            .collect();
+        if cuts.len() == 1 || in_place.iter().all(|&b| b) {
+            return cuts
                 .iter()
                 .zip(tiles)
                 .enumerate()
-                .map(|(p, (&slice, &tile))| {
-                    let arr = self.slice_on_tile(a, slice, tile, &format!("{name}.p{p}"));
+                .map(|(p, (cut, &tile))| {
+                    let arr = self.slice_on_tile(a, cut, tile, &format!("{name}.p{p}"));
                     (arr.shape.clone(), arr.whole())
                 })
                 .collect();
         }
         let dims = a.dims();
-        let shapes: Vec<ArrayShape> = slices
-            .iter()
-            .map(|s| match *s {
-                Some((d, _, len)) => sliced(&a.shape, d, len),
-                None => a.shape.clone(),
-            })
-            .collect();
         let mut pieces = Vec::with_capacity(tiles.len());
+        let mut shapes = Vec::with_capacity(tiles.len());
         let mut runs = runtime::Runs::new();
         let mut start = 0;
-        for ((shape, slice), &tile) in shapes.iter().zip(slices).zip(tiles) {
+        for ((cut, &tile), _) in cuts.iter().zip(tiles).zip(&in_place).filter(|(_, i)| !**i) {
+            let shape = cut_shape(&a.shape, cut);
             let part_dims: Vec<usize> = shape.dims.iter().map(|&d| d as usize).collect();
             let len: usize = part_dims.iter().product();
             let mut src = vec![0; dims.len()];
             let part = affine_runs(&part_dims, 1, |o| {
                 src.copy_from_slice(o);
-                if let Some((d, first, _)) = *slice {
+                for &(d, first, _) in cut {
                     src[d] += first;
                 }
                 (0, flat(&dims, &src))
@@ -460,6 +416,7 @@ impl Lowerer<'_> {
                 runs.push(run);
             }
             pieces.push(Piece { tile, start, len });
+            shapes.push(shape);
             start += len;
         }
         let mut all = a.shape.clone();
@@ -467,10 +424,14 @@ impl Lowerer<'_> {
         all.layout = None;
         let t = self.arr_mapped(name, &all, pieces.clone());
         self.rearrange_into(t.tensor, vec![a.tensor], runs, Vec::new(), name);
-        shapes
-            .into_iter()
-            .zip(&pieces)
-            .map(|(shape, piece)| {
+        let mut copies = shapes.into_iter().zip(&pieces);
+        in_place
+            .iter()
+            .map(|&here| {
+                if here {
+                    return (a.shape.clone(), a.whole());
+                }
+                let (shape, piece) = copies.next().expect("a copy per part not in place");
                 let region = Region {
                     tensor: t.tensor,
                     start: piece.start,
@@ -481,33 +442,27 @@ impl Lowerer<'_> {
             .collect()
     }
 
-    /// A copy of `a` (or the part `range` of dimension `dim`) on one tile, unless `a` is
-    /// already all there.
+    /// A copy of the block `cut` of `a` (all of it when the cut is empty) on one tile,
+    /// unless `a` is already all there.
     pub(crate) fn slice_on_tile(
         &mut self,
         a: &Arr,
-        slice: Option<(usize, usize, usize)>,
+        cut: &[(usize, usize, usize)],
         tile: usize,
         name: &str,
     ) -> Arr {
-        if slice.is_none() && self.all_on_tile(a, tile) {
+        if cut.is_empty() && self.all_on_tile(a, tile) {
             return a.clone();
         }
         let dims = a.dims();
-        let (shape, part_dims) = match slice {
-            Some((d, _, len)) => {
-                let mut pd = dims.clone();
-                pd[d] = len;
-                (sliced(&a.shape, d, len), pd)
-            }
-            None => (a.shape.clone(), dims.clone()),
-        };
+        let shape = cut_shape(&a.shape, &cut.iter().copied().collect());
+        let part_dims: Vec<usize> = shape.dims.iter().map(|&d| d as usize).collect();
         let n: usize = part_dims.iter().product();
         let t = self.arr_mapped(name, &shape, mapping::single(n, tile));
         let mut src = vec![0; dims.len()];
         let runs = affine_runs(&part_dims, 1, |o| {
             src.copy_from_slice(o);
-            if let Some((d, start, _)) = slice {
+            for &(d, start, _) in cut {
                 src[d] += start;
             }
             (0, flat(&dims, &src))
@@ -572,148 +527,222 @@ impl Lowerer<'_> {
             return Err(here.unsupported("an op with no array result"));
         }
         let convolution = matches!(here.instr.op, Op::Convolution { .. });
-        let split = split_of(&here, &operands, self.tiles).filter(|s| s.parts > 1);
+        let out_dims: Vec<usize> = out_leaves[0].dims.iter().map(|&d| d as usize).collect();
+        let operand_dims: Vec<Vec<usize>> = operands.iter().map(Arr::dims).collect();
         let budget =
             (self.conv.available_memory_proportion * self.target.bytes_per_tile as f64) as u64;
-        // A convolution part's temporaries: its patch matrix (output positions x window x
-        // input features, f32), fewer positions per part when the batch is split.
-        let patches = |s: Option<&Split>, parts: usize| -> u64 {
-            let Op::Convolution { dims, .. } = &here.instr.op else {
-                return 0;
-            };
-            let (out, kernel) = (&out_leaves[0], &operands[1].shape);
-            let out_features = out.dims[dims.output_feature as usize].max(1) as u64;
-            let kernel_out = kernel.dims[dims.kernel_output_feature as usize].max(1) as u64;
-            let positions = out.element_count() / out_features;
-            let window = kernel.element_count() / kernel_out;
-            let batch_split = s.is_some_and(|s| s.operand_dims[0].is_some());
-            let per_part = if batch_split {
-                positions.div_ceil(parts as u64)
-            } else {
-                positions
-            };
-            per_part * window * 4
-        };
-        let (parts, split) = match split {
-            Some(mut s) => {
-                let most = s.parts;
-                let whole: u64 = operands
-                    .iter()
-                    .zip(&s.operand_dims)
-                    .filter(|(_, d)| d.is_none())
-                    .map(|(a, _)| a.shape.byte_size())
-                    .sum();
-                if whole > 64 * 1024 && !s.ungroup {
-                    s.parts = s.parts.min(16);
-                }
+        let mut split = split_of(&here, &operand_dims, &out_dims);
+        if let Some(s) = split.as_mut() {
+            // Operands every part reads whole: past 64 KiB, at most 16 copies of them.
+            let whole: u64 = (operands.iter().enumerate())
+                .filter(|(k, _)| s.axes.iter().all(|a| a.operands[*k].is_none()))
+                .map(|(_, a)| a.shape.byte_size())
+                .sum();
+            let room = Room {
+                tiles: self.tiles,
+                workers: self.target.worker_contexts,
+                bytes_per_cycle: self.target.exchange_bytes_per_cycle,
                 // availableMemoryProportion bounds a convolution's temporaries per tile, as
-                // it bounds a matrix product's: split further while they are over it (as
-                // the matmul planner, the finest split is taken when none fits).
-                if convolution && !s.ungroup {
-                    while s.parts < most && patches(Some(&s), s.parts) > budget {
-                        s.parts = (s.parts * 2).min(most);
-                    }
+                // it bounds a matrix product's (the finest split is taken when none fits).
+                budget: if convolution { budget } else { u64::MAX },
+                most_parts: if whole > 64 * 1024 && !s.ungroup {
+                    16
+                } else {
+                    usize::MAX
+                },
+                fine_runs: convolution,
+            };
+            let cost_of = |s: &Split| {
+                let p = s.parts() - 1;
+                let (ins, outs, op) = part_shapes(&here, s, p, &operands, &out_leaves);
+                let in_shapes: Vec<Shape> = ins.iter().cloned().map(Shape::Array).collect();
+                let large = |bytes: u64| bytes >= codelet_split::LARGE;
+                let operand_runs = (operands.iter().enumerate())
+                    .filter(|(_, a)| large(a.shape.byte_size()))
+                    .map(|(k, a)| {
+                        let dims = a.dims();
+                        codelet_split::run_length(&dims, &s.operand_cut(k, p, &dims))
+                    });
+                let result_runs = (out_leaves.iter())
+                    .filter(|l| large(l.byte_size()))
+                    .map(|_| codelet_split::run_length(&out_dims, &s.out_cut(p, &out_dims)));
+                PartCost {
+                    shortest_run: operand_runs.chain(result_runs).min().unwrap_or(usize::MAX),
+                    vertex: estimate(&op, &in_shapes, &outs, &self.target),
+                    bytes_in: ins.iter().map(ArrayShape::byte_size).sum(),
+                    bytes_out: outs.leaf_arrays().iter().map(|a| a.byte_size()).sum(),
+                    temporaries: patch_bytes(&op, &ins, &outs),
                 }
-                (s.parts, Some(s))
-            }
-            None => (1, None),
-        };
+            };
+            let in_place = |s: &Split| self.writes_in_place(s, &out_dims);
+            codelet_split::choose(s, &room, cost_of, in_place);
+        }
+        let parts = split.as_ref().map_or(1, Split::parts);
+        let in_place = split
+            .as_ref()
+            .is_some_and(|s| self.writes_in_place(s, &out_dims));
         let start = self.next_tile();
         let name = here.instr.name.clone();
         if convolution {
-            let bytes = patches(split.as_ref(), parts);
+            let (ins, outs, op) = match &split {
+                Some(s) => part_shapes(&here, s, parts - 1, &operands, &out_leaves),
+                None => (
+                    operands.iter().map(|a| a.shape.clone()).collect(),
+                    here.instr.shape.clone(),
+                    here.instr.op.clone(),
+                ),
+            };
+            let bytes = patch_bytes(&op, &ins, &outs);
+            let ways: Vec<usize> = split
+                .iter()
+                .flat_map(|s| s.axes.iter().map(|a| a.parts))
+                .collect();
             tracing::debug!(
                 target: "ipuxla::plan",
-                "convolution {name}: direct kernel split {parts} ways, ~{bytes} B of patches per tile (budget {budget})"
+                "convolution {name}: direct kernel split {ways:?} ways, ~{bytes} B of patches per tile (budget {budget})"
             );
         }
-        let mut part_outputs: Vec<Vec<Arr>> = Vec::new();
-        let mut vertices = Vec::new();
-        let mut reads = Vec::new();
-        let tpi = self.target.tiles_per_ipu;
-        // Parts of a convolution that all read the whole input share one patch matrix.
-        let shared = match (&here.instr.op, &split) {
-            (Op::Convolution { .. }, Some(s)) if s.operand_dims[0].is_none() => {
-                Some(Arc::new(SharedPatches::default()))
-            }
-            _ => None,
+        let per_tile = codelet_split::parts_per_tile(parts, self.tiles);
+        if let Some(s) = &split {
+            let ways: Vec<(usize, usize)> = s.axes.iter().map(|a| (a.out_dim, a.parts)).collect();
+            tracing::debug!(
+                target: "ipuxla::plan",
+                "codelet {name}: split (dimension, parts) {ways:?}, {per_tile} parts per tile, result {}",
+                if in_place { "written in place" } else { "assembled" }
+            );
+        }
+        let tiles: Vec<usize> = (0..parts)
+            .map(|p| self.tile_at(start + p / per_tile))
+            .collect();
+        let cut_of = |k: usize, p: usize| -> Cut {
+            split
+                .as_ref()
+                .map_or_else(Cut::new, |s| s.operand_cut(k, p, &operand_dims[k]))
         };
-        let tiles: Vec<usize> = (0..parts).map(|p| self.tile_at(start + p)).collect();
+        // Parts of a convolution that read the same input slice share one patch matrix.
+        let mut shared: HashMap<Cut, Option<Arc<SharedPatches>>> = HashMap::new();
+        if convolution && parts > 1 {
+            for p in 0..parts {
+                shared
+                    .entry(cut_of(0, p))
+                    .and_modify(|s| *s = Some(Arc::new(SharedPatches::default())))
+                    .or_insert(None);
+            }
+        }
         // Operand k of part p: its shape and region on the part's tile.
         let mut part_ins: Vec<Vec<(ArrayShape, Region)>> = vec![Vec::new(); parts];
         for (k, a) in operands.iter().enumerate() {
-            let slices: Vec<Option<(usize, usize, usize)>> = (0..parts)
-                .map(|p| {
-                    let d = split.as_ref().and_then(|s| s.operand_dims[k])?;
-                    let (st, len) = super::dot::part(a.dims()[d], parts, p);
-                    Some((d, st, len))
-                })
-                .collect();
-            let placed = self.operand_on_tiles(a, &slices, &tiles, &format!("{name}.in{k}"));
+            let cuts: Vec<Cut> = (0..parts).map(|p| cut_of(k, p)).collect();
+            let placed = self.operand_on_tiles(a, &cuts, &tiles, &format!("{name}.in{k}"));
             for (ins, x) in part_ins.iter_mut().zip(placed) {
                 ins.push(x);
             }
         }
-        for (p, ins) in part_ins.into_iter().enumerate() {
-            let tile = tiles[p];
-            let outs: Vec<ArrayShape> = out_leaves
-                .iter()
-                .map(|s| match &split {
-                    Some(sp) => sliced(
-                        s,
-                        sp.out_dim,
-                        super::dot::part(s.dims[sp.out_dim] as usize, parts, p).1,
-                    ),
-                    None => s.clone(),
-                })
-                .collect();
-            let out_shape = if here.instr.shape.is_tuple() {
-                Shape::Tuple(outs.iter().cloned().map(Shape::Array).collect())
-            } else {
-                Shape::Array(outs[0].clone())
-            };
-            let mut op = here.instr.op.clone();
-            if let (
-                Some(sp),
-                Op::Convolution {
-                    batch_group_count, ..
-                },
-            ) = (&split, &mut op)
-                && sp.ungroup
-            {
-                *batch_group_count = 1;
-            }
-            let in_shapes: Vec<Shape> = ins.iter().map(|(s, _)| Shape::Array(s.clone())).collect();
-            let cost = estimate(&op, &in_shapes, &out_shape, &self.target);
-            let module =
-                single_op_module(self.module, here.instr, &in_shapes, Some((out_shape, op)));
-            let id = self.add_eval_codelet(
-                &here,
-                module,
-                ins.iter().map(|(s, _)| s.clone()).collect(),
-                cost,
-                shared.as_ref(),
-            )?;
-            let out_arrs: Vec<Arr> = outs
+        // The results written in place: each part's block of every leaf is a piece on its tile.
+        let whole_outs: Vec<Arr> = if in_place {
+            let s = split.as_ref().expect("in place only when split");
+            out_leaves
                 .iter()
                 .enumerate()
-                .map(|(j, s)| {
-                    self.arr_mapped(
-                        &format!("{name}.out{j}.p{p}"),
-                        s,
-                        mapping::single(s.element_count() as usize, tile),
-                    )
+                .map(|(j, leaf)| {
+                    let pieces = (0..parts)
+                        .map(|p| {
+                            let cut = s.out_cut(p, &out_dims);
+                            let (first, len) = block_run(&out_dims, &cut);
+                            Piece {
+                                tile: tiles[p],
+                                start: first,
+                                len,
+                            }
+                        })
+                        .collect();
+                    let name = if out_leaves.len() == 1 {
+                        name.clone()
+                    } else {
+                        format!("{name}.{j}")
+                    };
+                    self.arr_mapped(&name, leaf, mapping::merged(pieces))
                 })
-                .collect();
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let mut part_outputs: Vec<Vec<Arr>> = Vec::new();
+        let mut vertices = Vec::new();
+        let mut reads = Vec::new();
+        // Parts of equal op and shapes (and patch matrix) run one codelet.
+        let mut codelets: Vec<(PartKey, runtime::CodeletId)> = Vec::new();
+        let tpi = self.target.tiles_per_ipu;
+        for (p, ins) in part_ins.into_iter().enumerate() {
+            let tile = tiles[p];
+            let in_shapes: Vec<ArrayShape> = ins.iter().map(|(s, _)| s.clone()).collect();
+            let (out_shape, op) = match &split {
+                Some(s) => {
+                    let (_, outs, op) = part_shapes(&here, s, p, &operands, &out_leaves);
+                    (outs, op)
+                }
+                None => (here.instr.shape.clone(), here.instr.op.clone()),
+            };
+            let share = shared.get(&cut_of(0, p)).cloned().flatten();
+            let key = (
+                in_shapes.clone(),
+                out_shape.clone(),
+                op.clone(),
+                share.as_ref().map(|s| Arc::as_ptr(s) as usize),
+            );
+            let id = match codelets.iter().find(|(k, _)| *k == key) {
+                Some((_, id)) => *id,
+                None => {
+                    let shapes: Vec<Shape> = in_shapes.iter().cloned().map(Shape::Array).collect();
+                    let cost = estimate(&op, &shapes, &out_shape, &self.target);
+                    let module = single_op_module(
+                        self.module,
+                        here.instr,
+                        &shapes,
+                        Some((out_shape.clone(), op)),
+                    );
+                    let id =
+                        self.add_eval_codelet(&here, module, in_shapes, cost, share.as_ref())?;
+                    codelets.push((key, id));
+                    id
+                }
+            };
+            let outs: Vec<ArrayShape> = out_shape.leaf_arrays().into_iter().cloned().collect();
+            let out_regions: Vec<Region> = if in_place {
+                let s = split.as_ref().expect("in place only when split");
+                let (first, len) = block_run(&out_dims, &s.out_cut(p, &out_dims));
+                whole_outs
+                    .iter()
+                    .map(|a| Region {
+                        tensor: a.tensor,
+                        start: first,
+                        len,
+                    })
+                    .collect()
+            } else {
+                let arrs: Vec<Arr> = outs
+                    .iter()
+                    .enumerate()
+                    .map(|(j, s)| {
+                        self.arr_mapped(
+                            &format!("{name}.out{j}.p{p}"),
+                            s,
+                            mapping::single(s.element_count() as usize, tile),
+                        )
+                    })
+                    .collect();
+                let regions = arrs.iter().map(Arr::whole).collect();
+                part_outputs.push(arrs);
+                regions
+            };
             vertices.push(CodeletVertex {
                 codelet: id,
                 ipu: tile / tpi,
                 tile: tile % tpi,
                 inputs: ins.iter().map(|(_, r)| *r).collect(),
-                outputs: out_arrs.iter().map(Arr::whole).collect(),
+                outputs: out_regions,
             });
             reads.extend(ins.iter().map(|(_, r)| r.tensor));
-            part_outputs.push(out_arrs);
         }
         for t in reads {
             self.use_tensor(t);
@@ -722,14 +751,18 @@ impl Lowerer<'_> {
             .b
             .compute_set_with_codelets(&name, Vec::new(), vertices);
         self.emit(Program::Execute(cs));
-        // Assemble each result leaf from its parts.
+        // Each result leaf: written in place, or assembled from its parts.
         let mut results = Vec::new();
         for (j, s) in out_leaves.iter().enumerate() {
-            let arr = match &split {
-                None => part_outputs[0][j].clone(),
-                Some(sp) => {
-                    let parts_j: Vec<Arr> = part_outputs.iter().map(|o| o[j].clone()).collect();
-                    self.concatenated(&format!("{name}.{j}"), s, &parts_j, sp.out_dim)
+            let arr = if in_place {
+                whole_outs[j].clone()
+            } else {
+                match &split {
+                    None => part_outputs[0][j].clone(),
+                    Some(sp) => {
+                        let parts_j: Vec<Arr> = part_outputs.iter().map(|o| o[j].clone()).collect();
+                        self.assembled(&format!("{name}.{j}"), s, &parts_j, sp)
+                    }
                 }
             };
             results.push(Value::Array(Arr {
@@ -741,6 +774,37 @@ impl Lowerer<'_> {
             Value::Tuple(results)
         } else {
             results.pop().expect("one leaf")
+        })
+    }
+
+    /// Whether the parts of `split` write the result (of `dims`) where it is to lie: their
+    /// blocks are runs of it, and they spread it over at least a quarter of the tiles a
+    /// linear mapping would (else the result is gathered and spread, so that the ops that
+    /// read it do not run on a few tiles).
+    fn writes_in_place(&self, split: &Split, dims: &[usize]) -> bool {
+        let n: usize = dims.iter().product();
+        let linear_tiles = n.div_ceil(mapping::MIN_ELEMENTS_PER_TILE).min(self.tiles);
+        split.parts() > 1
+            && split.parts().min(self.tiles) * 4 >= linear_tiles
+            && split.contiguous(dims)
+    }
+
+    /// The result of `shape` from the parts' results of `split`, each part's block where
+    /// its cut says, in one rearrangement.
+    fn assembled(&mut self, name: &str, shape: &ArrayShape, parts: &[Arr], split: &Split) -> Arr {
+        let dims: Vec<usize> = shape.dims.iter().map(|&d| d as usize).collect();
+        let starts = split.starts(&dims);
+        let part_dims: Vec<Vec<usize>> = parts.iter().map(Arr::dims).collect();
+        let mut src = Vec::new();
+        self.rearranged(name, shape, parts, Vec::new(), |o| {
+            let k = split.part_at(o, &starts);
+            src.clear();
+            src.extend_from_slice(o);
+            for (a, st) in split.axes.iter().zip(&starts) {
+                let i = st.partition_point(|&s| s <= o[a.out_dim]) - 1;
+                src[a.out_dim] -= st[i];
+            }
+            Src::At(k as u32, flat(&part_dims[k], &src))
         })
     }
 

@@ -245,6 +245,46 @@ impl Lowerer<'_> {
                 |_| super::movement::Src::Fill,
             )));
         }
+        // An operand that many tiles read rows of with a stride (its contracting
+        // dimensions, for the left, or free ones, for the right, not innermost: a
+        // transposed activation, say) is first copied into [batch, free, contracting]
+        // (left) or [batch, contracting, free] (right) order, as PopLibs pre-arranges a
+        // matmul's operands: each block then reads runs that every tile reading the same
+        // elements shares in one send (a strided read is sent to each receiver alone).
+        // The copy and the shared send move each element about twice, so it pays when
+        // at least `SHARED_READERS` tiles read each element.
+        const SHARED_READERS: usize = 4;
+        let strided = |d: &[usize], along: &[usize]| even_step(&offsets(d, along)) != Some(1);
+        let (lhs, ld, lb, lf, lc) = if p.pn >= SHARED_READERS && strided(&ld, &lc) {
+            let order = [&lb[..], &lf[..], &lc[..]].concat();
+            let copy = self.transposed(&format!("{name}.lhs_arranged"), &lhs, &order);
+            let (nb, nf) = (lb.len(), lf.len());
+            let dims = copy.dims();
+            (
+                copy,
+                dims,
+                (0..nb).collect(),
+                (nb..nb + nf).collect(),
+                (nb + nf..order.len()).collect(),
+            )
+        } else {
+            (lhs, ld, lb, lf, lc)
+        };
+        let (rhs, rd, rb, rc, rf) = if p.pm >= SHARED_READERS && strided(&rd, &rf) {
+            let order = [&rb[..], &rc[..], &rf[..]].concat();
+            let copy = self.transposed(&format!("{name}.rhs_arranged"), &rhs, &order);
+            let (nb, nc) = (rb.len(), rc.len());
+            let dims = copy.dims();
+            (
+                copy,
+                dims,
+                (0..nb).collect(),
+                (nb..nb + nc).collect(),
+                (nb + nc..order.len()).collect(),
+            )
+        } else {
+            (rhs, rd, rb, rc, rf)
+        };
         let (l_b, l_m, l_k) = (offsets(&ld, &lb), offsets(&ld, &lf), offsets(&ld, &lc));
         let (r_b, r_k, r_n) = (offsets(&rd, &rb), offsets(&rd, &rc), offsets(&rd, &rf));
         let start = self.next_tile();

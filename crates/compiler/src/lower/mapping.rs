@@ -76,6 +76,21 @@ pub fn single(elements: usize, tile: usize) -> Vec<Piece> {
     }]
 }
 
+/// Pieces in element order with neighbours on one tile joined (the pieces must cover
+/// the tensor, each starting where the last ended).
+pub fn merged(pieces: Vec<Piece>) -> Vec<Piece> {
+    let mut out: Vec<Piece> = Vec::with_capacity(pieces.len());
+    for p in pieces {
+        match out.last_mut() {
+            Some(last) if last.tile == p.tile && last.start + last.len == p.start => {
+                last.len += p.len;
+            }
+            _ => out.push(p),
+        }
+    }
+    out
+}
+
 /// Splits `len` elements into at most `workers` runs of at least `min` elements each, so a
 /// tile's six worker contexts share the work.
 pub fn worker_split(len: usize, workers: usize, min: usize) -> Vec<(usize, usize)> {

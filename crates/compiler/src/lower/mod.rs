@@ -3,6 +3,7 @@
 //! shares (tensor creation, program emission, liveness steps).
 
 pub(crate) mod codelet;
+mod codelet_split;
 mod collectives;
 mod control;
 pub(crate) mod conv_codelet;

@@ -285,6 +285,23 @@ impl Lowerer<'_> {
         })
     }
 
+    /// `a` with its dimensions in the order `perm` (result dimension `k` is `a`'s
+    /// `perm[k]`), copied into a new linearly mapped tensor.
+    pub(crate) fn transposed(&mut self, name: &str, a: &Arr, perm: &[usize]) -> Arr {
+        let d0 = a.dims();
+        let mut shape = a.shape.clone();
+        shape.dims = perm.iter().map(|&p| d0[p] as i64).collect();
+        shape.layout = None;
+        let stride = perm.last().map_or(1, |&p| strides(&d0)[p] as isize);
+        let mut src = vec![0; perm.len()];
+        self.affinely_rearranged(name, &shape, a, stride, |o| {
+            for (k, &p) in perm.iter().enumerate() {
+                src[p] = o[k];
+            }
+            (0, flat(&d0, &src))
+        })
+    }
+
     /// Lowers broadcast, transpose, slice, concatenate, pad and reverse.
     pub(crate) fn movement(
         &mut self,
@@ -319,16 +336,8 @@ impl Lowerer<'_> {
                 })
             }
             Op::Transpose { dimensions } => {
-                let d0 = &in_dims[0];
                 let perm: Vec<usize> = dimensions.iter().map(|&d| d as usize).collect();
-                let stride = perm.last().map_or(1, |&p| strides(d0)[p] as isize);
-                let mut src = vec![0; perm.len()];
-                self.affinely_rearranged(name, &shape, &operands[0], stride, |o| {
-                    for (k, &p) in perm.iter().enumerate() {
-                        src[p] = o[k];
-                    }
-                    (0, flat(d0, &src))
-                })
+                self.transposed(name, &operands[0], &perm)
             }
             Op::Slice { slices } => {
                 let d0 = &in_dims[0];

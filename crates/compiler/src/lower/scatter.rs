@@ -75,12 +75,7 @@ impl Lowerer<'_> {
         for p in 0..parts {
             let (s, len) = super::dot::part(od[d], parts, p);
             let tile = self.tile_at(start_tile + p);
-            slices.push(self.slice_on_tile(
-                op,
-                Some((d, s, len)),
-                tile,
-                &format!("{name}.slice{p}"),
-            ));
+            slices.push(self.slice_on_tile(op, &[(d, s, len)], tile, &format!("{name}.slice{p}")));
         }
         for c in 0..chunks {
             let (r0, rn) = (c * chunk_rows, chunk_rows.min(idims[ib] - c * chunk_rows));
@@ -89,18 +84,10 @@ impl Lowerer<'_> {
             let mut reads = Vec::new();
             for (p, slice) in slices.iter().enumerate() {
                 let tile = self.tile_at(start_tile + p);
-                let ic = self.slice_on_tile(
-                    idx,
-                    Some((ib, r0, rn)),
-                    tile,
-                    &format!("{name}.idx{c}.p{p}"),
-                );
-                let uc = self.slice_on_tile(
-                    upd,
-                    Some((ub, r0, rn)),
-                    tile,
-                    &format!("{name}.upd{c}.p{p}"),
-                );
+                let ic =
+                    self.slice_on_tile(idx, &[(ib, r0, rn)], tile, &format!("{name}.idx{c}.p{p}"));
+                let uc =
+                    self.slice_on_tile(upd, &[(ub, r0, rn)], tile, &format!("{name}.upd{c}.p{p}"));
                 let (start, _) = super::dot::part(od[d], parts, p);
                 let module = shifted_scatter(
                     self.module,

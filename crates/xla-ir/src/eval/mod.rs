@@ -190,6 +190,39 @@ pub fn evaluate_within(
     Ok(result?)
 }
 
+/// A module checked (and its foreign ops expanded) once, to evaluate many times on
+/// arguments of its parameters' shapes: a codelet evaluating one op per tile runs it once
+/// per vertex, and the checks would cost more than the op.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    module: Module,
+    names: FeedNames,
+}
+
+impl Prepared {
+    /// `module`, checked as [`evaluate`] checks it.
+    pub fn new(module: &Module) -> Result<Prepared, EvaluateError> {
+        let module = crate::expand::expand_foreign_ops(module)?.unwrap_or_else(|| module.clone());
+        check_module(&module)?;
+        let names = FeedNames::of(&module);
+        Ok(Prepared { module, names })
+    }
+
+    /// [`evaluate`] on `args` (only their shapes are checked again).
+    pub fn evaluate(&self, args: &[Literal]) -> Result<Literal, EvaluateError> {
+        check_args(&self.module, args)?;
+        let evaluator = Evaluator {
+            module: &self.module,
+            names: self.names.clone(),
+            feeds: RefCell::new(Feeds::default()),
+            replica: None,
+            live: std::cell::Cell::new(0),
+            max_live: u64::MAX,
+        };
+        Ok(evaluator.computation(self.module.entry, args)?)
+    }
+}
+
 /// Evaluates `module` on `args.len()` replicas in lockstep, replica `r` on `args[r]` (one
 /// literal per parameter each): `replica-id` and `partition-id` give `r`, and collectives
 /// exchange values between the replicas as XLA's do (a replica no `collective-permute`
@@ -246,6 +279,14 @@ pub fn evaluate_replicated(
 
 /// Verifies `module`, bounds its values' sizes and checks `args` against its parameters.
 fn check_module_and_args(module: &Module, args: &[Literal]) -> Result<(), EvaluateError> {
+    check_module(module)?;
+    check_args(module, args)
+}
+
+/// Checks that the evaluator can run `module`: its call depth, that it verifies, and that
+/// it computes only types and forms the evaluator computes, values of at most
+/// `MAX_VALUE_BYTES`.
+fn check_module(module: &Module) -> Result<(), EvaluateError> {
     let depth = module.call_depth();
     if depth > MAX_CALL_DEPTH {
         return Err(EvaluateError::TooDeep {
@@ -302,7 +343,7 @@ fn check_module_and_args(module: &Module, args: &[Literal]) -> Result<(), Evalua
             }
         }
     }
-    check_args(module, args)
+    Ok(())
 }
 
 /// Checks `args` against the entry computation's parameters.
