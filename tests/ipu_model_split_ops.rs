@@ -222,3 +222,30 @@ fn random_windowed_convolutions_split_in_bands_match_the_evaluator() {
         }
     }
 }
+
+/// A weight gradient (the batch is the convolution's input features, the result smaller
+/// than either operand) splits the sum over the batch too: the parts' partial results are
+/// stacked and summed (`w.0.sum`), and match the evaluator.
+#[test]
+fn a_weight_gradient_splits_its_sum_and_adds_the_partial_results() {
+    let text = "HloModule weight_gradient\n\nENTRY main {\n  x = f32[16,12,12,3]{3,2,1,0} parameter(0)\n  g = f32[16,10,10,4]{3,2,1,0} parameter(1)\n  ROOT w = f32[3,3,3,4]{3,2,1,0} convolution(x, g), window={size=10x10}, dim_labels=f01b_i01o->01bf\n}\n";
+    let module = xla_ir::parse_module(text).unwrap();
+    let inputs = vec![values(&[16, 12, 12, 3], 7), values(&[16, 10, 10, 4], 8)];
+    let run = ipuxla::device::run_on_ipu_model(&module, &IpuConfig::default(), &inputs).unwrap();
+    assert!(
+        run.profile.steps.iter().any(|s| s.name == "w.0.sum"),
+        "the partial results are summed"
+    );
+    let Literal::Array(want) = xla_ir::eval::evaluate(&module, &inputs).unwrap() else {
+        panic!("one array result");
+    };
+    let (ArrayData::F32(got), ArrayData::F32(want)) = (&run.outputs[0].data, &want.data) else {
+        panic!("f32 results");
+    };
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= 1e-5 * w.abs().max(1.0),
+            "element {i}: {g} vs {w}"
+        );
+    }
+}

@@ -9,7 +9,7 @@
 use super::codelet_split::{self, Cut, PartCost, Room, Split, split_of};
 use super::conv_codelet::{ConvCodelet, ConvPlans, SharedPatches};
 use super::mapping::{self, Piece};
-use super::movement::{Src, affine_runs, flat};
+use super::movement::{Src, affine_runs, flat, runs_of};
 use super::{Arr, Here, Lowerer, Scope, Value};
 use crate::CompileError;
 use crate::device_data::{from_device, to_device};
@@ -604,10 +604,16 @@ impl Lowerer<'_> {
         }
         let per_tile = codelet_split::parts_per_tile(parts, self.tiles);
         if let Some(s) = &split {
-            let ways: Vec<(usize, usize)> = s.axes.iter().map(|a| (a.out_dim, a.parts)).collect();
+            let ways: Vec<String> = (s.axes.iter())
+                .map(|a| match a.sums {
+                    true => format!("sum x {}", a.parts),
+                    false => format!("dimension {} x {}", a.out_dim, a.parts),
+                })
+                .collect();
             tracing::debug!(
                 target: "ipuxla::plan",
-                "codelet {name}: split (dimension, parts) {ways:?}, {per_tile} parts per tile, result {}",
+                "codelet {name}: split {}, {per_tile} parts per tile, result {}",
+                ways.join(", "),
                 if in_place { "written in place" } else { "assembled" }
             );
         }
@@ -790,22 +796,52 @@ impl Lowerer<'_> {
     }
 
     /// The result of `shape` from the parts' results of `split`, each part's block where
-    /// its cut says, in one rearrangement.
+    /// its cut says, in one rearrangement; when a contracted dimension is cut, the partial
+    /// results are stacked (each laid out as the result) and summed on-tile.
     fn assembled(&mut self, name: &str, shape: &ArrayShape, parts: &[Arr], split: &Split) -> Arr {
         let dims: Vec<usize> = shape.dims.iter().map(|&d| d as usize).collect();
         let starts = split.starts(&dims);
         let part_dims: Vec<Vec<usize>> = parts.iter().map(Arr::dims).collect();
         let mut src = Vec::new();
-        self.rearranged(name, shape, parts, Vec::new(), |o| {
-            let k = split.part_at(o, &starts);
+        let mut gather = |o: &[usize], sum: usize| {
+            let k = split.part_at(o, sum, &starts);
             src.clear();
             src.extend_from_slice(o);
-            for (a, st) in split.axes.iter().zip(&starts) {
+            for (a, st) in split.axes.iter().zip(&starts).filter(|(a, _)| !a.sums) {
                 let i = st.partition_point(|&s| s <= o[a.out_dim]) - 1;
                 src[a.out_dim] -= st[i];
             }
             Src::At(k as u32, flat(&part_dims[k], &src))
-        })
+        };
+        let sums = split.sum_parts();
+        if sums == 1 {
+            return self.rearranged(name, shape, parts, Vec::new(), |o| gather(o, 0));
+        }
+        // Every tile receives `sums` partials of each of its elements: spread the result
+        // in grains rather than the usual 128 elements a tile, so that a small result (a
+        // weight gradient) is received by many tiles.
+        let total = shape.element_count() as usize;
+        let grains = mapping::linear_grain(total, self.tiles, mapping::GRAIN, mapping::GRAIN);
+        let linear = self.placed(grains);
+        let stacked_pieces: Vec<Piece> = (0..sums)
+            .flat_map(|i| {
+                linear.iter().map(move |q| Piece {
+                    start: q.start + i * total,
+                    ..*q
+                })
+            })
+            .collect();
+        let stacked_dims: Vec<usize> = std::iter::once(sums).chain(dims.iter().copied()).collect();
+        let stacked_shape = ArrayShape::new(
+            shape.element_type,
+            &stacked_dims.iter().map(|&d| d as i64).collect::<Vec<_>>(),
+        );
+        let stacked = self.arr_mapped(&format!("{name}.parts"), &stacked_shape, stacked_pieces);
+        let runs = runs_of(&stacked_dims, |o| gather(&o[1..], o[0]));
+        let sources = parts.iter().map(|a| a.tensor).collect();
+        self.rearrange_into(stacked.tensor, sources, runs, Vec::new(), name);
+        let partials = self.dtype(shape);
+        self.sum_of_parts(name, stacked.tensor, shape, sums, &linear, partials)
     }
 
     /// An element-wise op the JIT does not compute (narrow integers, total-order

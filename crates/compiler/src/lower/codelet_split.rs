@@ -54,6 +54,10 @@ pub(crate) struct Axis {
     pub operands: Vec<Option<Along>>,
     /// The parts are fixed at one per unit (a grouped convolution's groups).
     pub fixed: bool,
+    /// The axis cuts a contracted dimension (a convolution's input features): the parts
+    /// along it compute partial results of the whole block, summed after. `out_dim` is
+    /// `usize::MAX` (it cuts no result dimension; it sorts last).
+    pub sums: bool,
 }
 
 impl Axis {
@@ -65,6 +69,7 @@ impl Axis {
             out_scale,
             operands,
             fixed: false,
+            sums: false,
         }
     }
 
@@ -183,7 +188,7 @@ impl Split {
         self.axes
             .iter()
             .zip(&idx)
-            .filter(|(a, _)| a.parts > 1 || a.fixed)
+            .filter(|(a, _)| (a.parts > 1 || a.fixed) && !a.sums)
             .map(|(a, &i)| {
                 let (s, len) = a.range(i, dims[a.out_dim], a.out_scale);
                 (a.out_dim, s, len)
@@ -197,6 +202,9 @@ impl Split {
         self.axes
             .iter()
             .map(|a| {
+                if a.sums {
+                    return vec![0; a.parts];
+                }
                 (0..a.parts)
                     .map(|i| a.range(i, dims[a.out_dim], a.out_scale).0)
                     .collect()
@@ -204,17 +212,33 @@ impl Split {
             .collect()
     }
 
-    /// The part that computes result element `o`, given [`Split::starts`].
-    pub fn part_at(&self, o: &[usize], starts: &[Vec<usize>]) -> usize {
+    /// The part that computes result element `o` (its partial sum `sum` of it, when a
+    /// contracted dimension is cut), given [`Split::starts`].
+    pub fn part_at(&self, o: &[usize], sum: usize, starts: &[Vec<usize>]) -> usize {
         self.axes.iter().zip(starts).fold(0, |p, (a, st)| {
-            p * a.parts + st.partition_point(|&s| s <= o[a.out_dim]) - 1
+            let i = if a.sums {
+                sum
+            } else {
+                st.partition_point(|&s| s <= o[a.out_dim]) - 1
+            };
+            p * a.parts + i
         })
+    }
+
+    /// How many partial results each result element is the sum of.
+    pub fn sum_parts(&self) -> usize {
+        self.axes
+            .iter()
+            .filter(|a| a.sums)
+            .map(|a| a.parts)
+            .product()
     }
 
     /// Whether every part's result is one run of the whole result's elements (row-major),
     /// so the parts can write the result in place.
     pub fn contiguous(&self, dims: &[usize]) -> bool {
-        (0..self.parts()).all(|p| is_block_contiguous(dims, &self.out_cut(p, dims)))
+        self.sum_parts() == 1
+            && (0..self.parts()).all(|p| is_block_contiguous(dims, &self.out_cut(p, dims)))
     }
 }
 
@@ -320,6 +344,31 @@ pub(crate) fn split_of(here: &Here, operands: &[Vec<usize>], out: &[usize]) -> O
                 // features read only its group's input features).
                 if *feature_group_count == 1 {
                     axes.push(Axis::free(of, out[of], 1, vec![None, scaled(kof, 1)]));
+                }
+                // Input features (the sum over them) split with the partial results summed
+                // after, as PopLibs splits a convolution's input channels, for f32 results
+                // (the parts sum in f32, as the whole would: only the order of the sum
+                // changes) smaller than either operand: a weight gradient, whose input
+                // features are the batch. (A larger result would be copied and summed once
+                // per part.)
+                let elements = |d: &[usize]| d.iter().product::<usize>();
+                let f32 = (here.instr.shape.as_array())
+                    .is_some_and(|a| a.element_type == xla_ir::ElementType::F32);
+                let reduces = operands.iter().all(|d| elements(d) > elements(out));
+                if *feature_group_count == 1 && f32 && reduces {
+                    let (fi, kfi) = (
+                        dims.input_feature as usize,
+                        dims.kernel_input_feature as usize,
+                    );
+                    axes.push(Axis {
+                        sums: true,
+                        ..Axis::free(
+                            usize::MAX,
+                            operands[0][fi],
+                            0,
+                            vec![scaled(fi, 1), scaled(kfi, 1)],
+                        )
+                    });
                 }
             }
         }

@@ -472,24 +472,43 @@ impl Lowerer<'_> {
             }));
         }
         // The sum of the K parts (and the conversion to the result type).
+        let sum = self.sum_of_parts(&name, stacked.tensor, &shape, p.pk, &linear, partials);
+        Ok(Value::Array(sum))
+    }
+
+    /// The sum of `parts` arrays of `shape` stacked in `stacked` (part `i` at element
+    /// `i * total`, each laid out over `linear` as the result is, so the sum reads them
+    /// on-tile), read as `partials` and converted to `shape`'s type.
+    pub(crate) fn sum_of_parts(
+        &mut self,
+        name: &str,
+        stacked: runtime::TensorId,
+        shape: &ArrayShape,
+        parts: usize,
+        linear: &[Piece],
+        partials: DType,
+    ) -> Arr {
+        let total = shape.element_count() as usize;
+        let out_type = self.dtype(shape);
+        let tpi = self.target.tiles_per_ipu;
         let mut expr = Expr::Input(0);
-        for i in 1..p.pk {
+        for i in 1..parts {
             expr = Expr::binary(KB::Add, expr, Expr::Input(i as u32));
         }
         if out_type != DType::F32 {
             expr = Expr::Convert(out_type, Box::new(expr));
         }
         let kernel = Arc::new(KernelSpec::Elementwise(ElementwiseKernel {
-            inputs: vec![partials; p.pk],
+            inputs: vec![partials; parts],
             outputs: vec![(out_type, expr)],
         }));
-        let out = self.arr_mapped(&format!("{name}.sum"), &shape, linear.clone());
+        let out = self.arr_mapped(&format!("{name}.sum"), shape, linear.to_vec());
         let mut vertices = Vec::new();
-        for q in &linear {
+        for q in linear {
             let split = mapping::worker_split(q.len, self.target.worker_contexts, 32);
             for (at, len) in split {
                 let part = |ik: usize| Region {
-                    tensor: stacked.tensor,
+                    tensor: stacked,
                     start: ik * total + q.start + at,
                     len,
                 };
@@ -497,7 +516,7 @@ impl Lowerer<'_> {
                     kernel: Arc::clone(&kernel),
                     ipu: q.tile / tpi,
                     tile: q.tile % tpi,
-                    inputs: (0..p.pk).map(part).collect(),
+                    inputs: (0..parts).map(part).collect(),
                     outputs: vec![Region {
                         tensor: out.tensor,
                         start: q.start + at,
@@ -507,10 +526,10 @@ impl Lowerer<'_> {
                 });
             }
         }
-        self.use_tensor(stacked.tensor);
+        self.use_tensor(stacked);
         let cs = self.b.compute_set(&format!("{name}.sum"), vertices);
         self.emit(Program::Execute(cs));
-        Ok(Value::Array(out))
+        out
     }
 }
 
