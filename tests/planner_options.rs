@@ -136,9 +136,12 @@ fn half_partials_on_an_f16_convolution_change_its_rounding() {
 }
 
 /// `availableMemoryProportion` bounds a convolution part's patch matrix (its output
-/// positions x window x input features): on 16 tiles the fastest split cuts the batch 8
-/// ways and the output features 2, a tight proportion cuts the batch 16 ways, so each part
-/// copies half the input rows (and builds half the patch rows) it did.
+/// positions x window x input features): on 16 tiles the fastest split cuts the batch 2
+/// ways, the output features 2 and the input features 4 (the result is smaller than either
+/// operand, so the parts' partial sums are added after); a tight proportion gives up the
+/// output-feature cut for 8 input-feature parts, whose patch matrices are half as wide, so
+/// each input slice goes to one part instead of two. The values change only by the order
+/// of the sums.
 #[test]
 fn a_smaller_convolution_memory_proportion_splits_the_convolution_further() {
     let m = module("planner/conv.hlo");
@@ -155,13 +158,19 @@ fn a_smaller_convolution_memory_proportion_splits_the_convolution_further() {
             .map(|s| s.bytes_moved)
             .expect("the input is copied to the parts")
     };
-    // Input: 32 x 4 x 4 x 128 f32, 262 144 B: each of 8 batch parts goes to 2 tiles, or each
-    // of 16 to one (less what already lies on the part's tile).
+    // Input: 32 x 4 x 4 x 128 f32, 262 144 B: each slice goes to 2 tiles, or to one (less
+    // what already lies on the part's tile).
     assert!(
         input_bytes(&tight) * 3 < input_bytes(&roomy) * 2,
         "input copies: {} B tight vs {} B roomy",
         input_bytes(&tight),
         input_bytes(&roomy)
     );
-    assert_eq!(tight.outputs, roomy.outputs, "the split changes no value");
+    let (ArrayData::F32(a), ArrayData::F32(b)) = (&tight.outputs[0].data, &roomy.outputs[0].data)
+    else {
+        panic!("f32 results");
+    };
+    for (x, y) in a.iter().zip(b) {
+        assert!((x - y).abs() <= 1e-5 * y.abs().max(1.0), "{x} vs {y}");
+    }
 }
