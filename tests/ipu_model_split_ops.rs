@@ -36,6 +36,23 @@ fn values(dims: &[i64], seed: u32) -> Literal {
     })
 }
 
+/// Every element of `got` within 1e-5 (relative, absolute below 1) of the evaluator's `want`.
+fn assert_close(got: &ArrayLiteral, want: &Literal, what: &str) {
+    let Literal::Array(want) = want else {
+        panic!("{what}: an array result");
+    };
+    let (ArrayData::F32(got), ArrayData::F32(want)) = (&got.data, &want.data) else {
+        panic!("{what}: f32 results");
+    };
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= 1e-5 * w.abs().max(1.0),
+            "{what}, element {i}: {g} vs {w}"
+        );
+    }
+}
+
 #[test]
 fn split_operands_reach_every_part_in_one_rearrangement_and_the_parts_match_the_evaluator() {
     let module = xla_ir::parse_module(CONV_POOL).unwrap();
@@ -56,19 +73,8 @@ fn split_operands_reach_every_part_in_one_rearrangement_and_the_parts_match_the_
             .count();
         assert_eq!(per_part, 0, "{op}: no copy per part");
     }
-    let Literal::Array(want) = xla_ir::eval::evaluate(&module, &inputs).unwrap() else {
-        panic!("one array result");
-    };
-    let (ArrayData::F32(got), ArrayData::F32(want)) = (&run.outputs[0].data, &want.data) else {
-        panic!("f32 results");
-    };
-    assert_eq!(got.len(), want.len());
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g - w).abs() <= 1e-5 * w.abs().max(1.0),
-            "element {i}: {g} vs {w}"
-        );
-    }
+    let want = xla_ir::eval::evaluate(&module, &inputs).unwrap();
+    assert_close(&run.outputs[0], &want, "pool");
 }
 
 /// Window ops split along their windowed dimensions too: a strided, padded convolution
@@ -129,19 +135,7 @@ fn window_ops_split_along_their_windows_match_the_evaluator() {
     };
     assert_eq!(run.outputs.len(), want.len());
     for (k, (got, want)) in run.outputs.iter().zip(&want).enumerate() {
-        let Literal::Array(want) = want else {
-            panic!("array leaves");
-        };
-        let (ArrayData::F32(got), ArrayData::F32(want)) = (&got.data, &want.data) else {
-            panic!("f32 results");
-        };
-        assert_eq!(got.len(), want.len(), "output {k}");
-        for (i, (g, w)) in got.iter().zip(want).enumerate() {
-            assert!(
-                (g - w).abs() <= 1e-5 * w.abs().max(1.0),
-                "output {k} element {i}: {g} vs {w}"
-            );
-        }
+        assert_close(got, want, &format!("output {k}"));
     }
 }
 
@@ -207,19 +201,8 @@ fn random_windowed_convolutions_split_in_bands_match_the_evaluator() {
             "case {case}: bands of rows too ({} tiles)\n{text}",
             step.tiles
         );
-        let Literal::Array(want) = xla_ir::eval::evaluate(&module, &inputs).unwrap() else {
-            panic!("one array result");
-        };
-        let (ArrayData::F32(got), ArrayData::F32(want)) = (&run.outputs[0].data, &want.data) else {
-            panic!("f32 results");
-        };
-        assert_eq!(got.len(), want.len(), "case {case}");
-        for (i, (g, w)) in got.iter().zip(want).enumerate() {
-            assert!(
-                (g - w).abs() <= 1e-5 * w.abs().max(1.0),
-                "case {case} element {i}: {g} vs {w}\n{text}"
-            );
-        }
+        let want = xla_ir::eval::evaluate(&module, &inputs).unwrap();
+        assert_close(&run.outputs[0], &want, &format!("case {case}\n{text}"));
     }
 }
 
@@ -236,16 +219,6 @@ fn a_weight_gradient_splits_its_sum_and_adds_the_partial_results() {
         run.profile.steps.iter().any(|s| s.name == "w.0.sum"),
         "the partial results are summed"
     );
-    let Literal::Array(want) = xla_ir::eval::evaluate(&module, &inputs).unwrap() else {
-        panic!("one array result");
-    };
-    let (ArrayData::F32(got), ArrayData::F32(want)) = (&run.outputs[0].data, &want.data) else {
-        panic!("f32 results");
-    };
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g - w).abs() <= 1e-5 * w.abs().max(1.0),
-            "element {i}: {g} vs {w}"
-        );
-    }
+    let want = xla_ir::eval::evaluate(&module, &inputs).unwrap();
+    assert_close(&run.outputs[0], &want, "w");
 }

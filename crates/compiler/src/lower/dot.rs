@@ -255,35 +255,15 @@ impl Lowerer<'_> {
         // at least `SHARED_READERS` tiles read each element.
         const SHARED_READERS: usize = 4;
         let strided = |d: &[usize], along: &[usize]| even_step(&offsets(d, along)) != Some(1);
-        let (lhs, ld, lb, lf, lc) = if p.pn >= SHARED_READERS && strided(&ld, &lc) {
-            let order = [&lb[..], &lf[..], &lc[..]].concat();
-            let copy = self.transposed(&format!("{name}.lhs_arranged"), &lhs, &order);
-            let (nb, nf) = (lb.len(), lf.len());
-            let dims = copy.dims();
-            (
-                copy,
-                dims,
-                (0..nb).collect(),
-                (nb..nb + nf).collect(),
-                (nb + nf..order.len()).collect(),
-            )
+        let (lhs, ld, [lb, lf, lc]) = if p.pn >= SHARED_READERS && strided(&ld, &lc) {
+            self.arranged(&format!("{name}.lhs_arranged"), &lhs, [lb, lf, lc])
         } else {
-            (lhs, ld, lb, lf, lc)
+            (lhs, ld, [lb, lf, lc])
         };
-        let (rhs, rd, rb, rc, rf) = if p.pm >= SHARED_READERS && strided(&rd, &rf) {
-            let order = [&rb[..], &rc[..], &rf[..]].concat();
-            let copy = self.transposed(&format!("{name}.rhs_arranged"), &rhs, &order);
-            let (nb, nc) = (rb.len(), rc.len());
-            let dims = copy.dims();
-            (
-                copy,
-                dims,
-                (0..nb).collect(),
-                (nb..nb + nc).collect(),
-                (nb + nc..order.len()).collect(),
-            )
+        let (rhs, rd, [rb, rc, rf]) = if p.pm >= SHARED_READERS && strided(&rd, &rf) {
+            self.arranged(&format!("{name}.rhs_arranged"), &rhs, [rb, rc, rf])
         } else {
-            (rhs, rd, rb, rc, rf)
+            (rhs, rd, [rb, rc, rf])
         };
         let (l_b, l_m, l_k) = (offsets(&ld, &lb), offsets(&ld, &lf), offsets(&ld, &lc));
         let (r_b, r_k, r_n) = (offsets(&rd, &rb), offsets(&rd, &rc), offsets(&rd, &rf));
@@ -474,6 +454,26 @@ impl Lowerer<'_> {
         // The sum of the K parts (and the conversion to the result type).
         let sum = self.sum_of_parts(&name, stacked.tensor, &shape, p.pk, &linear, partials);
         Ok(Value::Array(sum))
+    }
+
+    /// `a` copied with its dimensions in the order of `groups` (each a list of `a`'s
+    /// dimensions), with its dimensions and each group's dimensions in the copy.
+    fn arranged(
+        &mut self,
+        name: &str,
+        a: &Arr,
+        groups: [Vec<usize>; 3],
+    ) -> (Arr, Vec<usize>, [Vec<usize>; 3]) {
+        let order = groups.concat();
+        let copy = self.transposed(name, a, &order);
+        let dims = copy.dims();
+        let mut at = 0;
+        let renumbered = groups.map(|g| {
+            let r = (at..at + g.len()).collect();
+            at += g.len();
+            r
+        });
+        (copy, dims, renumbered)
     }
 
     /// The sum of `parts` arrays of `shape` stacked in `stacked` (part `i` at element
