@@ -127,7 +127,7 @@ fn bench_cases_estimate_what_they_run_with_the_recorded_cycles_and_peaks() {
             2_617_245_696,
         ),
         ("bench_mlp_train_b256", 200_999, 25_780, 257_818_624),
-        ("bench_transformer_fwd_bwd", 514_518, 65_940, 2_415_919_104),
+        ("bench_transformer_fwd_bwd", 513_399, 65_916, 2_415_919_104),
     ];
     let dirs: Vec<String> = want.iter().map(|(c, ..)| fixture(c)).collect();
     let mut args = vec!["bench", "--json"];

@@ -251,9 +251,11 @@ impl Lowerer<'_> {
         // (left) or [batch, contracting, free] (right) order, as PopLibs pre-arranges a
         // matmul's operands: each block then reads runs that every tile reading the same
         // elements shares in one send (a strided read is sent to each receiver alone).
-        // The copy and the shared send move each element about twice, so it pays when
-        // at least `SHARED_READERS` tiles read each element.
-        const SHARED_READERS: usize = 4;
+        // The copy and the shared send move each element about twice, and the copy is
+        // one more superstep: measured on the corpus, it pays when at least eight tiles
+        // read each element (at 4 the batched-dot case lost 672 cycles, at 2-3 BERT's
+        // attention 898; at 4-7 the MLPs' optimised forms gain ~280).
+        const SHARED_READERS: usize = 8;
         let strided = |d: &[usize], along: &[usize]| even_step(&offsets(d, along)) != Some(1);
         let (lhs, ld, [lb, lf, lc]) = if p.pn >= SHARED_READERS && strided(&ld, &lc) {
             self.arranged(&format!("{name}.lhs_arranged"), &lhs, [lb, lf, lc])
