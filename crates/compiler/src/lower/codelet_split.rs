@@ -1,11 +1,13 @@
 //! How a codelet op splits over tiles: along one or more result dimensions at once (the
 //! parts are every combination of the dimensions' ranges), each part the same op on slices
 //! of its operands. A dimension of a window op splits where its windows do not overlap
-//! (the operand slice is the windows' elements); a convolution splits by batch and by
-//! output feature at once, as PopLibs' convolution planner splits both. How many parts
-//! each dimension gets is chosen by the cycles a part would take on its tile: its compute,
-//! the operand bytes it receives and, when the parts' results are not contiguous blocks
-//! of the whole, the copy that assembles them.
+//! (the operand slice is the windows' elements); a convolution splits by batch, by bands of
+//! output rows (each reading the input rows its windows cover, its padding recomputed), by
+//! output features and, when its result is smaller than its operands (a weight gradient),
+//! by input features with the partial results summed after, as PopLibs' convolution
+//! planner splits them. How many parts each dimension gets is chosen by the cycles a part
+//! would take on its tile: its compute, the operand bytes it receives and, when the parts'
+//! results are not runs of the whole, the copy that assembles them.
 
 use super::Here;
 use super::dot::part;
