@@ -33,6 +33,41 @@ pub fn to_device(data: &ArrayData) -> Vec<u8> {
     }
 }
 
+/// Device bytes of f32 elements as f32s: in place when aligned (and the host is
+/// little-endian, the device's byte order), else converted.
+pub(crate) fn f32_slice(bytes: &[u8]) -> std::borrow::Cow<'_, [f32]> {
+    // SAFETY: every bit pattern is a valid f32; align_to yields only the aligned middle.
+    match unsafe { bytes.align_to::<f32>() } {
+        ([], v, []) if cfg!(target_endian = "little") => std::borrow::Cow::Borrowed(v),
+        _ => std::borrow::Cow::Owned(
+            bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+        ),
+    }
+}
+
+/// Fills device bytes of f32 elements with `fill`'s f32s: in place when the bytes are
+/// aligned (on a little-endian host), else through a buffer copied in afterwards.
+pub(crate) fn write_f32s<E>(
+    bytes: &mut [u8],
+    fill: impl FnOnce(&mut [f32]) -> Result<(), E>,
+) -> Result<(), E> {
+    // SAFETY: every bit pattern is a valid f32; align_to_mut yields only the aligned middle.
+    match unsafe { bytes.align_to_mut::<f32>() } {
+        ([], v, []) if cfg!(target_endian = "little") => fill(v),
+        _ => {
+            let mut buf = vec![0f32; bytes.len() / 4];
+            fill(&mut buf)?;
+            for (b, v) in bytes.chunks_exact_mut(4).zip(&buf) {
+                b.copy_from_slice(&v.to_le_bytes());
+            }
+            Ok(())
+        }
+    }
+}
+
 /// The device bytes of a 64-bit integer literal kept exact as word pairs (see the int64
 /// conversion): each value's 8 bytes, little-endian (low word first). Other literals as
 /// [`to_device`].

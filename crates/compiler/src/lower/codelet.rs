@@ -12,7 +12,7 @@ use super::mapping::{self, Piece};
 use super::movement::{Src, affine_runs, flat, runs_of};
 use super::{Arr, Here, Lowerer, Scope, Value};
 use crate::CompileError;
-use crate::device_data::{from_device, to_device};
+use crate::device_data::{f32_slice, from_device, to_device, write_f32s};
 use runtime::cost::VertexCost;
 use runtime::{Codelet, CodeletRef, CodeletVertex, Program, Region, Target};
 use std::collections::HashMap;
@@ -43,6 +43,9 @@ pub(crate) struct EvalCodelet {
     source: Arc<CodeletSource>,
     /// The source's module, checked once.
     prepared: xla_ir::eval::Prepared,
+    /// An f32 pool or pool gradient with its windows planned once: run on the tile's
+    /// bytes directly, with the evaluator's results (a host-side speed-up only).
+    window: Option<xla_ir::eval::WindowOp>,
 }
 
 impl EvalCodelet {
@@ -88,9 +91,11 @@ pub(crate) fn codelet_of(
     }
     let prepared =
         xla_ir::eval::Prepared::new(&source.module).map_err(|e| format!("{}: {e}", source.name))?;
+    let window = xla_ir::eval::WindowOp::of(&source.module);
     Ok(CodeletRef::new(EvalCodelet {
         source: Arc::new(source),
         prepared,
+        window,
     }))
 }
 
@@ -109,6 +114,12 @@ impl Codelet for EvalCodelet {
 
     fn run(&self, inputs: &[&[u8]], outputs: &mut [&mut [u8]]) -> Result<(), String> {
         let source = &*self.source;
+        if let (Some(window), [out]) = (&self.window, &mut *outputs) {
+            let values: Vec<_> = inputs.iter().map(|b| f32_slice(b)).collect();
+            let values: Vec<&[f32]> = values.iter().map(|v| &v[..]).collect();
+            return write_f32s(out, |result| window.run(&values, result))
+                .map_err(|e| format!("{}: {e}", source.name));
+        }
         let args: Vec<Literal> = source
             .inputs
             .iter()

@@ -4,6 +4,7 @@
 //! evaluator (which sums in f64, one output element at a time) for convolutions without
 //! feature or batch groups; the vertex's cycles are estimated the same either way.
 
+use crate::device_data::f32_slice;
 use codegen::MatRef;
 use runtime::cost::VertexCost;
 use runtime::{Codelet, Target};
@@ -441,14 +442,6 @@ impl ConvCodelet {
 
 /// The bytes as f32s: in place when aligned (and the host is little-endian, the device's
 /// byte order), else converted.
-fn f32_slice(bytes: &[u8]) -> std::borrow::Cow<'_, [f32]> {
-    // SAFETY: every bit pattern is a valid f32; align_to yields only the aligned middle.
-    match unsafe { bytes.align_to::<f32>() } {
-        ([], v, []) if cfg!(target_endian = "little") => std::borrow::Cow::Borrowed(v),
-        _ => std::borrow::Cow::Owned(f32s(bytes)),
-    }
-}
-
 /// The operand bytes as f32s: f16 elements widened, or f32 ones as they are.
 fn values_of(bytes: &[u8], f16: bool) -> std::borrow::Cow<'_, [f32]> {
     if f16 {
@@ -462,13 +455,6 @@ fn f16s(bytes: &[u8]) -> Vec<f32> {
     bytes
         .chunks_exact(2)
         .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
-        .collect()
-}
-
-fn f32s(bytes: &[u8]) -> Vec<f32> {
-    bytes
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect()
 }
 
@@ -634,7 +620,11 @@ mod tests {
         codelet
             .run(&[&bytes[0], &bytes[1]], &mut [got.as_mut_slice()])
             .unwrap();
-        for (i, (g, w)) in f32s(&got).iter().zip(&want).enumerate() {
+        for (i, (g, w)) in crate::device_data::f32_slice(&got)
+            .iter()
+            .zip(&want)
+            .enumerate()
+        {
             assert!(
                 (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
                 "element {i}: {g} vs {w}"

@@ -28,35 +28,7 @@ pub(super) enum SimpleScalarFn {
 impl Evaluator<'_> {
     /// Recognises computations of the form `ROOT r = op(param0, param1)` on scalars.
     pub(super) fn simple_scalar_fn(&self, id: CompId) -> Option<SimpleScalarFn> {
-        let comp = self.module.computation(id);
-        let params = comp.parameters();
-        if params.len() != 2 || comp.len() > 3 {
-            return None;
-        }
-        let root = comp.root_instr();
-        if root.shape.as_array().is_none_or(|a| !a.dims.is_empty()) {
-            return None;
-        }
-        if comp.root == params[1] {
-            return Some(SimpleScalarFn::Second);
-        }
-        let swapped = match root.operands.as_slice() {
-            [a, b] if *a == params[0] && *b == params[1] => false,
-            [a, b] if *a == params[1] && *b == params[0] => true,
-            _ => return None,
-        };
-        match &root.op {
-            Op::Binary(op) => Some(SimpleScalarFn::Binary { op: *op, swapped }),
-            Op::Compare {
-                direction,
-                compare_type,
-            } => Some(SimpleScalarFn::Compare {
-                direction: *direction,
-                total: *compare_type == Some(CompareType::TotalOrder),
-                swapped,
-            }),
-            _ => None,
-        }
+        simple_scalar_fn(self.module, id)
     }
 
     /// Applies a scalar computation to scalar arguments; returns its scalar results.
@@ -192,5 +164,38 @@ fn into_array(l: Literal) -> Result<ArrayLiteral, OpError> {
             "expected a scalar, found {}",
             other.shape()
         ))),
+    }
+}
+
+/// Recognises computations of the form `ROOT r = op(param0, param1)` on scalars.
+pub(super) fn simple_scalar_fn(module: &crate::Module, id: CompId) -> Option<SimpleScalarFn> {
+    let comp = module.computation(id);
+    let params = comp.parameters();
+    if params.len() != 2 || comp.len() > 3 {
+        return None;
+    }
+    let root = comp.root_instr();
+    if root.shape.as_array().is_none_or(|a| !a.dims.is_empty()) {
+        return None;
+    }
+    if comp.root == params[1] {
+        return Some(SimpleScalarFn::Second);
+    }
+    let swapped = match root.operands.as_slice() {
+        [a, b] if *a == params[0] && *b == params[1] => false,
+        [a, b] if *a == params[1] && *b == params[0] => true,
+        _ => return None,
+    };
+    match &root.op {
+        Op::Binary(op) => Some(SimpleScalarFn::Binary { op: *op, swapped }),
+        Op::Compare {
+            direction,
+            compare_type,
+        } => Some(SimpleScalarFn::Compare {
+            direction: *direction,
+            total: *compare_type == Some(CompareType::TotalOrder),
+            swapped,
+        }),
+        _ => None,
     }
 }

@@ -31,6 +31,7 @@ impl Groups for Reduction {
 /// The input elements each output of a windowed op reads, tabulated per dimension: for
 /// coordinate `o` of output dimension `d`, the flat-offset contributions of the window
 /// elements that land inside the input (padding and base-dilation holes skipped).
+#[derive(Debug, Clone)]
 pub(super) struct WindowPositions {
     tables: Vec<Vec<Vec<usize>>>,
     out_dims: Vec<usize>,

@@ -21,6 +21,7 @@ mod random;
 mod reduce;
 mod replicas;
 mod sort;
+mod window_op;
 
 use crate::ids::{CompId, InstrId};
 use crate::literal::{ArrayData, ArrayLiteral};
@@ -29,6 +30,7 @@ use std::cell::RefCell;
 use std::fmt;
 
 pub use feeds::{FeedNames, Feeds};
+pub use window_op::WindowOp;
 
 /// An evaluation failure, naming the instruction (and the calls that led to it).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

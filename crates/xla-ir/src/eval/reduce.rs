@@ -20,7 +20,7 @@ use crate::op::BinaryOp;
 /// or min pooling's gradient): runs the loop on the values directly, with the comparison
 /// compiled in, and returns true; false (nothing done) for other computations. Its results
 /// are the scalar computations' exactly (one f32 compare, one f32 add per element).
-fn f32_select_add(
+pub(super) fn f32_select_add(
     select: Option<SimpleScalarFn>,
     scatter: Option<SimpleScalarFn>,
     windows: &WindowPositions,
@@ -79,8 +79,24 @@ fn select_add(
     let Ok(()) = done;
 }
 
+/// Whether a reducer `op(acc, x)` (`op(x, acc)` when `swapped`) folds in a typed loop
+/// ([`fast_fold`]): the loop applies `op(acc, x)`, so a swapped reducer must commute.
+pub(super) fn folds_directly(op: BinaryOp, swapped: bool) -> bool {
+    let commutes = matches!(
+        op,
+        BinaryOp::Add
+            | BinaryOp::Multiply
+            | BinaryOp::Maximum
+            | BinaryOp::Minimum
+            | BinaryOp::And
+            | BinaryOp::Or
+            | BinaryOp::Xor
+    );
+    !swapped || commutes
+}
+
 /// Folds `xs[p]` for the positions of each group into `init` with a binary op.
-fn fast_fold<T: Element>(
+pub(super) fn fast_fold<T: Element>(
     op: BinaryOp,
     xs: &[T],
     init: T,
@@ -151,29 +167,19 @@ impl Evaluator<'_> {
         let simple = self.simple_scalar_fn(reducer);
         if let (Some(SimpleScalarFn::Binary { op, swapped }), [input], [init]) =
             (simple, inputs, inits)
+            && folds_directly(op, swapped)
+            && input.data.element_type() == init.data.element_type()
         {
-            let commutes = matches!(
-                op,
-                BinaryOp::Add
-                    | BinaryOp::Multiply
-                    | BinaryOp::Maximum
-                    | BinaryOp::Minimum
-                    | BinaryOp::And
-                    | BinaryOp::Or
-                    | BinaryOp::Xor
-            );
-            if (!swapped || commutes) && input.data.element_type() == init.data.element_type() {
-                let undefined = || {
-                    OpError::Message(format!(
-                        "{} is not defined for {}",
-                        op.name(),
-                        init.data.element_type()
-                    ))
-                };
-                let mismatch = Err(undefined());
-                let data = zip_same!(&input.data, &init.data, x, i => fast_fold(op, x, i[0], groups, n).ok_or_else(undefined)?, mismatch);
-                return Ok(vec![data]);
-            }
+            let undefined = || {
+                OpError::Message(format!(
+                    "{} is not defined for {}",
+                    op.name(),
+                    init.data.element_type()
+                ))
+            };
+            let mismatch = Err(undefined());
+            let data = zip_same!(&input.data, &init.data, x, i => fast_fold(op, x, i[0], groups, n).ok_or_else(undefined)?, mismatch);
+            return Ok(vec![data]);
         }
         let mut results: Vec<Vec<ArrayData>> = vec![Vec::with_capacity(n); inits.len()];
         groups.each(|first, offsets| {
