@@ -809,24 +809,44 @@ impl Lowerer<'_> {
     /// The result of `shape` from the parts' results of `split`, each part's block where
     /// its cut says, in one rearrangement; when a contracted dimension is cut, the partial
     /// results are stacked (each laid out as the result) and summed on-tile.
-    fn assembled(&mut self, name: &str, shape: &ArrayShape, parts: &[Arr], split: &Split) -> Arr {
+    pub(crate) fn assembled(
+        &mut self,
+        name: &str,
+        shape: &ArrayShape,
+        parts: &[Arr],
+        split: &Split,
+    ) -> Arr {
         let dims: Vec<usize> = shape.dims.iter().map(|&d| d as usize).collect();
         let starts = split.starts(&dims);
         let part_dims: Vec<Vec<usize>> = parts.iter().map(Arr::dims).collect();
-        let mut src = Vec::new();
-        let mut gather = |o: &[usize], sum: usize| {
-            let k = split.part_at(o, sum, &starts);
-            src.clear();
-            src.extend_from_slice(o);
-            for (a, st) in split.axes.iter().zip(&starts).filter(|(a, _)| !a.sums) {
-                let i = st.partition_point(|&s| s <= o[a.out_dim]) - 1;
-                src[a.out_dim] -= st[i];
-            }
-            Src::At(k as u32, flat(&part_dims[k], &src))
+        let mut local = Vec::new();
+        let mut locate = |o: &[usize], sum: usize| {
+            let k = split.locate(o, sum, &starts, &mut local);
+            (k as u32, flat(&part_dims[k], &local))
         };
+        // Built a row at a time when no row crosses parts (each row then reads one part's
+        // consecutive elements), else element by element.
+        let whole_rows = split.rows_whole(dims.len());
+        let mut runs_for = |dims: &[usize], stacked: bool| {
+            let mut at = |o: &[usize]| match stacked {
+                true => locate(&o[1..], o[0]),
+                false => locate(o, 0),
+            };
+            match whole_rows {
+                true => affine_runs(dims, 1, at),
+                false => runs_of(dims, |o| {
+                    let (k, i) = at(o);
+                    Src::At(k, i)
+                }),
+            }
+        };
+        let sources: Vec<runtime::TensorId> = parts.iter().map(|a| a.tensor).collect();
         let sums = split.sum_parts();
         if sums == 1 {
-            return self.rearranged(name, shape, parts, Vec::new(), |o| gather(o, 0));
+            let out = self.linear_arr(name, shape);
+            let runs = runs_for(&dims, false);
+            self.rearrange_into(out.tensor, sources, runs, Vec::new(), name);
+            return out;
         }
         // Every tile receives `sums` partials of each of its elements: spread the result
         // in grains rather than the usual 128 elements a tile, so that a small result (a
@@ -848,8 +868,7 @@ impl Lowerer<'_> {
             &stacked_dims.iter().map(|&d| d as i64).collect::<Vec<_>>(),
         );
         let stacked = self.arr_mapped(&format!("{name}.parts"), &stacked_shape, stacked_pieces);
-        let runs = runs_of(&stacked_dims, |o| gather(&o[1..], o[0]));
-        let sources = parts.iter().map(|a| a.tensor).collect();
+        let runs = runs_for(&stacked_dims, true);
         self.rearrange_into(stacked.tensor, sources, runs, Vec::new(), name);
         let partials = self.dtype(shape);
         self.sum_of_parts(name, stacked.tensor, shape, sums, &linear, partials)

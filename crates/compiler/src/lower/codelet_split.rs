@@ -215,16 +215,37 @@ impl Split {
     }
 
     /// The part that computes result element `o` (its partial sum `sum` of it, when a
-    /// contracted dimension is cut), given [`Split::starts`].
-    pub fn part_at(&self, o: &[usize], sum: usize, starts: &[Vec<usize>]) -> usize {
+    /// contracted dimension is cut), given [`Split::starts`]; `local` becomes `o`'s
+    /// coordinates within that part's block.
+    pub fn locate(
+        &self,
+        o: &[usize],
+        sum: usize,
+        starts: &[Vec<usize>],
+        local: &mut Vec<usize>,
+    ) -> usize {
+        local.clear();
+        local.extend_from_slice(o);
         self.axes.iter().zip(starts).fold(0, |p, (a, st)| {
             let i = if a.sums {
                 sum
             } else {
-                st.partition_point(|&s| s <= o[a.out_dim]) - 1
+                let i = st.partition_point(|&s| s <= o[a.out_dim]) - 1;
+                local[a.out_dim] -= st[i];
+                i
             };
             p * a.parts + i
         })
+    }
+
+    /// Whether no part boundary falls inside a row (the last dimension) of a result of
+    /// `rank` dimensions: each row of it is read from one part.
+    pub fn rows_whole(&self, rank: usize) -> bool {
+        rank == 0
+            || !self
+                .axes
+                .iter()
+                .any(|a| !a.sums && a.parts > 1 && a.out_dim == rank - 1)
     }
 
     /// How many partial results each result element is the sum of.
