@@ -171,3 +171,64 @@ fn values_too_large_for_the_host_are_refused_up_front() {
         "{err}"
     );
 }
+
+/// A scatter whose combiner is a single binary op (or takes the update) runs a typed loop;
+/// any other combiner, the general one. Both must combine the same elements in the same
+/// order: windows with inserted dimensions, the index vector in the middle of the
+/// indices, windows that do not fit (skipped) and repeated positions.
+#[test]
+fn scatters_with_plain_and_general_combiners_agree() {
+    let module = |combiner: &str, ty: &str| {
+        format!(
+            "c {{\n  a = {ty}[] parameter(0)\n  b = {ty}[] parameter(1)\n{combiner}\n}}\n\n\
+             ENTRY e {{\n  x = {ty}[4,5,3]{{2,1,0}} parameter(0)\n  i = s32[3,2,2]{{2,1,0}} parameter(1)\n  \
+             u = {ty}[3,2,2,3]{{3,2,1,0}} parameter(2)\n  \
+             ROOT s = {ty}[4,5,3]{{2,1,0}} scatter(x, i, u), update_window_dims={{2,3}}, inserted_window_dims={{0}}, \
+             scatter_dims_to_operand_dims={{0,1}}, index_vector_dim=1, to_apply=c\n}}"
+        )
+    };
+    // Index vectors (dims 0 and 1) at [b, :, k]: in range, repeated, out of range (-1, 4,
+    // and a window past the end of dimension 1).
+    let idx = s32s(&[3, 2, 2], &[0, 3, 1, 1, 3, 3, 1, 4, -1, 0, 2, 0]);
+    let plain = |op: &str, ty: &str| format!("  ROOT r = {ty}[] {op}(a, b)");
+    let general =
+        |op: &str, ty: &str| format!("  t = {ty}[] {op}(a, b)\n  ROOT r = {ty}[] copy(t)");
+    for op in ["add", "maximum", "multiply", "subtract"] {
+        let x: Vec<f32> = (0..60).map(|v| (v % 7) as f32 * 0.37 - 1.0).collect();
+        let u: Vec<f32> = (0..36).map(|v| (v % 5) as f32 * 1.3 - 2.1).collect();
+        let args = [f32s(&[4, 5, 3], &x), idx.clone(), f32s(&[3, 2, 2, 3], &u)];
+        let fast = run(&module(&plain(op, "f32"), "f32"), &args);
+        assert_eq!(
+            fast,
+            run(&module(&general(op, "f32"), "f32"), &args),
+            "{op}"
+        );
+        assert_ne!(
+            fast,
+            run(
+                "ENTRY e {\n  ROOT x = f32[4,5,3]{2,1,0} parameter(0)\n}",
+                &args[..1]
+            ),
+            "{op} changes x"
+        );
+        let xi: Vec<i32> = (0..60).collect();
+        let ui: Vec<i32> = (0..36).map(|v| v * 100).collect();
+        let args = [s32s(&[4, 5, 3], &xi), idx.clone(), s32s(&[3, 2, 2, 3], &ui)];
+        let fast = run(&module(&plain(op, "s32"), "s32"), &args);
+        assert_eq!(
+            fast,
+            run(&module(&general(op, "s32"), "s32"), &args),
+            "{op} s32"
+        );
+    }
+    // Taking the update: the last write to a position wins in both.
+    let x = vec![0.0f32; 60];
+    let u: Vec<f32> = (0..36).map(|v| v as f32).collect();
+    let args = [f32s(&[4, 5, 3], &x), idx, f32s(&[3, 2, 2, 3], &u)];
+    let second = module("", "f32").replace(
+        "  b = f32[] parameter(1)\n",
+        "  ROOT b = f32[] parameter(1)",
+    );
+    let copied = module("  ROOT r = f32[] copy(b)", "f32");
+    assert_eq!(run(&second, &args), run(&copied, &args));
+}

@@ -341,6 +341,23 @@ impl Evaluator<'_> {
         for (j, &d) in window_operand_dims.iter().enumerate() {
             window_size[d] = update_dims[dn.update_window_dims[j] as usize];
         }
+        if let (1, Some(f @ (SimpleScalarFn::Binary { .. } | SimpleScalarFn::Second))) = (n, simple)
+            && dn.input_batching_dims.is_empty()
+        {
+            let at = scatter_targets(dims, indices, update_dims, dn, &window_size);
+            let mismatch = Err(OpError::Message(format!(
+                "scatter of {} into {}",
+                updates[0].shape, targets[0].shape
+            )));
+            let undefined = || {
+                OpError::Message(format!(
+                    "the scatter's combiner is not defined for {}",
+                    targets[0].data.element_type()
+                ))
+            };
+            let data = zip_same!(&targets[0].data, &updates[0].data, x, u => scatter_into(x.clone(), u, &at, f).ok_or_else(undefined)?, mismatch);
+            return Ok(literal(data.element_type(), dims, data));
+        }
         let mut update_index = Vec::with_capacity(updates[0].data.len());
         for_each_index(update_dims, |u| update_index.push(u.to_vec()));
         for (k, u) in update_index.iter().enumerate() {
@@ -389,6 +406,75 @@ impl Evaluator<'_> {
             .collect();
         Ok(one_or_tuple(values))
     }
+}
+
+/// For each update element in row-major order, the flat operand position a scatter
+/// without batching dimensions combines it into; `None` where its window does not fit in
+/// the operand (XLA skips those windows). `window_size`: the update window's extent along
+/// each operand dimension (1 where inserted).
+fn scatter_targets(
+    dims: &[i64],
+    indices: &ArrayLiteral,
+    update_dims: &[i64],
+    dn: &ScatterDims,
+    window_size: &[i64],
+) -> Vec<Option<usize>> {
+    let s = strides(dims);
+    let idims = &indices.shape.dims;
+    let is = strides(idims);
+    let ivd = dn.index_vector_dim as usize;
+    // The index dimensions the updates' scatter (batch) dimensions walk, in order.
+    let index_batch: Vec<usize> = (0..idims.len()).filter(|&d| d != ivd).collect();
+    let vector_stride = if ivd < idims.len() { is[ivd] } else { 0 };
+    let window_operand_dims: Vec<usize> = (0..dims.len() as i64)
+        .filter(|d| !dn.inserted_window_dims.contains(d))
+        .map(|d| d as usize)
+        .collect();
+    let mut start = vec![0i64; dims.len()];
+    let mut at = Vec::with_capacity(count(update_dims));
+    for_each_index(update_dims, |u| {
+        let (mut base, mut b) = (0usize, 0);
+        for (d, &c) in u.iter().enumerate() {
+            if !dn.update_window_dims.contains(&(d as i64)) {
+                base += c as usize * is[index_batch[b]];
+                b += 1;
+            }
+        }
+        start.fill(0);
+        for (j, &d) in dn.scatter_dims_to_operand_dims.iter().enumerate() {
+            start[d as usize] = array::index_value(&indices.data, base + j * vector_stride);
+        }
+        if (0..dims.len()).any(|d| start[d] < 0 || start[d] + window_size[d] > dims[d]) {
+            at.push(None);
+            return;
+        }
+        for (j, &d) in window_operand_dims.iter().enumerate() {
+            start[d] += u[dn.update_window_dims[j] as usize];
+        }
+        let target = start.iter().zip(&s).map(|(&x, &st)| x as usize * st).sum();
+        at.push(Some(target));
+    });
+    at
+}
+
+/// `target` with each update combined into its position (`at`, from [`scatter_targets`])
+/// by `f` (a binary op of the old value and the update, or the update alone), in order;
+/// `None` when the op is not defined for the type.
+fn scatter_into<T: Element>(
+    mut target: Vec<T>,
+    updates: &[T],
+    at: &[Option<usize>],
+    f: SimpleScalarFn,
+) -> Option<Vec<T>> {
+    for (&u, &p) in updates.iter().zip(at) {
+        let Some(p) = p else { continue };
+        target[p] = match f {
+            SimpleScalarFn::Binary { op, swapped: false } => T::binary(op, target[p], u)?,
+            SimpleScalarFn::Binary { op, swapped: true } => T::binary(op, u, target[p])?,
+            _ => u,
+        };
+    }
+    Some(target)
 }
 
 fn first_array(shape: &Shape) -> &crate::ArrayShape {
