@@ -270,7 +270,7 @@ fn estimate(op: &Op, in_shapes: &[Shape], out: &Shape, target: &Target) -> Verte
 type PartKey = (Vec<ArrayShape>, Shape, Op, Option<usize>);
 
 /// `shape` cut to the block `cut` (row-major: its layout dropped).
-fn cut_shape(shape: &ArrayShape, cut: &Cut) -> ArrayShape {
+pub(crate) fn cut_shape(shape: &ArrayShape, cut: &Cut) -> ArrayShape {
     let mut s = shape.clone();
     for &(d, _, len) in cut {
         s.dims[d] = len as i64;

@@ -1,18 +1,126 @@
-//! Scatter spread over tiles, as popops' multi-update does it: the operand is split along
-//! one index-addressed dimension (each tile owns a slice), the indices and updates are
-//! broadcast to the owning tiles in chunks, and each tile applies the updates that land in
-//! its slice (indices shifted by the slice's start; XLA skips windows out of bounds, so
-//! updates for other slices fall away). Chunks run one compute set after another.
+//! Scatter spread over tiles, as popops' multi-update does it. The operand is cut into
+//! slices along the dimensions the indices address with one-element windows (a window
+//! then lies wholly in one slice or in none); each slice's tile receives the indices and
+//! updates in chunks and applies those that land in its slice (indices shifted by the
+//! slice's start: XLA skips windows out of bounds, so updates for other slices fall away).
+//! When the combiner adds, the updates are also cut into groups: the tiles of group `g`
+//! apply only its updates, group 0 onto the operand's slice and the others onto slices of
+//! the additive identity, and the groups' partial results are summed after (as popops'
+//! multiUpdateAdd splits its indices and reduces the partials). Chunks run one compute set
+//! after another.
 
+use super::codelet_split::{Along, Axis, Cut, Split};
+use super::mapping::Piece;
 use super::{Arr, Here, Lowerer, Value};
 use crate::CompileError;
+use codegen::ReduceOp;
 use runtime::cost::VertexCost;
-use runtime::{CodeletVertex, Program};
+use runtime::{CodeletVertex, Program, Region, Run, RunSource};
 use xla_ir::literal::{ArrayData, ArrayLiteral, Literal};
 use xla_ir::{ArrayShape, BinaryOp, Computation, ElementType, Instruction, Module, Op, Shape};
 
 /// Bytes of indices and updates a tile receives per chunk.
 const CHUNK_BYTES: u64 = 96 * 1024;
+
+/// Tile cycles per worker cycle: a vertex on one worker of the six runs at a sixth of the
+/// tile's issue rate (as [`VertexCost::Worker`] is charged).
+const WORKER_RATE: u64 = 6;
+
+/// Cycles a worker spends per element of indices and updates it reads, and per vertex.
+const CYCLES_PER_ELEMENT: u64 = 6;
+const CYCLES_PER_VERTEX: u64 = 12;
+
+/// How a scatter is spread: the operand dimensions cut (with the index column addressing
+/// each and its slices) and the groups its updates are cut into.
+#[derive(Debug, Clone, PartialEq)]
+struct Plan {
+    cuts: Vec<(usize, usize, usize)>,
+    groups: usize,
+}
+
+impl Plan {
+    fn slices(&self) -> usize {
+        self.cuts.iter().map(|c| c.2).product()
+    }
+}
+
+/// The sizes a plan is weighed by.
+struct Sizes {
+    operand_bytes: u64,
+    rows: usize,
+    row_elements: u64,
+    row_bytes: u64,
+    chunk_rows: usize,
+    tiles: usize,
+    /// Exchange bytes a tile receives per cycle.
+    bytes_per_cycle: u64,
+    /// The most bytes a plan may hold on a tile at once.
+    budget: u64,
+}
+
+/// The cycles of the busiest tile under `plan`: applying its group's rows chunk by chunk,
+/// receiving them and its slice (or filling it with the identity), and, with groups,
+/// receiving and adding its share of the stacked partial results.
+fn estimate(plan: &Plan, z: &Sizes) -> u64 {
+    let rows = z.rows.div_ceil(plan.groups) as u64;
+    let chunks = rows.div_ceil(z.chunk_rows as u64);
+    let work = CYCLES_PER_VERTEX * chunks + rows * z.row_elements * CYCLES_PER_ELEMENT;
+    // The slice arrives (group 0) or is filled (the others).
+    let received = (rows * z.row_bytes + slice_bytes(plan, z)) / z.bytes_per_cycle;
+    let share = stacked_share(plan, z);
+    let sums = share / z.bytes_per_cycle + share / 4;
+    work * WORKER_RATE + received + sums
+}
+
+/// Bytes of one slice of the operand under `plan`.
+fn slice_bytes(plan: &Plan, z: &Sizes) -> u64 {
+    z.operand_bytes.div_ceil(plan.slices() as u64)
+}
+
+/// Bytes of the stacked partial results each tile receives to sum (none without groups).
+fn stacked_share(plan: &Plan, z: &Sizes) -> u64 {
+    match plan.groups > 1 {
+        true => z.operand_bytes * plan.groups as u64 / z.tiles as u64,
+        false => 0,
+    }
+}
+
+/// Bytes a tile holds at once under `plan`: its slice and the next, a chunk of rows and
+/// its share of the stacked partial results.
+fn held_bytes(plan: &Plan, z: &Sizes) -> u64 {
+    let rows = z.rows.div_ceil(plan.groups) as u64;
+    let chunk = rows.min(z.chunk_rows as u64) * z.row_bytes;
+    2 * slice_bytes(plan, z) + chunk + stacked_share(plan, z)
+}
+
+/// The cheapest plan: for each number of groups (powers of two up to the rows, 1 unless
+/// the combiner adds), the slices the remaining tiles allow, cut outermost dimension
+/// first (so slices are runs of the operand where they can be). Plans with groups must
+/// hold at most `budget` bytes on a tile; one group is the fallback whatever it holds.
+fn choose(cuttable: &[(usize, usize)], od: &[usize], adds: bool, z: &Sizes) -> Plan {
+    let most_groups = if adds { z.rows.min(z.tiles) } else { 1 };
+    let mut best: Option<(u64, Plan)> = None;
+    let mut groups = 1;
+    while groups <= most_groups {
+        let mut room = z.tiles / groups;
+        let cuts = cuttable
+            .iter()
+            .map(|&(d, column)| {
+                let parts = od[d].min(room).max(1);
+                room /= parts;
+                (d, column, parts)
+            })
+            .collect();
+        let plan = Plan { cuts, groups };
+        let cost = estimate(&plan, z);
+        let fits = groups == 1 || held_bytes(&plan, z) <= z.budget;
+        if fits && best.as_ref().is_none_or(|(c, _)| cost < *c) {
+            best = Some((cost, plan));
+        }
+        groups *= 2;
+    }
+    best.expect("one group is always weighed").1
+}
 
 impl Lowerer<'_> {
     /// Lowers a single-operand scatter split over tiles; `None` when it does not split
@@ -22,7 +130,7 @@ impl Lowerer<'_> {
         here: &Here,
         operands: &[Arr],
     ) -> Result<Option<Value>, CompileError> {
-        let Op::Scatter { dims, .. } = &here.instr.op else {
+        let Op::Scatter { dims, to_apply, .. } = &here.instr.op else {
             return Ok(None);
         };
         if operands.len() != 3 || !dims.input_batching_dims.is_empty() {
@@ -43,79 +151,215 @@ impl Lowerer<'_> {
             Some(j) => udims[dims.update_window_dims[j] as usize],
             None => 1,
         };
-        let Some(d) = dims
-            .scatter_dims_to_operand_dims
-            .iter()
-            .map(|&d| d as usize)
-            .filter(|&d| window(d) == 1 && od[d] > 1)
-            .max_by_key(|&d| od[d])
-        else {
+        // (operand dimension, index column) pairs a slice may be cut along, outermost first.
+        let mut cuttable: Vec<(usize, usize)> = (dims.scatter_dims_to_operand_dims.iter())
+            .enumerate()
+            .map(|(j, &d)| (d as usize, j))
+            .filter(|&(d, _)| window(d) == 1 && od[d] > 1)
+            .collect();
+        cuttable.sort_unstable();
+        if cuttable.is_empty() {
             return Ok(None);
-        };
-        let column = dims
-            .scatter_dims_to_operand_dims
-            .iter()
-            .position(|&x| x as usize == d)
-            .expect("chosen from the list");
-        let parts = od[d].min(self.tiles);
+        }
         // Chunks along the first index batch dim and its updates dim.
         let ib = (0..idims.len()).find(|&i| i != ivd).expect("rank >= 2");
         let ub = (0..udims.len())
             .find(|u| !dims.update_window_dims.contains(&(*u as i64)))
             .ok_or_else(|| here.unsupported("updates with no scatter dimension"))?;
-        let row_bytes = idx.shape.byte_size() / idims[ib].max(1) as u64
-            + upd.shape.byte_size() / udims[ub].max(1) as u64;
-        let chunk_rows = ((CHUNK_BYTES / row_bytes.max(1)) as usize).clamp(1, idims[ib].max(1));
-        let chunks = idims[ib].div_ceil(chunk_rows).max(1);
+        if idims[ib] == 0 || udims[ub] == 0 {
+            return Ok(None);
+        }
+        let rows = idims[ib];
+        let row_bytes = idx.shape.byte_size() / rows as u64 + upd.shape.byte_size() / rows as u64;
+        let row_elements = (idx.shape.element_count() + upd.shape.element_count()) / rows as u64;
+        let sizes = Sizes {
+            operand_bytes: op.shape.byte_size(),
+            rows,
+            row_elements,
+            row_bytes,
+            chunk_rows: ((CHUNK_BYTES / row_bytes.max(1)) as usize).clamp(1, rows),
+            tiles: self.tiles,
+            bytes_per_cycle: self.target.exchange_bytes_per_cycle.max(1),
+            // A policy, as the memory proportion is for products: half a tile.
+            budget: self.target.bytes_per_tile / 2,
+        };
+        // Partial results may be summed after when the combiner adds (f32 partials start
+        // at -0, addition's identity, so untouched elements keep their sign).
+        let adds = super::reduce::simple_reducer(self.module, *to_apply) == Some(ReduceOp::Sum)
+            && matches!(
+                op.shape.element_type,
+                ElementType::F32 | ElementType::S32 | ElementType::U32
+            );
+        let plan = choose(&cuttable, &od, adds, &sizes);
+        if plan.slices() * plan.groups < 2 {
+            return Ok(None);
+        }
+        let split = split_of(&plan, &od, rows, ib, ub);
         let name = here.instr.name.clone();
+        tracing::debug!(
+            target: "ipuxla::plan",
+            "scatter {name}: slices {:?}, {} groups of updates, {} rows a chunk, ~{} cycles",
+            plan.cuts.iter().map(|c| (c.0, c.2)).collect::<Vec<_>>(),
+            plan.groups,
+            sizes.chunk_rows,
+            estimate(&plan, &sizes)
+        );
+        let parts = split.parts();
         let start_tile = self.next_tile();
         let tpi = self.target.tiles_per_ipu;
-        // Each part's slice of the operand, on its tile.
-        let mut slices: Vec<Arr> = Vec::new();
-        for p in 0..parts {
-            let (s, len) = super::dot::part(od[d], parts, p);
-            let tile = self.tile_at(start_tile + p);
-            slices.push(self.slice_on_tile(op, &[(d, s, len)], tile, &format!("{name}.slice{p}")));
+        // Per part: its tile, its slice's cut, its rows and the shift of each index column.
+        let tiles: Vec<usize> = (0..parts).map(|p| self.tile_at(start_tile + p)).collect();
+        let mut slice_shapes = Vec::with_capacity(parts);
+        let mut row_ranges = Vec::with_capacity(parts);
+        let mut shifts: Vec<Vec<(usize, i32)>> = Vec::with_capacity(parts);
+        // Each part's slice as it stands: group 0's from the operand, the others' from one
+        // tensor of the identity (a slice on each of their tiles, filled in one go).
+        let mut identity_pieces = Vec::new();
+        let mut cuts = Vec::with_capacity(parts);
+        for (p, &tile) in tiles.iter().enumerate() {
+            let cut = split.operand_cut(0, p, &od);
+            let rows_cut = split.operand_cut(1, p, &idims);
+            let (r0, rn) = rows_cut.first().map_or((0, rows), |c| (c.1, c.2));
+            row_ranges.push((r0, rn));
+            let at = |d: usize| cut.iter().find(|c| c.0 == d).map_or(0, |c| c.1);
+            shifts.push(
+                plan.cuts
+                    .iter()
+                    .map(|&(d, col, _)| (col, at(d) as i32))
+                    .collect(),
+            );
+            let shape = super::codelet::cut_shape(&op.shape, &cut);
+            let len = shape.element_count() as usize;
+            if r0 != 0 {
+                let start = identity_pieces
+                    .last()
+                    .map_or(0, |q: &Piece| q.start + q.len);
+                identity_pieces.push(Piece { tile, start, len });
+            }
+            cuts.push(cut);
+            slice_shapes.push(shape);
         }
+        let firsts: Vec<usize> = (0..parts).filter(|&p| row_ranges[p].0 == 0).collect();
+        let placed = self.operand_on_tiles(
+            op,
+            &firsts.iter().map(|&p| cuts[p].clone()).collect::<Vec<_>>(),
+            &firsts.iter().map(|&p| tiles[p]).collect::<Vec<_>>(),
+            &format!("{name}.slices"),
+        );
+        let mut states: Vec<Option<Region>> = vec![None; parts];
+        for (&p, (_, region)) in firsts.iter().zip(placed) {
+            states[p] = Some(region);
+        }
+        if let Some(last) = identity_pieces.last() {
+            let total = last.start + last.len;
+            let shape = ArrayShape::new(op.shape.element_type, &[total as i64]);
+            let identity =
+                self.arr_mapped(&format!("{name}.identity"), &shape, identity_pieces.clone());
+            let fill = match op.shape.element_type {
+                ElementType::F32 => (-0.0f32).to_le_bytes().to_vec(),
+                _ => vec![0; 4],
+            };
+            let mut runs = runtime::Runs::new();
+            runs.push(Run {
+                source: RunSource::Fill,
+                dst_start: 0,
+                len: total,
+            });
+            self.rearrange_into(
+                identity.tensor,
+                Vec::new(),
+                runs,
+                fill,
+                &format!("{name}.identity"),
+            );
+            let mut pieces = identity_pieces.iter();
+            for state in states.iter_mut().filter(|s| s.is_none()) {
+                let q = pieces.next().expect("a piece per identity slice");
+                *state = Some(Region {
+                    tensor: identity.tensor,
+                    start: q.start,
+                    len: q.len,
+                });
+            }
+        }
+        let mut states: Vec<Region> = states
+            .into_iter()
+            .map(|s| s.expect("every slice is the operand's or the identity's"))
+            .collect();
+        let mut finals: Vec<Option<Arr>> = vec![None; parts];
+        let chunks = row_ranges
+            .iter()
+            .map(|&(_, n)| n.div_ceil(sizes.chunk_rows))
+            .max()
+            .unwrap_or(0);
+        type Key = (Vec<ArrayShape>, Vec<(usize, i32)>);
+        let mut codelets: Vec<(Key, runtime::CodeletId)> = Vec::new();
         for c in 0..chunks {
-            let (r0, rn) = (c * chunk_rows, chunk_rows.min(idims[ib] - c * chunk_rows));
             let mut vertices = Vec::new();
-            let mut next = Vec::new();
             let mut reads = Vec::new();
-            for (p, slice) in slices.iter().enumerate() {
-                let tile = self.tile_at(start_tile + p);
-                let ic =
-                    self.slice_on_tile(idx, &[(ib, r0, rn)], tile, &format!("{name}.idx{c}.p{p}"));
-                let uc =
-                    self.slice_on_tile(upd, &[(ub, r0, rn)], tile, &format!("{name}.upd{c}.p{p}"));
-                let (start, _) = super::dot::part(od[d], parts, p);
-                let module = shifted_scatter(
-                    self.module,
-                    here.instr,
-                    &slice.shape,
-                    &ic.shape,
-                    &uc.shape,
-                    column,
-                    start as i32,
-                );
-                let elems = ic.shape.element_count() + uc.shape.element_count();
-                let cost = VertexCost::Worker(12 + elems * 6);
-                let shapes = vec![slice.shape.clone(), ic.shape.clone(), uc.shape.clone()];
-                let id = self.add_eval_codelet(here, module, shapes, cost, None)?;
+            // The parts with rows left, and this chunk of their rows on each one's tile.
+            let active: Vec<usize> = (0..parts)
+                .filter(|&p| c * sizes.chunk_rows < row_ranges[p].1)
+                .collect();
+            let rows_cut = |p: usize, dim: usize| -> Cut {
+                let (r0, rn) = row_ranges[p];
+                let first = c * sizes.chunk_rows;
+                smallvec::smallvec![(dim, r0 + first, sizes.chunk_rows.min(rn - first))]
+            };
+            let active_tiles: Vec<usize> = active.iter().map(|&p| tiles[p]).collect();
+            let idx_cuts: Vec<Cut> = active.iter().map(|&p| rows_cut(p, ib)).collect();
+            let upd_cuts: Vec<Cut> = active.iter().map(|&p| rows_cut(p, ub)).collect();
+            let ics =
+                self.operand_on_tiles(idx, &idx_cuts, &active_tiles, &format!("{name}.idx{c}"));
+            let ucs =
+                self.operand_on_tiles(upd, &upd_cuts, &active_tiles, &format!("{name}.upd{c}"));
+            for ((&p, ic), uc) in active.iter().zip(ics).zip(ucs) {
+                let tile = tiles[p];
+                let slice = &slice_shapes[p];
+                let state = states[p];
+                let mut in_shapes = vec![slice.clone(), ic.0, uc.0];
+                let inputs = [state, ic.1, uc.1];
+                // Parts of equal shapes and shifts run one codelet.
+                let key = (std::mem::take(&mut in_shapes), shifts[p].clone());
+                let id = match codelets.iter().find(|(k, _)| *k == key) {
+                    Some((_, id)) => *id,
+                    None => {
+                        let (in_shapes, shifts) = &key;
+                        let [.., indices, updates] = &in_shapes[..] else {
+                            unreachable!("the indices and updates are the last inputs")
+                        };
+                        let module = shifted_scatter(
+                            self.module,
+                            here.instr,
+                            slice,
+                            indices,
+                            updates,
+                            shifts,
+                        );
+                        let elems = indices.element_count() + updates.element_count();
+                        let cost =
+                            VertexCost::Worker(CYCLES_PER_VERTEX + elems * CYCLES_PER_ELEMENT);
+                        let id =
+                            self.add_eval_codelet(here, module, in_shapes.clone(), cost, None)?;
+                        codelets.push((key, id));
+                        id
+                    }
+                };
                 let out = self.arr_mapped(
                     &format!("{name}.c{c}.p{p}"),
-                    &slice.shape,
-                    super::mapping::single(slice.elements(), tile),
+                    slice,
+                    super::mapping::single(slice.element_count() as usize, tile),
                 );
                 vertices.push(CodeletVertex {
                     codelet: id,
                     ipu: tile / tpi,
                     tile: tile % tpi,
-                    inputs: vec![slice.whole(), ic.whole(), uc.whole()],
+                    inputs: inputs.to_vec(),
                     outputs: vec![out.whole()],
                 });
-                reads.extend([slice.tensor, ic.tensor, uc.tensor]);
-                next.push(out);
+                reads.extend(inputs.iter().map(|r| r.tensor));
+                states[p] = out.whole();
+                finals[p] = Some(out);
             }
             for t in reads {
                 self.use_tensor(t);
@@ -124,23 +368,64 @@ impl Lowerer<'_> {
                 self.b
                     .compute_set_with_codelets(&format!("{name}.chunk{c}"), Vec::new(), vertices);
             self.emit(Program::Execute(cs));
-            slices = next;
         }
+        let finals: Vec<Arr> = finals
+            .into_iter()
+            .map(|s| s.expect("every part ran at least one chunk (groups <= rows)"))
+            .collect();
         let shape = here.array()?.clone();
-        let out = self.concatenated(&name, &shape, &slices, d);
+        let out = self.assembled(&name, &shape, &finals, &split);
         Ok(Some(Value::Array(out)))
     }
 }
 
-/// `scatter(slice, indices - start in `column`, updates)` as a module.
+/// `plan` as a [`Split`]: an axis per cut operand dimension (the indices and updates read
+/// whole along it) and, with groups, a summed axis cutting the indices' and updates' rows.
+fn split_of(plan: &Plan, od: &[usize], rows: usize, ib: usize, ub: usize) -> Split {
+    let mut axes: Vec<Axis> = plan
+        .cuts
+        .iter()
+        .filter(|c| c.2 > 1)
+        .map(|&(d, _, parts)| Axis {
+            out_dim: d,
+            units: od[d],
+            parts,
+            out_scale: 1,
+            operands: vec![Some(Along::Scaled { dim: d, scale: 1 }), None, None],
+            fixed: false,
+            sums: false,
+        })
+        .collect();
+    if plan.groups > 1 {
+        axes.push(Axis {
+            out_dim: usize::MAX,
+            units: rows,
+            parts: plan.groups,
+            out_scale: 1,
+            operands: vec![
+                None,
+                Some(Along::Scaled { dim: ib, scale: 1 }),
+                Some(Along::Scaled { dim: ub, scale: 1 }),
+            ],
+            fixed: false,
+            sums: true,
+        });
+    }
+    Split {
+        axes,
+        ungroup: false,
+    }
+}
+
+/// `scatter(slice, indices - shifts, updates)` as a module of those three parameters.
+/// `shifts`: (index column, start of the slice along the dimension it addresses).
 fn shifted_scatter(
     module: &Module,
     instr: &Instruction,
     slice: &ArrayShape,
     indices: &ArrayShape,
     updates: &ArrayShape,
-    column: usize,
-    start: i32,
+    shifts: &[(usize, i32)],
 ) -> Module {
     let mut m = Module::new(format!("{}.codelet", instr.name));
     let Op::Scatter {
@@ -162,19 +447,25 @@ fn shifted_scatter(
     let ivd = dims.index_vector_dim;
     let cols = indices.dims[ivd as usize] as usize;
     let mut offsets = vec![0i32; cols];
-    offsets[column] = start;
+    for &(column, start) in shifts {
+        offsets[column] = start;
+    }
     let mut e = Computation::new("entry");
-    let p = |i: usize, s: &ArrayShape| {
-        Instruction::new(
-            format!("p{i}"),
-            Op::Parameter { number: i as u64 },
+    let mut number = 0;
+    let mut param = |e: &mut Computation, s: &ArrayShape| {
+        let id = e.push(Instruction::new(
+            format!("p{number}"),
+            Op::Parameter { number },
             &[],
             Shape::Array(s.clone()),
-        )
+        ));
+        number += 1;
+        id
     };
-    let p0 = e.push(p(0, slice));
-    let p1 = e.push(p(1, indices));
-    let p2 = e.push(p(2, updates));
+    let slice_shape = Shape::Array(ArrayShape::new(slice.element_type, &slice.dims));
+    let base = param(&mut e, slice);
+    let p1 = param(&mut e, indices);
+    let p2 = param(&mut e, updates);
     let lit = ArrayLiteral::new(
         ArrayShape::new(ElementType::S32, &[cols as i64]),
         ArrayData::S32(offsets),
@@ -206,9 +497,65 @@ fn shifted_scatter(
     e.root = e.push(Instruction::new(
         instr.name.clone(),
         op,
-        &[p0, shifted, p2],
-        Shape::Array(ArrayShape::new(slice.element_type, &slice.dims)),
+        &[base, shifted, p2],
+        slice_shape,
     ));
     m.entry = m.add_computation(e);
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sizes(rows: usize, tiles: usize) -> Sizes {
+        Sizes {
+            operand_bytes: 32 * 14 * 14 * 32 * 4,
+            rows,
+            row_elements: 5,
+            row_bytes: 20,
+            chunk_rows: 4915,
+            tiles,
+            bytes_per_cycle: 4,
+            budget: 312 * 1024,
+        }
+    }
+
+    /// XLA's rewritten pool gradient (50 176 one-element updates into a [32,14,14,32]
+    /// operand): adding, the updates are cut into groups and the cycles fall by orders of
+    /// magnitude against slices alone; assigning, only slices.
+    #[test]
+    fn added_updates_are_cut_into_groups() {
+        let od = [32, 14, 14, 32];
+        let cuttable = [(0, 0), (1, 1), (2, 2), (3, 3)];
+        let z = sizes(50_176, 1472);
+        let adding = choose(&cuttable, &od, true, &z);
+        let assigning = choose(&cuttable, &od, false, &z);
+        assert!(adding.groups > 1, "{adding:?}");
+        assert_eq!(assigning.groups, 1);
+        assert!(adding.slices() * adding.groups <= 1472, "{adding:?}");
+        assert!(
+            assigning.slices() <= 1472 && assigning.slices() > 32,
+            "{assigning:?}"
+        );
+        assert!(estimate(&adding, &z) * 10 < estimate(&assigning, &z));
+        let tight = Sizes { budget: 4096, ..z };
+        assert_eq!(
+            choose(&cuttable, &od, true, &tight).groups,
+            1,
+            "groups must fit the budget"
+        );
+    }
+
+    #[test]
+    fn groups_never_outnumber_rows_and_outer_dimensions_are_cut_first() {
+        let od = [4, 1000];
+        let z = Sizes {
+            operand_bytes: 16_000,
+            ..sizes(3, 1472)
+        };
+        let plan = choose(&[(0, 0), (1, 1)], &od, true, &z);
+        assert!(plan.groups <= 3, "{plan:?}");
+        assert_eq!(plan.cuts[0], (0, 0, 4), "{plan:?}");
+    }
 }
