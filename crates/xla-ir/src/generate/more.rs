@@ -51,23 +51,42 @@ impl Gen<'_, '_> {
         self.c.gather(x, indices, gd, &sizes)
     }
 
-    /// Rows added into `x` by index: `scatter` with an add.
+    /// Rows added into `x` by index: `scatter` with an add. From rank 2, half the time each
+    /// update is a row of the last dimensions placed by an index into each of the first two
+    /// (the compiler then cuts the operand along both); up to 9 updates, so that adding
+    /// scatters are also cut into groups of updates.
     pub(super) fn scatter_rows(
         &mut self,
         x: InstrId,
         dims: &[i64],
         t: ElementType,
     ) -> Result<InstrId, BuildError> {
-        let n = *self.rng.pick(&[1, 2, 3]);
-        let indices = self.row_indices(n, dims[0])?;
-        let mut update_dims = dims.to_vec();
-        update_dims[0] = n;
+        let n = *self.rng.pick(&[1, 2, 3, 9]);
+        let addressed: i64 = if dims.len() >= 2 && self.rng.chance(0.5) {
+            2
+        } else {
+            1
+        };
+        let indices = if addressed == 1 {
+            self.row_indices(n, dims[0])?
+        } else {
+            let v: Vec<i32> = (0..n)
+                .flat_map(|_| [0, 1])
+                .map(|d| self.rng.below(dims[d] as usize + 2) as i32 - 1)
+                .collect();
+            self.c.constant(ArrayLiteral {
+                shape: ArrayShape::new(ElementType::S32, &[n, 2]),
+                data: ArrayData::S32(v),
+            })?
+        };
+        let mut update_dims = vec![n];
+        update_dims.extend_from_slice(&dims[addressed as usize..]);
         let updates = self.same_shape(x, &update_dims)?;
         let rank = dims.len() as i64;
         let sd = ScatterDims {
-            update_window_dims: (1..rank).collect(),
-            inserted_window_dims: vec![0],
-            scatter_dims_to_operand_dims: vec![0],
+            update_window_dims: (1..=rank - addressed).collect(),
+            inserted_window_dims: (0..addressed).collect(),
+            scatter_dims_to_operand_dims: (0..addressed).collect(),
             input_batching_dims: vec![],
             scatter_indices_batching_dims: vec![],
             index_vector_dim: 1,
