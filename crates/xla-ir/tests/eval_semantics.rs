@@ -232,3 +232,62 @@ fn scatters_with_plain_and_general_combiners_agree() {
     let copied = module("  ROOT r = f32[] copy(b)", "f32");
     assert_eq!(run(&second, &args), run(&copied, &args));
 }
+
+/// An argmax reducer (value and index pairs: the larger value, the smaller index on ties,
+/// NaN winning) folds in lockstep over all groups when it is element-wise; the same
+/// reducer behind a `call` folds one scalar at a time. Both must agree, for a reduce and
+/// for a reduce-window, on values with ties and NaNs.
+#[test]
+fn lockstep_and_scalar_folds_of_an_argmax_agree() {
+    let reducer = "argmax {\n  a = f32[] parameter(0)\n  i = s32[] parameter(1)\n  b = f32[] parameter(2)\n  j = s32[] parameter(3)\n  \
+        gt = pred[] compare(a, b), direction=GT\n  nan = pred[] compare(a, a), direction=NE\n  eq = pred[] compare(a, b), direction=EQ\n  \
+        lt = pred[] compare(i, j), direction=LT\n  tie = pred[] and(eq, lt)\n  g = pred[] or(gt, nan)\n  keep = pred[] or(g, tie)\n  \
+        v = f32[] select(keep, a, b)\n  k = s32[] select(keep, i, j)\n  ROOT t = (f32[], s32[]) tuple(v, k)\n}\n\n\
+        called {\n  a = f32[] parameter(0)\n  i = s32[] parameter(1)\n  b = f32[] parameter(2)\n  j = s32[] parameter(3)\n  \
+        ROOT c = (f32[], s32[]) call(a, i, b, j), to_apply=argmax\n}";
+    let entry = |reduce: &str, with: &str| {
+        format!(
+            "{reducer}\n\nENTRY e {{\n  x = f32[6,8]{{1,0}} parameter(0)\n  ix = s32[6,8]{{1,0}} iota(), iota_dimension=1\n  \
+             lo = f32[] constant(-inf)\n  z = s32[] constant(0)\n  {}\n}}",
+            reduce.replace("WITH", with)
+        )
+    };
+    let reduce = "ROOT r = (f32[6], s32[6]) reduce(x, ix, lo, z), dimensions={1}, to_apply=WITH";
+    let window = "ROOT r = (f32[3,4], s32[3,4]) reduce-window(x, ix, lo, z), window={size=2x2 stride=2x2}, to_apply=WITH";
+    let values: Vec<f32> = (0..48)
+        .map(|v| match v % 11 {
+            3 => f32::NAN,
+            5 | 6 => 2.0,
+            _ => (v % 7) as f32 - 3.0,
+        })
+        .collect();
+    let args = [f32s(&[6, 8], &values)];
+    for op in [reduce, window] {
+        let lockstep = run(&entry(op, "argmax"), &args);
+        assert_eq!(lockstep, run(&entry(op, "called"), &args), "{op}");
+        assert!(
+            lockstep.contains("nan") || lockstep.contains("NaN"),
+            "{lockstep}"
+        );
+    }
+    // A reducer whose result depends on the order it sees the elements in (and holds a
+    // constant, which becomes a vector in lockstep).
+    let decay = "decay {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  h = f32[] constant(0.5)\n  \
+        m = f32[] multiply(a, h)\n  ROOT s = f32[] add(m, b)\n}\n\n\
+        called {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] call(a, b), to_apply=decay\n}";
+    let entry = |reduce: &str, with: &str| {
+        format!(
+            "{decay}\n\nENTRY e {{\n  x = f32[6,8]{{1,0}} parameter(0)\n  z = f32[] constant(1)\n  {}\n}}",
+            reduce.replace("WITH", with)
+        )
+    };
+    let reduce = "ROOT r = f32[6] reduce(x, z), dimensions={1}, to_apply=WITH";
+    let window =
+        "ROOT r = f32[3,4] reduce-window(x, z), window={size=2x2 stride=2x2}, to_apply=WITH";
+    let ramp: Vec<f32> = (0..48).map(|v| v as f32 * 0.25).collect();
+    let args = [f32s(&[6, 8], &ramp)];
+    for op in [reduce, window] {
+        let lockstep = run(&entry(op, "decay"), &args);
+        assert_eq!(lockstep, run(&entry(op, "called"), &args), "{op}");
+    }
+}

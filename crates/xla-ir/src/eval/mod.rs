@@ -16,6 +16,7 @@ mod factor;
 mod feeds;
 mod groups;
 mod linalg;
+mod lockstep;
 mod movement;
 mod random;
 mod reduce;
@@ -409,6 +410,19 @@ impl From<EvalError> for OpError {
 }
 
 impl<'m> Evaluator<'m> {
+    /// An evaluator of `module`, a computation rewritten on the side (no feeds, no
+    /// replicas), holding to this one's host memory limit.
+    pub(crate) fn nested<'n>(&self, module: &'n Module) -> Evaluator<'n> {
+        Evaluator {
+            module,
+            names: FeedNames::of(module),
+            feeds: RefCell::new(Feeds::default()),
+            replica: None,
+            live: std::cell::Cell::new(self.live.get()),
+            max_live: self.max_live,
+        }
+    }
+
     /// Evaluates computation `id` with `args` bound to its parameters.
     pub fn computation(&self, id: CompId, args: &[Literal]) -> Result<Literal, EvalError> {
         let comp = self.module.computation(id);

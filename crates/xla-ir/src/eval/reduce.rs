@@ -181,6 +181,9 @@ impl Evaluator<'_> {
             let data = zip_same!(&input.data, &init.data, x, i => fast_fold(op, x, i[0], groups, n).ok_or_else(undefined)?, mismatch);
             return Ok(vec![data]);
         }
+        if let Some(results) = self.fold_in_lockstep(inputs, inits, reducer, n, groups)? {
+            return Ok(results);
+        }
         let mut results: Vec<Vec<ArrayData>> = vec![Vec::with_capacity(n); inits.len()];
         groups.each(|first, offsets| {
             let mut acc: Vec<ArrayLiteral> = inits.iter().map(|i| (*i).clone()).collect();
