@@ -22,10 +22,6 @@ use xla_ir::{ArrayShape, BinaryOp, Computation, ElementType, Instruction, Module
 /// Bytes of indices and updates a tile receives per chunk.
 const CHUNK_BYTES: u64 = 96 * 1024;
 
-/// Tile cycles per worker cycle: a vertex on one worker of the six runs at a sixth of the
-/// tile's issue rate (as [`VertexCost::Worker`] is charged).
-const WORKER_RATE: u64 = 6;
-
 /// Cycles a worker spends per element of indices and updates it reads, and per vertex.
 const CYCLES_PER_ELEMENT: u64 = 6;
 const CYCLES_PER_VERTEX: u64 = 12;
@@ -54,6 +50,9 @@ struct Sizes {
     tiles: usize,
     /// Exchange bytes a tile receives per cycle.
     bytes_per_cycle: u64,
+    /// Worker contexts: a vertex on one of them issues every `workers` cycles (as
+    /// [`VertexCost::Worker`] is charged).
+    workers: u64,
     /// The most bytes a plan may hold on a tile at once.
     budget: u64,
 }
@@ -67,9 +66,10 @@ fn estimate(plan: &Plan, z: &Sizes) -> u64 {
     let work = CYCLES_PER_VERTEX * chunks + rows * z.row_elements * CYCLES_PER_ELEMENT;
     // The slice arrives (group 0) or is filled (the others).
     let received = (rows * z.row_bytes + slice_bytes(plan, z)) / z.bytes_per_cycle;
+    // The stacked partials arrive, then are added (about a word a cycle).
     let share = stacked_share(plan, z);
     let sums = share / z.bytes_per_cycle + share / 4;
-    work * WORKER_RATE + received + sums
+    work * z.workers + received + sums
 }
 
 /// Bytes of one slice of the operand under `plan`.
@@ -180,6 +180,7 @@ impl Lowerer<'_> {
             chunk_rows: ((CHUNK_BYTES / row_bytes.max(1)) as usize).clamp(1, rows),
             tiles: self.tiles,
             bytes_per_cycle: self.target.exchange_bytes_per_cycle.max(1),
+            workers: self.target.worker_contexts.max(1) as u64,
             // A policy, as the memory proportion is for products: half a tile.
             budget: self.target.bytes_per_tile / 2,
         };
@@ -517,6 +518,7 @@ mod tests {
             chunk_rows: 4915,
             tiles,
             bytes_per_cycle: 4,
+            workers: 6,
             budget: 312 * 1024,
         }
     }
