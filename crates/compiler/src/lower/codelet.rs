@@ -283,12 +283,11 @@ pub(crate) fn cut_shape(shape: &ArrayShape, cut: &Cut) -> ArrayShape {
 /// one run of its elements ([`Split::contiguous`]).
 fn block_run(dims: &[usize], cut: &Cut) -> (usize, usize) {
     let mut first = vec![0; dims.len()];
-    let mut len = dims.to_vec();
-    for &(d, s, l) in cut {
+    for &(d, s, _) in cut {
         first[d] = s;
-        len[d] = l;
     }
-    (flat(dims, &first), len.iter().product())
+    let len = (0..dims.len()).map(|d| codelet_split::cut_len(dims, cut, d));
+    (flat(dims, &first), len.product())
 }
 
 /// Part `p` of `split`: its operands' shapes, its result's shape and its op.

@@ -279,11 +279,16 @@ fn scaled(dim: usize, scale: usize) -> Option<Along> {
 /// every dimension before the first of more than one element has one, every one after it
 /// is whole.
 fn is_block_contiguous(dims: &[usize], cut: &Cut) -> bool {
-    let len = |d: usize| cut.iter().find(|c| c.0 == d).map_or(dims[d], |c| c.2);
+    let len = |d: usize| cut_len(dims, cut, d);
     let Some(first) = (0..dims.len()).find(|&d| len(d) > 1) else {
         return true;
     };
     (first + 1..dims.len()).all(|d| len(d) == dims[d])
+}
+
+/// The length of dimension `d` in the block `cut` of an array of `dims`.
+pub(crate) fn cut_len(dims: &[usize], cut: &Cut, d: usize) -> usize {
+    cut.iter().find(|c| c.0 == d).map_or(dims[d], |c| c.2)
 }
 
 /// Elements per unit along a window dimension when its windows do not overlap and read
@@ -475,7 +480,7 @@ pub(crate) const LARGE: u64 = 64 * 1024;
 pub(crate) fn run_length(dims: &[usize], cut: &Cut) -> usize {
     let mut run = 1;
     for d in (0..dims.len()).rev() {
-        let len = cut.iter().find(|c| c.0 == d).map_or(dims[d], |c| c.2);
+        let len = cut_len(dims, cut, d);
         run *= len;
         if len < dims[d] {
             break;
