@@ -505,9 +505,10 @@ impl Lowerer<'_> {
             outputs: vec![(out_type, expr)],
         }));
         let out = self.arr_mapped(&format!("{name}.sum"), shape, linear.to_vec());
-        let mut vertices = Vec::new();
+        let workers = self.target.worker_contexts;
+        let mut vertices = Vec::with_capacity(mapping::worker_splits(linear, workers, 32));
         for q in linear {
-            let split = mapping::worker_split(q.len, self.target.worker_contexts, 32);
+            let split = mapping::worker_split(q.len, workers, 32);
             for (at, len) in split {
                 let part = |ik: usize| Region {
                     tensor: stacked,

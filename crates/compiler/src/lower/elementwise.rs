@@ -364,11 +364,11 @@ impl Lowerer<'_> {
             outputs,
         }));
         let tpi = self.target.tiles_per_ipu;
-        let mut vertices = Vec::new();
+        let workers = self.target.worker_contexts;
+        let mut vertices =
+            Vec::with_capacity(mapping::worker_splits(&pieces, workers, MIN_PER_WORKER));
         for p in &pieces {
-            for (at, len) in
-                mapping::worker_split(p.len, self.target.worker_contexts, MIN_PER_WORKER)
-            {
+            for (at, len) in mapping::worker_split(p.len, workers, MIN_PER_WORKER) {
                 let region = |t| Region {
                     tensor: t,
                     start: p.start + at,

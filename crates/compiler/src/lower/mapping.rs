@@ -107,6 +107,14 @@ pub fn worker_split(len: usize, workers: usize, min: usize) -> Vec<(usize, usize
     out
 }
 
+/// How many parts [`worker_split`] makes of all of `pieces` together.
+pub fn worker_splits(pieces: &[Piece], workers: usize, min: usize) -> usize {
+    pieces
+        .iter()
+        .map(|p| p.len.div_ceil(min.max(1)).clamp(1, workers.max(1)))
+        .sum()
+}
+
 /// Number of distinct tiles a mapping uses.
 pub fn tile_count(pieces: &[Piece]) -> usize {
     let mut t: Vec<usize> = pieces
