@@ -8,6 +8,7 @@
 
 use crate::CodegenError;
 use crate::fp::FloatMode;
+use crate::halves;
 use crate::kernel::{DType, ElementwiseKernel, Expr, KernelSpec, ReduceKernel, ReduceOp};
 use crate::lower::{ExprLowering, Helpers, clif_type, vectorizable};
 use crate::reference::{self, Scalar};
@@ -20,7 +21,6 @@ use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
-use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 use smallvec::SmallVec;
 use std::collections::HashMap;
 
@@ -790,25 +790,25 @@ impl KernelCache {
 /// A buffer of f32 values standing in for an f16 buffer during a call (F16C-accelerated
 /// slice conversion where the CPU has it).
 fn widen(t: DType, bytes: &[u8], n: usize) -> Option<Vec<f32>> {
-    (t == DType::F16).then(|| {
-        let bits: Vec<u16> = bytes[..n * 2]
-            .chunks_exact(2)
-            .map(|c| u16::from_le_bytes([c[0], c[1]]))
-            .collect();
-        let mut out = vec![0f32; n];
-        bits.reinterpret_cast::<half::f16>()
-            .convert_to_f32_slice(&mut out);
-        out
-    })
+    (t == DType::F16).then(|| halves::widened(bytes, n))
 }
 
 /// Writes f32 values as f16 bytes (round to nearest even).
 fn narrow(values: &[f32], bytes: &mut [u8]) {
-    let mut halves = vec![half::f16::ZERO; values.len()];
-    halves.convert_from_f32_slice(values);
-    for (chunk, bits) in bytes.chunks_exact_mut(2).zip(halves.reinterpret_cast()) {
-        chunk.copy_from_slice(&bits.to_le_bytes());
-    }
+    halves::narrow_into(values, bytes);
+}
+
+/// `values` seen as their bytes (the host is little-endian, as the device: callers check).
+fn f32_bytes_mut(values: &mut [f32]) -> &mut [u8] {
+    // SAFETY: the bytes of an f32 slice: same memory and lifetime, u8 needs no alignment
+    // and every byte written leaves a valid f32.
+    unsafe { std::slice::from_raw_parts_mut(values.as_mut_ptr() as *mut u8, values.len() * 4) }
+}
+
+thread_local! {
+    /// Per host thread: the f32 copies of a matrix product's operands, reused from one
+    /// vertex to the next (a run multiplies on hundreds of thousands of vertices).
+    static OPERANDS: std::cell::Cell<[Vec<f32>; 2]> = Default::default();
 }
 
 /// The first element whose status has an exception bit (element numbers from `start`).
@@ -938,7 +938,6 @@ impl CompiledKernel<'_> {
                 }
             })
             .collect();
-        let mut bits = vec![0u16; CHUNK];
         let mut start = 0;
         while start < n {
             let len = CHUNK.min(n - start);
@@ -946,15 +945,7 @@ impl CompiledKernel<'_> {
             for ((t, buf), wide) in k.inputs.iter().zip(inputs).zip(wide_in.iter_mut()) {
                 let size = t.size();
                 if *t == DType::F16 {
-                    for (b, c) in bits[..len]
-                        .iter_mut()
-                        .zip(buf[start * 2..(start + len) * 2].chunks_exact(2))
-                    {
-                        *b = u16::from_le_bytes([c[0], c[1]]);
-                    }
-                    bits[..len]
-                        .reinterpret_cast::<half::f16>()
-                        .convert_to_f32_slice(&mut wide[..len]);
+                    halves::widen_into(&buf[start * 2..], &mut wide[..len]);
                     ins.push(wide.as_ptr() as *const u8);
                 } else {
                     ins.push(buf[start * size..].as_ptr());
@@ -1054,13 +1045,17 @@ impl CompiledKernel<'_> {
         if c.len() < cells * 2 {
             return Err(size_error("output", 0, c.len(), cells * 2));
         }
-        let mut wide = vec![0u8; cells * 4];
-        self.run_matmul_f32(k, a, b, &mut wide)?;
-        let values: Vec<f32> = wide
-            .chunks_exact(4)
-            .map(|ch| f32::from_le_bytes([ch[0], ch[1], ch[2], ch[3]]))
-            .collect();
-        narrow(&values, &mut c[..cells * 2]);
+        let mut wide = vec![0f32; cells];
+        if cfg!(target_endian = "little") {
+            self.run_matmul_f32(k, a, b, f32_bytes_mut(&mut wide))?;
+        } else {
+            let mut bytes = vec![0u8; cells * 4];
+            self.run_matmul_f32(k, a, b, &mut bytes)?;
+            for (w, ch) in wide.iter_mut().zip(bytes.chunks_exact(4)) {
+                *w = f32::from_le_bytes([ch[0], ch[1], ch[2], ch[3]]);
+            }
+        }
+        narrow(&wide, &mut c[..cells * 2]);
         Ok(())
     }
 
@@ -1083,13 +1078,16 @@ impl CompiledKernel<'_> {
         if c.len() < m * n * 4 {
             return Err(size_error("output", 0, c.len(), m * n * 4));
         }
-        let to_f32 = |bytes: &[u8], count: usize| -> Vec<f32> {
-            widen(k.input, bytes, count).unwrap_or_else(|| {
-                bytes[..count * 4]
-                    .chunks_exact(4)
-                    .map(|ch| f32::from_le_bytes([ch[0], ch[1], ch[2], ch[3]]))
-                    .collect()
-            })
+        let to_f32 = |bytes: &[u8], count: usize, out: &mut Vec<f32>| {
+            out.resize(count, 0.0);
+            match k.input {
+                DType::F16 => halves::widen_into(bytes, out),
+                _ => {
+                    for (o, ch) in out.iter_mut().zip(bytes[..count * 4].chunks_exact(4)) {
+                        *o = f32::from_le_bytes([ch[0], ch[1], ch[2], ch[3]]);
+                    }
+                }
+            }
         };
         if let (Code::NativeMatMul, Some((a, b, c))) =
             (self.code, f32_views(k.input, a, b, c, m, kk, n))
@@ -1097,9 +1095,27 @@ impl CompiledKernel<'_> {
             gemm_f32(m, kk, n, a, b, c);
             return Ok(());
         }
-        let (a, b) = (to_f32(a, m * kk), to_f32(b, kk * n));
+        // A nested call on this thread (none today) would find the buffers taken and
+        // allocate its own.
+        let [mut wa, mut wb] = OPERANDS.take();
+        to_f32(a, m * kk, &mut wa);
+        to_f32(b, kk * n, &mut wb);
+        let ran = self.run_matmul_converted(k, &wa, &wb, c);
+        OPERANDS.set([wa, wb]);
+        ran
+    }
+
+    /// [`CompiledKernel::run_matmul_f32`] on operands already converted to f32.
+    fn run_matmul_converted(
+        &self,
+        k: &crate::kernel::MatMulKernel,
+        a: &[f32],
+        b: &[f32],
+        c: &mut [u8],
+    ) -> Result<(), CodegenError> {
+        let (m, kk, n) = (k.m, k.k, k.n);
         if let Code::NativeMatMul = self.code {
-            return self.run_matmul_refs(MatRef::row_major(&a, kk), MatRef::row_major(&b, n), c);
+            return self.run_matmul_refs(MatRef::row_major(a, kk), MatRef::row_major(b, n), c);
         }
         let mut out = vec![0f32; m * n];
         match self.code {
@@ -1112,7 +1128,7 @@ impl CompiledKernel<'_> {
                     f(a.as_ptr(), b.as_ptr(), out.as_mut_ptr());
                 }
             }
-            _ => gemm_f32(m, kk, n, &a, &b, &mut out),
+            _ => gemm_f32(m, kk, n, a, b, &mut out),
         }
         for (chunk, v) in c[..m * n * 4].chunks_exact_mut(4).zip(&out) {
             chunk.copy_from_slice(&v.to_le_bytes());

@@ -10,6 +10,7 @@
 #![warn(missing_docs)]
 
 pub mod fp;
+pub mod halves;
 pub mod jit;
 pub mod kernel;
 mod lower;

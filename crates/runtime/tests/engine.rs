@@ -937,7 +937,17 @@ fn codelet_vertices_run_on_their_tile_and_cost_what_they_say() {
 
 /// A step streaming f32 tensor `tensor` of `elements` out as `name`.
 fn stream_out(b: &mut ExecutableBuilder, name: &str, tensor: TensorId, elements: usize) -> Program {
-    let stream = b.stream(name, Direction::DeviceToHost, DType::F32, elements);
+    stream_out_as(b, name, tensor, DType::F32, elements)
+}
+
+fn stream_out_as(
+    b: &mut ExecutableBuilder,
+    name: &str,
+    tensor: TensorId,
+    dtype: DType,
+    elements: usize,
+) -> Program {
+    let stream = b.stream(name, Direction::DeviceToHost, dtype, elements);
     Program::StreamCopy { stream, tensor }
 }
 
@@ -976,27 +986,35 @@ fn run_each<const N: usize>(engines: [&mut Engine; N]) -> [(HostIo, runtime::Pro
     })
 }
 
-/// Builds: `x` (k×m on tiles 0 and 1) → rearrangement to its transpose's row blocks on tiles
-/// 2 and 3 → one matrix-product vertex per tile (C rows = xᵀ rows · w) → C streamed out;
-/// optionally also streams the blocks out (a second reader, so they must be written).
-fn transposed_product(stream_blocks: bool) -> (Engine, TensorId, Vec<f32>, Vec<f32>) {
+/// Values as f16 bytes (exact for the small halves and integers the tests use).
+fn f16_bytes(v: &[f32]) -> Vec<u8> {
+    let mut bytes = vec![0u8; v.len() * 2];
+    codegen::halves::narrow_into(v, &mut bytes);
+    bytes
+}
+
+/// Builds: `x` (k×m on tiles 0 and 1, of `dtype`) → rearrangement to its transpose's row
+/// blocks on tiles 2 and 3 → one matrix-product vertex per tile (C rows = xᵀ rows · w, f32
+/// partials) → C streamed out; optionally also streams the blocks out (a second reader, so
+/// they must be written).
+fn transposed_product(dtype: DType, stream_blocks: bool) -> (Engine, TensorId, Vec<f32>, Vec<f32>) {
     use runtime::{Rearrange, Run, RunSource};
     let (m, k, n) = (6, 4, 3);
     let mut b = ExecutableBuilder::new(Target::ipu2().with_tiles_per_ipu(4), 1);
-    let x = b.tensor("x", DType::F32, &[(0, 0, k * m / 2), (0, 1, k * m / 2)]);
-    let w = b.tensor("w", DType::F32, &[(0, 2, k * n)]);
-    let w3 = b.tensor("w3", DType::F32, &[(0, 3, k * n)]);
-    let blocks = b.tensor(
-        "blocks",
-        DType::F32,
-        &[(0, 2, m * k / 2), (0, 3, m * k / 2)],
-    );
+    let x = b.tensor("x", dtype, &[(0, 0, k * m / 2), (0, 1, k * m / 2)]);
+    let w = b.tensor("w", dtype, &[(0, 2, k * n)]);
+    let w3 = b.tensor("w3", dtype, &[(0, 3, k * n)]);
+    let blocks = b.tensor("blocks", dtype, &[(0, 2, m * k / 2), (0, 3, m * k / 2)]);
     let c = b.tensor("c", DType::F32, &[(0, 2, m * n / 2), (0, 3, m * n / 2)]);
     let xv: Vec<f32> = (0..k * m).map(|i| i as f32 * 0.5 - 3.0).collect();
     let wv: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 - 2.0).collect();
-    b.tensor_mut(x).init = Some(f32_bytes(&xv));
-    b.tensor_mut(w).init = Some(f32_bytes(&wv));
-    b.tensor_mut(w3).init = Some(f32_bytes(&wv));
+    let bytes = |v: &[f32]| match dtype {
+        DType::F16 => f16_bytes(v),
+        _ => f32_bytes(v),
+    };
+    b.tensor_mut(x).init = Some(bytes(&xv));
+    b.tensor_mut(w).init = Some(bytes(&wv));
+    b.tensor_mut(w3).init = Some(bytes(&wv));
     // Row i of the blocks is column i of x: a run of stride m.
     let runs: Vec<Run> = (0..m)
         .map(|i| Run {
@@ -1020,7 +1038,7 @@ fn transposed_product(stream_blocks: bool) -> (Engine, TensorId, Vec<f32>, Vec<f
         m: m / 2,
         k,
         n,
-        input: DType::F32,
+        input: dtype,
         partials: codegen::DType::F32,
     });
     let region = |tensor, start, len| Region { tensor, start, len };
@@ -1048,7 +1066,7 @@ fn transposed_product(stream_blocks: bool) -> (Engine, TensorId, Vec<f32>, Vec<f
         },
     ];
     if stream_blocks {
-        program.push(stream_out(&mut b, "blocks", blocks, m * k));
+        program.push(stream_out_as(&mut b, "blocks", blocks, dtype, m * k));
     }
     let exe = b.finish(Program::Sequence(program));
     let transpose: Vec<f32> = (0..m * k).map(|e| xv[(e % k) * m + e / k]).collect();
@@ -1064,8 +1082,8 @@ fn transposed_product(stream_blocks: bool) -> (Engine, TensorId, Vec<f32>, Vec<f
 
 #[test]
 fn operand_blocks_only_products_read_are_read_in_place_with_the_same_results_and_cost() {
-    let (mut kept, blocks, transpose, want) = transposed_product(false);
-    let (mut written, _, _, _) = transposed_product(true);
+    let (mut kept, blocks, transpose, want) = transposed_product(DType::F32, false);
+    let (mut written, _, _, _) = transposed_product(DType::F32, true);
     // The blocks read back as if written, and the copy is charged the same either way.
     check_against_written(
         &mut kept,
@@ -1075,6 +1093,23 @@ fn operand_blocks_only_products_read_are_read_in_place_with_the_same_results_and
         &[(blocks, &transpose)],
         (2, 0),
     );
+}
+
+#[test]
+fn f16_operand_blocks_are_widened_once_and_read_in_place_with_the_same_results_and_cost() {
+    let (mut kept, blocks, transpose, want) = transposed_product(DType::F16, false);
+    let (mut written, _, _, _) = transposed_product(DType::F16, true);
+    assert!(kept.viewed_products() > 0, "the blocks are read in place");
+    assert_eq!(written.viewed_products(), 0, "streamed blocks are written");
+    let [(mut io_kept, p_kept), (mut io_written, p_written)] = run_each([&mut kept, &mut written]);
+    assert_eq!(f32_values(&io_kept.take("c")[0]), want);
+    assert_eq!(f32_values(&io_written.take("c")[0]), want);
+    // The kept window reads back as the f16 bytes the rearrangement would have written.
+    let halves = f16_bytes(&transpose);
+    assert_eq!(io_written.take("blocks")[0], halves);
+    assert_eq!(kept.read_tensor(blocks), halves);
+    assert_eq!(written.read_tensor(blocks), halves);
+    assert_eq!(p_kept.steps[..2], p_written.steps[..2]);
 }
 
 /// Builds: `x` (m×k) and `w` (k×n) → x copied to tiles 2 and 3, w's two column halves to

@@ -308,19 +308,23 @@ impl LoadedVertex {
         let cols = [spec.k, spec.n];
         let (ob, oe) = self.outputs[0];
         self.assert_in(mem);
-        // Operands on the tile are read as f32 in place unless misaligned or overlapping
-        // the output; then they are copied.
+        // Operands on the tile are read as f32 in place unless misaligned, overlapping the
+        // output or f16; then they are copied (f16 widened).
+        let f16 = spec.input == codegen::DType::F16;
         let mut owned: [Vec<f32>; 2] = Default::default();
         for i in 0..2 {
             let (b, e) = self.inputs[i];
             let in_place = !self.overlaps
+                && !f16
                 // SAFETY: every bit pattern is a valid f32; align_to yields the aligned middle.
                 && matches!(unsafe { mem[b..e].align_to::<f32>() }, ([], _, []));
             if views[i].is_none() && !in_place {
-                owned[i] = mem[b..e]
-                    .chunks_exact(4)
-                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                    .collect();
+                owned[i] = match f16 {
+                    true => codegen::halves::widened(&mem[b..e], (e - b) / 2),
+                    false => (mem[b..e].chunks_exact(4))
+                        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                        .collect(),
+                };
             }
         }
         let base = mem.as_mut_ptr();

@@ -18,7 +18,7 @@ use crate::model::validate::validate;
 use crate::program::collective::CollectiveKind;
 use crate::program::executable::{Direction, Executable, RunSource, TensorId};
 use crate::program::walk::{copies, copy_as_rearrangement};
-use codegen::KernelCache;
+use codegen::{DType, KernelCache};
 use rayon::prelude::*;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -115,8 +115,10 @@ struct Tiles {
     copies: HashMap<(TensorId, TensorId), LoadedRearrange>,
     scratch: Scratch,
     plan: HostPlan,
-    /// By rearrangement: its kept windows (empty for the others).
+    /// By rearrangement: its kept windows (empty for the others), as f32 values.
     kept: Vec<Vec<Vec<f32>>>,
+    /// An f16 kept window's bytes as gathered, before they are widened.
+    gathered_halves: Vec<u8>,
     /// The rearrangement each unwritten destination tensor would be written by.
     kept_dst: HashMap<TensorId, usize>,
 }
@@ -170,11 +172,16 @@ impl Engine {
                 })
                 .collect::<Result<Vec<_>, RuntimeError>>()
         })?;
+        // Kept windows hold f32 values, an f16 window widened (see `operand_views`).
         let kept = rearranges
             .iter()
+            .zip(&exe.rearranges)
             .zip(&plan.kept_windows)
-            .map(|(r, &kept)| match kept {
-                true => r.window_bytes().map(|b| vec![0f32; b / 4]).collect(),
+            .map(|((r, rearrange), &kept)| match kept {
+                true => {
+                    let size = exe.tensors[rearrange.dst.0 as usize].dtype.size();
+                    r.window_bytes().map(|b| vec![0f32; b / size]).collect()
+                }
                 false => Vec::new(),
             })
             .collect();
@@ -201,6 +208,7 @@ impl Engine {
             scratch: Scratch::default(),
             plan,
             kept,
+            gathered_halves: Vec::new(),
             kept_dst,
         };
         Ok(Engine {
@@ -381,8 +389,23 @@ impl Tiles {
         // A destination left unwritten is read as its rearrangement would have written it.
         let written: Vec<(usize, Vec<u8>)> = match self.kept_dst.get(&id) {
             Some(&r) => {
-                let windows: Vec<&[u8]> = self.kept[r].iter().map(|w| f32_bytes(w)).collect();
                 let rearrange = &exe.rearranges[r];
+                let f16 = exe.tensors[rearrange.dst.0 as usize].dtype == DType::F16;
+                // An f16 window holds widened f16 values: narrowing gives the bytes back.
+                let narrowed: Vec<Vec<u8>> = match f16 {
+                    true => (self.kept[r].iter())
+                        .map(|w| {
+                            let mut bytes = vec![0u8; w.len() * 2];
+                            codegen::halves::narrow_into(w, &mut bytes);
+                            bytes
+                        })
+                        .collect(),
+                    false => Vec::new(),
+                };
+                let windows: Vec<&[u8]> = match f16 {
+                    true => narrowed.iter().map(Vec::as_slice).collect(),
+                    false => self.kept[r].iter().map(|w| f32_bytes(w)).collect(),
+                };
                 LoadedRearrange::new(system, &exe.tensors, rearrange)
                     .expect("loaded once already")
                     .written_tiles(&self.memory, &windows)
@@ -462,8 +485,16 @@ impl Host for Running<'_> {
         let r = &tiles.rearranges[id];
         // A skipped one's readers read the scratch (see `scratch_reads`): only its cost counts.
         if tiles.plan.kept_windows[id] {
+            let dst = &self.exe.tensors[self.exe.rearranges[id].dst.0 as usize];
             for (k, window) in tiles.kept[id].iter_mut().enumerate() {
-                r.gather(&tiles.memory, k, f32_bytes_mut(window), self.pool);
+                if dst.dtype == DType::F16 {
+                    let bytes = &mut tiles.gathered_halves;
+                    bytes.resize(window.len() * 2, 0);
+                    r.gather(&tiles.memory, k, bytes, self.pool);
+                    codegen::halves::widen_into(bytes, window);
+                } else {
+                    r.gather(&tiles.memory, k, f32_bytes_mut(window), self.pool);
+                }
             }
         } else if !tiles.plan.scratch_reads.skipped[id] {
             tiles.apply(Written::Rearrange(id), self.pool);

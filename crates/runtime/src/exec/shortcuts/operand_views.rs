@@ -3,10 +3,11 @@
 //! A planned matrix product copies an operand block to every tile that multiplies it, and
 //! only those vertices read the blocks. The IPU must move those bytes (the cost model
 //! charges every one of them when the rearrangement is loaded), but the host need not: when
-//! a rearrangement's destination is written by nothing else and read only by f32
-//! matrix-product vertices whose blocks are strided matrices of one gathered source window,
-//! the engine keeps the window instead of writing the blocks, and each vertex multiplies
-//! its block straight from it. The vertices multiply the same elements; gemm may sum them in
+//! a rearrangement's destination is written by nothing else and read only by
+//! matrix-product vertices with f32 partials (f32 operands, or f16 ones) whose blocks are
+//! strided matrices of one gathered source window, the engine keeps the window (as f32: an
+//! f16 window is widened once, as each vertex would widen its block) instead of writing
+//! the blocks, and each vertex multiplies its block straight from it. The vertices multiply the same elements; gemm may sum them in
 //! another order for a strided operand (the last bits of a result can differ from the plain
 //! path's), and host copies disappear. [`Engine::read_tensor`] still returns what
 //! such a destination would hold.
@@ -73,7 +74,7 @@ impl OperandViews {
                     .iter()
                     .for_each(|r| writes[r.tensor.0 as usize] += 1);
                 let f32_product = match &*v.kernel {
-                    KernelSpec::MatMul(k) if k.input == DType::F32 => Some((k.m, k.k, k.n)),
+                    KernelSpec::MatMul(k) if viewable(k) => Some((k.m, k.k, k.n)),
                     _ => None,
                 };
                 for (i, r) in v.inputs.iter().enumerate() {
@@ -103,13 +104,14 @@ impl OperandViews {
             .enumerate()
             .map(|(ri, r)| {
                 let d = r.dst.0 as usize;
+                let dtype = exe.tensors[d].dtype;
                 let eligible = cfg!(target_endian = "little")
                     && writes[d] == 1
                     && !other_reads[d]
-                    && exe.tensors[d].dtype == DType::F32
+                    && matches!(dtype, DType::F32 | DType::F16)
                     && r.sources
                         .iter()
-                        .all(|s| exe.tensors[s.0 as usize].dtype == DType::F32);
+                        .all(|s| exe.tensors[s.0 as usize].dtype == dtype);
                 let readers = candidates.get(&r.dst.0).filter(|_| eligible)?;
                 let runs = SortedRuns::new(r)?;
                 readers
@@ -145,6 +147,12 @@ impl OperandViews {
     pub(crate) fn is_empty(&self) -> bool {
         self.views.is_empty()
     }
+}
+
+/// True for the matrix products whose operands may be views: f32 results from f32 or f16
+/// operands (read as f32 from a kept window).
+fn viewable(k: &codegen::MatMulKernel) -> bool {
+    k.partials == DType::F32 && matches!(k.input, DType::F32 | DType::F16)
 }
 
 /// A rearrangement's runs in destination order, none overlapping another.
