@@ -809,6 +809,8 @@ thread_local! {
     /// Per host thread: the f32 copies of a matrix product's operands, reused from one
     /// vertex to the next (a run multiplies on hundreds of thousands of vertices).
     static OPERANDS: std::cell::Cell<[Vec<f32>; 2]> = Default::default();
+    /// Per host thread: the f32 chunks of an element-wise kernel's f16 operands.
+    static WIDE: std::cell::Cell<Vec<f32>> = Default::default();
 }
 
 /// The first element whose status has an exception bit (element numbers from `start`).
@@ -916,81 +918,75 @@ impl CompiledKernel<'_> {
             call(&ins, &outs, n);
             return first_exception(&status, 0);
         }
-        let mut wide_in: Vec<Vec<f32>> = k
-            .inputs
-            .iter()
-            .map(|t| {
-                if *t == DType::F16 {
-                    vec![0f32; CHUNK]
-                } else {
-                    Vec::new()
-                }
-            })
-            .collect();
-        let mut wide_out: Vec<Vec<f32>> = k
-            .outputs
-            .iter()
-            .map(|(t, _)| {
-                if *t == DType::F16 {
-                    vec![0f32; CHUNK]
-                } else {
-                    Vec::new()
-                }
-            })
-            .collect();
-        let mut start = 0;
-        while start < n {
-            let len = CHUNK.min(n - start);
-            let mut ins = Vec::with_capacity(inputs.len());
-            for ((t, buf), wide) in k.inputs.iter().zip(inputs).zip(wide_in.iter_mut()) {
-                let size = t.size();
-                if *t == DType::F16 {
-                    halves::widen_into(&buf[start * 2..], &mut wide[..len]);
-                    ins.push(wide.as_ptr() as *const u8);
-                } else {
-                    ins.push(buf[start * size..].as_ptr());
-                }
-            }
-            let mut outs: Vec<*mut u8> = k
-                .outputs
-                .iter()
-                .zip(outputs.iter_mut())
-                .zip(wide_out.iter_mut())
-                .map(|(((t, _), buf), wide)| {
-                    if *t == DType::F16 {
-                        wide.as_mut_ptr() as *mut u8
-                    } else {
-                        buf[start * t.size()..].as_mut_ptr()
-                    }
-                })
-                .collect();
-            if self.status {
-                outs.push(status.as_mut_ptr() as *mut u8);
-            }
-            call(&ins, &outs, len);
-            first_exception(&status[..status.len().min(len)], start)?;
-            for (o, (((t, _), buf), wide)) in k
-                .outputs
-                .iter()
-                .zip(outputs.iter_mut())
-                .zip(&wide_out)
-                .enumerate()
-            {
-                if *t != DType::F16 {
-                    continue;
-                }
-                let dst = &mut buf[start * 2..(start + len) * 2];
-                match self.esr {
-                    None => narrow(&wide[..len], dst),
-                    Some(seed) => {
-                        let salt = salt ^ ((o as u64) << 56);
-                        crate::fp::narrow_stochastic(&wide[..len], dst, seed, salt, start);
-                    }
-                }
-            }
-            start += len;
+        // Each f16 operand's chunk is widened into its own slot of one per-thread buffer
+        // (inputs' slots first, then outputs'), reused from one vertex to the next.
+        let chunk = CHUNK.min(n);
+        let slot_of = |types: &mut dyn Iterator<Item = DType>| -> SmallVec<[usize; 8]> {
+            types.map(|t| usize::from(t == DType::F16)).collect()
+        };
+        let in_f16 = slot_of(&mut k.inputs.iter().copied());
+        let out_f16 = slot_of(&mut k.outputs.iter().map(|(t, _)| *t));
+        let slots = in_f16.iter().chain(&out_f16).sum::<usize>();
+        let mut wide = WIDE.take();
+        if wide.len() < slots * chunk {
+            wide.resize(slots * chunk, 0.0);
         }
-        Ok(())
+        let mut parts: SmallVec<[&mut [f32]; 8]> = wide[..slots * chunk].chunks_mut(chunk).collect();
+        let (in_parts, out_parts) = parts.split_at_mut(in_f16.iter().sum());
+        let ran = (|| {
+            let mut start = 0;
+            while start < n {
+                let len = CHUNK.min(n - start);
+                let mut ins: SmallVec<[*const u8; 8]> = SmallVec::new();
+                let mut j = 0;
+                for ((t, buf), &f16) in k.inputs.iter().zip(inputs).zip(&in_f16) {
+                    if f16 == 1 {
+                        halves::widen_into(&buf[start * 2..], &mut in_parts[j][..len]);
+                        ins.push(in_parts[j].as_ptr() as *const u8);
+                        j += 1;
+                    } else {
+                        ins.push(buf[start * t.size()..].as_ptr());
+                    }
+                }
+                let mut outs: SmallVec<[*mut u8; 4]> = SmallVec::new();
+                let mut j = 0;
+                for (((t, _), buf), &f16) in k.outputs.iter().zip(outputs.iter_mut()).zip(&out_f16)
+                {
+                    if f16 == 1 {
+                        outs.push(out_parts[j].as_mut_ptr() as *mut u8);
+                        j += 1;
+                    } else {
+                        outs.push(buf[start * t.size()..].as_mut_ptr());
+                    }
+                }
+                if self.status {
+                    outs.push(status.as_mut_ptr() as *mut u8);
+                }
+                call(&ins, &outs, len);
+                first_exception(&status[..status.len().min(len)], start)?;
+                let mut j = 0;
+                for (o, (buf, &f16)) in outputs.iter_mut().zip(&out_f16).enumerate() {
+                    if f16 == 0 {
+                        continue;
+                    }
+                    let dst = &mut buf[start * 2..(start + len) * 2];
+                    let wide = &out_parts[j][..len];
+                    j += 1;
+                    match self.esr {
+                        None => narrow(wide, dst),
+                        Some(seed) => {
+                            let salt = salt ^ ((o as u64) << 56);
+                            crate::fp::narrow_stochastic(wide, dst, seed, salt, start);
+                        }
+                    }
+                }
+                start += len;
+            }
+            Ok(())
+        })();
+        drop(parts);
+        WIDE.set(wide);
+        ran
     }
 
     /// Runs a reduction: `runs` runs of `run_length` input elements, one partial each.
