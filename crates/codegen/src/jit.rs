@@ -931,7 +931,8 @@ impl CompiledKernel<'_> {
         if wide.len() < slots * chunk {
             wide.resize(slots * chunk, 0.0);
         }
-        let mut parts: SmallVec<[&mut [f32]; 8]> = wide[..slots * chunk].chunks_mut(chunk).collect();
+        let mut parts: SmallVec<[&mut [f32]; 8]> =
+            wide[..slots * chunk].chunks_mut(chunk).collect();
         let (in_parts, out_parts) = parts.split_at_mut(in_f16.iter().sum());
         let ran = (|| {
             let mut start = 0;

@@ -15,7 +15,8 @@
 //! [`Engine::read_tensor`]: crate::exec::engine::Engine::read_tensor
 
 use crate::model::layout::source_ranges;
-use crate::program::executable::{Executable, Rearrange, Region, Run, RunSource};
+use crate::program::executable::{Executable, Rearrange, Region, RunSource};
+use crate::program::runs::RunBlock;
 use crate::program::walk::uses_beside_kernel_vertices;
 use codegen::{DType, KernelSpec};
 use rayon::prelude::*;
@@ -155,32 +156,89 @@ fn viewable(k: &codegen::MatMulKernel) -> bool {
     k.partials == DType::F32 && matches!(k.input, DType::F32 | DType::F16)
 }
 
-/// A rearrangement's runs in destination order, none overlapping another.
+/// A rearrangement's runs in destination order, none overlapping another, kept as the
+/// executable's blocks (a dot's operand gather is a few blocks of many runs: walking blocks
+/// spares materialising and sorting a million runs).
 struct SortedRuns {
-    runs: Vec<Run>,
+    /// Sorted by destination; each block's runs ascend and its span (first run's start to
+    /// last run's end) overlaps no other block's.
+    blocks: Vec<RunBlock>,
     lo: Vec<usize>,
+}
+
+/// Where a block's runs end in the destination.
+fn span_end(b: &RunBlock) -> usize {
+    let last = b.last();
+    last.dst_start + last.len
 }
 
 impl SortedRuns {
     fn new(r: &Rearrange) -> Option<SortedRuns> {
-        let mut runs: Vec<Run> = r.runs.iter().filter(|x| x.len > 0).collect();
-        runs.sort_by_key(|x| x.dst_start);
-        // Overlapping runs would need "the last one wins": not a plain view.
-        if runs
-            .windows(2)
-            .any(|w| w[0].dst_start + w[0].len > w[1].dst_start)
+        let ascending = |b: &RunBlock| b.count == 1 || b.dst_step >= b.first.len as isize;
+        let mut blocks: Vec<RunBlock> = Vec::with_capacity(r.runs.blocks().len());
+        for b in r
+            .runs
+            .blocks()
+            .iter()
+            .filter(|b| b.first.len > 0 && b.count > 0)
         {
-            return None;
+            match (
+                ascending(b),
+                b.count > 1 && b.dst_step <= -(b.first.len as isize),
+            ) {
+                (true, _) => blocks.push(*b),
+                // A descending block is the same runs walked from its last.
+                (false, true) => blocks.push(RunBlock {
+                    first: b.last(),
+                    count: b.count,
+                    dst_step: -b.dst_step,
+                    src_step: -b.src_step,
+                }),
+                // Runs overlapping each other would need "the last one wins": not a view.
+                (false, false) => return None,
+            }
+        }
+        blocks.sort_by_key(|b| b.first.dst_start);
+        if blocks
+            .windows(2)
+            .any(|w| span_end(&w[0]) > w[1].first.dst_start)
+        {
+            // Interleaved blocks: walk their runs one by one.
+            let mut runs: Vec<RunBlock> = blocks
+                .iter()
+                .flat_map(RunBlock::runs)
+                .map(RunBlock::single)
+                .collect();
+            runs.sort_by_key(|b| b.first.dst_start);
+            if runs
+                .windows(2)
+                .any(|w| span_end(&w[0]) > w[1].first.dst_start)
+            {
+                return None;
+            }
+            blocks = runs;
         }
         let lo = source_ranges(r).into_iter().map(|(lo, _)| lo).collect();
-        Some(SortedRuns { runs, lo })
+        Some(SortedRuns { blocks, lo })
+    }
+
+    /// The run holding destination element `e`, as (block, run in it), if any.
+    fn run_at(&self, e: usize) -> Option<(usize, usize)> {
+        let i = self.blocks.partition_point(|b| span_end(b) <= e);
+        let b = self.blocks.get(i).filter(|b| b.first.dst_start <= e)?;
+        let r = match b.count {
+            1 => 0,
+            _ => (e - b.first.dst_start) / b.dst_step as usize,
+        };
+        let run = b.run(r);
+        (e < run.dst_start + run.len).then_some((i, r))
     }
 
     /// Destination element `e`: its source and window element, and how many elements from
     /// it on come from the same run (with the run's stride).
     fn locate(&self, e: usize) -> Option<(u32, isize, usize, isize)> {
-        let i = self.runs.partition_point(|x| x.dst_start + x.len <= e);
-        let run = self.runs.get(i).filter(|x| x.dst_start <= e)?;
+        let (i, r) = self.run_at(e)?;
+        let run = self.blocks[i].run(r);
         let RunSource::Tensor { k, start, stride } = run.source else {
             return None;
         };
@@ -203,10 +261,15 @@ impl SortedRuns {
         let cs = if cols > 1 { step(1)? } else { 0 };
         let rs = if rows > 1 { step(cols)? } else { 0 };
         // Every run piece of every row must follow (base, rs, cs): walk the runs in order.
-        let mut i = self.runs.partition_point(|x| x.dst_start + x.len <= start);
+        let (mut i, mut r) = self.run_at(start)?;
         let mut e = 0;
         while e < rows * cols {
-            let run = self.runs.get(i)?;
+            let block = self.blocks.get(i)?;
+            let run = block.run(r);
+            (i, r) = match r + 1 < block.count {
+                true => (i, r + 1),
+                false => (i + 1, 0),
+            };
             let RunSource::Tensor {
                 k,
                 start: s0,
@@ -232,7 +295,6 @@ impl SortedRuns {
                 j += take;
             }
             e += end;
-            i += 1;
         }
         Some((source, usize::try_from(base).ok()?, rs, cs))
     }
@@ -241,7 +303,7 @@ impl SortedRuns {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::program::executable::TensorId;
+    use crate::program::executable::{Run, TensorId};
 
     fn rearrange(runs: Vec<Run>) -> Rearrange {
         Rearrange {
@@ -376,5 +438,99 @@ mod tests {
         // Row 0 contiguous, row 1 strided by 2.
         let r = rearrange(vec![run(0, 1, 0, 3), run(10, 2, 3, 3)]);
         assert_eq!(SortedRuns::new(&r).unwrap().view(0, 2, 3), None);
+    }
+
+    /// The view read element by element from the runs (the definition `view` must meet):
+    /// every element of the matrix read from one source at `base + r * rs + c * cs`.
+    fn view_by_elements(
+        r: &Rearrange,
+        start: usize,
+        rows: usize,
+        cols: usize,
+    ) -> Option<(u32, usize, isize, isize)> {
+        let lo = source_ranges(r);
+        let at = |e: usize| -> Option<(u32, isize)> {
+            let mut found = r
+                .runs
+                .iter()
+                .filter(|x| x.dst_start <= e && e < x.dst_start + x.len);
+            let run = found.next()?;
+            let RunSource::Tensor { k, start, stride } = run.source else {
+                return None;
+            };
+            let off = (e - run.dst_start) as isize;
+            Some((k, start as isize + off * stride - lo[k as usize].0 as isize))
+        };
+        let (source, base) = at(start)?;
+        let step = |e: usize| at(start + e).filter(|a| a.0 == source).map(|a| a.1 - base);
+        let cs = if cols > 1 { step(1)? } else { 0 };
+        let rs = if rows > 1 { step(cols)? } else { 0 };
+        for e in 0..rows * cols {
+            let (row, col) = ((e / cols) as isize, (e % cols) as isize);
+            if step(e)? != row * rs + col * cs {
+                return None;
+            }
+        }
+        Some((source, usize::try_from(base).ok()?, rs, cs))
+    }
+
+    #[test]
+    fn views_walked_by_blocks_match_the_views_read_element_by_element() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        let (mut views, mut shapes) = (0, [0; 3]);
+        for _ in 0..400 {
+            // Rows of a source matrix (some transposed, some reversed, some from a second
+            // source), pushed in destination order or shuffled, so that they make blocks of
+            // many runs, descending blocks and interleaved ones.
+            let (rows, cols) = (1 + next(6), 1 + next(5));
+            let width = cols + next(4);
+            let mut runs = Vec::new();
+            let (mode, shift) = (next(3), next(2));
+            for row in 0..rows {
+                // Mostly the matrix's own pattern (its rows make one block), now and then not.
+                let odd = next(8) == 0;
+                let k = u32::from(odd && next(2) == 0);
+                let (first, stride) = match if odd { next(3) } else { mode } {
+                    0 => (row + 3 * width * shift, width as isize),
+                    1 => (40 + row * width + cols - 1, -1),
+                    _ => (row * width + shift, 1),
+                };
+                runs.push(Run::reading(k, (first, stride), row * cols, cols));
+            }
+            match next(3) {
+                0 => runs.reverse(),
+                1 => {
+                    let (a, b) = (next(rows), next(rows));
+                    runs.swap(a, b);
+                }
+                _ => {}
+            }
+            let mut r = rearrange(runs);
+            r.sources.push(TensorId(2));
+            let blocks = r.runs.blocks();
+            shapes[0] += usize::from(blocks.iter().any(|b| b.count > 1 && b.dst_step > 0));
+            shapes[1] += usize::from(blocks.iter().any(|b| b.count > 1 && b.dst_step < 0));
+            shapes[2] += usize::from(blocks.len() > 1);
+            let sorted = SortedRuns::new(&r).expect("rows never overlap");
+            for _ in 0..6 {
+                let (m, n) = (1 + next(rows), 1 + next(cols * 2));
+                let at = next(rows * cols);
+                if at + m * n > rows * cols {
+                    continue;
+                }
+                let want = view_by_elements(&r, at, m, n);
+                views += usize::from(want.is_some());
+                assert_eq!(sorted.view(at, m, n), want, "{:?} at {at}: {m}x{n}", r.runs);
+            }
+        }
+        assert!(views > 300, "only {views} views found");
+        // Ascending and descending blocks of several runs, and several blocks, all met.
+        assert!(shapes.iter().all(|&n| n > 40), "{shapes:?}");
     }
 }
