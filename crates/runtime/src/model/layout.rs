@@ -219,7 +219,10 @@ impl RegionFinder {
 /// from that source, whose element `i` is source element `lo + i`.
 pub(crate) fn source_ranges(r: &Rearrange) -> Vec<(usize, usize)> {
     let mut range = vec![(usize::MAX, 0usize); r.sources.len()];
-    for (k, a, b) in r.runs.iter().filter_map(span_read) {
+    // The spans of a block's runs move by a fixed step from one run to the next: the first
+    // and last runs' spans bound them all.
+    let ends = r.runs.blocks().iter().filter(|b| b.count > 0);
+    for (k, a, b) in ends.flat_map(|b| [b.first, b.last()]).filter_map(span_read) {
         let w = &mut range[k];
         *w = (w.0.min(a), w.1.max(b));
     }
@@ -716,5 +719,41 @@ mod tests {
             let fresh = RegionFinder::default().bytes(&t, (&r, 0), 0, tile);
             assert_eq!(fresh, want, "{r:?} on tile {tile}");
         }
+    }
+
+    #[test]
+    fn source_ranges_from_block_ends_bound_every_runs_span() {
+        use crate::program::executable::TensorId;
+        // Blocks whose source starts rise and fall, runs reading backwards and with gaps,
+        // a fill, and runs of a second source.
+        let mut runs = Vec::new();
+        for i in 0..5 {
+            runs.push(Run::reading(0, (100 + 7 * i, -2), 4 * i, 4));
+        }
+        for i in 0..6 {
+            runs.push(Run::reading(0, (90 - 3 * i, 3), 20 + 5 * i, 5));
+        }
+        runs.push(Run {
+            source: RunSource::Fill,
+            dst_start: 50,
+            len: 3,
+        });
+        for i in 0..4 {
+            runs.push(Run::reading(1, (40 - 10 * i, 1), 53 + 2 * i, 2));
+        }
+        let r = Rearrange {
+            name: "r".into(),
+            dst: TensorId(2),
+            sources: vec![TensorId(0), TensorId(1)],
+            fill: Vec::new(),
+            runs: runs.into(),
+        };
+        assert!(r.runs.blocks().len() < 6, "the runs make blocks");
+        let mut want = vec![(usize::MAX, 0usize); 2];
+        for (k, a, b) in r.runs.iter().filter_map(span_read) {
+            want[k] = (want[k].0.min(a), want[k].1.max(b));
+        }
+        assert_eq!(source_ranges(&r), want);
+        assert_eq!(want, [(75, 129), (10, 42)]);
     }
 }
