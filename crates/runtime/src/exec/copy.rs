@@ -168,6 +168,88 @@ pub(crate) struct LoadedRearrange {
     /// How the tiles are cut among host threads (weighed by bytes written; one range when
     /// so few bytes that the tiles write one after another on the calling thread).
     spread: Spread,
+    /// When every write reads bytes of its own tile (an on-tile copy: a slice or an
+    /// outlined function's argument laid out where its value already is), the writes as
+    /// copies within each tile's memory: no window is gathered.
+    local: Option<Buckets<LocalWrite>>,
+}
+
+/// A write of a tile-local rearrangement: `bytes` bytes copied from byte `src` of the
+/// tile's memory to byte `dst` (`src` [`FILL`]: the fill value written).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct LocalWrite {
+    src: u32,
+    dst: u32,
+    bytes: u32,
+}
+
+/// The writes of every slot (tile `tiles[slot]`) as copies within that tile, when each
+/// reads one contiguous piece of a window segment on its own tile and no write's
+/// destination overlaps bytes any write on the tile reads (reads must see the bytes as
+/// they were before the rearrangement, as a gathered window does).
+fn local_writes(
+    tiles: &[usize],
+    writes: &Buckets<Write>,
+    windows: &[Window],
+    size: usize,
+) -> Option<Buckets<LocalWrite>> {
+    let mut out = Vec::new();
+    for (slot, &tile) in tiles.iter().enumerate() {
+        let first = out.len();
+        for w in writes.get(slot) {
+            let bytes = w.len as usize * size;
+            if w.window == FILL {
+                out.push((
+                    slot,
+                    LocalWrite {
+                        src: FILL,
+                        dst: w.offset,
+                        bytes: bytes as u32,
+                    },
+                ));
+                continue;
+            }
+            let segments = &windows.get(w.window as usize)?.gather;
+            let at = w.at as usize;
+            let i = segments.partition_point(|s| s.at + s.bytes <= at);
+            let s = segments.get(i)?;
+            let inside = s.at <= at && at + bytes <= s.at + s.bytes;
+            if w.step as isize != size as isize || s.tile != tile || !inside {
+                return None;
+            }
+            let src = u32::try_from(s.offset + at - s.at).ok()?;
+            out.push((
+                slot,
+                LocalWrite {
+                    src,
+                    dst: w.offset,
+                    bytes: bytes as u32,
+                },
+            ));
+        }
+        let mut reads: Vec<(usize, usize)> = (out[first..].iter())
+            .filter(|(_, w)| w.src != FILL)
+            .map(|(_, w)| (w.src as usize, w.src as usize + w.bytes as usize))
+            .collect();
+        reads.sort_unstable();
+        // Merged into disjoint ranges, their ends ascend with their starts.
+        let mut merged: Vec<(usize, usize)> = Vec::with_capacity(reads.len());
+        for r in reads {
+            match merged.last_mut() {
+                Some(m) if r.0 <= m.1 => m.1 = m.1.max(r.1),
+                _ => merged.push(r),
+            }
+        }
+        let overwritten = out[first..].iter().any(|(_, w)| {
+            let (a, b) = (w.dst as usize, w.dst as usize + w.bytes as usize);
+            let i = merged.partition_point(|r| r.1 <= a);
+            merged.get(i).is_some_and(|r| r.0 < b)
+        });
+        if overwritten {
+            return None;
+        }
+    }
+    Some(Buckets::new(tiles.len(), out))
 }
 
 /// From this many bytes on, a window is gathered by several host threads.
@@ -321,6 +403,11 @@ impl LoadedRearrange {
             weights[tiles[*s]] += u64::from(w.len) + WRITE_OVERHEAD;
         }
         let spread = Spread::new(&weights, &slot, written < SMALL_BYTES || tiles.len() == 1);
+        let writes = Buckets::new(tiles.len(), planned);
+        let local = match plan_writes && in_scratch.iter().all(Option::is_none) {
+            true => local_writes(&tiles, &writes, &windows, size),
+            false => None,
+        };
         Ok(LoadedRearrange {
             windows,
             scratch_windows: in_scratch
@@ -329,11 +416,12 @@ impl LoadedRearrange {
                 .filter_map(|(k, kept)| kept.map(|kept| (k, kept.compute_set)))
                 .collect(),
             fill: r.fill.clone(),
-            writes: Buckets::new(tiles.len(), planned),
+            writes,
             tiles,
             slot,
             size,
             spread,
+            local,
         })
     }
 
@@ -431,6 +519,21 @@ impl LoadedRearrange {
         pool: &rayon::ThreadPool,
         results: impl Fn(usize) -> &'a [u8],
     ) {
+        if let Some(local) = &self.local {
+            let Ok(()) = for_each_active(memory, &self.slot, &self.spread, pool, |mem, s| {
+                for w in local.get(s) {
+                    let (dst, bytes) = (w.dst as usize, w.bytes as usize);
+                    match w.src {
+                        FILL => mem[dst..dst + bytes]
+                            .chunks_exact_mut(self.size)
+                            .for_each(|e| e.copy_from_slice(&self.fill)),
+                        src => mem.copy_within(src as usize..src as usize + bytes, dst),
+                    }
+                }
+                Ok::<(), std::convert::Infallible>(())
+            });
+            return;
+        }
         if scratch.windows.len() < self.windows.len() {
             scratch.windows.resize_with(self.windows.len(), Vec::new);
         }
@@ -553,5 +656,58 @@ mod tests {
         };
         // 0..4, 3..10 (9, 6, 3) merge; 20..25 and 24..26 merge.
         assert_eq!(read_intervals(&r), vec![vec![(0, 10), (20, 26)]]);
+    }
+
+    #[test]
+    fn writes_reading_their_own_tile_become_local_copies_unless_they_overwrite_a_read() {
+        let w = |window, at, offset, len| Write {
+            at,
+            offset,
+            len,
+            step: 4,
+            window,
+        };
+        // Window 0: 8 elements on tile 3 at byte 100, then 8 on tile 5 at byte 0.
+        let windows = vec![Window {
+            gather: vec![segment(3, 100, 0, 32), segment(5, 0, 32, 32)],
+            bytes: 64,
+        }];
+        let tiles = [3, 5];
+        let plan = |writes: Vec<(usize, Write)>| {
+            local_writes(&tiles, &Buckets::new(2, writes), &windows, 4)
+                .map(|b| (b.get(0).to_vec(), b.get(1).to_vec()))
+        };
+        let local = |src, dst, bytes| LocalWrite { src, dst, bytes };
+        let fill = Write {
+            window: FILL,
+            step: 0,
+            ..w(0, 0, 300, 2)
+        };
+        assert_eq!(
+            plan(vec![(0, w(0, 8, 200, 4)), (0, fill), (1, w(0, 36, 64, 3))]),
+            Some((
+                vec![local(108, 200, 16), local(FILL, 300, 8)],
+                vec![local(4, 64, 12)]
+            ))
+        );
+        // Reading another tile's bytes, crossing a segment's end, reading strided: windows.
+        assert_eq!(plan(vec![(1, w(0, 8, 200, 4))]), None);
+        assert_eq!(plan(vec![(0, w(0, 24, 200, 4))]), None);
+        assert_eq!(
+            plan(vec![(
+                0,
+                Write {
+                    step: 8,
+                    ..w(0, 0, 200, 2)
+                }
+            )]),
+            None
+        );
+        // A write over bytes another write on the tile reads: the window keeps the old ones.
+        assert_eq!(
+            plan(vec![(0, w(0, 0, 200, 2)), (0, w(0, 16, 104, 2))]),
+            None
+        );
+        assert!(plan(vec![(0, w(0, 0, 200, 2)), (0, w(0, 16, 132, 2))]).is_some());
     }
 }
