@@ -7,6 +7,8 @@
 //! work grows with the bytes and the runs, not with the pieces that cross tiles (a
 //! transpose of a tensor spread over every tile has one piece per element). Every source
 //! byte is gathered before any is written, so a destination may overlap its sources.
+//! A rearrangement whose every write reads bytes of its own tile (an on-tile copy) skips
+//! the window and copies within each tile, when no write overwrites bytes another reads.
 
 use crate::device::system::System;
 use crate::error::RuntimeError;
