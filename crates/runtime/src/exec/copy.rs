@@ -7,8 +7,9 @@
 //! work grows with the bytes and the runs, not with the pieces that cross tiles (a
 //! transpose of a tensor spread over every tile has one piece per element). Every source
 //! byte is gathered before any is written, so a destination may overlap its sources.
-//! A rearrangement whose every write reads bytes of its own tile (an on-tile copy) skips
-//! the window and copies within each tile, when no write overwrites bytes another reads.
+//! When no byte a rearrangement writes is one it reads, and every write reads one piece of
+//! one source tile's memory, the window is skipped: each destination tile copies straight
+//! from the source tiles (one copy of each byte instead of two).
 
 use crate::device::system::System;
 use crate::error::RuntimeError;
@@ -170,69 +171,74 @@ pub(crate) struct LoadedRearrange {
     /// How the tiles are cut among host threads (weighed by bytes written; one range when
     /// so few bytes that the tiles write one after another on the calling thread).
     spread: Spread,
-    /// When every write reads bytes of its own tile (an on-tile copy: a slice or an
-    /// outlined function's argument laid out where its value already is), the writes as
-    /// copies within each tile's memory: no window is gathered.
-    local: Option<Buckets<LocalWrite>>,
+    /// When no written byte is read and every write reads one contiguous piece of one
+    /// source tile, the writes read straight from the tiles: no window is gathered.
+    direct: Option<Buckets<DirectWrite>>,
 }
 
-/// A write of a tile-local rearrangement: `bytes` bytes copied from byte `src` of the
-/// tile's memory to byte `dst` (`src` [`FILL`]: the fill value written).
+/// A write read straight from tile memory: `bytes` bytes from byte `src` of tile
+/// `src_tile` (`ipu * tiles_per_ipu + tile`; [`FILL`]: the fill value written instead) to
+/// byte `dst` of the writing tile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct LocalWrite {
+struct DirectWrite {
+    src_tile: u32,
     src: u32,
     dst: u32,
     bytes: u32,
 }
 
-/// The writes of every slot (tile `tiles[slot]`) as copies within that tile, when each
-/// reads one contiguous piece of a window segment on its own tile and no write's
-/// destination overlaps bytes any write on the tile reads (reads must see the bytes as
-/// they were before the rearrangement, as a gathered window does).
-fn local_writes(
+/// The writes of every slot (tile `tiles[slot]`) as copies straight from the tiles holding
+/// what they read, when each reads one contiguous piece of one window segment and no byte
+/// any write reads is written by the rearrangement (so the bytes read are the ones from
+/// before it, as a gathered window's are, whatever order the tiles write in). `tile_count`:
+/// the system's tiles.
+fn direct_writes(
     tiles: &[usize],
     writes: &Buckets<Write>,
     windows: &[Window],
     size: usize,
-) -> Option<Buckets<LocalWrite>> {
+    tile_count: usize,
+) -> Option<Buckets<DirectWrite>> {
     let mut out = Vec::new();
+    let mut reads: Vec<Vec<(usize, usize)>> = vec![Vec::new(); tile_count];
+    let mut written: Vec<Vec<(usize, usize)>> = vec![Vec::new(); tile_count];
     for (slot, &tile) in tiles.iter().enumerate() {
-        let first = out.len();
         for w in writes.get(slot) {
             let bytes = w.len as usize * size;
-            if w.window == FILL {
-                out.push((
-                    slot,
-                    LocalWrite {
-                        src: FILL,
-                        dst: w.offset,
-                        bytes: bytes as u32,
-                    },
-                ));
-                continue;
-            }
-            let segments = &windows.get(w.window as usize)?.gather;
-            let at = w.at as usize;
-            let i = segments.partition_point(|s| s.at + s.bytes <= at);
-            let s = segments.get(i)?;
-            let inside = s.at <= at && at + bytes <= s.at + s.bytes;
-            if w.step as isize != size as isize || s.tile != tile || !inside {
-                return None;
-            }
-            let src = u32::try_from(s.offset + at - s.at).ok()?;
+            let dst = w.offset as usize;
+            written[tile].push((dst, dst + bytes));
+            let (src_tile, src) = match w.window {
+                FILL => (FILL, 0),
+                k => {
+                    let segments = &windows.get(k as usize)?.gather;
+                    let at = w.at as usize;
+                    let i = segments.partition_point(|s| s.at + s.bytes <= at);
+                    let s = segments.get(i)?;
+                    let inside = s.at <= at && at + bytes <= s.at + s.bytes;
+                    if w.step as isize != size as isize || !inside {
+                        return None;
+                    }
+                    let src = s.offset + at - s.at;
+                    reads[s.tile].push((src, src + bytes));
+                    (u32::try_from(s.tile).ok()?, u32::try_from(src).ok()?)
+                }
+            };
+            let bytes = u32::try_from(bytes).ok()?;
             out.push((
                 slot,
-                LocalWrite {
+                DirectWrite {
+                    src_tile,
                     src,
                     dst: w.offset,
-                    bytes: bytes as u32,
+                    bytes,
                 },
             ));
         }
-        let mut reads: Vec<(usize, usize)> = (out[first..].iter())
-            .filter(|(_, w)| w.src != FILL)
-            .map(|(_, w)| (w.src as usize, w.src as usize + w.bytes as usize))
-            .collect();
+    }
+    for (mut reads, written) in reads.into_iter().zip(&written) {
+        if reads.is_empty() || written.is_empty() {
+            continue;
+        }
         reads.sort_unstable();
         // Merged into disjoint ranges, their ends ascend with their starts.
         let mut merged: Vec<(usize, usize)> = Vec::with_capacity(reads.len());
@@ -242,8 +248,7 @@ fn local_writes(
                 _ => merged.push(r),
             }
         }
-        let overwritten = out[first..].iter().any(|(_, w)| {
-            let (a, b) = (w.dst as usize, w.dst as usize + w.bytes as usize);
+        let overwritten = written.iter().any(|&(a, b)| {
             let i = merged.partition_point(|r| r.1 <= a);
             merged.get(i).is_some_and(|r| r.0 < b)
         });
@@ -252,6 +257,23 @@ fn local_writes(
         }
     }
     Some(Buckets::new(tiles.len(), out))
+}
+
+/// The tiles' memory as one pointer, for direct writes from several host threads.
+#[derive(Clone, Copy)]
+struct SharedBytes(*mut u8);
+
+// SAFETY: the pointer is only used by `LoadedRearrange::apply_direct`, whose threads write
+// disjoint destination bytes (each tile's writes on one thread) and read only bytes no
+// write touches (`direct_writes`).
+unsafe impl Send for SharedBytes {}
+unsafe impl Sync for SharedBytes {}
+
+impl SharedBytes {
+    /// The pointer (a method, so closures capture the `Sync` wrapper, not the pointer).
+    fn get(&self) -> *mut u8 {
+        self.0
+    }
 }
 
 /// From this many bytes on, a window is gathered by several host threads.
@@ -406,8 +428,8 @@ impl LoadedRearrange {
         }
         let spread = Spread::new(&weights, &slot, written < SMALL_BYTES || tiles.len() == 1);
         let writes = Buckets::new(tiles.len(), planned);
-        let local = match plan_writes && in_scratch.iter().all(Option::is_none) {
-            true => local_writes(&tiles, &writes, &windows, size),
+        let direct = match plan_writes && in_scratch.iter().all(Option::is_none) {
+            true => direct_writes(&tiles, &writes, &windows, size, slot.len()),
             false => None,
         };
         Ok(LoadedRearrange {
@@ -423,7 +445,7 @@ impl LoadedRearrange {
             slot,
             size,
             spread,
-            local,
+            direct,
         })
     }
 
@@ -521,19 +543,8 @@ impl LoadedRearrange {
         pool: &rayon::ThreadPool,
         results: impl Fn(usize) -> &'a [u8],
     ) {
-        if let Some(local) = &self.local {
-            let Ok(()) = for_each_active(memory, &self.slot, &self.spread, pool, |mem, s| {
-                for w in local.get(s) {
-                    let (dst, bytes) = (w.dst as usize, w.bytes as usize);
-                    match w.src {
-                        FILL => mem[dst..dst + bytes]
-                            .chunks_exact_mut(self.size)
-                            .for_each(|e| e.copy_from_slice(&self.fill)),
-                        src => mem.copy_within(src as usize..src as usize + bytes, dst),
-                    }
-                }
-                Ok::<(), std::convert::Infallible>(())
-            });
+        if let Some(direct) = &self.direct {
+            self.apply_direct(direct, memory, pool);
             return;
         }
         if scratch.windows.len() < self.windows.len() {
@@ -555,6 +566,61 @@ impl LoadedRearrange {
             self.write_tile(mem, s, &windows);
             Ok::<(), std::convert::Infallible>(())
         });
+    }
+}
+
+impl LoadedRearrange {
+    /// Carries out a rearrangement whose writes read straight from the tiles
+    /// ([`direct_writes`]), each destination tile's writes in order on one host thread.
+    fn apply_direct(
+        &self,
+        direct: &Buckets<DirectWrite>,
+        memory: &mut HostTiles,
+        pool: &rayon::ThreadPool,
+    ) {
+        let (base, starts, ends) = memory.raw_parts();
+        let base = SharedBytes(base);
+        let write_slot = |slot: usize| {
+            let tile = self.tiles[slot];
+            let dst_len = ends[tile] - starts[tile];
+            for w in direct.get(slot) {
+                let (dst, bytes) = (w.dst as usize, w.bytes as usize);
+                assert!(dst + bytes <= dst_len, "validated: writes lie in the tile");
+                // SAFETY: in bounds (asserted); only this thread writes this tile's bytes.
+                let to = unsafe { base.get().add(starts[tile] + dst) };
+                if w.src_tile == FILL {
+                    for e in 0..bytes / self.size {
+                        // SAFETY: element `e` lies within the write (in bounds, as above).
+                        unsafe {
+                            let at = to.add(e * self.size);
+                            std::ptr::copy_nonoverlapping(self.fill.as_ptr(), at, self.size);
+                        }
+                    }
+                    continue;
+                }
+                let (t, src) = (w.src_tile as usize, w.src as usize);
+                assert!(
+                    src + bytes <= ends[t] - starts[t],
+                    "validated: reads lie in the tile"
+                );
+                // SAFETY: both ranges are in bounds (asserted); no write of this
+                // rearrangement touches a byte it reads (`direct_writes`), so the source is
+                // not being written by any thread and does not overlap the destination.
+                unsafe {
+                    let from = base.get().add(starts[t] + src);
+                    std::ptr::copy_nonoverlapping(from, to, bytes);
+                }
+            }
+        };
+        match self.spread.is_inline() {
+            true => (0..self.tiles.len()).for_each(write_slot),
+            false => pool.install(|| {
+                (0..self.tiles.len())
+                    .into_par_iter()
+                    .with_min_len(16)
+                    .for_each(write_slot)
+            }),
+        }
     }
 }
 
@@ -661,7 +727,7 @@ mod tests {
     }
 
     #[test]
-    fn writes_reading_their_own_tile_become_local_copies_unless_they_overwrite_a_read() {
+    fn writes_reading_one_piece_of_a_tile_read_it_directly_unless_a_write_overwrites_a_read() {
         let w = |window, at, offset, len| Write {
             at,
             offset,
@@ -676,24 +742,33 @@ mod tests {
         }];
         let tiles = [3, 5];
         let plan = |writes: Vec<(usize, Write)>| {
-            local_writes(&tiles, &Buckets::new(2, writes), &windows, 4)
+            direct_writes(&tiles, &Buckets::new(2, writes), &windows, 4, 8)
                 .map(|b| (b.get(0).to_vec(), b.get(1).to_vec()))
         };
-        let local = |src, dst, bytes| LocalWrite { src, dst, bytes };
+        let direct = |src_tile, src, dst, bytes| DirectWrite {
+            src_tile,
+            src,
+            dst,
+            bytes,
+        };
         let fill = Write {
             window: FILL,
             step: 0,
             ..w(0, 0, 300, 2)
         };
         assert_eq!(
-            plan(vec![(0, w(0, 8, 200, 4)), (0, fill), (1, w(0, 36, 64, 3))]),
+            plan(vec![
+                (0, w(0, 8, 200, 4)),
+                (0, fill),
+                (1, w(0, 36, 64, 3)),
+                (1, w(0, 0, 80, 2))
+            ]),
             Some((
-                vec![local(108, 200, 16), local(FILL, 300, 8)],
-                vec![local(4, 64, 12)]
+                vec![direct(3, 108, 200, 16), direct(FILL, 0, 300, 8)],
+                vec![direct(5, 4, 64, 12), direct(3, 100, 80, 8)]
             ))
         );
-        // Reading another tile's bytes, crossing a segment's end, reading strided: windows.
-        assert_eq!(plan(vec![(1, w(0, 8, 200, 4))]), None);
+        // Crossing a segment's end, reading strided: through the window.
         assert_eq!(plan(vec![(0, w(0, 24, 200, 4))]), None);
         assert_eq!(
             plan(vec![(
@@ -705,11 +780,17 @@ mod tests {
             )]),
             None
         );
-        // A write over bytes another write on the tile reads: the window keeps the old ones.
+        // A write over bytes a write reads, on its own tile or another's: the window keeps
+        // the old bytes.
         assert_eq!(
             plan(vec![(0, w(0, 0, 200, 2)), (0, w(0, 16, 104, 2))]),
             None
         );
+        assert_eq!(
+            plan(vec![(1, w(0, 40, 200, 2)), (0, w(0, 0, 100, 1))]),
+            None
+        );
+        assert_eq!(plan(vec![(0, w(0, 36, 2, 2)), (1, w(0, 16, 4, 2))]), None);
         assert!(plan(vec![(0, w(0, 0, 200, 2)), (0, w(0, 16, 132, 2))]).is_some());
     }
 }

@@ -40,6 +40,12 @@ impl HostTiles {
         self.starts.len()
     }
 
+    /// The allocation's first byte and each tile's `starts` and `ends` in it, for work that
+    /// proves its own disjointness ([`crate::exec::copy`]'s direct writes).
+    pub(crate) fn raw_parts(&mut self) -> (*mut u8, &[usize], &[usize]) {
+        (self.bytes.as_mut_ptr(), &self.starts, &self.ends)
+    }
+
     /// The tiles cut at `bounds` (ascending tile numbers from 0 to [`HostTiles::len`]) into
     /// ranges that can be changed at once (in parallel): each range's tiles lie together in
     /// the one allocation, so no per-tile slices are built (a parallel step would build
