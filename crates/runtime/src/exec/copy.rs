@@ -15,7 +15,7 @@ use crate::device::system::System;
 use crate::error::RuntimeError;
 use crate::exec::buckets::Buckets;
 use crate::exec::memory::HostTiles;
-use crate::exec::parallel::{Spread, for_each_active};
+use crate::exec::parallel::{Spread, for_each_active, for_each_range};
 use crate::exec::shortcuts::kept_results::KeptResult;
 use crate::model::layout::{Locator, destination_pieces, read_intervals};
 use crate::program::executable::{Rearrange, RunSource, Tensor, TensorId};
@@ -612,15 +612,14 @@ impl LoadedRearrange {
                 }
             }
         };
-        match self.spread.is_inline() {
-            true => (0..self.tiles.len()).for_each(write_slot),
-            false => pool.install(|| {
-                (0..self.tiles.len())
-                    .into_par_iter()
-                    .with_min_len(16)
-                    .for_each(write_slot)
-            }),
-        }
+        // Ranges of tiles of about equal bytes written, as the plain path's.
+        for_each_range(&self.spread, pool, |tiles| {
+            for t in tiles {
+                if self.slot[t] != u32::MAX {
+                    write_slot(self.slot[t] as usize);
+                }
+            }
+        });
     }
 }
 

@@ -77,6 +77,21 @@ pub(crate) fn for_each_active<E: Send>(
     pool.install(|| ranges.into_par_iter().try_for_each(run))
 }
 
+/// Calls `f(tiles)` for each range of tiles of `spread`, the ranges in parallel on `pool`
+/// (on the calling thread for one range): for work that reaches tile memory its own way.
+pub(crate) fn for_each_range(
+    spread: &Spread,
+    pool: &rayon::ThreadPool,
+    f: impl Fn(std::ops::Range<usize>) + Sync + Send,
+) {
+    let ranges = spread.bounds.windows(2).map(|w| w[0]..w[1]);
+    if spread.is_inline() {
+        return ranges.for_each(f);
+    }
+    let ranges: Vec<std::ops::Range<usize>> = ranges.collect();
+    pool.install(|| ranges.into_par_iter().for_each(f))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,6 +133,23 @@ mod tests {
         for t in 0..64 {
             let want = if t % 3 == 0 { 1 + (t % 2) as u8 } else { 0 };
             assert_eq!(memory[t], [want], "tile {t}");
+        }
+    }
+
+    #[test]
+    fn ranges_cover_every_tile_once_in_parallel_or_inline() {
+        let slot: Vec<u32> = (0..100).collect();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        for small in [false, true] {
+            let spread = Spread::new(&[3; 100], &slot, small);
+            let seen = std::sync::Mutex::new(Vec::new());
+            for_each_range(&spread, &pool, |tiles| seen.lock().unwrap().extend(tiles));
+            let mut seen = seen.into_inner().unwrap();
+            seen.sort_unstable();
+            assert_eq!(seen, (0..100).collect::<Vec<_>>(), "small: {small}");
         }
     }
 }
