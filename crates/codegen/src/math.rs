@@ -461,8 +461,10 @@ pub fn tanh<E: Emitter>(e: &mut E, x: E::F) -> E::F {
     copysign(e, r, x)
 }
 
-/// 1 / (1 + e^-x).
-/// With t = e^-|x|: 1/(1+t) for x ≥ 0 and t/(1+t) for x < 0, so neither side overflows.
+/// 1 / (1 + e^-x), as XLA computes it (`LogisticExpander`).
+/// With t = e^-|x|: 1/(1+t) for x ≥ 0 and t/(1+t) for x < 0, so neither side overflows;
+/// but where XLA's e^-x overflows to +inf in f32 (x ≤ -88.72283935546875) its result is 0,
+/// not the denormal t/(1+t) gives, and so is this one.
 pub fn logistic<E: Emitter>(e: &mut E, x: E::F) -> E::F {
     let zero = e.f(0.0);
     let ax = e.abs(x);
@@ -473,8 +475,15 @@ pub fn logistic<E: Emitter>(e: &mut E, x: E::F) -> E::F {
     let positive = e.div(one, d);
     let negative = e.div(t, d);
     let is_negative = e.lt(x, zero);
-    e.select(is_negative, negative, positive)
+    let r = e.select(is_negative, negative, positive);
+    // The float just above -88.72283935546875: below it, e^-x is +inf in f32.
+    let overflow = e.f(-LOGISTIC_ZERO_BELOW);
+    let is_zero = e.lt(x, overflow);
+    e.select(is_zero, zero, r)
 }
+
+/// The largest f32 whose exponential is finite: `logistic(x)` is 0 for x < -this.
+const LOGISTIC_ZERO_BELOW: f32 = 88.722_83;
 
 /// The reduced argument and quadrant of x (x = r + q·π/2), and sin r, cos r.
 fn sin_cos_reduced<E: Emitter>(e: &mut E, x: E::F) -> (E::I, E::F, E::F) {
@@ -1063,13 +1072,22 @@ mod tests {
     #[test]
     fn tanh_and_logistic_are_within_4_ulps() {
         check("tanh", tanh, f64::tanh, 4, f32::MAX);
-        check(
-            "logistic",
-            logistic,
-            |x| 1.0 / (1.0 + (-x).exp()),
-            4,
-            f32::MAX,
+        // XLA's 1 / (1 + e^-x) with e^-x in f32: 0 once e^-x overflows.
+        let xla = |x: f64| match (-x) as f32 > LOGISTIC_ZERO_BELOW {
+            true => 0.0,
+            false => 1.0 / (1.0 + (-x).exp()),
+        };
+        check("logistic", logistic, xla, 4, f32::MAX);
+        assert_eq!((LOGISTIC_ZERO_BELOW).exp(), 3.402_798_5e38);
+        assert!(
+            f32::from_bits(LOGISTIC_ZERO_BELOW.to_bits() + 1)
+                .exp()
+                .is_infinite()
         );
+        for x in [-88.722_84_f32, -100.0, -104.0, -1e30] {
+            assert_eq!(logistic(&mut HostEmitter, x).to_bits(), 0, "{x}");
+        }
+        assert!(logistic(&mut HostEmitter, -LOGISTIC_ZERO_BELOW) > 0.0);
     }
 
     #[test]
