@@ -17,7 +17,7 @@ use crate::exec::buckets::Buckets;
 use crate::exec::memory::HostTiles;
 use crate::exec::parallel::{Spread, for_each_active, for_each_range};
 use crate::exec::shortcuts::kept_results::KeptResult;
-use crate::model::layout::{Locator, destination_pieces, read_intervals};
+use crate::model::layout::{Locator, destination_pieces, merged, read_intervals};
 use crate::program::executable::{Rearrange, RunSource, Tensor, TensorId};
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -235,19 +235,12 @@ fn direct_writes(
             ));
         }
     }
-    for (mut reads, written) in reads.into_iter().zip(&written) {
+    for (reads, written) in reads.into_iter().zip(&written) {
         if reads.is_empty() || written.is_empty() {
             continue;
         }
-        reads.sort_unstable();
-        // Merged into disjoint ranges, their ends ascend with their starts.
-        let mut merged: Vec<(usize, usize)> = Vec::with_capacity(reads.len());
-        for r in reads {
-            match merged.last_mut() {
-                Some(m) if r.0 <= m.1 => m.1 = m.1.max(r.1),
-                _ => merged.push(r),
-            }
-        }
+        // Disjoint and sorted: their ends ascend with their starts.
+        let merged = merged(reads);
         let overwritten = written.iter().any(|&(a, b)| {
             let i = merged.partition_point(|r| r.1 <= a);
             merged.get(i).is_some_and(|r| r.0 < b)

@@ -276,7 +276,7 @@ pub(crate) fn read_intervals(r: &Rearrange) -> Vec<Vec<(usize, usize)>> {
 }
 
 /// `spans` sorted, those that overlap or touch joined.
-fn merged(mut spans: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
+pub(crate) fn merged(mut spans: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
     spans.sort_unstable();
     let mut out: Vec<(usize, usize)> = Vec::with_capacity(spans.len());
     for (a, b) in spans {
