@@ -292,27 +292,25 @@ pub(crate) struct ConvCodelet {
 /// input bytes are identical to the ones it was built from. What each part computes is
 /// unchanged; the IPU Model still charges every part its own work.
 #[derive(Default)]
-pub(crate) struct SharedPatches(Mutex<Option<BuiltPatches>>);
+pub(crate) struct SharedPatches(Mutex<Option<Arc<BuiltPatches>>>);
 
 /// A patch matrix and the input bytes it was built from.
 type BuiltPatches = (Vec<u8>, Arc<Vec<f32>>);
 
 impl SharedPatches {
-    fn cached(&self) -> std::sync::MutexGuard<'_, Option<BuiltPatches>> {
+    fn cached(&self) -> std::sync::MutexGuard<'_, Option<Arc<BuiltPatches>>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The patches built from exactly these input bytes, if any.
+    /// The patches built from exactly these input bytes, if any. The bytes are compared
+    /// outside the lock: parts on other host threads check theirs at the same time.
     fn get(&self, input: &[u8]) -> Option<Arc<Vec<f32>>> {
-        let cached = self.cached();
-        cached
-            .as_ref()
-            .filter(|(bytes, _)| bytes.as_slice() == input)
-            .map(|(_, patches)| Arc::clone(patches))
+        let built = self.cached().clone()?;
+        (built.0.as_slice() == input).then(|| Arc::clone(&built.1))
     }
 
     fn put(&self, input: &[u8], patches: Arc<Vec<f32>>) {
-        *self.cached() = Some((input.to_vec(), patches));
+        *self.cached() = Some(Arc::new((input.to_vec(), patches)));
     }
 }
 

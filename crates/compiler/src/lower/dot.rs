@@ -158,6 +158,30 @@ fn push_offsets(
     }
 }
 
+/// [`push_offsets`] for each row of `rows`, from `base + rows[i]`, packed from `dst`;
+/// returns where the next destination element goes. Evenly stepped rows of evenly stepped
+/// offsets go in as one [`RunWriter::push_rows`] (a dot operand block's rows).
+fn push_offset_rows(
+    runs: &mut RunWriter,
+    base: usize,
+    (rows, rows_step): (&[usize], Option<isize>),
+    (offsets, step): (&[usize], Option<isize>),
+    dst: usize,
+) -> usize {
+    match (rows.first(), rows_step, offsets.first(), step) {
+        (Some(&row), Some(rows_step), Some(&first), Some(step)) => {
+            let at = (base + row + first, rows_step);
+            runs.push_rows(0, at, (step, offsets.len()), dst, rows.len());
+        }
+        _ => {
+            for (i, &row) in rows.iter().enumerate() {
+                push_offsets(runs, base + row, (offsets, step), dst + i * offsets.len());
+            }
+        }
+    }
+    dst + rows.len() * offsets.len()
+}
+
 /// One tile's share of a plan.
 struct Block {
     tile: usize,
@@ -301,15 +325,10 @@ impl Lowerer<'_> {
             let (ms, ks, ns) = (part(&l_m, blk.m), part(&l_k, blk.k), part(&r_n, blk.n));
             let rks = part(&r_k, blk.k);
             let (row, col) = ((&ks[..], even_step(&ks)), (&ns[..], even_step(&ns)));
+            let (a_rows, b_rows) = ((&ms[..], even_step(&ms)), (&rks[..], even_step(&rks)));
             for bi in blk.b.0..blk.b.0 + blk.b.1 {
-                for &mo in &ms {
-                    push_offsets(&mut a_runs, l_b[bi] + mo, row, a_at);
-                    a_at += ks.len();
-                }
-                for &ko in &rks {
-                    push_offsets(&mut b_runs, r_b[bi] + ko, col, b_at);
-                    b_at += ns.len();
-                }
+                a_at = push_offset_rows(&mut a_runs, l_b[bi], a_rows, row, a_at);
+                b_at = push_offset_rows(&mut b_runs, r_b[bi], b_rows, col, b_at);
                 c_at += blk.m.1 * blk.n.1;
             }
             a_pieces.push(Piece {

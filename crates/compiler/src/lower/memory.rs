@@ -69,11 +69,12 @@ pub(crate) fn allocate(l: &mut Lowerer) -> Result<(), CompileError> {
             all
         })
         .collect();
-    // Per tile: the blocks in use, sorted by `begin` (ties in the order placed), and how
-    // many there were when those no later tensor can meet were last dropped.
-    let mut live: HashMap<(usize, usize), (Vec<Block>, usize)> = HashMap::new();
-    // Per tile: the highest end so far and the tensor that reached it.
-    let mut peak: HashMap<(usize, usize), (u64, usize)> = HashMap::new();
+    // Per tile (`ipu * tiles_per_ipu + tile`): the blocks in use, sorted by `begin` (ties
+    // in the order placed), and how many there were when those no later tensor can meet
+    // were last dropped; the highest end so far and the tensor that reached it.
+    let tiles_per_ipu = l.target.tiles_per_ipu;
+    let mut live: Vec<(Vec<Block>, usize)> = Vec::new();
+    let mut peak: Vec<Option<(u64, usize)>> = Vec::new();
     for i in order {
         let life = l.life[i];
         let also = also_live.get(&i).map_or(&[][..], Vec::as_slice);
@@ -90,7 +91,12 @@ pub(crate) fn allocate(l: &mut Lowerer) -> Result<(), CompileError> {
         let size = t.dtype.size() as u64;
         for iv in &mut t.mapping {
             let bytes = (iv.len as u64 * size).div_ceil(ALIGN) * ALIGN;
-            let (blocks, kept) = live.entry((iv.ipu, iv.tile)).or_default();
+            let slot = iv.ipu * tiles_per_ipu + iv.tile;
+            if slot >= live.len() {
+                live.resize_with(slot + 1, Default::default);
+                peak.resize(slot + 1, None);
+            }
+            let (blocks, kept) = &mut live[slot];
             // Dropped once no later tensor can meet them (tensors come in order of their
             // first step, so such a block meets none): every time the list has doubled,
             // which keeps the work per placement constant.
@@ -113,7 +119,7 @@ pub(crate) fn allocate(l: &mut Lowerer) -> Result<(), CompileError> {
                 ..this.clone()
             };
             blocks.insert(place, block);
-            let p = peak.entry((iv.ipu, iv.tile)).or_insert((0, i));
+            let p = peak[slot].get_or_insert((0, i));
             if at + bytes > p.0 {
                 *p = (at + bytes, i);
             }
@@ -121,11 +127,12 @@ pub(crate) fn allocate(l: &mut Lowerer) -> Result<(), CompileError> {
     }
     record_liveness(l, &also_live);
     let capacity = l.target.bytes_per_tile;
-    let worst = peak
-        .iter()
+    let worst = (peak.iter().enumerate())
+        .filter_map(|(slot, p)| Some((slot, (*p)?)))
         .filter(|(_, (end, _))| *end > capacity)
-        .max_by_key(|(k, (end, _))| (*end, std::cmp::Reverse(**k)));
-    if let Some((&(ipu, tile), &(needed, t))) = worst {
+        .max_by_key(|&(slot, (end, _))| (end, std::cmp::Reverse(slot)));
+    if let Some((slot, (needed, t))) = worst {
+        let (ipu, tile) = (slot / tiles_per_ipu, slot % tiles_per_ipu);
         let step = l.life[t].first;
         let mut live: Vec<(String, u64)> = (0..n)
             .filter(|&j| {

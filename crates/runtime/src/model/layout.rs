@@ -244,11 +244,12 @@ fn span_read(run: Run) -> Option<(usize, usize, usize)> {
 /// Per source, the element ranges its runs read, sorted and merged (a strided run counts
 /// as the whole span it steps over; ranges that touch are one).
 pub(crate) fn read_intervals(r: &Rearrange) -> Vec<Vec<(usize, usize)>> {
-    let mut range = vec![(usize::MAX, 0usize); r.sources.len()];
+    let range = source_ranges(r);
     let mut runs = vec![0usize; r.sources.len()];
-    for (k, a, b) in r.runs.iter().filter_map(span_read) {
-        range[k] = (range[k].0.min(a), range[k].1.max(b));
-        runs[k] += 1;
+    for b in r.runs.blocks() {
+        if let Some((k, ..)) = span_read(b.first) {
+            runs[k] += b.count;
+        }
     }
     // A source whose window is dense in runs marks them in a bitmap (a few words a run);
     // a sparse one sorts its spans.

@@ -180,6 +180,33 @@ impl Runs {
         self.blocks.push(RunBlock::single(run));
     }
 
+    /// Appends `count` runs: `first`, then each moved on by `dst_step` and `src_step` from
+    /// the one before, exactly as `count` calls of [`Runs::push`] would (a dot operand's
+    /// rows: one block, whatever their number).
+    pub fn push_stepped(&mut self, first: Run, count: usize, dst_step: isize, src_step: isize) {
+        let moved = RunBlock {
+            first,
+            count: 2,
+            dst_step,
+            src_step,
+        };
+        // Empty runs never share a block, and fills step by 0 whatever `src_step` says.
+        let tensor = matches!(first.source, RunSource::Tensor { .. });
+        let pushed_one_by_one = if tensor && first.len > 0 { 2 } else { count };
+        for i in 0..count.min(pushed_one_by_one) {
+            self.push(moved.run(i));
+        }
+        if count > pushed_one_by_one {
+            // The second run either continued the block before it, with these steps, or
+            // opened a block the third run continues: the rest join the same block.
+            let last = self.blocks.last_mut().expect("runs were just pushed");
+            if last.count == 1 {
+                (last.dst_step, last.src_step) = (dst_step, src_step);
+            }
+            last.count += count - pushed_one_by_one;
+        }
+    }
+
     /// The blocks, in order.
     pub fn blocks(&self) -> &[RunBlock] {
         &self.blocks
@@ -273,6 +300,52 @@ mod tests {
         assert_eq!(counts, [3, 1, 2, 1, 2]);
         assert_eq!(runs.iter().collect::<Vec<_>>(), all);
         assert!(!runs.is_empty() && Runs::new().is_empty());
+    }
+
+    #[test]
+    fn stepped_runs_make_the_blocks_pushing_them_one_by_one_makes() {
+        let fill = |dst_start, len| Run {
+            source: RunSource::Fill,
+            dst_start,
+            len,
+        };
+        // What comes before: nothing, one run, a block with the steps that follow or others.
+        let prefixes = [
+            vec![],
+            vec![run(0, 1, 0, 4)],
+            vec![run(0, 1, 0, 4), run(10, 1, 4, 4)],
+            vec![run(0, 1, 0, 4), run(7, 1, 4, 4)],
+            vec![fill(0, 4), fill(4, 4)],
+        ];
+        let firsts = [
+            run(20, 1, 8, 4),
+            run(20, 3, 8, 4),
+            run(20, 1, 8, 0),
+            run(20, 1, 8, 1),
+            fill(8, 4),
+        ];
+        for prefix in &prefixes {
+            for &first in &firsts {
+                for count in 0..6 {
+                    for (dst_step, src_step) in [(4, 10), (4, 7), (4, -3), (0, 0), (-4, 10)] {
+                        let mut one_by_one = Runs::from(prefix.clone());
+                        let moved = RunBlock {
+                            first,
+                            count,
+                            dst_step,
+                            src_step,
+                        };
+                        moved.runs().for_each(|r| one_by_one.push(r));
+                        let mut stepped = Runs::from(prefix.clone());
+                        stepped.push_stepped(first, count, dst_step, src_step);
+                        assert_eq!(
+                            stepped, one_by_one,
+                            "{prefix:?} then {count} of {first:?} by {dst_step}, {src_step}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]
