@@ -660,6 +660,32 @@ mod tests {
         }
     }
 
+    /// Strided runs copy what element-by-element indexing copies: every element size, steps
+    /// forwards, backwards and repeating, and runs touching either end of the window.
+    #[test]
+    fn strided_runs_copy_each_element_from_its_place() {
+        let src: Vec<u8> = (0..=255).collect();
+        for size in [1, 2, 3, 4, 8] {
+            for (at, step) in [(0, 5), (200, -7), (16, 0), (40, 24), (248, -8)] {
+                for count in 0..8 {
+                    let last = at as isize + (count as isize - 1).max(0) * step * size as isize;
+                    if last < 0 || last as usize + size > src.len() || at + size > src.len() {
+                        continue;
+                    }
+                    let mut got = vec![0u8; count * size];
+                    copy_run(&mut got, &src, at, step * size as isize, size);
+                    let want: Vec<u8> = (0..count)
+                        .flat_map(|i| {
+                            let from = (at as isize + i as isize * step * size as isize) as usize;
+                            src[from..from + size].to_vec()
+                        })
+                        .collect();
+                    assert_eq!(got, want, "size {size}, at {at}, step {step}, {count}");
+                }
+            }
+        }
+    }
+
     /// A window from element 10 over two tiles' segments (elements 10..20 and 20..30, f32),
     /// read at 12..14 and 18..25: only those bytes are gathered, from the right tiles.
     #[test]
