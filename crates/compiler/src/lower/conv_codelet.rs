@@ -270,6 +270,12 @@ impl Plan {
     }
 }
 
+thread_local! {
+    /// Per host thread: a convolution part's gathered kernel matrix and its product,
+    /// reused from one part to the next (a CNN step runs thousands of parts).
+    static BUFFERS: std::cell::Cell<[Vec<f32>; 2]> = Default::default();
+}
+
 /// A vertex computing one f32 convolution of fixed shapes.
 pub(crate) struct ConvCodelet {
     name: String,
@@ -486,7 +492,8 @@ impl Codelet for ConvCodelet {
             },
             None => Arc::new(self.patches(&values(inputs[0]))),
         };
-        let gathered: Vec<f32>;
+        // The gathered kernel and the product reuse this host thread's buffers.
+        let [mut gathered, mut product] = BUFFERS.take();
         let kernel = match &p.kernel {
             KernelMatrix::View { at, rs, cs } => MatRef {
                 data: &w,
@@ -495,11 +502,13 @@ impl Codelet for ConvCodelet {
                 cs: *cs,
             },
             KernelMatrix::Gather(at) => {
-                gathered = at.iter().map(|&i| w[i as usize]).collect();
+                gathered.clear();
+                gathered.extend(at.iter().map(|&i| w[i as usize]));
                 MatRef::row_major(&gathered, p.cols)
             }
         };
-        let mut product = vec![0f32; p.rows * p.cols];
+        product.clear();
+        product.resize(p.rows * p.cols, 0.0);
         if self.half_partials {
             // One kernel position at a time, its sum added to the f16 running sum.
             let mut part = vec![0f32; p.rows * p.cols];
@@ -542,6 +551,7 @@ impl Codelet for ConvCodelet {
                 }
             }
         }
+        BUFFERS.set([gathered, product]);
         Ok(())
     }
 

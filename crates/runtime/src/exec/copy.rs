@@ -491,22 +491,8 @@ impl LoadedRearrange {
     /// Writes destination tile `slot`'s share (by index in `tiles`) into `mem`, from the
     /// gathered `windows`.
     fn write_tile(&self, mem: &mut [u8], slot: usize, windows: &[&[u8]]) {
-        for w in self.writes.get(slot) {
-            let offset = w.offset as usize;
-            let dst = &mut mem[offset..offset + w.len as usize * self.size];
-            match w.window {
-                FILL => dst
-                    .chunks_exact_mut(self.size)
-                    .for_each(|e| e.copy_from_slice(&self.fill)),
-                k => copy_run(
-                    dst,
-                    windows[k as usize],
-                    w.at as usize,
-                    w.step as isize,
-                    self.size,
-                ),
-            }
-        }
+        let writes = self.writes.get(slot);
+        write_all(mem, writes, windows, self.size, &self.fill);
     }
 
     /// The tiles this rearrangement writes (`ipu * tiles_per_ipu + tile`), each with a copy
@@ -616,6 +602,101 @@ impl LoadedRearrange {
     }
 }
 
+/// Carries out `writes` on a tile's memory `mem` from the gathered `windows` (elements of
+/// `size` bytes; `fill`: the fill element). Consecutive columns of a transpose go in bands
+/// ([`copy_transposed`]), every other write on its own.
+fn write_all(mem: &mut [u8], writes: &[Write], windows: &[&[u8]], size: usize, fill: &[u8]) {
+    let mut i = 0;
+    while i < writes.len() {
+        let w = &writes[i];
+        let columns = transposed_columns(&writes[i..], size);
+        if columns > 1 {
+            copy_transposed(
+                mem,
+                windows[w.window as usize],
+                &writes[i..i + columns],
+                size,
+            );
+            i += columns;
+            continue;
+        }
+        i += 1;
+        let dst = &mut mem[w.offset as usize..][..w.len as usize * size];
+        match w.window {
+            FILL => dst
+                .chunks_exact_mut(size)
+                .for_each(|e| e.copy_from_slice(fill)),
+            k => copy_run(
+                dst,
+                windows[k as usize],
+                w.at as usize,
+                w.step as isize,
+                size,
+            ),
+        }
+    }
+}
+
+/// How many writes from the first are columns of one transpose: strided reads of one
+/// window, each starting an element after the last and written right after it on the tile
+/// (at least 1 when the first is strided, 0 otherwise).
+fn transposed_columns(writes: &[Write], size: usize) -> usize {
+    let Some(first) = writes.first() else {
+        return 0;
+    };
+    if first.window == FILL || first.step as isize == size as isize {
+        return 0;
+    }
+    let bytes = first.len as u64 * size as u64;
+    let column = |(j, w): (usize, &Write)| {
+        w.window == first.window
+            && w.step == first.step
+            && w.len == first.len
+            && w.at == first.at + (j * size) as u64
+            && w.offset as u64 == first.offset as u64 + j as u64 * bytes
+    };
+    1 + writes
+        .iter()
+        .enumerate()
+        .skip(1)
+        .take_while(|&jw| column(jw))
+        .count()
+}
+
+/// Carries out `columns` (see [`transposed_columns`]) a band of them at a time: each row of
+/// the band is read from the window in one piece and its elements written down the band's
+/// columns, so the window is read in order rather than a column at a time.
+fn copy_transposed(mem: &mut [u8], window: &[u8], columns: &[Write], size: usize) {
+    match size {
+        1 => transposed::<1>(mem, window, columns),
+        2 => transposed::<2>(mem, window, columns),
+        4 => transposed::<4>(mem, window, columns),
+        8 => transposed::<8>(mem, window, columns),
+        _ => columns.iter().for_each(|w| {
+            let dst = &mut mem[w.offset as usize..][..w.len as usize * size];
+            copy_run(dst, window, w.at as usize, w.step as isize, size);
+        }),
+    }
+}
+
+fn transposed<const N: usize>(mem: &mut [u8], window: &[u8], columns: &[Write]) {
+    // Sixteen columns: a band's rows are 16 elements of the window, its writes 16 streams.
+    const BAND: usize = 16;
+    let (len, step) = (columns[0].len as usize, columns[0].step as isize);
+    for band in columns.chunks(BAND) {
+        let offset = band[0].offset as usize;
+        let dst = &mut mem[offset..offset + band.len() * len * N];
+        for r in 0..len {
+            let at = (band[0].at as isize + r as isize * step) as usize;
+            let row = &window[at..at + band.len() * N];
+            for (j, e) in row.chunks_exact(N).enumerate() {
+                let to = (j * len + r) * N;
+                dst[to..to + N].copy_from_slice(e);
+            }
+        }
+    }
+}
+
 /// Fills `dst` with the elements of `src` from byte `at`, `step` bytes apart.
 fn copy_run(dst: &mut [u8], src: &[u8], at: usize, step: isize, size: usize) {
     if step == size as isize {
@@ -657,6 +738,62 @@ mod tests {
             offset,
             at,
             bytes,
+        }
+    }
+
+    /// Writes carried out together (transposes' columns in bands) leave a tile's memory as
+    /// each write carried out on its own does: columns of every element size, forwards and
+    /// backwards, more of them than a band and fewer, broken by a fill, by a column of
+    /// another window, by one that does not follow, and single strided and contiguous writes.
+    #[test]
+    fn columns_written_in_bands_are_the_writes_one_by_one() {
+        let windows: Vec<Vec<u8>> = (0..2)
+            .map(|k| (0..9000).map(|i| ((i * 7 + k * 13) % 251) as u8).collect())
+            .collect();
+        let windows: Vec<&[u8]> = windows.iter().map(Vec::as_slice).collect();
+        for size in [1usize, 2, 3, 4, 8] {
+            let w = |window: u32, at: usize, offset: usize, len: u32, step: isize| Write {
+                at: (at * size) as u64,
+                offset: (offset * size) as u32,
+                len,
+                step: (step * size as isize) as i32,
+                window,
+            };
+            let mut writes = Vec::new();
+            // 37 columns of a [5, 40] block (row step 40), then a fill.
+            writes.extend((0..37).map(|j| w(0, 3 + j, j * 5, 5, 40)));
+            writes.push(w(FILL, 0, 185, 3, 0));
+            // Columns read upwards, one from the other window between them.
+            writes.extend((0..5).map(|j| w(1, 900 + j, 188 + j * 4, 4, -30)));
+            writes.push(w(0, 905, 208, 4, -30));
+            writes.extend((6..20).map(|j| w(1, 900 + j, 188 + j * 4, 4, -30)));
+            // A column that does not follow (one element further on), a contiguous write,
+            // and a single strided one.
+            writes.push(w(1, 921, 268, 4, -30));
+            writes.push(w(0, 50, 272, 9, 1));
+            writes.push(w(1, 60, 281, 6, 3));
+            let fill = vec![0xAB; size];
+            let mut together = vec![0u8; 300 * size];
+            write_all(&mut together, &writes, &windows, size, &fill);
+            let mut one_by_one = vec![0u8; 300 * size];
+            for w in &writes {
+                let dst = &mut one_by_one[w.offset as usize..][..w.len as usize * size];
+                match w.window {
+                    FILL => dst
+                        .chunks_exact_mut(size)
+                        .for_each(|e| e.copy_from_slice(&fill)),
+                    k => copy_run(
+                        dst,
+                        windows[k as usize],
+                        w.at as usize,
+                        w.step as isize,
+                        size,
+                    ),
+                }
+            }
+            assert_eq!(together, one_by_one, "elements of {size} bytes");
+            assert_eq!(transposed_columns(&writes, size), 37);
+            assert_eq!(transposed_columns(&writes[38..], size), 5);
         }
     }
 
