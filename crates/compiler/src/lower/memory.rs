@@ -91,6 +91,10 @@ pub(crate) fn allocate(l: &mut Lowerer) -> Result<(), CompileError> {
         let size = t.dtype.size() as u64;
         for iv in &mut t.mapping {
             let bytes = (iv.len as u64 * size).div_ceil(ALIGN) * ALIGN;
+            debug_assert!(
+                iv.tile < tiles_per_ipu,
+                "intervals name a tile of their IPU"
+            );
             let slot = iv.ipu * tiles_per_ipu + iv.tile;
             if slot >= live.len() {
                 live.resize_with(slot + 1, Default::default);
