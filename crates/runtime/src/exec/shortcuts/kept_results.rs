@@ -15,6 +15,7 @@
 
 use crate::exec::compute::LoadedComputeSet;
 use crate::program::executable::{Executable, RunSource, TensorId};
+use crate::program::runs::RunBlock;
 use crate::program::walk::uses_beside_kernel_vertices;
 use codegen::DType;
 use std::collections::{HashMap, HashSet};
@@ -112,32 +113,25 @@ pub(crate) fn plan(
         if sources.iter().all(Option::is_none) {
             continue;
         }
-        for run in r.runs.iter() {
-            let RunSource::Tensor { k, start, .. } = run.source else {
+        for block in r.runs.blocks() {
+            let RunSource::Tensor { k, .. } = block.first.source else {
                 continue;
             };
             let t = r.sources[k as usize];
             let Some(results) = sources[k as usize] else {
                 continue;
             };
-            // Consecutive runs mostly read rows of one result: try the last one first.
-            let holds = |i: usize| {
-                results
-                    .get(i)
-                    .is_some_and(|x| x.0 <= start && start < x.0 + x.1)
-            };
-            let at = match last {
-                Some((lt, i)) if lt == t && holds(i) => i,
-                _ => results.partition_point(|x| x.0 + x.1 <= start),
-            };
-            last = Some((t, at));
-            if let Some(&(_, _, batch)) = results.get(at) {
-                let cs = writer[t.0 as usize]
-                    .flatten()
-                    .expect("eligible: one writer");
+            let cs = writer[t.0 as usize]
+                .flatten()
+                .expect("eligible: one writer");
+            let mut hint = last.filter(|&(lt, _)| lt == t).map(|(_, i)| i);
+            results_read(block, results, &mut hint, |batch| {
                 if !std::mem::replace(&mut seen[cs][batch as usize], true) {
                     first_read[cs].push(batch);
                 }
+            });
+            if let Some(i) = hint {
+                last = Some((t, i));
             }
         }
     }
@@ -172,9 +166,100 @@ pub(crate) fn plan(
     kept
 }
 
+/// Calls `read(batch)` for the result each run of `block` starts in, in order (the result
+/// after the start when it falls between two), as looking each run up would: `last` is the
+/// index found for the run before (tried first), updated. Runs that start in the result
+/// the run before them found call `read` for it again, so they are skipped: a block of a
+/// million rows reading a few results costs a few lookups.
+fn results_read(
+    block: &RunBlock,
+    results: &[VertexResult],
+    last: &mut Option<usize>,
+    mut read: impl FnMut(u32),
+) {
+    let mut i = 0;
+    while i < block.count {
+        let RunSource::Tensor { start, .. } = block.run(i).source else {
+            return;
+        };
+        let holds = |at: usize| {
+            results
+                .get(at)
+                .is_some_and(|x| x.0 <= start && start < x.0 + x.1)
+        };
+        let at = match *last {
+            Some(at) if holds(at) => at,
+            _ => results.partition_point(|x| x.0 + x.1 <= start),
+        };
+        *last = Some(at);
+        i += 1;
+        let Some(&(first, len, batch)) = results.get(at) else {
+            continue;
+        };
+        read(batch);
+        if holds(at) {
+            // The later runs starting in this result, before one leaves it.
+            let left = block.count - i;
+            let more = match block.src_step {
+                0 => left,
+                s if s > 0 => (first + len - 1 - start) / s as usize,
+                s => (start - first) / s.unsigned_abs(),
+            };
+            i += more.min(left);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::program::executable::Run;
+
+    /// The block walk reads the results looking each run up reads, with the same last
+    /// index after: rows stepping forwards, backwards and standing still, over results
+    /// with gaps between them, starting before, inside and after them.
+    #[test]
+    fn a_blocks_results_are_its_runs_results_in_order() {
+        let results: Vec<VertexResult> = vec![(0, 10, 3), (10, 5, 1), (20, 7, 0), (27, 30, 2)];
+        let one_by_one = |runs: &[Run], last: &mut Option<usize>| {
+            let mut out = Vec::new();
+            for run in runs {
+                let single = RunBlock::single(*run);
+                results_read(&single, &results, last, |b| out.push(b));
+            }
+            out
+        };
+        for start in [0usize, 3, 9, 14, 17, 26, 40, 56, 60] {
+            for step in [-7isize, -3, -1, 0, 1, 2, 4, 9, 25] {
+                for count in 1..12 {
+                    let first = Run::reading(0, (start, 1), 0, 3);
+                    let block = RunBlock {
+                        first,
+                        count,
+                        dst_step: 3,
+                        src_step: step,
+                    };
+                    if block.runs().any(|r| {
+                        matches!(r.source,
+                        RunSource::Tensor { start, .. } if start > 1000)
+                    }) {
+                        continue; // stepped below element 0
+                    }
+                    for hint in [None, Some(0), Some(2)] {
+                        let runs: Vec<Run> = block.runs().collect();
+                        let (mut a, mut b) = (hint, hint);
+                        let mut want = one_by_one(&runs, &mut a);
+                        let mut got = Vec::new();
+                        results_read(&block, &results, &mut b, |x| got.push(x));
+                        // The walk skips the repeats of the result just read.
+                        want.dedup();
+                        got.dedup();
+                        assert_eq!((got, b), (want, a), "{count} from {start} by {step}");
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn elements_find_their_piece() {
