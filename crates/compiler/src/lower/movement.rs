@@ -74,7 +74,8 @@ impl RunWriter {
             len,
         });
         let second = sealed.expect("row 1 is the open run");
-        (self.sealed).push_stepped(second, count - 2, len as isize, src_step);
+        self.sealed
+            .push_stepped(second, count - 2, len as isize, src_step);
     }
 
     /// Every run written, in order.

@@ -684,6 +684,7 @@ fn copy_transposed(mem: &mut [u8], window: &[u8], columns: &[Write], size: usize
     }
 }
 
+/// [`copy_transposed`] for elements of `N` bytes.
 fn transposed<const N: usize>(mem: &mut [u8], window: &[u8], columns: &[Write]) {
     // Sixteen columns: a band's rows are 16 elements of the window, its writes 16 streams.
     const BAND: usize = 16;
