@@ -122,6 +122,7 @@ fn host_shortcuts_change_no_byte_and_no_cycle() {
         ..EngineOptions::default()
     };
     let mut exact = 0;
+    let mut windowed = 0;
     for case in cases().iter().filter(|c| !c.ends_with("x64_int64")) {
         let (info, module, inputs) = load(case, "module.opt.hlo");
         let run = |engine: EngineOptions| {
@@ -129,14 +130,21 @@ fn host_shortcuts_change_no_byte_and_no_cycle() {
             let (mut loaded, _) =
                 LoadedModule::load_with(&module, &IpuConfig::default(), &options, engine).unwrap();
             let (outputs, profile) = loaded.run(&inputs).unwrap();
-            (outputs, profile, loaded.engine().viewed_products())
+            let engine = loaded.engine();
+            let seen = (engine.viewed_products(), engine.windowed_codelet_inputs());
+            (outputs, profile, seen)
         };
-        let (fast, fast_profile, batches) = run(EngineOptions::default());
-        let (slow, slow_profile, none) = run(plain);
+        let (fast, fast_profile, (batches, codelet_inputs)) = run(EngineOptions::default());
+        let (slow, slow_profile, (none, no_inputs)) = run(plain);
+        windowed += codelet_inputs;
         let what = case.display();
         assert_eq!(
             none, 0,
             "{what}: shortcuts off, no operand is seen in place"
+        );
+        assert_eq!(
+            no_inputs, 0,
+            "{what}: shortcuts off, codelets read tile memory"
         );
         assert_eq!(fast_profile, slow_profile, "{what}: profiles");
         assert_eq!(fast.len(), slow.len(), "{what}");
@@ -155,6 +163,10 @@ fn host_shortcuts_change_no_byte_and_no_cycle() {
         exact += usize::from(batches == 0);
     }
     assert!(exact >= 30, "only {exact} cases ran without operand views");
+    assert!(
+        windowed > 0,
+        "no codelet read its input from a kept window: the comparison above did not cover it"
+    );
 }
 
 /// An array's elements as bits (NaNs compare equal to themselves).

@@ -1080,6 +1080,111 @@ fn transposed_product(dtype: DType, stream_blocks: bool) -> (Engine, TensorId, V
     (Engine::load(exe).unwrap(), blocks, transpose, want)
 }
 
+/// Builds: `x` (8 f32s on tiles 0 and 1) → a rearrangement copying 4 of its elements with
+/// `stride` to each of tiles 2 and 3, from element 0 and 1 (`copies`, as a convolution's
+/// input is copied to each part's tile) → a reversing codelet vertex per tile writing `y` → `y`
+/// streamed out; optionally `copies` streamed out too (a second reader: they are written).
+fn copied_to_codelets(stride: isize, stream_copies: bool) -> (Engine, TensorId, Vec<f32>) {
+    use runtime::{Rearrange, Run, RunSource};
+    let mut b = ExecutableBuilder::new(Target::ipu2().with_tiles_per_ipu(4), 1);
+    let x = b.tensor("x", DType::F32, &[(0, 0, 4), (0, 1, 4)]);
+    let copies = b.tensor("copies", DType::F32, &[(0, 2, 4), (0, 3, 4)]);
+    let y = b.tensor("y", DType::F32, &[(0, 2, 4), (0, 3, 4)]);
+    let xv: Vec<f32> = (0..8).map(|i| i as f32 * 1.5 - 4.0).collect();
+    b.tensor_mut(x).init = Some(f32_bytes(&xv));
+    // Tile 2's copy starts at element 0, tile 3's at element 1.
+    let run = |part: usize| Run {
+        source: RunSource::Tensor {
+            k: 0,
+            start: part,
+            stride,
+        },
+        dst_start: part * 4,
+        len: 4,
+    };
+    let r = b.rearrange(Rearrange {
+        name: "copies".into(),
+        dst: copies,
+        sources: vec![x],
+        fill: vec![],
+        runs: vec![run(0), run(1)].into(),
+    });
+    let c = b.codelet(runtime::CodeletRef::new(ReverseCodelet));
+    let quarter = |tensor, tile: usize| Region {
+        tensor,
+        start: (tile - 2) * 4,
+        len: 4,
+    };
+    let vertices = (2..4)
+        .map(|tile| runtime::CodeletVertex {
+            codelet: c,
+            ipu: 0,
+            tile,
+            inputs: vec![quarter(copies, tile)],
+            outputs: vec![quarter(y, tile)],
+        })
+        .collect();
+    let cs = b.compute_set_with_codelets("reverse", vec![], vertices);
+    let mut program = vec![
+        Program::Rearrange(r),
+        Program::Execute(cs),
+        stream_out(&mut b, "y", y, 8),
+    ];
+    if stream_copies {
+        program.push(stream_out(&mut b, "copies", copies, 8));
+    }
+    let exe = b.finish(Program::Sequence(program));
+    let copied = (0..8)
+        .map(|e| xv[e / 4 + (e % 4) * stride as usize])
+        .collect();
+    (Engine::load(exe).unwrap(), copies, copied)
+}
+
+#[test]
+fn codelet_inputs_only_codelets_read_are_read_from_the_window_with_the_same_results_and_cost() {
+    let (mut kept, copies, copied) = copied_to_codelets(1, false);
+    let (mut written, _, _) = copied_to_codelets(1, true);
+    assert_eq!(
+        kept.windowed_codelet_inputs(),
+        2,
+        "both parts read the window"
+    );
+    assert_eq!(
+        written.windowed_codelet_inputs(),
+        0,
+        "streamed copies are written"
+    );
+    let reversed: Vec<f32> = copied
+        .chunks(4)
+        .flat_map(|c| c.iter().rev())
+        .copied()
+        .collect();
+    check_against_written(
+        &mut kept,
+        &mut written,
+        ("y", &reversed),
+        "copies",
+        &[(copies, &copied)],
+        (2, 0),
+    );
+}
+
+#[test]
+fn strided_copies_are_written_for_codelets_which_read_bytes() {
+    // Every other element: a view with a column step, which a codelet cannot read.
+    let (mut engine, copies, copied) = copied_to_codelets(2, false);
+    assert_eq!(engine.windowed_codelet_inputs(), 0);
+    let mut io = HostIo::new();
+    engine.run(&mut io).unwrap();
+    let reversed: Vec<f32> = copied
+        .chunks(4)
+        .flat_map(|c| c.iter().rev())
+        .copied()
+        .collect();
+    assert_eq!(f32_values(&io.take("y")[0]), reversed);
+    assert_eq!(f32_values(&engine.read_tensor(copies)), copied);
+}
+
 #[test]
 fn operand_blocks_only_products_read_are_read_in_place_with_the_same_results_and_cost() {
     let (mut kept, blocks, transpose, want) = transposed_product(DType::F32, false);

@@ -3,7 +3,7 @@
 
 use crate::error::RuntimeError;
 use crate::exec::buckets::Buckets;
-use crate::exec::memory::HostTiles;
+use crate::exec::memory::{HostTiles, f32_bytes};
 use crate::exec::parallel::{Spread, for_each_active};
 use crate::exec::shortcuts::operand_views::{OperandViews, View};
 use crate::exec::shortcuts::product_batches::{ProductBatches, Scatter, ViewedProduct};
@@ -60,9 +60,30 @@ struct LoadedVertex {
     /// (their `inputs` ranges are empty): `(input, compute set, byte range there)`.
     /// See [`crate::exec::shortcuts::scratch_reads`].
     scratch: Option<Box<[ScratchInput]>>,
+    /// For a codelet: inputs read from kept windows instead of tile memory (their `inputs`
+    /// ranges are empty). See [`crate::exec::shortcuts::operand_views`].
+    windowed: Option<Box<[WindowInput]>>,
     /// Under a floating-point mode: where the vertex sits, to name an exception's element
     /// and to seed stochastic rounding (such vertices are never joined).
     origin: Option<Box<Origin>>,
+}
+
+/// A codelet input read from a kept window: elements `at..at + len` of window `source` of
+/// rearrangement `rearrange`, the bytes the tile would hold.
+#[derive(Debug, Clone, Copy)]
+struct WindowInput {
+    input: usize,
+    rearrange: u32,
+    source: u32,
+    at: usize,
+    len: usize,
+}
+
+impl WindowInput {
+    fn bytes<'w>(&self, windows: &'w [Vec<Vec<f32>>]) -> &'w [u8] {
+        let window = &windows[self.rearrange as usize][self.source as usize];
+        f32_bytes(&window[self.at..self.at + self.len])
+    }
 }
 
 /// An element-wise vertex's place, for floating-point exceptions and rounding.
@@ -140,6 +161,7 @@ impl LoadedVertex {
             overlaps,
             views: None,
             scratch: None,
+            windowed: None,
             origin: None,
         }
     }
@@ -202,6 +224,9 @@ impl LoadedVertex {
             for s in self.scratch.iter().flat_map(|s| s.iter()) {
                 inputs[s.input] = results(s.cs)[s.bytes.0..s.bytes.1].to_vec();
             }
+            for w in self.windowed.iter().flat_map(|w| w.iter()) {
+                inputs[w.input] = w.bytes(windows).to_vec();
+            }
             let ins: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
             let mut outputs: Vec<Vec<u8>> = self
                 .outputs
@@ -228,6 +253,9 @@ impl LoadedVertex {
         for s in self.scratch.iter().flat_map(|s| s.iter()) {
             ins[s.input] = &results(s.cs)[s.bytes.0..s.bytes.1];
         }
+        for w in self.windowed.iter().flat_map(|w| w.iter()) {
+            ins[w.input] = w.bytes(windows);
+        }
         let mut outs: SmallVec<[&mut [u8]; 2]> = self
             .outputs
             .iter()
@@ -252,7 +280,11 @@ impl LoadedVertex {
             a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.1 == y.0)
         };
         let plain = |v: &LoadedVertex| {
-            v.views.is_none() && v.scratch.is_none() && !v.overlaps && v.origin.is_none()
+            v.views.is_none()
+                && v.scratch.is_none()
+                && v.windowed.is_none()
+                && !v.overlaps
+                && v.origin.is_none()
         };
         if !same_kernel
             || self.shape != next.shape
@@ -365,6 +397,8 @@ pub(crate) struct LoadedComputeSet {
     /// Matrix-product vertices reading an operand in place from a kept window (batched or
     /// not).
     viewed_products: usize,
+    /// Codelet inputs read in place from a kept window.
+    windowed_inputs: usize,
     /// How the tiles are cut among host threads (weighed by cycles; one range when so
     /// little work that waking host threads costs more than it saves).
     spread: Spread,
@@ -425,6 +459,7 @@ impl LoadedComputeSet {
         let mut singles: Vec<(usize, LoadedVertex)> = Vec::new();
         let mut slots = 0;
         let mut viewed_products = 0;
+        let mut windowed_inputs = 0;
         // Matrix products with both operands in kept windows, by vertex: batched below.
         let mut viewed: Vec<(LoadedVertex, ViewedProduct)> = Vec::new();
         // The slot of a vertex's tile, given in the order tiles first appear.
@@ -512,18 +547,38 @@ impl LoadedComputeSet {
                 _ => singles.push((s, loaded)),
             }
         }
-        for v in &cs.codelet_vertices {
-            let loaded = LoadedVertex::new(
+        for (k, v) in cs.codelet_vertices.iter().enumerate() {
+            let vi = (cs.vertices.len() + k) as u32;
+            let windowed: Vec<WindowInput> = (v.inputs.iter().enumerate())
+                .filter_map(|(j, r)| {
+                    let view = views.get(cs_index as u32, vi, j as u8)?;
+                    Some(WindowInput {
+                        input: j,
+                        rearrange: view.rearrange,
+                        source: view.source,
+                        at: view.at,
+                        len: r.len,
+                    })
+                })
+                .collect();
+            let mut loaded = LoadedVertex::new(
                 Work::Codelet(v.codelet.0 as usize),
                 Shape::Other,
                 (v.inputs.iter().enumerate())
-                    .map(|(j, r)| bytes(r, j, v.ipu, v.tile))
+                    .map(|(j, r)| match windowed.iter().any(|w| w.input == j) {
+                        true => (0, 0),
+                        false => bytes(r, j, v.ipu, v.tile),
+                    })
                     .collect(),
                 (v.outputs.iter().enumerate())
                     .map(|(j, r)| bytes(r, v.inputs.len() + j, v.ipu, v.tile))
                     .collect(),
                 (0, 0, 0),
             );
+            if !windowed.is_empty() {
+                windowed_inputs += windowed.len();
+                loaded.windowed = Some(windowed.into_boxed_slice());
+            }
             let s = place(v.ipu * tiles_per_ipu + v.tile);
             singles.push((s, loaded));
         }
@@ -545,6 +600,7 @@ impl LoadedComputeSet {
         Ok(LoadedComputeSet {
             name: cs.name.clone(),
             viewed_products,
+            windowed_inputs,
             spread: Spread::new(&weights, &slot, total < SMALL_CYCLES),
             tiles: {
                 let mut tiles = Buckets::new(slots, singles);
@@ -561,6 +617,11 @@ impl LoadedComputeSet {
     /// How many matrix-product vertices read an operand in place from a kept window.
     pub(crate) fn viewed_products(&self) -> usize {
         self.viewed_products
+    }
+
+    /// How many codelet inputs are read in place from a kept window.
+    pub(crate) fn windowed_inputs(&self) -> usize {
+        self.windowed_inputs
     }
 
     /// The batched matrix products and every vertex result they copy to a tile.

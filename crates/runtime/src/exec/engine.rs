@@ -275,6 +275,16 @@ impl Engine {
             .sum()
     }
 
+    /// How many codelet inputs the host reads in place from a rearrangement's gathered
+    /// window instead of the tile's copy (the same bytes: no output changes).
+    pub fn windowed_codelet_inputs(&self) -> usize {
+        self.tiles
+            .compute_sets
+            .iter()
+            .map(LoadedComputeSet::windowed_inputs)
+            .sum()
+    }
+
     /// The bytes of a tensor in element order.
     pub fn read_tensor(&self, id: TensorId) -> Vec<u8> {
         self.tiles.read_tensor(&self.exe, &self.system, id)

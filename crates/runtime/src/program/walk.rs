@@ -128,6 +128,24 @@ pub(crate) fn uses_beside_kernel_vertices(
     exe: &Executable,
     reads_of: impl Fn(usize) -> bool,
 ) -> (Vec<u32>, Vec<bool>) {
+    let (mut writes, mut reads) = uses_beside_vertices(exe, reads_of);
+    for v in exe.compute_sets.iter().flat_map(|cs| &cs.codelet_vertices) {
+        v.inputs
+            .iter()
+            .for_each(|r| reads[r.tensor.0 as usize] = true);
+        v.outputs
+            .iter()
+            .for_each(|r| writes[r.tensor.0 as usize] += 1);
+    }
+    (writes, reads)
+}
+
+/// [`uses_beside_kernel_vertices`] leaving out codelet vertices too: writes and reads by
+/// initial data, rearrangements, copies, streams and predicates only.
+pub(crate) fn uses_beside_vertices(
+    exe: &Executable,
+    reads_of: impl Fn(usize) -> bool,
+) -> (Vec<u32>, Vec<bool>) {
     let n = exe.tensors.len();
     let mut writes = vec![0u32; n];
     let mut reads = vec![false; n];
@@ -149,14 +167,6 @@ pub(crate) fn uses_beside_kernel_vertices(
                 |t| writes[t.0 as usize] += 1,
             )
         });
-    }
-    for v in exe.compute_sets.iter().flat_map(|cs| &cs.codelet_vertices) {
-        v.inputs
-            .iter()
-            .for_each(|r| reads[r.tensor.0 as usize] = true);
-        v.outputs
-            .iter()
-            .for_each(|r| writes[r.tensor.0 as usize] += 1);
     }
     (writes, reads)
 }

@@ -1,4 +1,5 @@
-//! Matrix-product operands read in place from a rearrangement's gathered window.
+//! Matrix-product operands, and codelets' f32 inputs, read in place from a rearrangement's
+//! gathered window.
 //!
 //! A planned matrix product copies an operand block to every tile that multiplies it, and
 //! only those vertices read the blocks. The IPU must move those bytes (the cost model
@@ -9,15 +10,17 @@
 //! f16 window is widened once, as each vertex would widen its block) instead of writing
 //! the blocks, and each vertex multiplies its block straight from it. The vertices multiply the same elements; gemm may sum them in
 //! another order for a strided operand (the last bits of a result can differ from the plain
-//! path's), and host copies disappear. [`Engine::read_tensor`] still returns what
-//! such a destination would hold.
+//! path's), and host copies disappear. A codelet vertex's f32 input that is one contiguous
+//! piece of such a window (a convolution part's copy of its input, say) is read from it the
+//! same way, byte for byte what the tile would hold. [`Engine::read_tensor`] still returns
+//! what such a destination would hold.
 //!
 //! [`Engine::read_tensor`]: crate::exec::engine::Engine::read_tensor
 
 use crate::model::layout::source_ranges;
 use crate::program::executable::{Executable, Rearrange, Region, RunSource};
 use crate::program::runs::RunBlock;
-use crate::program::walk::uses_beside_kernel_vertices;
+use crate::program::walk::uses_beside_vertices;
 use codegen::{DType, KernelSpec};
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -45,15 +48,18 @@ pub(crate) struct OperandViews {
     views: HashMap<VertexInput, View>,
 }
 
-/// `(compute set, vertex, input)`.
+/// `(compute set, vertex, input)`; a compute set's codelet vertices are numbered after its
+/// kernel vertices (see [`OperandViews::get`]).
 type VertexInput = (u32, u32, u8);
 
-/// A matrix operand of a vertex that might be read in place.
+/// A matrix operand of a vertex, or a codelet's input, that might be read in place.
 struct Candidate {
     key: VertexInput,
     region: Region,
     rows: usize,
     cols: usize,
+    /// A codelet's input: read as bytes, so only one contiguous piece of a window will do.
+    contiguous: bool,
 }
 
 impl OperandViews {
@@ -67,7 +73,7 @@ impl OperandViews {
 
     /// Finds the rearrangements of `exe` (validated) whose destinations need not be written.
     pub(crate) fn plan(exe: &Executable) -> OperandViews {
-        let (mut writes, mut other_reads) = uses_beside_kernel_vertices(exe, |_| true);
+        let (mut writes, mut other_reads) = uses_beside_vertices(exe, |_| true);
         let mut candidates: HashMap<u32, Vec<Candidate>> = HashMap::new();
         for (ci, cs) in exe.compute_sets.iter().enumerate() {
             for (vi, v) in cs.vertices.iter().enumerate() {
@@ -91,9 +97,29 @@ impl OperandViews {
                                 region: *r,
                                 rows,
                                 cols,
+                                contiguous: false,
                             })
                         }
                         None => other_reads[r.tensor.0 as usize] = true,
+                    }
+                }
+            }
+            for (k, v) in cs.codelet_vertices.iter().enumerate() {
+                let vi = (cs.vertices.len() + k) as u32;
+                v.outputs
+                    .iter()
+                    .for_each(|r| writes[r.tensor.0 as usize] += 1);
+                for (i, r) in v.inputs.iter().enumerate() {
+                    // An f32 window holds the tile's bytes; an f16 one is widened.
+                    match exe.tensors[r.tensor.0 as usize].dtype {
+                        DType::F32 => candidates.entry(r.tensor.0).or_default().push(Candidate {
+                            key: (ci as u32, vi, i as u8),
+                            region: *r,
+                            rows: 1,
+                            cols: r.len,
+                            contiguous: true,
+                        }),
+                        _ => other_reads[r.tensor.0 as usize] = true,
                     }
                 }
             }
@@ -119,6 +145,9 @@ impl OperandViews {
                     .iter()
                     .map(|c| {
                         let (source, at, rs, cs) = runs.view(c.region.start, c.rows, c.cols)?;
+                        if c.contiguous && c.cols > 1 && cs != 1 {
+                            return None;
+                        }
                         let v = View {
                             rearrange: ri as u32,
                             source,
@@ -139,7 +168,8 @@ impl OperandViews {
         plan
     }
 
-    /// The view input `input` of vertex `vertex` of compute set `cs` reads, if it reads one.
+    /// The view input `input` of vertex `vertex` of compute set `cs` reads, if it reads one;
+    /// codelet vertex `k` is vertex `vertices.len() + k` here.
     pub(crate) fn get(&self, cs: u32, vertex: u32, input: u8) -> Option<View> {
         self.views.get(&(cs, vertex, input)).copied()
     }
