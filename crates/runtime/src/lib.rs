@@ -40,7 +40,7 @@ pub use model::profile::{
     TileMemory, Totals,
 };
 pub use program::builder::ExecutableBuilder;
-pub use program::codelet::{Codelet, CodeletRef, VertexCost};
+pub use program::codelet::{Codelet, CodeletRef, SameBytes, VertexCost};
 pub use program::collective::{Blocks, Collective, CollectiveId, CollectiveKind, Replication};
 pub use program::executable::{
     CodeletId, CodeletVertex, ComputeSet, ComputeSetId, Direction, Executable, FunctionId,

@@ -7,7 +7,7 @@
 use crate::device_data::f32_slice;
 use codegen::MatRef;
 use runtime::cost::VertexCost;
-use runtime::{Codelet, Target};
+use runtime::{Codelet, SameBytes, Target};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use xla_ir::attributes::{ConvDims, Window, WindowDim};
@@ -87,8 +87,9 @@ fn patch_runs(indices: &[u32]) -> Vec<PatchRun> {
 enum KernelMatrix {
     /// Element (d, f) is kernel element `at + d * rs + f * cs`: read in place.
     View { at: usize, rs: isize, cs: isize },
-    /// Kernel element of each (depth index, output feature), row-major: gathered.
-    Gather(Vec<u32>),
+    /// The kernel elements of each (depth index, output feature), row-major, as runs:
+    /// gathered.
+    Gather(Vec<PatchRun>),
 }
 
 fn strides(dims: &[i64]) -> Vec<usize> {
@@ -207,14 +208,14 @@ impl Plan {
             })
             .unwrap_or_else(|| {
                 let items = order(false);
-                let gather = items
+                let gather: Vec<u32> = items
                     .iter()
                     .flat_map(|&(p, i)| {
                         let base = position_at[p] + i * k_in;
                         (0..cols).map(move |f| (base + f * k_out) as u32)
                     })
                     .collect();
-                (items, KernelMatrix::Gather(gather))
+                (items, KernelMatrix::Gather(patch_runs(&gather)))
             });
         let mut patches = Vec::with_capacity(rows * depth);
         let mut out_rows = Vec::with_capacity(rows);
@@ -295,28 +296,31 @@ pub(crate) struct ConvCodelet {
 /// The patch matrix of the parts of one convolution that read the same whole input (a
 /// split over output features): each tile holds a copy of the input, so every part would
 /// build the same matrix. The host builds it once and the other parts reuse it when their
-/// input bytes are identical to the ones it was built from. What each part computes is
-/// unchanged; the IPU Model still charges every part its own work.
+/// input bytes are identical to the ones it was built from: named the same by the engine
+/// (read from one place in the same run, [`runtime::SameBytes`]), else compared. What each
+/// part computes is unchanged; the IPU Model still charges every part its own work.
 #[derive(Default)]
 pub(crate) struct SharedPatches(Mutex<Option<Arc<BuiltPatches>>>);
 
-/// A patch matrix and the input bytes it was built from.
-type BuiltPatches = (Vec<u8>, Arc<Vec<f32>>);
+/// A patch matrix, the input bytes it was built from, and their name if they had one.
+type BuiltPatches = (Vec<u8>, Arc<Vec<f32>>, Option<SameBytes>);
 
 impl SharedPatches {
     fn cached(&self) -> std::sync::MutexGuard<'_, Option<Arc<BuiltPatches>>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The patches built from exactly these input bytes, if any. The bytes are compared
-    /// outside the lock: parts on other host threads check theirs at the same time.
-    fn get(&self, input: &[u8]) -> Option<Arc<Vec<f32>>> {
+    /// The patches built from exactly these input bytes (named `name`), if any. Unless the
+    /// names agree, the bytes are compared, outside the lock: parts on other host threads
+    /// check theirs at the same time.
+    fn get(&self, input: &[u8], name: Option<SameBytes>) -> Option<Arc<Vec<f32>>> {
         let built = self.cached().clone()?;
-        (built.0.as_slice() == input).then(|| Arc::clone(&built.1))
+        let same = (name.is_some() && built.2 == name) || built.0.as_slice() == input;
+        same.then(|| Arc::clone(&built.1))
     }
 
-    fn put(&self, input: &[u8], patches: Arc<Vec<f32>>) {
-        *self.cached() = Some(Arc::new((input.to_vec(), patches)));
+    fn put(&self, input: &[u8], patches: Arc<Vec<f32>>, name: Option<SameBytes>) {
+        *self.cached() = Some(Arc::new((input.to_vec(), patches, name)));
     }
 }
 
@@ -428,19 +432,28 @@ impl ConvCodelet {
     fn patches(&self, x: &[f32]) -> Vec<f32> {
         let p = &self.plan;
         let mut patches: Vec<f32> = Vec::with_capacity(p.rows * p.depth);
-        for r in &p.patches {
-            let (src, len) = (r.src as usize, r.len as usize);
-            match (r.src, r.stride) {
-                (NONE, _) => patches.resize(patches.len() + len, 0.0),
-                (_, 1) => patches.extend_from_slice(&x[src..src + len]),
-                (_, stride @ 1..) => {
-                    patches.extend(x[src..].iter().step_by(stride as usize).take(len));
+        gather_runs(&p.patches, x, &mut patches);
+        patches
+    }
+}
+
+/// Appends the elements `runs` read from `x` (zeros for padding) to `out`.
+fn gather_runs(runs: &[PatchRun], x: &[f32], out: &mut Vec<f32>) {
+    for r in runs {
+        let (src, len) = (r.src as usize, r.len as usize);
+        let start = out.len();
+        match (r.src, r.stride) {
+            (NONE, _) => out.resize(start + len, 0.0),
+            (_, 1) => out.extend_from_slice(&x[src..src + len]),
+            (_, stride) => {
+                // Written by index into a sized slice: an `extend` of indexed reads keeps the
+                // vector's length in memory across every element.
+                out.resize(start + len, 0.0);
+                for (j, e) in out[start..].iter_mut().enumerate() {
+                    *e = x[(src as isize + j as isize * stride as isize) as usize];
                 }
-                (_, stride) => patches
-                    .extend((0..len as i64).map(|j| x[(src as i64 + j * stride as i64) as usize])),
             }
         }
-        patches
     }
 }
 
@@ -468,6 +481,15 @@ impl Codelet for ConvCodelet {
     }
 
     fn run(&self, inputs: &[&[u8]], outputs: &mut [&mut [u8]]) -> Result<(), String> {
+        self.run_named(inputs, outputs, &[])
+    }
+
+    fn run_named(
+        &self,
+        inputs: &[&[u8]],
+        outputs: &mut [&mut [u8]],
+        same: &[Option<SameBytes>],
+    ) -> Result<(), String> {
         let p = &self.plan;
         let sizes = [inputs[0].len(), inputs[1].len(), outputs[0].len()];
         let bytes = if self.half_partials { 2 } else { 4 };
@@ -481,12 +503,13 @@ impl Codelet for ConvCodelet {
         let half = self.half_partials;
         let values = |b| values_of(b, half);
         let w = values(inputs[1]);
+        let name = same.first().copied().flatten();
         let patches = match &self.shared {
-            Some(shared) => match shared.get(inputs[0]) {
+            Some(shared) => match shared.get(inputs[0], name) {
                 Some(patches) => patches,
                 None => {
                     let patches = Arc::new(self.patches(&values(inputs[0])));
-                    shared.put(inputs[0], Arc::clone(&patches));
+                    shared.put(inputs[0], Arc::clone(&patches), name);
                     patches
                 }
             },
@@ -501,9 +524,9 @@ impl Codelet for ConvCodelet {
                 rs: *rs,
                 cs: *cs,
             },
-            KernelMatrix::Gather(at) => {
+            KernelMatrix::Gather(runs) => {
                 gathered.clear();
-                gathered.extend(at.iter().map(|&i| w[i as usize]));
+                gather_runs(runs, &w, &mut gathered);
                 MatRef::row_major(&gathered, p.cols)
             }
         };

@@ -9,11 +9,12 @@ use crate::exec::shortcuts::operand_views::{OperandViews, View};
 use crate::exec::shortcuts::product_batches::{ProductBatches, Scatter, ViewedProduct};
 use crate::model::layout::RegionFinder;
 use crate::model::steps::ComputeCost;
-use crate::program::codelet::CodeletRef;
+use crate::program::codelet::{CodeletRef, SameBytes};
 use crate::program::executable::{Executable, Region, TensorId};
 use codegen::{KernelCache, KernelId, KernelSpec, KernelTable, MatRef};
 use smallvec::SmallVec;
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What a loaded vertex runs.
 #[derive(Clone, Copy)]
@@ -167,17 +168,18 @@ impl LoadedVertex {
     }
 
     /// Runs the kernel or codelet; `step` counts the compute set's runs (stochastic
-    /// rounding differs from one run of a compute set to the next).
+    /// rounding differs from one run of a compute set to the next); `same` names the
+    /// codelet inputs read from kept windows.
     fn call(
         &self,
         ins: &[&[u8]],
         outs: &mut [&mut [u8]],
         table: &KernelTable,
         codelets: &[CodeletRef],
-        step: u64,
+        (step, same): (u64, &[Option<SameBytes>]),
     ) -> Result<(), String> {
         match self.work {
-            Work::Codelet(c) => codelets[c].0.run(ins, outs),
+            Work::Codelet(c) => codelets[c].0.run_named(ins, outs, same),
             Work::Kernel(k) => {
                 let kernel = table.get(k);
                 match kernel.spec() {
@@ -201,7 +203,8 @@ impl LoadedVertex {
     }
 
     /// Runs the vertex on its tile's memory (and the kept windows its views read, and the
-    /// batch scratches, `results(cs)`, its scratch inputs read).
+    /// batch scratches, `results(cs)`, its scratch inputs read); `phase` is this run of
+    /// the compute set's number in the process (see [`SameBytes`]).
     fn run<'r>(
         &self,
         mem: &mut [u8],
@@ -209,7 +212,7 @@ impl LoadedVertex {
         codelets: &[CodeletRef],
         windows: &[Vec<Vec<f32>>],
         results: &(dyn Fn(usize) -> &'r [u8] + Sync),
-        step: u64,
+        (step, phase): (u64, u64),
     ) -> Result<(), String> {
         if let (Some(views), Work::Kernel(k)) = (&self.views, self.work) {
             return self.run_viewed(views, k, mem, table, windows);
@@ -227,6 +230,7 @@ impl LoadedVertex {
             for w in self.windowed.iter().flat_map(|w| w.iter()) {
                 inputs[w.input] = w.bytes(windows).to_vec();
             }
+            // The copies are this vertex's own: no names.
             let ins: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
             let mut outputs: Vec<Vec<u8>> = self
                 .outputs
@@ -234,7 +238,7 @@ impl LoadedVertex {
                 .map(|&(b, e)| vec![0u8; e - b])
                 .collect();
             let mut outs: Vec<&mut [u8]> = outputs.iter_mut().map(Vec::as_mut_slice).collect();
-            self.call(&ins, &mut outs, table, codelets, step)?;
+            self.call(&ins, &mut outs, table, codelets, (step, &[]))?;
             for (&(b, e), out) in self.outputs.iter().zip(&outputs) {
                 mem[b..e].copy_from_slice(out);
             }
@@ -253,15 +257,23 @@ impl LoadedVertex {
         for s in self.scratch.iter().flat_map(|s| s.iter()) {
             ins[s.input] = &results(s.cs)[s.bytes.0..s.bytes.1];
         }
+        let mut same: SmallVec<[Option<SameBytes>; 4]> = SmallVec::new();
         for w in self.windowed.iter().flat_map(|w| w.iter()) {
-            ins[w.input] = w.bytes(windows);
+            let bytes = w.bytes(windows);
+            ins[w.input] = bytes;
+            same.resize(same.len().max(w.input + 1), None);
+            same[w.input] = Some(SameBytes {
+                phase,
+                at: bytes.as_ptr() as usize,
+                len: bytes.len(),
+            });
         }
         let mut outs: SmallVec<[&mut [u8]; 2]> = self
             .outputs
             .iter()
             .map(|&(b, e)| unsafe { std::slice::from_raw_parts_mut(base.add(b), e - b) })
             .collect();
-        self.call(&ins, &mut outs, table, codelets, step)
+        self.call(&ins, &mut outs, table, codelets, (step, &same))
     }
 }
 
@@ -385,6 +397,10 @@ impl LoadedVertex {
         kernel.run_matmul_refs(a, b, out).map_err(|e| e.to_string())
     }
 }
+
+/// The next compute-set run's number: unique in the process, so that codelets shared by
+/// several engines never mistake one run's inputs for another's.
+static PHASES: AtomicU64 = AtomicU64::new(0);
 
 /// Below this many cycles summed over its tiles (the model's estimate of its work), a
 /// compute set runs on one host thread.
@@ -692,9 +708,10 @@ impl LoadedComputeSet {
         }
         let step = self.runs;
         self.runs += 1;
+        let phase = PHASES.fetch_add(1, Ordering::Relaxed);
         let run_tile = |mem: &mut [u8], s: usize| -> Result<(), RuntimeError> {
             for v in self.tiles.get(s) {
-                v.run(mem, table, codelets, windows, results, step)
+                v.run(mem, table, codelets, windows, results, (step, phase))
                     .map_err(|e| RuntimeError::Run(format!("compute set {}: {e}", self.name)))?;
             }
             for scatter in self.scatters.get(s) {

@@ -26,6 +26,20 @@ pub trait Codelet: Send + Sync {
     fn name(&self) -> &str;
     /// Computes the outputs from the inputs.
     fn run(&self, inputs: &[&[u8]], outputs: &mut [&mut [u8]]) -> Result<(), String>;
+    /// [`Codelet::run`], told which inputs are known to be the same bytes as other
+    /// vertices' inputs: `same[i]`, when given, names input `i`'s bytes, and inputs named
+    /// alike hold the same bytes (the host reads them from one place), so work derived from
+    /// one serves the other without comparing them. `same` may be shorter than `inputs`.
+    /// The default ignores the names.
+    fn run_named(
+        &self,
+        inputs: &[&[u8]],
+        outputs: &mut [&mut [u8]],
+        same: &[Option<SameBytes>],
+    ) -> Result<(), String> {
+        let _ = same;
+        self.run(inputs, outputs)
+    }
     /// What one instance costs on `target`.
     fn cost(&self, target: &Target) -> VertexCost;
     /// Instructions of its code (held once on every tile that runs it). The default is a
@@ -39,6 +53,17 @@ pub trait Codelet: Send + Sync {
     fn as_any(&self) -> Option<&dyn Any> {
         None
     }
+}
+
+/// The name of some input bytes during one run of one compute set (see
+/// [`Codelet::run_named`]): equal names, equal bytes. Names are never reused in a process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SameBytes {
+    /// Which run of which compute set, unique in the process.
+    pub(crate) phase: u64,
+    /// Where the bytes are on the host, and how many.
+    pub(crate) at: usize,
+    pub(crate) len: usize,
 }
 
 /// Instructions of a codelet that does not state its own code size.
