@@ -724,6 +724,14 @@ fn copy_run(dst: &mut [u8], src: &[u8], at: usize, step: isize, size: usize) {
 }
 
 fn strided<const N: usize>(dst: &mut [u8], src: &[u8], at: usize, step: isize) {
+    if step == 0 && !dst.is_empty() {
+        // One element repeated (a broadcast): read once.
+        let x: [u8; N] = src[at..at + N]
+            .try_into()
+            .expect("a slice of N bytes is an [u8; N]");
+        dst.chunks_exact_mut(N).for_each(|e| e.copy_from_slice(&x));
+        return;
+    }
     for (i, e) in dst.chunks_exact_mut(N).enumerate() {
         let from = (at as isize + i as isize * step) as usize;
         let bytes: [u8; N] = src[from..from + N]
