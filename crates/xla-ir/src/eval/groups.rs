@@ -12,6 +12,36 @@ pub(super) trait Groups {
     /// Calls `visit(first, offsets)` for each group in turn (its positions are `first + r`
     /// for each `r` of `offsets`, in fold order), stopping at the first error.
     fn each<E>(&self, visit: impl FnMut(usize, &[usize]) -> Result<(), E>) -> Result<(), E>;
+
+    /// [`Groups::each`] a run of consecutive groups at a time: `visit(run, offsets)`, group
+    /// `j` of the run at `run.first + j * run.step` (a loop over a run's groups inside a
+    /// loop over the shared offsets reads neighbouring elements together). The default
+    /// gives every group a run of its own.
+    fn each_run<E>(&self, mut visit: impl FnMut(Run, &[usize]) -> Result<(), E>) -> Result<(), E> {
+        self.each(|first, offsets| {
+            let run = Run {
+                first,
+                step: 0,
+                count: 1,
+            };
+            visit(run, offsets)
+        })
+    }
+}
+
+/// Consecutive groups with the same offsets, their first positions evenly stepped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Run {
+    pub first: usize,
+    pub step: usize,
+    pub count: usize,
+}
+
+impl Run {
+    /// Group `j`'s first position.
+    pub fn at(&self, j: usize) -> usize {
+        self.first + j * self.step
+    }
 }
 
 /// A reduce's groups: the same offsets (the reduced dimensions) from each output's base.
@@ -44,6 +74,9 @@ pub(super) struct WindowPositions {
     /// The positions of a window lying wholly inside, relative to its first position, in
     /// the same order as the tables give them.
     interior: Vec<usize>,
+    /// Along the last dimension: the ranges of coordinates whose windows lie wholly inside,
+    /// their first positions evenly stepped, as `(start, end, step)`.
+    spans: Vec<(usize, usize, usize)>,
 }
 
 impl WindowPositions {
@@ -87,7 +120,7 @@ impl WindowPositions {
                     .collect()
             })
             .collect();
-        let firsts = tables
+        let firsts: Vec<Vec<usize>> = tables
             .iter()
             .map(|t| t.iter().map(|p| p.first().copied().unwrap_or(0)).collect())
             .collect();
@@ -104,12 +137,17 @@ impl WindowPositions {
                 .flat_map(|&b| rel.iter().map(move |&r| b + r))
                 .collect();
         }
+        let spans = match (full.last(), firsts.last()) {
+            (Some(full), Some(firsts)) => spans(full, firsts),
+            _ => Vec::new(),
+        };
         WindowPositions {
             tables,
             out_dims: out_dims.iter().map(|&d| d as usize).collect(),
             full,
             firsts,
             interior,
+            spans,
         }
     }
 
@@ -126,6 +164,25 @@ impl WindowPositions {
             std::mem::swap(buf, tmp);
         }
     }
+}
+
+/// The maximal ranges of coordinates `c` with `full[c]` whose `firsts[c]` step evenly:
+/// `(start, end, step)`.
+fn spans(full: &[bool], firsts: &[usize]) -> Vec<(usize, usize, usize)> {
+    let mut out: Vec<(usize, usize, usize)> = Vec::new();
+    for c in (0..full.len()).filter(|&c| full[c]) {
+        if let Some(last) = out.last_mut()
+            && last.1 == c
+            && firsts[c] >= firsts[c - 1]
+            && (last.1 - last.0 == 1 || firsts[c] - firsts[c - 1] == last.2)
+        {
+            last.2 = firsts[c] - firsts[c - 1];
+            last.1 += 1;
+            continue;
+        }
+        out.push((c, c + 1, 0));
+    }
+    out
 }
 
 impl Groups for WindowPositions {
@@ -153,19 +210,85 @@ impl Groups for WindowPositions {
                     visit(0, &buf)?;
                 }
             }
-            // The next row: step the outer coordinates, last first.
-            let mut d = last;
-            loop {
-                if d == 0 {
-                    return Ok(());
-                }
-                d -= 1;
-                coords[d] += 1;
-                if coords[d] < self.out_dims[d] {
-                    break;
-                }
-                coords[d] = 0;
+            if !self.next_row(&mut coords[..last]) {
+                return Ok(());
             }
+        }
+    }
+
+    /// Walks as [`Groups::each`] does; a row's windows wholly inside come as runs.
+    fn each_run<E>(&self, mut visit: impl FnMut(Run, &[usize]) -> Result<(), E>) -> Result<(), E> {
+        let Some(last) = self.out_dims.len().checked_sub(1) else {
+            return visit(
+                Run {
+                    first: 0,
+                    step: 0,
+                    count: 1,
+                },
+                &self.interior,
+            );
+        };
+        if self.out_dims.contains(&0) {
+            return Ok(());
+        }
+        let (mut buf, mut tmp) = (Vec::new(), Vec::new());
+        let mut coords = vec![0usize; self.out_dims.len()];
+        loop {
+            let outer = &coords[..last];
+            let prefix: usize = outer.iter().zip(&self.firsts).map(|(&c, f)| f[c]).sum();
+            let outer_full = outer.iter().zip(&self.full).all(|(&c, f)| f[c]);
+            let mut spans = self.spans.iter().filter(|_| outer_full).peekable();
+            let mut c = 0;
+            while c < self.out_dims[last] {
+                if let Some(&&(start, end, step)) = spans.peek()
+                    && start == c
+                {
+                    let first = prefix + self.firsts[last][c];
+                    visit(
+                        Run {
+                            first,
+                            step,
+                            count: end - start,
+                        },
+                        &self.interior,
+                    )?;
+                    spans.next();
+                    c = end;
+                    continue;
+                }
+                coords[last] = c;
+                self.positions_at(&coords, &mut buf, &mut tmp);
+                visit(
+                    Run {
+                        first: 0,
+                        step: 0,
+                        count: 1,
+                    },
+                    &buf,
+                )?;
+                c += 1;
+            }
+            if !self.next_row(&mut coords[..last]) {
+                return Ok(());
+            }
+        }
+    }
+}
+
+impl WindowPositions {
+    /// Steps the outer coordinates to the next row, last first; false after the last row.
+    fn next_row(&self, outer: &mut [usize]) -> bool {
+        let mut d = outer.len();
+        loop {
+            if d == 0 {
+                return false;
+            }
+            d -= 1;
+            outer[d] += 1;
+            if outer[d] < self.out_dims[d] {
+                return true;
+            }
+            outer[d] = 0;
         }
     }
 }
@@ -233,6 +356,60 @@ mod tests {
             }
             assert!(shortcuts > 0, "some windows lie wholly inside");
         }
+    }
+
+    /// Every group of every run, expanded, and the longest run.
+    fn walked_in_runs(groups: &impl Groups) -> (Vec<Vec<usize>>, usize) {
+        let (mut out, mut longest) = (Vec::new(), 0);
+        groups
+            .each_run(|run, offsets| {
+                longest = longest.max(run.count);
+                for j in 0..run.count {
+                    out.push(offsets.iter().map(|r| run.at(j) + r).collect());
+                }
+                Ok::<(), Infallible>(())
+            })
+            .unwrap();
+        (out, longest)
+    }
+
+    /// Runs of windows are the windows one by one, in order: a pool over NHWC (runs along
+    /// the features, step 1), windows across padding (runs stepped by the stride, broken
+    /// where a window leaves the input) and base dilation, a reduction (runs of one).
+    #[test]
+    fn runs_of_groups_are_the_groups_one_by_one() {
+        let pool = Window {
+            dims: vec![
+                dim(1, 1, (0, 0), 1, 1),
+                dim(2, 2, (0, 0), 1, 1),
+                dim(2, 2, (0, 1), 1, 1),
+                dim(1, 1, (0, 0), 1, 1),
+            ],
+        };
+        let strided = Window {
+            dims: vec![
+                dim(1, 1, (0, 0), 1, 1),
+                dim(3, 2, (1, 1), 1, 1),
+                dim(2, 3, (2, 2), 2, 2),
+            ],
+        };
+        let cases = [
+            (vec![2i64, 6, 7, 5], vec![2i64, 3, 4, 5], pool, true, 5),
+            // Base dilation: every other window lands on holes, so runs of one.
+            (vec![2, 7, 20], vec![2, 4, 14], strided.clone(), true, 1),
+            (vec![2, 7, 20], vec![2, 4, 7], strided, false, 5),
+        ];
+        for (dims, out_dims, window, dilations, longest) in cases {
+            let w = WindowPositions::new(&dims, &out_dims, &window, dilations);
+            let (runs, most) = walked_in_runs(&w);
+            assert_eq!(runs, walked(&w), "{out_dims:?}");
+            assert!(most >= longest, "{out_dims:?}: runs of at most {most}");
+        }
+        let r = Reduction {
+            bases: vec![0, 1],
+            offsets: vec![0, 2, 4],
+        };
+        assert_eq!(walked_in_runs(&r), (walked(&r), 1));
     }
 
     #[test]

@@ -62,18 +62,30 @@ fn select_add(
     keep_first: impl Fn(f32, f32) -> bool,
 ) {
     let mut k = 0;
-    let done = windows.each(|first, offsets| {
+    let (mut chosen, mut kept): (Vec<usize>, Vec<f32>) = (Vec::new(), Vec::new());
+    // A run of windows at a time, offsets outermost: each window still compares its
+    // positions in order (against the value it keeps), and the sources are added in
+    // window order.
+    let done = windows.each_run(|run, offsets| {
         if let Some((&r0, rest)) = offsets.split_first() {
-            let chosen = rest.iter().fold(first + r0, |c, &r| {
-                if keep_first(x[c], x[first + r]) {
-                    c
-                } else {
-                    first + r
+            chosen.clear();
+            chosen.extend((0..run.count).map(|j| run.at(j) + r0));
+            kept.clear();
+            kept.extend(chosen.iter().map(|&c| x[c]));
+            for &r in rest {
+                for (j, (c, v)) in chosen.iter_mut().zip(&mut kept).enumerate() {
+                    let later = run.at(j) + r;
+                    let w = x[later];
+                    if !keep_first(*v, w) {
+                        (*c, *v) = (later, w);
+                    }
                 }
-            });
-            out[chosen] += src[k];
+            }
+            for (&c, s) in chosen.iter().zip(&src[k..k + run.count]) {
+                out[c] += s;
+            }
         }
-        k += 1;
+        k += run.count;
         Ok::<(), std::convert::Infallible>(())
     });
     let Ok(()) = done;
@@ -140,13 +152,36 @@ fn fold_each<T: Copy, A: Copy, R>(
     done: impl Fn(A) -> Option<R>,
 ) -> Option<Vec<R>> {
     let mut out = Vec::with_capacity(n);
+    let mut accs: Vec<A> = Vec::new();
     groups
-        .each(|first, offsets| {
-            let mut acc = init;
-            for &r in offsets {
-                acc = step(acc, xs[first + r]).ok_or(())?;
+        .each_run(|run, offsets| {
+            if run.count == 1 {
+                let mut acc = init;
+                for &r in offsets {
+                    acc = step(acc, xs[run.first + r]).ok_or(())?;
+                }
+                out.push(done(acc).ok_or(())?);
+                return Ok(());
             }
-            out.push(done(acc).ok_or(())?);
+            // Offsets outermost: each group still folds its positions in order, and
+            // neighbouring groups read neighbouring elements together.
+            accs.clear();
+            accs.resize(run.count, init);
+            for &r in offsets {
+                if run.step == 1 {
+                    let from = &xs[run.first + r..run.first + r + run.count];
+                    for (a, &x) in accs.iter_mut().zip(from) {
+                        *a = step(*a, x).ok_or(())?;
+                    }
+                } else {
+                    for (j, a) in accs.iter_mut().enumerate() {
+                        *a = step(*a, xs[run.at(j) + r]).ok_or(())?;
+                    }
+                }
+            }
+            for &a in &accs {
+                out.push(done(a).ok_or(())?);
+            }
             Ok::<(), ()>(())
         })
         .ok()?;
