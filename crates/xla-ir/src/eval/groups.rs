@@ -186,37 +186,14 @@ fn spans(full: &[bool], firsts: &[usize]) -> Vec<(usize, usize, usize)> {
 }
 
 impl Groups for WindowPositions {
-    /// Walks the outputs row by row along the last dimension: a window wholly inside is its
-    /// first position plus the shared interior offsets; others are built from the tables.
+    /// [`Groups::each_run`]'s walk, a window at a time.
     fn each<E>(&self, mut visit: impl FnMut(usize, &[usize]) -> Result<(), E>) -> Result<(), E> {
-        let Some(last) = self.out_dims.len().checked_sub(1) else {
-            return visit(0, &self.interior);
-        };
-        if self.out_dims.contains(&0) {
-            return Ok(());
-        }
-        let (mut buf, mut tmp) = (Vec::new(), Vec::new());
-        let mut coords = vec![0usize; self.out_dims.len()];
-        loop {
-            let outer = &coords[..last];
-            let prefix: usize = outer.iter().zip(&self.firsts).map(|(&c, f)| f[c]).sum();
-            let outer_full = outer.iter().zip(&self.full).all(|(&c, f)| f[c]);
-            for c in 0..self.out_dims[last] {
-                if outer_full && self.full[last][c] {
-                    visit(prefix + self.firsts[last][c], &self.interior)?;
-                } else {
-                    coords[last] = c;
-                    self.positions_at(&coords, &mut buf, &mut tmp);
-                    visit(0, &buf)?;
-                }
-            }
-            if !self.next_row(&mut coords[..last]) {
-                return Ok(());
-            }
-        }
+        self.each_run(|run, offsets| (0..run.count).try_for_each(|j| visit(run.at(j), offsets)))
     }
 
-    /// Walks as [`Groups::each`] does; a row's windows wholly inside come as runs.
+    /// Walks the outputs row by row along the last dimension: a row's windows wholly inside
+    /// come as runs (their first positions plus the shared interior offsets); others one by
+    /// one, built from the tables.
     fn each_run<E>(&self, mut visit: impl FnMut(Run, &[usize]) -> Result<(), E>) -> Result<(), E> {
         let Some(last) = self.out_dims.len().checked_sub(1) else {
             return visit(
