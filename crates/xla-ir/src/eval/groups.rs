@@ -316,23 +316,36 @@ mod tests {
         let out_dims = [2usize, 4, 16, 2];
         for dilations in [true, false] {
             let w = WindowPositions::new(&dims, &out_dims.map(|d| d as i64), &window, dilations);
-            let walk = walked(&w);
-            assert_eq!(walk.len(), out_dims.iter().product::<usize>());
-            let (mut want, mut tmp) = (Vec::new(), Vec::new());
-            let mut shortcuts = 0;
-            for (o, got) in walk.iter().enumerate() {
-                let mut rest = o;
-                let mut coords = [0; 4];
-                for d in (0..4).rev() {
-                    coords[d] = rest % out_dims[d];
-                    rest /= out_dims[d];
-                }
-                w.positions_at(&coords, &mut want, &mut tmp);
-                assert_eq!(got, &want, "output {coords:?}, dilations {dilations}");
-                shortcuts += usize::from(coords.iter().zip(&w.full).all(|(&c, f)| f[c]));
-            }
-            assert!(shortcuts > 0, "some windows lie wholly inside");
+            assert_eq!(walked(&w), tabled(&w, &out_dims), "dilations {dilations}");
+            let inside = (0..out_dims.iter().product())
+                .filter(|&o| {
+                    let coords = coordinates(o, &out_dims);
+                    coords.iter().zip(&w.full).all(|(&c, f)| f[c])
+                })
+                .count();
+            assert!(inside > 0, "some windows lie wholly inside");
         }
+    }
+
+    /// Output `o`'s coordinates (row-major).
+    fn coordinates(mut o: usize, out_dims: &[usize]) -> Vec<usize> {
+        let mut coords = vec![0; out_dims.len()];
+        for d in (0..out_dims.len()).rev() {
+            coords[d] = o % out_dims[d];
+            o /= out_dims[d];
+        }
+        coords
+    }
+
+    /// Every output's positions as the per-dimension tables give them.
+    fn tabled(w: &WindowPositions, out_dims: &[usize]) -> Vec<Vec<usize>> {
+        let (mut want, mut tmp) = (Vec::new(), Vec::new());
+        (0..out_dims.iter().product())
+            .map(|o| {
+                w.positions_at(&coordinates(o, out_dims), &mut want, &mut tmp);
+                want.clone()
+            })
+            .collect()
     }
 
     /// Every group of every run, expanded, and the longest run.
@@ -350,9 +363,10 @@ mod tests {
         (out, longest)
     }
 
-    /// Runs of windows are the windows one by one, in order: a pool over NHWC (runs along
-    /// the features, step 1), windows across padding (runs stepped by the stride, broken
-    /// where a window leaves the input) and base dilation, a reduction (runs of one).
+    /// Runs of windows, expanded, are what the tables give for each output, in order: a
+    /// pool over NHWC (runs along the features, step 1), windows across padding (runs
+    /// stepped by the stride, broken where a window leaves the input) and base dilation;
+    /// a reduction's runs are its groups one by one.
     #[test]
     fn runs_of_groups_are_the_groups_one_by_one() {
         let pool = Window {
@@ -379,7 +393,8 @@ mod tests {
         for (dims, out_dims, window, dilations, longest) in cases {
             let w = WindowPositions::new(&dims, &out_dims, &window, dilations);
             let (runs, most) = walked_in_runs(&w);
-            assert_eq!(runs, walked(&w), "{out_dims:?}");
+            let sizes: Vec<usize> = out_dims.iter().map(|&d| d as usize).collect();
+            assert_eq!(runs, tabled(&w, &sizes), "{out_dims:?}");
             assert!(most >= longest, "{out_dims:?}: runs of at most {most}");
         }
         let r = Reduction {
