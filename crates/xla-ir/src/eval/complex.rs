@@ -298,7 +298,8 @@ pub(super) fn fft(x: &ArrayLiteral, fft_type: &str, lengths: &[i64], out: &Shape
     }
 }
 
-fn unravel(mut i: usize, dims: &[usize]) -> Vec<usize> {
+/// The row-major coordinates of element `i` of an array of `dims`.
+pub(super) fn unravel(mut i: usize, dims: &[usize]) -> Vec<usize> {
     let mut index = vec![0; dims.len()];
     for d in (0..dims.len()).rev() {
         index[d] = i % dims[d];

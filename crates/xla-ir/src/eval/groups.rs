@@ -272,6 +272,7 @@ impl WindowPositions {
 
 #[cfg(test)]
 mod tests {
+    use super::super::complex::unravel;
     use super::*;
     use crate::attributes::WindowDim;
     use std::convert::Infallible;
@@ -319,7 +320,7 @@ mod tests {
             assert_eq!(walked(&w), tabled(&w, &out_dims), "dilations {dilations}");
             let inside = (0..out_dims.iter().product())
                 .filter(|&o| {
-                    let coords = coordinates(o, &out_dims);
+                    let coords = unravel(o, &out_dims);
                     coords.iter().zip(&w.full).all(|(&c, f)| f[c])
                 })
                 .count();
@@ -327,22 +328,12 @@ mod tests {
         }
     }
 
-    /// Output `o`'s coordinates (row-major).
-    fn coordinates(mut o: usize, out_dims: &[usize]) -> Vec<usize> {
-        let mut coords = vec![0; out_dims.len()];
-        for d in (0..out_dims.len()).rev() {
-            coords[d] = o % out_dims[d];
-            o /= out_dims[d];
-        }
-        coords
-    }
-
     /// Every output's positions as the per-dimension tables give them.
     fn tabled(w: &WindowPositions, out_dims: &[usize]) -> Vec<Vec<usize>> {
         let (mut want, mut tmp) = (Vec::new(), Vec::new());
         (0..out_dims.iter().product())
             .map(|o| {
-                w.positions_at(&coordinates(o, out_dims), &mut want, &mut tmp);
+                w.positions_at(&unravel(o, out_dims), &mut want, &mut tmp);
                 want.clone()
             })
             .collect()
