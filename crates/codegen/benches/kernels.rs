@@ -76,10 +76,7 @@ fn elementwise(bencher: Bencher, name: &str) {
 fn reduce_sum(bencher: Bencher, input: DType) {
     let mut cache = KernelCache::new().unwrap();
     let id = cache
-        .compile(&KernelSpec::Reduce(ReduceKernel {
-            op: ReduceOp::Sum,
-            input,
-        }))
+        .compile(&KernelSpec::Reduce(ReduceKernel::new(ReduceOp::Sum, input)))
         .unwrap();
     let data = vec![1u8; N * input.size()];
     let mut out = vec![0u8; 64 * 4];

@@ -365,7 +365,11 @@ impl Compiler {
         let rv = b.use_var(r);
         let out_off = b.ins().imul_imm_s(rv, partial.size() as i64);
         let out_addr = b.ins().iadd(dst, out_off);
-        let a = b.use_var(acc);
+        let mut a = b.use_var(acc);
+        if let Some(bits) = kernel.init {
+            let init = scalar_value(&mut b, reference::scalar_of_bits(partial, bits));
+            a = combine(&mut b, op, partial, a, init);
+        }
         b.ins().store(flags, a, out_addr, 0);
         let next = b.ins().iadd_imm_s(rv, 1);
         b.def_var(r, next);
@@ -552,13 +556,17 @@ fn element_address(
     b.ins().iadd(base, bytes)
 }
 
-fn identity_value(b: &mut FunctionBuilder<'_>, op: ReduceOp, t: DType, lanes: u8) -> Value {
-    let scalar = match reference::identity(op, t) {
+fn scalar_value(b: &mut FunctionBuilder<'_>, scalar: Scalar) -> Value {
+    match scalar {
         Scalar::F32(v) => b.ins().f32const(v),
         Scalar::S32(v) => b.ins().iconst(types::I32, v as i64),
         Scalar::U32(v) => b.ins().iconst(types::I32, v as i64),
         Scalar::Pred(v) => b.ins().iconst(types::I8, v as i64),
-    };
+    }
+}
+
+fn identity_value(b: &mut FunctionBuilder<'_>, op: ReduceOp, t: DType, lanes: u8) -> Value {
+    let scalar = scalar_value(b, reference::identity(op, t));
     if lanes == 4 {
         b.ins().splat(clif_type(t, 4), scalar)
     } else {

@@ -285,9 +285,24 @@ pub struct ReduceKernel {
     pub op: ReduceOp,
     /// Storage type of the input.
     pub input: DType,
+    /// A value combined into each run's result after the run's elements, as the bits of
+    /// the partial type (f32 bits; s32 and u32 as u32; pred 0 or 1): XLA's init value,
+    /// folded into the vertex that finishes a reduction. `None`: the run's elements alone.
+    /// It costs no instruction: a vertex starts its accumulator from it instead of the
+    /// identity (for a sum from +0, the result is the same bits either way).
+    pub init: Option<u32>,
 }
 
 impl ReduceKernel {
+    /// `op` over runs of `input`, the runs' elements alone.
+    pub fn new(op: ReduceOp, input: DType) -> ReduceKernel {
+        ReduceKernel {
+            op,
+            input,
+            init: None,
+        }
+    }
+
     /// The storage type of the partials: f32 for float inputs, else the input's type.
     pub fn partial_type(&self) -> DType {
         if self.input.is_float() {

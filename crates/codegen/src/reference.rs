@@ -369,10 +369,22 @@ pub fn reduce_binary(op: ReduceOp) -> BinaryOp {
     }
 }
 
-/// The identity of a reduction in partial type `t`.
+/// The value of type `t` whose bits (as [`ReduceKernel::init`] holds them) are `bits`.
+pub fn scalar_of_bits(t: DType, bits: u32) -> Scalar {
+    match t {
+        DType::F32 | DType::F16 => Scalar::F32(f32::from_bits(bits)),
+        DType::S32 => Scalar::S32(bits as i32),
+        DType::U32 => Scalar::U32(bits),
+        DType::Pred => Scalar::Pred(bits != 0),
+    }
+}
+
+/// The identity of a reduction in partial type `t`: combined with any `x` it gives `x`, bit
+/// for bit. For an f32 sum that is -0 (-0 + x = x for every x, where +0 + -0 = +0), so a
+/// run of -0 sums to -0 as XLA's reduction of it from an init of -0 does.
 pub fn identity(op: ReduceOp, t: DType) -> Scalar {
     match (op, t) {
-        (ReduceOp::Sum, DType::F32) => Scalar::F32(0.0),
+        (ReduceOp::Sum, DType::F32) => Scalar::F32(-0.0),
         (ReduceOp::Product, DType::F32) => Scalar::F32(1.0),
         (ReduceOp::Max, DType::F32) => Scalar::F32(f32::NEG_INFINITY),
         (ReduceOp::Min, DType::F32) => Scalar::F32(f32::INFINITY),
@@ -419,6 +431,9 @@ pub fn run_reduce(
         );
         for i in whole..run_length {
             acc = combine(kernel.op, acc, value(i));
+        }
+        if let Some(bits) = kernel.init {
+            acc = combine(kernel.op, acc, scalar_of_bits(t, bits));
         }
         store(t, output, r, acc);
     }

@@ -366,9 +366,21 @@ fn reductions_match_the_reference_order_exactly() {
         ReduceOp::And,
         ReduceOp::Or,
     ];
-    for t in TYPES {
-        for op in ops {
-            let kernel = ReduceKernel { op, input: t };
+    // The inits: none, and bits that are +0, -0, 3.5 or 1 in the partial types.
+    let inits = [
+        None,
+        Some(0),
+        Some(0x8000_0000),
+        Some(3.5f32.to_bits()),
+        Some(1),
+    ];
+    for (t, op, init) in TYPES
+        .iter()
+        .flat_map(|&t| ops.map(|op| (t, op)))
+        .flat_map(|(t, op)| inits.map(|init| (t, op, init)))
+    {
+        {
+            let kernel = ReduceKernel { op, input: t, init };
             let Ok(id) = cache.compile(&KernelSpec::Reduce(kernel.clone())) else {
                 assert!(matches!(
                     (op, t),
@@ -395,6 +407,40 @@ fn reductions_match_the_reference_order_exactly() {
                         "{kernel:?} run_length {run_length} run {r}: JIT {g:?}, reference {w:?}"
                     );
                 }
+            }
+        }
+    }
+}
+
+/// An f32 sum starts from -0, the identity of addition, so a run of -0 sums to -0 (as XLA's
+/// reduction from an init of -0 does) and other runs are unchanged by the start; an init of
+/// +0 combined last makes that -0 a +0, as XLA's reduction from +0 gives.
+#[test]
+fn sums_of_negative_zeros_keep_their_sign_until_an_init_is_combined() {
+    let mut cache = KernelCache::new().unwrap();
+    let zeros: Vec<u8> = [-0.0f32; 9].iter().flat_map(|v| v.to_le_bytes()).collect();
+    for (input, init, want) in [
+        (&zeros, None, -0.0f32),
+        (&zeros, Some(0x8000_0000), -0.0),
+        (&zeros, Some(0), 0.0),
+    ] {
+        let kernel = ReduceKernel {
+            op: ReduceOp::Sum,
+            input: DType::F32,
+            init,
+        };
+        let id = cache.compile(&KernelSpec::Reduce(kernel.clone())).unwrap();
+        let (mut got, mut reference_got) = (vec![0u8; 12], vec![0u8; 12]);
+        cache
+            .table()
+            .get(id)
+            .run_reduce(input, &mut got, 3, 3)
+            .unwrap();
+        reference::run_reduce(&kernel, input, &mut reference_got, 3, 3);
+        for out in [&got, &reference_got] {
+            for r in 0..3 {
+                let v = f32::from_le_bytes(out[r * 4..r * 4 + 4].try_into().unwrap());
+                assert_eq!(v.to_bits(), want.to_bits(), "{init:?}: run {r} is {v}");
             }
         }
     }
@@ -434,10 +480,7 @@ fn kernels_are_cached_and_bad_calls_are_errors() {
             .to_string()
             .contains("Exp does not apply to S32")
     );
-    let sum_of_preds = KernelSpec::Reduce(ReduceKernel {
-        op: ReduceOp::Sum,
-        input: DType::Pred,
-    });
+    let sum_of_preds = KernelSpec::Reduce(ReduceKernel::new(ReduceOp::Sum, DType::Pred));
     assert!(cache.compile(&sum_of_preds).is_err());
 }
 

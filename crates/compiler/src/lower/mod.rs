@@ -2,6 +2,7 @@
 //! instruction produces (device tensors, tuples of them), and the bookkeeping every lowering
 //! shares (tensor creation, program emission, liveness steps).
 
+mod allocation;
 pub(crate) mod codelet;
 mod codelet_split;
 mod collectives;
@@ -356,9 +357,21 @@ impl<'m> Lowerer<'m> {
         for (k, &p) in entry.parameters().iter().enumerate() {
             let shape = &entry.instr(p).shape;
             let name = format!("param{k}");
+            let block = allocation::slice_block(entry, p);
+            let mut stream_in = |l: &mut Self| match (shape, block) {
+                (Shape::Array(a), Some(block)) => {
+                    let pieces = allocation::blocked(
+                        &l.linear_pieces(block),
+                        a.element_count() as usize,
+                        block,
+                    );
+                    Value::Array(l.stream_in_array(&name, a, pieces, &mut inputs))
+                }
+                _ => l.stream_in(&name, shape, &mut inputs),
+            };
             args.push(match shards.get(&p) {
-                Some(&ipu) => self.on_ipu(ipu, |l| l.stream_in(&name, shape, &mut inputs)),
-                None => self.stream_in(&name, shape, &mut inputs),
+                Some(&ipu) => self.on_ipu(ipu, stream_in),
+                None => stream_in(self),
             });
         }
         let result = self.computation(module.entry, args)?;
@@ -571,22 +584,8 @@ impl<'m> Lowerer<'m> {
     fn stream_in(&mut self, name: &str, shape: &Shape, inputs: &mut Vec<HostBuffer>) -> Value {
         match shape {
             Shape::Array(a) => {
-                let stream_name = format!("in{}", inputs.len());
-                let arr = self.linear_arr(name, a);
-                let dtype = self.dtype(a);
-                let s = self
-                    .b
-                    .stream(&stream_name, Direction::HostToDevice, dtype, arr.elements());
-                self.emit(Program::StreamCopy {
-                    stream: s,
-                    tensor: arr.tensor,
-                });
-                inputs.push(HostBuffer {
-                    stream: stream_name,
-                    shape: a.clone(),
-                    per_iteration: false,
-                });
-                Value::Array(arr)
+                let pieces = self.linear_pieces(a.element_count() as usize);
+                Value::Array(self.stream_in_array(name, a, pieces, inputs))
             }
             Shape::Tuple(items) => Value::Tuple(
                 items
@@ -597,6 +596,32 @@ impl<'m> Lowerer<'m> {
             ),
             Shape::Token => Value::Token,
         }
+    }
+
+    /// An array laid out as `pieces`, filled from a new host-to-device stream.
+    fn stream_in_array(
+        &mut self,
+        name: &str,
+        a: &ArrayShape,
+        pieces: Vec<Piece>,
+        inputs: &mut Vec<HostBuffer>,
+    ) -> Arr {
+        let stream_name = format!("in{}", inputs.len());
+        let arr = self.arr_mapped(name, a, pieces);
+        let dtype = self.dtype(a);
+        let s = self
+            .b
+            .stream(&stream_name, Direction::HostToDevice, dtype, arr.elements());
+        self.emit(Program::StreamCopy {
+            stream: s,
+            tensor: arr.tensor,
+        });
+        inputs.push(HostBuffer {
+            stream: stream_name,
+            shape: a.clone(),
+            per_iteration: false,
+        });
+        arr
     }
 
     /// Lowers computation `id` with `args` bound to its parameters; returns its root value.

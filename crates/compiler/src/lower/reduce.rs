@@ -47,6 +47,17 @@ fn combine(op: ReduceOp) -> KB {
     }
 }
 
+/// The bits [`ReduceKernel::init`] holds for a literal scalar expression.
+fn literal_bits(e: &Expr) -> Option<u32> {
+    match *e {
+        Expr::F32(bits) => Some(bits),
+        Expr::S32(v) => Some(v as u32),
+        Expr::U32(v) => Some(v),
+        Expr::Pred(v) => Some(v as u32),
+        _ => None,
+    }
+}
+
 /// One tile's stretch of a row: (tile, row, first element, elements).
 struct Segment {
     tile: usize,
@@ -124,17 +135,27 @@ impl Lowerer<'_> {
             );
             out
         };
-        let partial_type = ReduceKernel {
-            op,
-            input: self.dtype(&x.shape),
-        }
-        .partial_type();
+        let partial_type = ReduceKernel::new(op, self.dtype(&x.shape)).partial_type();
         let out_type = self.dtype(&shape);
-        let total = self.reduce_rows(&name, &t, rows, run, op)?;
+        let constant_init = super::elementwise::scalar_constant(here.comp, init_id)
+            .map(|data| super::elementwise::literal_expr(data, partial_type));
+        // A constant init folds into the vertices that finish the reduction when their
+        // partials are the result's type (else a conversion follows anyway).
+        let folded = constant_init
+            .as_ref()
+            .and_then(literal_bits)
+            .filter(|_| out_type == partial_type && rows > 0 && run > 0);
+        let total = self.reduce_rows(&name, &t, rows, run, op, folded)?;
+        if folded.is_some() {
+            return Ok(Value::Array(Arr {
+                tensor: total.tensor,
+                shape,
+            }));
+        }
         // Combine with the init value and convert to the result type.
         let mut inputs = vec![total.clone()];
-        let init = match super::elementwise::scalar_constant(here.comp, init_id) {
-            Some(data) => super::elementwise::literal_expr(data, partial_type),
+        let init = match constant_init {
+            Some(init) => init,
             None => {
                 let init = self.array(scope, init_id)?;
                 let b = self.rearranged(
@@ -157,7 +178,8 @@ impl Lowerer<'_> {
     }
 
     /// Reduces each of `rows` runs of `run` consecutive elements of `t`, in the partial
-    /// type; returns a `[rows]` tensor.
+    /// type, combining `init` (bits of the partial type) into each row's result last;
+    /// returns a `[rows]` tensor. `init` needs rows and runs that are not empty.
     pub(crate) fn reduce_rows(
         &mut self,
         name: &str,
@@ -165,13 +187,10 @@ impl Lowerer<'_> {
         rows: usize,
         run: usize,
         op: ReduceOp,
+        init: Option<u32>,
     ) -> Result<Arr, CompileError> {
-        let kernel = ReduceKernel {
-            op,
-            input: self.dtype(&t.shape),
-        };
+        let kernel = ReduceKernel::new(op, self.dtype(&t.shape));
         let partial_type = kernel.partial_type();
-        let kernel = Arc::new(KernelSpec::Reduce(kernel));
         let pshape = |n: usize| {
             ArrayShape::new(
                 match partial_type {
@@ -185,24 +204,14 @@ impl Lowerer<'_> {
             )
         };
         if run == 0 || rows == 0 {
-            let identity: Vec<u8> = match (op, partial_type) {
-                (ReduceOp::Sum | ReduceOp::Or, _) => vec![0; partial_type.size()],
-                (ReduceOp::And, DType::Pred) => vec![1],
-                (ReduceOp::And, _) => vec![0xff; 4],
-                (ReduceOp::Product, DType::F32) => 1f32.to_le_bytes().to_vec(),
-                (ReduceOp::Product, _) => 1u32.to_le_bytes().to_vec(),
-                (ReduceOp::Max, DType::F32) => f32::NEG_INFINITY.to_le_bytes().to_vec(),
-                (ReduceOp::Min, DType::F32) => f32::INFINITY.to_le_bytes().to_vec(),
-                (ReduceOp::Max, DType::S32) => i32::MIN.to_le_bytes().to_vec(),
-                (ReduceOp::Min, DType::S32) => i32::MAX.to_le_bytes().to_vec(),
-                (ReduceOp::Max, _) => 0u32.to_le_bytes().to_vec(),
-                (ReduceOp::Min, _) => u32::MAX.to_le_bytes().to_vec(),
-            };
-            let identity = if partial_type == DType::Pred {
-                identity[..1].to_vec()
-            } else {
-                identity
-            };
+            debug_assert!(init.is_none(), "an init folds into a vertex");
+            let mut identity = vec![0; partial_type.size()];
+            codegen::reference::store(
+                partial_type,
+                &mut identity,
+                0,
+                codegen::reference::identity(op, partial_type),
+            );
             return Ok(self.rearranged(
                 &format!("{name}.empty"),
                 &pshape(rows),
@@ -239,6 +248,11 @@ impl Lowerer<'_> {
                 }),
             }
         }
+        // One stretch per row: the partials are the results, and the init goes in here.
+        let kernel = Arc::new(KernelSpec::Reduce(ReduceKernel {
+            init: init.filter(|_| segments.len() == rows),
+            ..kernel
+        }));
         let partials = self.arr_mapped(
             &format!("{name}.partials"),
             &pshape(segments.len()),
@@ -340,6 +354,7 @@ impl Lowerer<'_> {
         let stage2 = Arc::new(KernelSpec::Reduce(ReduceKernel {
             op,
             input: partial_type,
+            init,
         }));
         let mut vertices = Vec::new();
         for p in &out_pieces {

@@ -76,7 +76,13 @@ fn reduce<'a>(dtype: DType, op: ReduceOp, values: impl Iterator<Item = &'a [u8]>
             runs[at..at + size].copy_from_slice(&v[i * size..(i + 1) * size]);
         }
     }
-    let kernel = ReduceKernel { op, input: dtype };
+    // An f32 sum from +0, as the reference evaluator folds replicas from its identity +0.
+    let init = (op == ReduceOp::Sum && dtype.is_float()).then_some(0f32.to_bits());
+    let kernel = ReduceKernel {
+        op,
+        input: dtype,
+        init,
+    };
     let partial = kernel.partial_type();
     let mut partials = vec![0u8; elements * partial.size()];
     reference::run_reduce(&kernel, &runs, &mut partials, n, elements);

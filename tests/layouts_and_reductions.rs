@@ -1,0 +1,135 @@
+//! Two lowering choices that change cycles and never values: a parameter read only in
+//! whole-block slices (a stack of layers' weights) is allocated block by block, so each slice
+//! is an on-tile copy; and a reduction's constant init value is folded into the vertices that
+//! finish it (no step of its own), the sign of a zero sum as XLA gives it.
+
+mod common;
+
+use ipuxla::compiler::IpuConfig;
+use xla_ir::literal::{ArrayData, ArrayLiteral};
+use xla_ir::{ArrayShape, ElementType, Literal};
+
+fn on_tiles(tiles: usize) -> IpuConfig {
+    let mut c = IpuConfig::default();
+    c.ipu_model.tiles_per_ipu = tiles;
+    c
+}
+
+fn f32s(dims: &[i64], value: impl Fn(usize) -> f32) -> Literal {
+    let n: i64 = dims.iter().product();
+    Literal::Array(ArrayLiteral {
+        shape: ArrayShape::new(ElementType::F32, dims),
+        data: ArrayData::F32((0..n as usize).map(value).collect()),
+    })
+}
+
+fn bits(a: &ArrayLiteral) -> Vec<u32> {
+    match &a.data {
+        ArrayData::F32(v) => v.iter().map(|x| x.to_bits()).collect(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Runs `text` on the IPU Model with `args`, checks every output against the reference
+/// evaluator bit for bit, and returns the run.
+fn run_exactly(text: &str, args: &[Literal], tiles: usize) -> ipuxla::device::DeviceRun {
+    let m = xla_ir::parse_module(text).unwrap();
+    let want = common::leaves(xla_ir::eval::evaluate(&m, args).unwrap());
+    let run = ipuxla::device::run_on_ipu_model(&m, &on_tiles(tiles), args).unwrap();
+    assert_eq!(run.outputs.len(), want.len());
+    for (k, (g, w)) in run.outputs.iter().zip(&want).enumerate() {
+        assert_eq!(bits(g), bits(w), "{tiles} tiles, output {k}");
+    }
+    run
+}
+
+/// A stack of three [64,96] layers, each slice scaled by a vector; with `also` the stack is
+/// read whole as well (so it keeps the linear layout).
+fn stack_module(also: bool) -> String {
+    let mut text = String::from(
+        "HloModule stack\nENTRY e {\n  w = f32[3,64,96]{2,1,0} parameter(0)\n  \
+         v = f32[96]{0} parameter(1)\n  b = f32[64,96]{1,0} broadcast(v), dimensions={1}\n",
+    );
+    for k in 0..3 {
+        text += &format!(
+            "  s{k} = f32[1,64,96]{{2,1,0}} slice(w), slice={{[{k}:{}], [0:64], [0:96]}}\n  \
+             r{k} = f32[64,96]{{1,0}} reshape(s{k})\n  \
+             m{k} = f32[64,96]{{1,0}} multiply(r{k}, b)\n",
+            k + 1
+        );
+    }
+    if also {
+        text += "  n = f32[3,64,96]{2,1,0} negate(w)\n  \
+                 ROOT t = (f32[64,96]{1,0}, f32[64,96]{1,0}, f32[64,96]{1,0}, f32[3,64,96]{2,1,0}) \
+                 tuple(m0, m1, m2, n)\n}\n";
+    } else {
+        text += "  ROOT t = (f32[64,96]{1,0}, f32[64,96]{1,0}, f32[64,96]{1,0}) \
+                 tuple(m0, m1, m2)\n}\n";
+    }
+    text
+}
+
+/// The bytes the slices of the stack moved between tiles.
+fn slice_bytes(run: &ipuxla::device::DeviceRun) -> u64 {
+    let slices: Vec<_> = (run.profile.steps.iter())
+        .filter(|s| s.name.starts_with("s") && s.name[1..].parse::<u32>().is_ok())
+        .collect();
+    assert_eq!(slices.len(), 3, "one step per slice");
+    slices.iter().map(|s| s.bytes_moved).sum()
+}
+
+#[test]
+fn slices_of_a_stack_read_only_in_layers_are_copied_on_their_tiles() {
+    let args = [
+        f32s(&[3, 64, 96], |i| (i % 251) as f32 * 0.25 - 7.0),
+        f32s(&[96], |i| i as f32 * 0.5 - 3.0),
+    ];
+    for tiles in [1472, 4] {
+        let blocked = run_exactly(&stack_module(false), &args, tiles);
+        assert_eq!(slice_bytes(&blocked), 0, "{tiles} tiles");
+        // Read whole as well, the stack stays linear and its layers move between tiles.
+        let linear = run_exactly(&stack_module(true), &args, tiles);
+        assert!(slice_bytes(&linear) > 0, "{tiles} tiles");
+    }
+}
+
+/// Sums over rows of `cols` with init `init`: rows of -0, of mixed signs and of +0 and -0.
+fn sum_module(rows: usize, cols: usize, init: &str) -> String {
+    format!(
+        "HloModule sums\nadd {{\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  \
+         ROOT s = f32[] add(a, b)\n}}\nENTRY e {{\n  x = f32[{rows},{cols}]{{1,0}} parameter(0)\n  \
+         z = f32[] constant({init})\n  \
+         ROOT r = f32[{rows}]{{0}} reduce(x, z), dimensions={{1}}, to_apply=add\n}}\n"
+    )
+}
+
+#[test]
+fn a_folded_init_gives_zero_sums_the_sign_xla_gives_them() {
+    // Row r: all -0 when r % 3 == 0, +0 and -0 alternating when r % 3 == 1, else values.
+    let value = |cols: usize| {
+        move |i: usize| match (i / cols) % 3 {
+            0 => -0.0,
+            1 if i.is_multiple_of(2) => 0.0,
+            1 => -0.0,
+            _ => (i % 7) as f32 - 3.0,
+        }
+    };
+    // Rows wholly on a tile (the partials finish it) and rows spread over several tiles (a
+    // second stage finishes it), each with an init of -0, +0 and 1.5.
+    for (rows, cols) in [(6, 4), (3, 4096)] {
+        for init in ["-0", "0", "1.5"] {
+            let args = [f32s(&[rows as i64, cols as i64], value(cols))];
+            for tiles in [1472, 4] {
+                let run = run_exactly(&sum_module(rows, cols, init), &args, tiles);
+                let steps: Vec<&str> = (run.profile.steps.iter())
+                    .filter(|s| s.kind == ipuxla::runtime::StepKind::Execute)
+                    .map(|s| s.name.as_str())
+                    .collect();
+                assert!(
+                    !steps.contains(&"r"),
+                    "{rows}x{cols} init {init}, {tiles} tiles: the init has a step: {steps:?}"
+                );
+            }
+        }
+    }
+}
