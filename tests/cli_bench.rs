@@ -119,15 +119,15 @@ fn zero_runs_is_refused() {
 #[test]
 fn bench_cases_estimate_what_they_run_with_the_recorded_cycles_and_peaks() {
     let want = [
-        ("bench_cnn_train_b32", 103_903, 34_972, 190_869_504u64),
+        ("bench_cnn_train_b32", 91_785, 35_788, 190_869_504u64),
         (
             "bench_encoder_stack12_fwd",
-            1_542_155,
+            1_450_139,
             83_100,
             2_617_245_696,
         ),
-        ("bench_mlp_train_b256", 196_265, 25_780, 257_818_624),
-        ("bench_transformer_fwd_bwd", 497_919, 64_768, 2_415_919_104),
+        ("bench_mlp_train_b256", 175_115, 25_996, 257_818_624),
+        ("bench_transformer_fwd_bwd", 414_402, 67_440, 2_415_919_104),
     ];
     let dirs: Vec<String> = want.iter().map(|(c, ..)| fixture(c)).collect();
     let mut args = vec!["bench", "--json"];

@@ -129,6 +129,11 @@ fn a_folded_init_gives_zero_sums_the_sign_xla_gives_them() {
                     !steps.contains(&"r"),
                     "{rows}x{cols} init {init}, {tiles} tiles: the init has a step: {steps:?}"
                 );
+                // A tile holding one 128-element stretch of a long row cuts it for its idle
+                // workers and combines the pieces on the tile before the rows' partials meet.
+                if cols == 4096 && tiles == 1472 {
+                    assert!(steps.contains(&"r.pieces"), "{steps:?}");
+                }
             }
         }
     }

@@ -75,7 +75,7 @@ pub(crate) fn blocked(one_block: &[Piece], n: usize, block: usize) -> Vec<Piece>
         one_block.iter().filter_map(move |p| {
             let start = b * block + p.start;
             let end = (start + p.len).min(n);
-            (end > start).then_some(Piece {
+            (end > start).then(|| Piece {
                 tile: p.tile,
                 start,
                 len: end - start,

@@ -8,7 +8,8 @@ use super::movement::{Src, flat};
 use super::{Arr, Here, Lowerer, Scope, Value};
 use crate::CompileError;
 use codegen::{BinaryOp as KB, DType, Expr, KernelSpec, ReduceKernel, ReduceOp};
-use runtime::{Program, Region, Vertex};
+use runtime::cost::{VertexCost, tile_cycles, vertex_cost};
+use runtime::{Program, Region, Target, TensorId, Vertex};
 use std::sync::Arc;
 use xla_ir::ids::CompId;
 use xla_ir::{ArrayShape, BinaryOp, Module, Op};
@@ -59,10 +60,124 @@ fn literal_bits(e: &Expr) -> Option<u32> {
 }
 
 /// One tile's stretch of a row: (tile, row, first element, elements).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Segment {
     tile: usize,
     row: usize,
     len: usize,
+}
+
+/// The fewest elements a piece of a split stretch keeps: below it a vertex's overhead is
+/// most of its work.
+const MIN_PIECE: usize = 16;
+
+/// How many pieces each of `segments` (in element order) is cut into so that the tiles
+/// with fewer stretches than `workers` use their idle workers: PopLibs splits a tile's
+/// reductions between free workers and combines the pieces on the tile
+/// (`splitTwoStageReductionsBetweenWorkers`, graphcore/poplibs lib/popops/reduction/
+/// ReductionConnection.cpp), the longest first, pieces of at least [`MIN_PIECE`].
+fn pieces_for_workers(segments: &[Segment], workers: usize) -> Vec<usize> {
+    let mut pieces = Vec::with_capacity(segments.len());
+    for tile_segments in segments.chunk_by(|a, b| a.tile == b.tile) {
+        let mut n = vec![1usize; tile_segments.len()];
+        for _ in tile_segments.len()..workers {
+            let (k, longest) = (0..n.len())
+                .map(|k| (k, tile_segments[k].len.div_ceil(n[k])))
+                .max_by_key(|&(k, len)| (len, std::cmp::Reverse(k)))
+                .expect("a tile has a stretch");
+            if longest < 2 * MIN_PIECE {
+                break;
+            }
+            n[k] += 1;
+        }
+        pieces.extend(n);
+    }
+    pieces
+}
+
+/// Stage-1 work: `len` input elements on `tile` reduced into partial `out` (of the
+/// segments), or into piece `piece` when its stretch is cut into pieces.
+struct Item {
+    tile: usize,
+    len: usize,
+    piece: Option<usize>,
+    out: usize,
+}
+
+/// The vertices reducing `items` (consecutive in the input `tensors.0`) into the partials
+/// `tensors.1` (with `kernels.0`) or the pieces `tensors.2` (with `kernels.1`): consecutive items on one tile with one length and
+/// one destination form the runs of vertices spread over the tile's workers, a run each
+/// while workers remain (PopLibs' `distributeReductionsBetweenWorkers`,
+/// lib/popops/reduction/ReductionConnection.cpp).
+fn stage_vertices(
+    items: &[Item],
+    tensors: (TensorId, TensorId, Option<TensorId>),
+    kernels: (&Arc<KernelSpec>, &Arc<KernelSpec>),
+    target: &Target,
+) -> Vec<Vertex> {
+    let (input, partials, pieces) = tensors;
+    let slot = |it: &Item| match it.piece {
+        Some(p) => (pieces.expect("pieces have a tensor"), p),
+        None => (partials, it.out),
+    };
+    let tpi = target.tiles_per_ipu;
+    let mut vertices = Vec::new();
+    let (mut i, mut elem) = (0, 0);
+    while i < items.len() {
+        let (dst, at) = slot(&items[i]);
+        let mut j = i + 1;
+        while j < items.len()
+            && items[j].tile == items[i].tile
+            && items[j].len == items[i].len
+            && slot(&items[j]) == (dst, at + (j - i))
+        {
+            j += 1;
+        }
+        let len = items[i].len;
+        for (a, c) in mapping::worker_split(j - i, target.worker_contexts, 1) {
+            vertices.push(Vertex {
+                // Pieces take the plain kernel: only their combination finishes a row.
+                kernel: Arc::clone(if dst == partials {
+                    kernels.0
+                } else {
+                    kernels.1
+                }),
+                ipu: items[i].tile / tpi,
+                tile: items[i].tile % tpi,
+                inputs: vec![Region {
+                    tensor: input,
+                    start: elem + a * len,
+                    len: c * len,
+                }],
+                outputs: vec![Region {
+                    tensor: dst,
+                    start: at + a,
+                    len: c,
+                }],
+                run_length: len,
+            });
+        }
+        elem += (j - i) * len;
+        i = j;
+    }
+    vertices
+}
+
+/// The cycles a compute set of these reduce vertices takes: its busiest tile's.
+fn compute_cycles(vertices: &[Vertex], target: &Target) -> u64 {
+    let mut by_tile: std::collections::BTreeMap<(usize, usize), Vec<VertexCost>> =
+        Default::default();
+    for v in vertices {
+        let runs = v.outputs[0].len;
+        by_tile
+            .entry((v.ipu, v.tile))
+            .or_default()
+            .push(vertex_cost(&v.kernel, v.inputs[0].len, runs, target));
+    }
+    (by_tile.values())
+        .map(|costs| tile_cycles(costs, target.worker_contexts))
+        .max()
+        .unwrap_or(0)
 }
 
 impl Lowerer<'_> {
@@ -223,7 +338,7 @@ impl Lowerer<'_> {
         // Stage 1: every tile reduces its stretch of each row it holds.
         let mut pieces: Vec<Piece> = self.mapping(t.tensor).to_vec();
         pieces.sort_by_key(|p| p.start);
-        let mut segments = Vec::new();
+        let mut segments: Vec<Segment> = Vec::new();
         for p in &pieces {
             let mut at = p.start;
             while at < p.start + p.len {
@@ -249,56 +364,108 @@ impl Lowerer<'_> {
             }
         }
         // One stretch per row: the partials are the results, and the init goes in here.
-        let kernel = Arc::new(KernelSpec::Reduce(ReduceKernel {
+        let finishing = ReduceKernel {
             init: init.filter(|_| segments.len() == rows),
-            ..kernel
-        }));
+            ..kernel.clone()
+        };
+        let last = Arc::new(KernelSpec::Reduce(finishing.clone()));
+        let plain = Arc::new(KernelSpec::Reduce(kernel));
         let partials = self.arr_mapped(
             &format!("{name}.partials"),
             &pshape(segments.len()),
             part_pieces,
         );
-        let tpi = self.target.tiles_per_ipu;
-        let mut vertices = Vec::new();
-        let (mut i, mut elem) = (0, 0);
-        while i < segments.len() {
-            // Consecutive segments on one tile with one length form one vertex's runs.
-            let mut j = i + 1;
-            while j < segments.len()
-                && segments[j].tile == segments[i].tile
-                && segments[j].len == segments[i].len
-            {
-                j += 1;
+        let whole: Vec<Item> = (segments.iter().enumerate())
+            .map(|(i, s)| Item {
+                tile: s.tile,
+                len: s.len,
+                piece: None,
+                out: i,
+            })
+            .collect();
+        let into = |pieces| (t.tensor, partials.tensor, pieces);
+        let unsplit = stage_vertices(&whole, into(None), (&last, &plain), &self.target);
+        // Tiles with idle workers cut their stretches into pieces, combined on the tile in a
+        // compute set of their own, when that is faster than leaving the workers idle.
+        let pieces = pieces_for_workers(&segments, self.target.worker_contexts);
+        let mut items = Vec::new();
+        let mut piece_tiles: Vec<Piece> = Vec::new();
+        let mut combines = Vec::new();
+        for (i, (s, &n)) in segments.iter().zip(&pieces).enumerate() {
+            let first = piece_tiles.iter().map(|p| p.len).sum::<usize>();
+            for k in 0..n {
+                items.push(Item {
+                    tile: s.tile,
+                    len: (k + 1) * s.len / n - k * s.len / n,
+                    piece: (n > 1).then_some(first + k),
+                    out: i,
+                });
             }
-            let len = segments[i].len;
-            let count = j - i;
-            for (a, c) in mapping::worker_split(
-                count,
-                self.target.worker_contexts,
-                (256 / len.max(1)).max(1),
-            ) {
-                vertices.push(Vertex {
-                    kernel: Arc::clone(&kernel),
-                    ipu: segments[i].tile / tpi,
-                    tile: segments[i].tile % tpi,
+            if n > 1 {
+                match piece_tiles.last_mut() {
+                    Some(p) if p.tile == s.tile => p.len += n,
+                    _ => piece_tiles.push(Piece {
+                        tile: s.tile,
+                        start: first,
+                        len: n,
+                    }),
+                }
+                combines.push((s.tile, first, n, i));
+            }
+        }
+        let on_tile = Arc::new(KernelSpec::Reduce(ReduceKernel {
+            input: partial_type,
+            ..finishing
+        }));
+        let tpi = self.target.tiles_per_ipu;
+        let combine = |pieces: TensorId| -> Vec<Vertex> {
+            (combines.iter())
+                .map(|&(tile, first, n, i)| Vertex {
+                    kernel: Arc::clone(&on_tile),
+                    ipu: tile / tpi,
+                    tile: tile % tpi,
                     inputs: vec![Region {
-                        tensor: t.tensor,
-                        start: elem + a * len,
-                        len: c * len,
+                        tensor: pieces,
+                        start: first,
+                        len: n,
                     }],
                     outputs: vec![Region {
                         tensor: partials.tensor,
-                        start: i + a,
-                        len: c,
+                        start: i,
+                        len: 1,
                     }],
-                    run_length: len,
-                });
-            }
-            elem += count * len;
-            i = j;
-        }
+                    run_length: n,
+                })
+                .collect()
+        };
+        // Costed before the pieces' tensor exists: only the regions' lengths count.
+        let unmade = TensorId(u32::MAX);
+        let split_cycles = compute_cycles(
+            &stage_vertices(&items, into(Some(unmade)), (&last, &plain), &self.target),
+            &self.target,
+        ) + self.target.internal_sync_cycles
+            + compute_cycles(&combine(unmade), &self.target);
+        let (vertices, stage) = if !combines.is_empty()
+            && split_cycles < compute_cycles(&unsplit, &self.target)
+        {
+            let count = piece_tiles.iter().map(|p| p.len).sum::<usize>();
+            let piece_arr = self.arr_mapped(&format!("{name}.pieces"), &pshape(count), piece_tiles);
+            let split = stage_vertices(
+                &items,
+                into(Some(piece_arr.tensor)),
+                (&last, &plain),
+                &self.target,
+            );
+            self.use_tensor(t.tensor);
+            let cs = self.b.compute_set(&format!("{name}.partials"), split);
+            self.emit(Program::Execute(cs));
+            self.use_tensor(piece_arr.tensor);
+            (combine(piece_arr.tensor), "pieces")
+        } else {
+            (unsplit, "partials")
+        };
         self.use_tensor(t.tensor);
-        let cs = self.b.compute_set(&format!("{name}.partials"), vertices);
+        let cs = self.b.compute_set(&format!("{name}.{stage}"), vertices);
         self.emit(Program::Execute(cs));
         if segments.len() == rows {
             return Ok(partials);
@@ -319,7 +486,12 @@ impl Lowerer<'_> {
                 Some(f)
             })
             .collect();
-        let out_pieces = self.linear_pieces(rows);
+        // The results spread as PopLibs' final reduction stage maps an output it creates
+        // (`intermediateToOutput`, graphcore/poplibs lib/popops/reduction/
+        // ReductionStages.cpp): linearly, in grains of the partials' vector width and at
+        // least four vectors a tile, so a LayerNorm's 128 row statistics take 16 tiles.
+        let vector = (8 / partial_type.size()).max(1);
+        let out_pieces = self.placed(mapping::linear_grain(rows, self.tiles, vector, 4 * vector));
         let gathered_pieces: Vec<Piece> = out_pieces
             .iter()
             .map(|p| {
@@ -351,6 +523,7 @@ impl Lowerer<'_> {
             &pshape(rows),
             out_pieces.clone(),
         );
+        let tpi = self.target.tiles_per_ipu;
         let stage2 = Arc::new(KernelSpec::Reduce(ReduceKernel {
             op,
             input: partial_type,
@@ -396,5 +569,30 @@ impl Lowerer<'_> {
         let cs = self.b.compute_set(&format!("{name}.combine"), vertices);
         self.emit(Program::Execute(cs));
         Ok(result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn segment(tile: usize, row: usize, len: usize) -> Segment {
+        Segment { tile, row, len }
+    }
+
+    #[test]
+    fn idle_workers_take_pieces_of_the_longest_stretches() {
+        // A lone 128-element stretch: pieces while they stay at least 32 long before a cut.
+        assert_eq!(pieces_for_workers(&[segment(0, 0, 128)], 6), [5]);
+        // Two stretches share the four idle workers, the longer first.
+        let two = [segment(3, 0, 300), segment(3, 1, 100)];
+        assert_eq!(pieces_for_workers(&two, 6), [4, 2]);
+        // Short stretches, or as many stretches as workers, are left whole.
+        assert_eq!(pieces_for_workers(&[segment(1, 0, 31)], 6), [1]);
+        let busy: Vec<Segment> = (0..6).map(|r| segment(2, r, 1000)).collect();
+        assert_eq!(pieces_for_workers(&busy, 6), [1; 6]);
+        // Tiles are counted apart.
+        let tiles = [segment(0, 0, 64), segment(1, 0, 64), segment(1, 1, 64)];
+        assert_eq!(pieces_for_workers(&tiles, 2), [2, 1, 1]);
     }
 }
