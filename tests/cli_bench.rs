@@ -66,7 +66,9 @@ fn the_table_has_a_row_per_case_and_generated_inputs_are_unchecked() {
     assert_eq!(lines.len(), 5, "{text}");
     assert!(lines[0].starts_with("case") && lines[0].contains("x XLA"));
     assert!(lines[1].starts_with("seed_sum4") && lines[1].ends_with("unchecked"));
-    // Below, the roofline table: a sum has no products and exchanges nothing.
+    // Below, the roofline table: a sum has no products; its three small parameters lie on
+    // three tiles (spread as Graphcore's mapping helper spreads them), so two of them are
+    // exchanged to the third's, at least as long as their lower bound.
     assert!(
         lines[3].starts_with("case") && lines[3].contains("% AMP peak"),
         "{text}"
@@ -74,7 +76,8 @@ fn the_table_has_a_row_per_case_and_generated_inputs_are_unchecked() {
     let roofline: Vec<&str> = lines[4].split_whitespace().collect();
     assert_eq!(roofline[..2], ["seed_sum4", "0"], "{text}");
     assert_eq!(roofline[4..6], ["0.000", "0.00"], "{text}");
-    assert_eq!(roofline.last(), Some(&"-"), "{text}");
+    let bound: f64 = roofline.last().unwrap().parse().unwrap();
+    assert!(bound >= 1.0, "{text}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -119,15 +122,15 @@ fn zero_runs_is_refused() {
 #[test]
 fn bench_cases_estimate_what_they_run_with_the_recorded_cycles_and_peaks() {
     let want = [
-        ("bench_cnn_train_b32", 91_785, 35_788, 190_869_504u64),
+        ("bench_cnn_train_b32", 84_872, 29_588, 190_869_504u64),
         (
             "bench_encoder_stack12_fwd",
-            1_450_139,
-            83_100,
+            1_382_647,
+            66_356,
             2_617_245_696,
         ),
-        ("bench_mlp_train_b256", 175_115, 25_996, 257_818_624),
-        ("bench_transformer_fwd_bwd", 414_402, 67_440, 2_415_919_104),
+        ("bench_mlp_train_b256", 165_859, 25_068, 257_818_624),
+        ("bench_transformer_fwd_bwd", 404_633, 65_248, 2_415_919_104),
     ];
     let dirs: Vec<String> = want.iter().map(|(c, ..)| fixture(c)).collect();
     let mut args = vec!["bench", "--json"];

@@ -538,6 +538,7 @@ impl Lowerer<'_> {
         }
         let convolution = matches!(here.instr.op, Op::Convolution { .. });
         let out_dims: Vec<usize> = out_leaves[0].dims.iter().map(|&d| d as usize).collect();
+        let min_per_tile = mapping::min_elements_per_tile(self.dtype(&out_leaves[0]));
         let operand_dims: Vec<Vec<usize>> = operands.iter().map(Arr::dims).collect();
         let budget =
             (self.conv.available_memory_proportion * self.target.bytes_per_tile as f64) as u64;
@@ -584,13 +585,13 @@ impl Lowerer<'_> {
                     temporaries: patch_bytes(&op, &ins, &outs),
                 }
             };
-            let in_place = |s: &Split| self.writes_in_place(s, &out_dims);
+            let in_place = |s: &Split| self.writes_in_place(s, &out_dims, min_per_tile);
             codelet_split::choose(s, &room, cost_of, in_place);
         }
         let parts = split.as_ref().map_or(1, Split::parts);
         let in_place = split
             .as_ref()
-            .is_some_and(|s| self.writes_in_place(s, &out_dims));
+            .is_some_and(|s| self.writes_in_place(s, &out_dims, min_per_tile));
         let start = self.next_tile();
         let name = here.instr.name.clone();
         if convolution {
@@ -797,9 +798,9 @@ impl Lowerer<'_> {
     /// blocks are runs of it, and they spread it over at least a quarter of the tiles a
     /// linear mapping would (else the result is gathered and spread, so that the ops that
     /// read it do not run on a few tiles).
-    fn writes_in_place(&self, split: &Split, dims: &[usize]) -> bool {
+    fn writes_in_place(&self, split: &Split, dims: &[usize], min_per_tile: usize) -> bool {
         let n: usize = dims.iter().product();
-        let linear_tiles = n.div_ceil(mapping::MIN_ELEMENTS_PER_TILE).min(self.tiles);
+        let linear_tiles = n.div_ceil(min_per_tile).min(self.tiles);
         split.parts() > 1
             && split.parts().min(self.tiles) * 4 >= linear_tiles
             && split.contiguous(dims)
@@ -882,7 +883,7 @@ impl Lowerer<'_> {
     ) -> Result<Value, CompileError> {
         let shape = here.array()?.clone();
         let n = shape.element_count() as usize;
-        let pieces: Vec<Piece> = self.follow_mapping(operands, n);
+        let pieces: Vec<Piece> = self.follow_mapping(operands, n, self.dtype(&shape));
         let ins: Vec<Arr> = operands
             .iter()
             .map(|a| self.with_mapping(a, &pieces))

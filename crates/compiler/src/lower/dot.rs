@@ -430,7 +430,7 @@ impl Lowerer<'_> {
         // every tile sending at once): K part `ik` at `ik * total` of a stacked tensor, each
         // part mapped as the result is, so the sum reads its parts on-tile.
         let total = shape.element_count() as usize;
-        let linear = self.linear_pieces(total);
+        let linear = self.linear_pieces(total, out_type);
         let mut runs = RunWriter::default();
         for (blk, &(_, _, c0)) in blocks.iter().zip(&starts) {
             let mut at = c0;

@@ -325,10 +325,15 @@ impl Lowerer<'_> {
         Ok(Value::Array(arr))
     }
 
-    /// The mapping element-wise work follows: the most spread input's, or linear when that
-    /// spreads wider.
-    pub(crate) fn follow_mapping(&self, inputs: &[Arr], elements: usize) -> Vec<Piece> {
-        let linear = self.linear_pieces(elements);
+    /// The mapping element-wise work follows: the most spread input's, or linear (for
+    /// elements of `dtype`) when that spreads wider.
+    pub(crate) fn follow_mapping(
+        &self,
+        inputs: &[Arr],
+        elements: usize,
+        dtype: DType,
+    ) -> Vec<Piece> {
+        let linear = self.linear_pieces(elements, dtype);
         let best = inputs
             .iter()
             .map(|a| self.mapping(a.tensor))
@@ -350,7 +355,7 @@ impl Lowerer<'_> {
         outputs: Vec<(DType, Expr)>,
     ) -> Arr {
         let n = shape.element_count() as usize;
-        let pieces = self.follow_mapping(inputs, n);
+        let pieces = self.follow_mapping(inputs, n, self.dtype(shape));
         let inputs: Vec<Arr> = inputs
             .iter()
             .map(|a| self.with_mapping(a, &pieces))

@@ -3,12 +3,22 @@
 //! that equally sized tensors map alike (element-wise operands then need no exchange) while
 //! small tensors of different sizes spread over the tiles.
 
+use codegen::DType;
 use serde::Serialize;
 
-/// Elements per grain: mappings split tensors only at multiples of this.
+/// Elements per grain of the codelet planners' splits (a run shorter than this is mostly
+/// the overhead of copying it).
 pub const GRAIN: usize = 16;
-/// A tile gets at least this many elements before a tensor spreads to another.
-pub const MIN_ELEMENTS_PER_TILE: usize = 128;
+/// A tile gets at least this many bytes of a linearly mapped tensor before it spreads to
+/// another, in grains of the type's vector width (the 64-bit data path): PopLibs'
+/// `poputil::mapTensorLinearly(graph, t)` (graphcore/poplibs lib/poputil/TileMapping.cpp:
+/// `minBytesPerTile = 128`, `grainSize = target.getVectorWidth(type)`).
+pub const MIN_BYTES_PER_TILE: usize = 128;
+
+/// The fewest elements of `dtype` a linear mapping puts on a tile.
+pub fn min_elements_per_tile(dtype: DType) -> usize {
+    MIN_BYTES_PER_TILE.div_ceil(dtype.size())
+}
 
 /// A run of a tensor's elements on one tile (tiles numbered across IPUs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -27,8 +37,14 @@ fn start_tile(elements: usize, tiles: usize) -> usize {
 }
 
 /// Spreads `elements` over `tiles` tiles in grains, at least `min_per_tile` per tile.
-pub fn linear(elements: usize, tiles: usize) -> Vec<Piece> {
-    linear_grain(elements, tiles, GRAIN, MIN_ELEMENTS_PER_TILE)
+pub fn linear(elements: usize, tiles: usize, dtype: DType) -> Vec<Piece> {
+    let size = dtype.size();
+    linear_grain(
+        elements,
+        tiles,
+        (8 / size).max(1),
+        min_elements_per_tile(dtype),
+    )
 }
 
 /// Linear mapping in units of `grain` elements (rows of a reduction, say).
@@ -132,22 +148,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn linear_covers_every_element_once_in_grains() {
-        for (n, tiles) in [(1, 4), (100, 4), (1000, 4), (1_000_000, 1472), (129, 1)] {
-            let m = linear(n, tiles);
-            let mut at = 0;
-            for p in &m {
-                assert_eq!(p.start, at);
-                assert!(p.tile < tiles);
-                at += p.len;
-            }
-            assert_eq!(at, n);
-            for p in &m[..m.len() - 1] {
-                assert_eq!(p.len % GRAIN, 0);
+    fn linear_covers_every_element_once_in_vector_grains_and_128_bytes_a_tile() {
+        for dtype in [DType::F32, DType::F16, DType::Pred] {
+            let grain = 8 / dtype.size();
+            for (n, tiles) in [(1, 4), (100, 4), (1000, 4), (1_000_000, 1472), (129, 1)] {
+                let m = linear(n, tiles, dtype);
+                let mut at = 0;
+                for p in &m {
+                    assert_eq!(p.start, at);
+                    assert!(p.tile < tiles);
+                    at += p.len;
+                }
+                assert_eq!(at, n);
+                for p in &m[..m.len() - 1] {
+                    assert_eq!(p.len % grain, 0, "{dtype:?}");
+                    assert!(p.len * dtype.size() >= MIN_BYTES_PER_TILE, "{dtype:?}");
+                }
             }
         }
-        assert_eq!(tile_count(&linear(1_000_000, 1472)), 1472);
-        assert_eq!(tile_count(&linear(100, 1472)), 1);
+        assert_eq!(tile_count(&linear(1_000_000, 1472, DType::F32)), 1472);
+        // 128 floats: four tiles of 32; 128 halves: two tiles of 64.
+        assert_eq!(tile_count(&linear(128, 1472, DType::F32)), 4);
+        assert_eq!(tile_count(&linear(128, 1472, DType::F16)), 2);
+        assert_eq!(tile_count(&linear(31, 1472, DType::F32)), 1);
     }
 
     #[test]

@@ -361,7 +361,7 @@ impl<'m> Lowerer<'m> {
             let mut stream_in = |l: &mut Self| match (shape, block) {
                 (Shape::Array(a), Some(block)) => {
                     let pieces = allocation::blocked(
-                        &l.linear_pieces(block),
+                        &l.linear_pieces(block, l.dtype(a)),
                         a.element_count() as usize,
                         block,
                     );
@@ -485,7 +485,7 @@ impl<'m> Lowerer<'m> {
     /// A new array with a linear mapping.
     pub fn linear_arr(&mut self, name: &str, shape: &ArrayShape) -> Arr {
         let n = shape.element_count() as usize;
-        let pieces = self.linear_pieces(n);
+        let pieces = self.linear_pieces(n, self.dtype(shape));
         self.arr_mapped(name, shape, pieces)
     }
 
@@ -510,9 +510,30 @@ impl<'m> Lowerer<'m> {
         &self.mappings[t.0 as usize]
     }
 
-    /// `n` elements spread linearly over the placement's tiles.
-    pub fn linear_pieces(&self, n: usize) -> Vec<Piece> {
-        self.placed(mapping::linear(n, self.tiles))
+    /// Where a parameter with no layout its readers want lies: linearly, and when it does
+    /// not span every tile, from the next tile of a cursor that moves on with each such
+    /// tensor, so that successive small parameters spread over the tiles instead of
+    /// piling onto the tiles every tensor of their size starts at (Graphcore's
+    /// `tools/mapping_helper.cc`, ANCHORS.md §1.9).
+    fn parameter_pieces(&mut self, n: usize, dtype: DType) -> Vec<Piece> {
+        let mut pieces = mapping::linear(n, self.tiles, dtype);
+        // Within the one IPU the mapping starts on (a placement may span several).
+        let per_ipu = self.target.tiles_per_ipu.min(self.tiles);
+        let first = pieces.first().map_or(0, |p| p.tile);
+        let ipu = first / per_ipu;
+        if pieces.iter().all(|p| p.tile / per_ipu == ipu) && pieces.len() < per_ipu {
+            let to = self.next_tile() % per_ipu;
+            for p in &mut pieces {
+                p.tile =
+                    ipu * per_ipu + (p.tile % per_ipu + per_ipu - first % per_ipu + to) % per_ipu;
+            }
+        }
+        self.placed(pieces)
+    }
+
+    /// `n` elements of type `dtype` spread linearly over the placement's tiles.
+    pub fn linear_pieces(&self, n: usize, dtype: DType) -> Vec<Piece> {
+        self.placed(mapping::linear(n, self.tiles, dtype))
     }
 
     /// Pieces laid out on tiles `0..self.tiles`, moved onto the placement's tiles.
@@ -584,7 +605,7 @@ impl<'m> Lowerer<'m> {
     fn stream_in(&mut self, name: &str, shape: &Shape, inputs: &mut Vec<HostBuffer>) -> Value {
         match shape {
             Shape::Array(a) => {
-                let pieces = self.linear_pieces(a.element_count() as usize);
+                let pieces = self.parameter_pieces(a.element_count() as usize, self.dtype(a));
                 Value::Array(self.stream_in_array(name, a, pieces, inputs))
             }
             Shape::Tuple(items) => Value::Tuple(
@@ -777,7 +798,7 @@ impl<'m> Lowerer<'m> {
                     let local = self.next_tile();
                     mapping::single(n, self.tile_at(local))
                 } else {
-                    self.linear_pieces(n)
+                    self.linear_pieces(n, self.dtype(&a.shape))
                 };
                 let arr = self.arr_mapped(name, &a.shape, pieces);
                 self.b.tensor_mut(arr.tensor).init = Some(crate::device_data::to_device(&a.data));

@@ -229,7 +229,7 @@ impl Lowerer<'_> {
                     rows * run,
                     self.tiles,
                     grain.max(1),
-                    mapping::MIN_ELEMENTS_PER_TILE,
+                    mapping::min_elements_per_tile(self.dtype(&x.shape)),
                 )),
             );
             let stride = perm

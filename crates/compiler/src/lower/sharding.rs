@@ -188,7 +188,7 @@ impl Lowerer<'_> {
                     .map(|p| p.tile / tpi)
                     .collect();
                 self.crossings.extend(from.into_iter().map(|f| (f, to)));
-                let pieces = self.linear_pieces(a.elements());
+                let pieces = self.linear_pieces(a.elements(), self.dtype(&a.shape));
                 let copy = self.with_mapping(a, &pieces);
                 self.shard_copies
                     .last_mut()
