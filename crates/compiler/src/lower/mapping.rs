@@ -36,7 +36,8 @@ fn start_tile(elements: usize, tiles: usize) -> usize {
     (elements.wrapping_mul(2_654_435_761) >> 7) % tiles
 }
 
-/// Spreads `elements` over `tiles` tiles in grains, at least `min_per_tile` per tile.
+/// Spreads `elements` of `dtype` over `tiles` tiles as `mapTensorLinearly` does: at least
+/// [`MIN_BYTES_PER_TILE`] a tile, in grains of the type's vector width (8 bytes).
 pub fn linear(elements: usize, tiles: usize, dtype: DType) -> Vec<Piece> {
     let size = dtype.size();
     linear_grain(

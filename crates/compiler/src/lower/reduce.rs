@@ -1,7 +1,10 @@
 //! Reductions as the IPU does them: the operand laid out with reduced dimensions innermost,
-//! per-tile partials over each tile's runs, then a cross-tile stage that gathers each
-//! row's partials onto one tile and reduces them, then the init value and output type.
-//! Reducers other than one binary op (argmax's pair reductions, say) run as codelets.
+//! per-tile partials over each tile's runs (on every worker, long stretches in pieces
+//! combined on the tile), then a cross-tile stage that gathers each row's partials onto
+//! the tile of its result and reduces them; a constant init value is combined by the
+//! vertices that finish a row, any other init and a conversion to the output type by an
+//! element-wise step after. Reducers other than one binary op (argmax's pair reductions,
+//! say) run as codelets.
 
 use super::mapping::{self, Piece};
 use super::movement::{Src, flat};
