@@ -394,8 +394,8 @@ impl Lowerer<'_> {
         let mut items = Vec::new();
         let mut piece_tiles: Vec<Piece> = Vec::new();
         let mut combines = Vec::new();
+        let mut first = 0;
         for (i, (s, &n)) in segments.iter().zip(&pieces).enumerate() {
-            let first = piece_tiles.iter().map(|p| p.len).sum::<usize>();
             for k in 0..n {
                 items.push(Item {
                     tile: s.tile,
@@ -414,6 +414,7 @@ impl Lowerer<'_> {
                     }),
                 }
                 combines.push((s.tile, first, n, i));
+                first += n;
             }
         }
         let on_tile = Arc::new(KernelSpec::Reduce(ReduceKernel {
@@ -443,16 +444,15 @@ impl Lowerer<'_> {
         };
         // Costed before the pieces' tensor exists: only the regions' lengths count.
         let unmade = TensorId(u32::MAX);
-        let split_cycles = compute_cycles(
-            &stage_vertices(&items, into(Some(unmade)), (&last, &plain), &self.target),
-            &self.target,
-        ) + self.target.internal_sync_cycles
-            + compute_cycles(&combine(unmade), &self.target);
-        let (vertices, stage) = if !combines.is_empty()
-            && split_cycles < compute_cycles(&unsplit, &self.target)
-        {
-            let count = piece_tiles.iter().map(|p| p.len).sum::<usize>();
-            let piece_arr = self.arr_mapped(&format!("{name}.pieces"), &pshape(count), piece_tiles);
+        let split_pays = !combines.is_empty() && {
+            let split = stage_vertices(&items, into(Some(unmade)), (&last, &plain), &self.target);
+            compute_cycles(&split, &self.target)
+                + self.target.internal_sync_cycles
+                + compute_cycles(&combine(unmade), &self.target)
+                < compute_cycles(&unsplit, &self.target)
+        };
+        let (vertices, stage) = if split_pays {
+            let piece_arr = self.arr_mapped(&format!("{name}.pieces"), &pshape(first), piece_tiles);
             let split = stage_vertices(
                 &items,
                 into(Some(piece_arr.tensor)),
