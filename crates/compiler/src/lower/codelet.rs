@@ -849,7 +849,7 @@ impl Lowerer<'_> {
             return out;
         }
         // Every tile receives `sums` partials of each of its elements: spread the result
-        // in grains rather than the usual 128 elements a tile, so that a small result (a
+        // in grains of 16 rather than the usual 128 bytes a tile, so that a small result (a
         // weight gradient) is received by many tiles.
         let total = shape.element_count() as usize;
         let grains = mapping::linear_grain(total, self.tiles, mapping::GRAIN, mapping::GRAIN);
