@@ -3,12 +3,14 @@
 //! operand blocks are exchanged onto their tiles, each tile runs AMP matrix-product
 //! vertices, and the blocks come back as the result (K splits summed by one kernel).
 
+use super::elementwise::WORKER_GRAIN;
 use super::mapping::{self, Piece};
 use super::movement::{RunWriter, Src, push_run, push_strided_run};
 use super::{Arr, Here, Lowerer, Scope, Value};
 use crate::CompileError;
 use crate::config::PartialsType;
 use codegen::{BinaryOp as KB, DType, ElementwiseKernel, Expr, KernelSpec, MatMulKernel};
+use runtime::cost::{VertexCost, tile_cycles, vertex_cost};
 use runtime::{Program, Region, Vertex};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,20 +27,26 @@ pub(crate) struct DotPlan {
     pub temp_bytes: u64,
 }
 
-/// The sizes a planner chooses among: 1..=n, geometrically spaced.
-fn candidates(n: usize, cap: usize) -> Vec<usize> {
-    let mut v = Vec::new();
-    let mut p = 1usize;
-    while p <= n.min(cap).max(1) {
-        v.push(p);
-        p = (p + 1).max(p * 5 / 4);
+/// The part counts worth trying for a dimension of `n` split at most `cap` ways: for each
+/// block length `ceil(n / p)`, the fewest parts that give it (more parts of that length
+/// would only take tiles from the other dimensions).
+fn part_counts(n: usize, cap: usize) -> Vec<usize> {
+    let cap = n.min(cap).max(1);
+    let mut counts = Vec::new();
+    let mut p = 1;
+    while p <= cap {
+        counts.push(p);
+        let len = n.div_ceil(p);
+        if len <= 1 {
+            break;
+        }
+        p = n.div_ceil(len - 1);
     }
-    let last = n.min(cap).max(1);
-    if v.last() != Some(&last) {
-        v.push(last);
-    }
-    v
+    counts
 }
+
+/// Most parts K is split into (each part's partials are summed after the products).
+const MAX_K_PARTS: usize = 16;
 
 /// `i`-th of `p` near-equal parts of `n`: (start, len).
 pub(crate) fn part(n: usize, p: usize, i: usize) -> (usize, usize) {
@@ -47,7 +55,9 @@ pub(crate) fn part(n: usize, p: usize, i: usize) -> (usize, usize) {
 }
 
 /// Chooses the plan with the fewest estimated cycles whose per-tile temporaries fit in
-/// `budget` bytes (the smallest-footprint plan when none fits).
+/// `budget` bytes (the smallest-footprint plan when none fits). `sum_cycles(pk)` is what
+/// finishing the result costs a tile when K is split into `pk` parts (the sum of the parts
+/// and the conversion to the result type: [`Lowerer::sum_of_parts`]).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn plan(
     b: usize,
@@ -58,47 +68,43 @@ pub(crate) fn plan(
     macs: u64,
     tiles: usize,
     budget: u64,
+    sum_cycles: impl Fn(usize) -> u64,
 ) -> DotPlan {
     let mut best: Option<DotPlan> = None;
     let mut smallest: Option<DotPlan> = None;
-    for &pk in &candidates(k, 16) {
-        for &pb in &candidates(b, tiles) {
-            for &pm in &candidates(m, tiles / pb) {
-                for &pn in &candidates(n, tiles / (pb * pm)) {
-                    if pb * pm * pn * pk > tiles {
-                        continue;
-                    }
-                    let (bb, mb, nb, kb) = (
-                        b.div_ceil(pb) as u64,
-                        m.div_ceil(pm) as u64,
-                        n.div_ceil(pn) as u64,
-                        k.div_ceil(pk) as u64,
-                    );
-                    let operands = (bb * mb * kb + bb * kb * nb) * in_bytes;
-                    let partials = bb * mb * nb * 4;
-                    let temp = operands + partials;
-                    let compute = bb * ((mb * nb * kb).div_ceil(macs) + 72);
-                    let exchange = (operands + partials).div_ceil(4);
-                    let sum = if pk > 1 {
-                        (pk as u64) * bb * mb * nb / 2
-                    } else {
-                        0
-                    };
-                    let cycles = compute + exchange + sum;
-                    let p = DotPlan {
-                        pb,
-                        pm,
-                        pn,
-                        pk,
-                        cycles,
-                        temp_bytes: temp,
-                    };
-                    if temp <= budget && best.is_none_or(|x| cycles < x.cycles) {
-                        best = Some(p);
-                    }
-                    if smallest.is_none_or(|x| temp < x.temp_bytes) {
-                        smallest = Some(p);
-                    }
+    for pk in part_counts(k, MAX_K_PARTS.min(tiles)) {
+        let sum = sum_cycles(pk);
+        for pb in part_counts(b, tiles / pk) {
+            for pm in part_counts(m, tiles / (pk * pb)) {
+                // More parts of N only shrink every block, so N takes the tiles left over
+                // (as few parts as give that block length).
+                let most = n.min(tiles / (pk * pb * pm)).max(1);
+                let pn = n.max(1).div_ceil(n.div_ceil(most).max(1));
+                let (bb, mb, nb, kb) = (
+                    b.div_ceil(pb) as u64,
+                    m.div_ceil(pm) as u64,
+                    n.div_ceil(pn) as u64,
+                    k.div_ceil(pk) as u64,
+                );
+                let operands = (bb * mb * kb + bb * kb * nb) * in_bytes;
+                let partials = bb * mb * nb * 4;
+                let temp = operands + partials;
+                let compute = bb * ((mb * nb * kb).div_ceil(macs) + 72);
+                let exchange = (operands + partials).div_ceil(4);
+                let cycles = compute + exchange + sum;
+                let p = DotPlan {
+                    pb,
+                    pm,
+                    pn,
+                    pk,
+                    cycles,
+                    temp_bytes: temp,
+                };
+                if temp <= budget && best.is_none_or(|x| cycles < x.cycles) {
+                    best = Some(p);
+                }
+                if smallest.is_none_or(|x| temp < x.temp_bytes) {
+                    smallest = Some(p);
                 }
             }
         }
@@ -251,14 +257,29 @@ impl Lowerer<'_> {
         };
         let budget =
             (self.matmul.available_memory_proportion * self.target.bytes_per_tile as f64) as u64;
-        let p = plan(b, m, k, n, in_bytes, macs, self.tiles, budget);
+        let out_type = self.dtype(&shape);
+        let total = shape.element_count() as usize;
+        let linear = self.linear_pieces(total, out_type);
+        let widest = linear.iter().map(|q| q.len).max().unwrap_or(0);
+        let (target, workers) = (&self.target, self.target.worker_contexts);
+        let sum_cycles = |pk: usize| {
+            if pk == 1 && out_type == partials {
+                return 0;
+            }
+            let kernel = sum_kernel(pk, partials, out_type);
+            let costs: Vec<VertexCost> = mapping::grain_split(widest, workers, WORKER_GRAIN)
+                .into_iter()
+                .map(|(_, len)| vertex_cost(&kernel, len, 1, target))
+                .collect();
+            tile_cycles(&costs, workers) + target.internal_sync_cycles
+        };
+        let p = plan(b, m, k, n, in_bytes, macs, self.tiles, budget, sum_cycles);
         tracing::debug!(
             target: "ipuxla::plan",
             "dot {name}: B={b} M={m} K={k} N={n} ({in_type:?}{}) -> split batch {} x M {} x N {} x K {} on {} tiles, ~{} cycles, {} B temporaries per tile (budget {budget})",
             if half { ", half partials" } else { "" },
             p.pb, p.pm, p.pn, p.pk, p.pb * p.pm * p.pn * p.pk, p.cycles, p.temp_bytes
         );
-        let out_type = self.dtype(&shape);
         if b * m * n == 0 || k == 0 {
             let zero = vec![0u8; out_type.size()];
             return Ok(Value::Array(self.rearranged(
@@ -429,8 +450,6 @@ impl Lowerer<'_> {
         // Blocks back into [batch, M, N] order in one rearrangement (one exchange phase,
         // every tile sending at once): K part `ik` at `ik * total` of a stacked tensor, each
         // part mapped as the result is, so the sum reads its parts on-tile.
-        let total = shape.element_count() as usize;
-        let linear = self.linear_pieces(total, out_type);
         let mut runs = RunWriter::default();
         for (blk, &(_, _, c0)) in blocks.iter().zip(&starts) {
             let mut at = c0;
@@ -512,22 +531,12 @@ impl Lowerer<'_> {
         let total = shape.element_count() as usize;
         let out_type = self.dtype(shape);
         let tpi = self.target.tiles_per_ipu;
-        let mut expr = Expr::Input(0);
-        for i in 1..parts {
-            expr = Expr::binary(KB::Add, expr, Expr::Input(i as u32));
-        }
-        if out_type != DType::F32 {
-            expr = Expr::Convert(out_type, Box::new(expr));
-        }
-        let kernel = Arc::new(KernelSpec::Elementwise(ElementwiseKernel {
-            inputs: vec![partials; parts],
-            outputs: vec![(out_type, expr)],
-        }));
+        let kernel = Arc::new(sum_kernel(parts, partials, out_type));
         let out = self.arr_mapped(&format!("{name}.sum"), shape, linear.to_vec());
         let workers = self.target.worker_contexts;
-        let mut vertices = Vec::with_capacity(mapping::worker_splits(linear, workers, 32));
+        let mut vertices = Vec::with_capacity(mapping::grain_splits(linear, workers, WORKER_GRAIN));
         for q in linear {
-            let split = mapping::worker_split(q.len, workers, 32);
+            let split = mapping::grain_split(q.len, workers, WORKER_GRAIN);
             for (at, len) in split {
                 let part = |ik: usize| Region {
                     tensor: stacked,
@@ -555,18 +564,59 @@ impl Lowerer<'_> {
     }
 }
 
+/// The kernel summing `parts` K parts of type `partials` into `out_type`.
+fn sum_kernel(parts: usize, partials: DType, out_type: DType) -> KernelSpec {
+    let mut expr = Expr::Input(0);
+    for i in 1..parts {
+        expr = Expr::binary(KB::Add, expr, Expr::Input(i as u32));
+    }
+    if out_type != partials {
+        expr = Expr::Convert(out_type, Box::new(expr));
+    }
+    KernelSpec::Elementwise(ElementwiseKernel {
+        inputs: vec![partials; parts],
+        outputs: vec![(out_type, expr)],
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn plans_fit_the_budget_and_use_the_tiles() {
-        let p = plan(1, 512, 512, 512, 4, 16, 1472, 370_000);
+        let p = plan(1, 512, 512, 512, 4, 16, 1472, 370_000, |pk| 300 * pk as u64);
         assert!(p.temp_bytes <= 370_000, "{p:?}");
         assert!(p.pb * p.pm * p.pn * p.pk > 512, "{p:?}");
         // a tiny budget forces smaller blocks, so more parts
-        let q = plan(1, 512, 512, 512, 4, 16, 4, 100_000);
+        let q = plan(1, 512, 512, 512, 4, 16, 4, 100_000, |pk| 300 * pk as u64);
         assert!(q.pm * q.pn * q.pk >= 4, "{q:?}");
+    }
+
+    #[test]
+    fn part_counts_are_the_fewest_parts_for_each_block_length() {
+        assert_eq!(part_counts(10, 10), vec![1, 2, 3, 4, 5, 10]);
+        assert_eq!(part_counts(10, 7), vec![1, 2, 3, 4, 5]);
+        assert_eq!(part_counts(0, 4), vec![1]);
+        assert_eq!(part_counts(1, 4), vec![1]);
+    }
+
+    #[test]
+    fn a_cheaper_sum_of_k_parts_buys_more_k_parts() {
+        let dear = plan(1, 2048, 2048, 2048, 2, 64, 1472, 383_385, |pk| {
+            20_000 * pk as u64
+        });
+        let cheap = plan(1, 2048, 2048, 2048, 2, 64, 1472, 383_385, |pk| {
+            100 * pk as u64
+        });
+        assert!(cheap.pk > dear.pk, "{cheap:?} {dear:?}");
+        assert!(
+            cheap.pb * cheap.pm * cheap.pn * cheap.pk <= 1472,
+            "{cheap:?}"
+        );
+        // never more parts than tiles, K's included
+        let few = plan(1, 8, 384, 384, 4, 16, 4, 383_385, |_| 0);
+        assert!(few.pb * few.pm * few.pn * few.pk <= 4, "{few:?}");
     }
 
     #[test]

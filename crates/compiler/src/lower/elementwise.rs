@@ -15,8 +15,14 @@ use xla_ir::ids::InstrId;
 use xla_ir::literal::ArrayData;
 use xla_ir::{Activation, BinaryOp, Computation, ElementType, Module, Op, UnaryOp};
 
-/// Fewest elements a worker vertex gets before work is split over more workers.
-const MIN_PER_WORKER: usize = 32;
+/// Elements of an element-wise kernel's work that stay on one worker: PopLibs splits a
+/// tile's element-wise work between workers in grains of `max(vector width, atomic store
+/// granularity)` and at least two grains a worker (popops `ElementWise.cpp` and the mapped
+/// expressions' `executeCodelet`). The IPU's atomic store is one 32-bit word (PopLibs'
+/// `DynamicSlice.cpp` counts `getAtomicStoreGranularity() / typeSize` atoms per word), and
+/// PopLibs uses that byte count as an element count here: 4, at least every type's vector
+/// width (2 for f32, 4 for f16).
+pub(crate) const WORKER_GRAIN: usize = 4;
 
 /// The kernel op of an HLO unary op (`copy` has none: it is a view).
 pub(crate) fn unary(op: UnaryOp) -> Option<KU> {
@@ -371,9 +377,9 @@ impl Lowerer<'_> {
         let tpi = self.target.tiles_per_ipu;
         let workers = self.target.worker_contexts;
         let mut vertices =
-            Vec::with_capacity(mapping::worker_splits(&pieces, workers, MIN_PER_WORKER));
+            Vec::with_capacity(mapping::grain_splits(&pieces, workers, WORKER_GRAIN));
         for p in &pieces {
-            for (at, len) in mapping::worker_split(p.len, workers, MIN_PER_WORKER) {
+            for (at, len) in mapping::grain_split(p.len, workers, WORKER_GRAIN) {
                 let region = |t| Region {
                     tensor: t,
                     start: p.start + at,

@@ -11,42 +11,112 @@ use std::collections::HashMap;
 /// Offsets are multiples of 8 bytes (the 64-bit data path).
 const ALIGN: u64 = 8;
 
-/// A block in use on one tile: `[begin, end)` bytes, live from step `first` to `last`, and
-/// in the steps of each later call when it is a shared function's tensor (`spans`).
+/// A block in use on one tile: `[begin, end)` bytes, live in the steps of `spans`: from its
+/// first step to its last read, and in the steps of each later call when it is a shared
+/// function's tensor.
 #[derive(Clone)]
 struct Block<'a> {
     begin: u64,
     end: u64,
+    /// The first step it is live in.
     first: u64,
+    /// The last step of its first span (of its only span, for most tensors).
     last: u64,
-    /// Every span of steps it is live in (`(first, last)` and each later call's), sorted
-    /// by their first step; one span for most tensors.
+    /// Every span of steps it is live in, sorted and disjoint; one for most tensors.
     spans: &'a [(u64, u64)],
+    /// When `spans` repeat the first span at shifts other blocks' spans share.
+    repeat: Option<Repeat>,
     /// The last step it is live in at all (`last`, or a later call's).
     until: u64,
 }
 
 impl Block<'_> {
     /// Whether the two are ever live in the same step.
+    #[inline]
     fn meets(&self, other: &Block) -> bool {
-        if self.spans.len() <= 1 && other.spans.len() <= 1 {
-            return self.first <= other.last && other.first <= self.last;
+        if self.until < other.first || other.until < self.first {
+            return false;
         }
-        // Both sorted by first step: walk them together, stepping past the span that ends
-        // first (it meets no later span of the other).
-        let (mut i, mut j) = (0, 0);
-        while let (Some(x), Some(y)) = (self.spans.get(i), other.spans.get(j)) {
-            if x.0 <= y.1 && y.0 <= x.1 {
-                return true;
-            }
-            if x.1 < y.1 {
-                i += 1;
-            } else {
-                j += 1;
+        match (self.spans.len() <= 1, other.spans.len() <= 1) {
+            (true, true) => self.first <= other.last && other.first <= self.last,
+            (true, false) => overlaps_any(other.spans, (self.first, self.last)),
+            (false, true) => overlaps_any(self.spans, (other.first, other.last)),
+            (false, false) => {
+                // The tensors of one shared function repeat in each call at the same
+                // shifts: when the two first spans lie closer together than any two
+                // shifts, no span of one call meets a span of another call, so the two
+                // meet in every call or in none.
+                if let (Some(a), Some(b)) = (self.repeat, other.repeat)
+                    && a.id == b.id
+                {
+                    let (x, y) = (self.spans[0], other.spans[0]);
+                    if x.1.max(y.1) - x.0.min(y.0) < a.least_shift {
+                        return x.0 <= y.1 && y.0 <= x.1;
+                    }
+                }
+                // Both sorted and disjoint: walk them together, stepping past the span
+                // that ends first (it meets no later span of the other).
+                let (mut i, mut j) = (0, 0);
+                while let (Some(x), Some(y)) = (self.spans.get(i), other.spans.get(j)) {
+                    if x.0 <= y.1 && y.0 <= x.1 {
+                        return true;
+                    }
+                    if x.1 < y.1 {
+                        i += 1;
+                    } else {
+                        j += 1;
+                    }
+                }
+                false
             }
         }
-        false
     }
+}
+
+/// Whether any of `spans` (sorted, disjoint) shares a step with `(first, last)`.
+fn overlaps_any(spans: &[(u64, u64)], (first, last): (u64, u64)) -> bool {
+    let i = spans.partition_point(|s| s.1 < first);
+    spans.get(i).is_some_and(|s| s.0 <= last)
+}
+
+/// Spans that repeat their first span, shifted: the list of shifts, as an id shared by
+/// every span list with the same shifts, and the least distance between two shifts.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct Repeat {
+    id: u32,
+    least_shift: u64,
+}
+
+/// The repeat of `spans` (sorted, disjoint), if there are several spans and each is the
+/// first shifted; `ids` numbers the lists of shifts seen.
+fn repeat_of(spans: &[(u64, u64)], ids: &mut HashMap<Vec<u64>, u32>) -> Option<Repeat> {
+    let (&(first, last), later) = spans.split_first()?;
+    if later.is_empty() || later.iter().any(|s| s.1 - s.0 != last - first) {
+        return None;
+    }
+    let shifts: Vec<u64> = later.iter().map(|s| s.0 - first).collect();
+    let least_shift = std::iter::once(0)
+        .chain(shifts.iter().copied())
+        .zip(shifts.iter().copied())
+        .map(|(a, b)| b - a)
+        .min()?;
+    let next = ids.len() as u32;
+    let id = *ids.entry(shifts).or_insert(next);
+    Some(Repeat { id, least_shift })
+}
+
+/// `spans` sorted and merged where they overlap or touch, so they are disjoint and their
+/// ends ascend too.
+fn disjoint(mut spans: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    spans.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(spans.len());
+    for s in spans {
+        match out.last_mut() {
+            Some(last) if s.0 <= last.1.saturating_add(1) => last.1 = last.1.max(s.1),
+            _ => out.push(s),
+        }
+    }
+    out
 }
 
 /// Assigns every tensor interval an offset in its tile's memory; fails naming the tile, the
@@ -56,19 +126,21 @@ pub(crate) fn allocate(l: &mut Lowerer) -> Result<(), CompileError> {
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by_key(|&i| (l.life[i].first, i));
     let also_live = std::mem::take(&mut l.also_live);
-    // Each tensor's spans of live steps, sorted by their first step.
+    // Each tensor's spans of live steps, sorted and disjoint.
     let spans: Vec<Vec<(u64, u64)>> = (0..n)
         .map(|i| {
             let life = l.life[i];
             let last = if life.pinned { u64::MAX } else { life.last };
             let also = also_live.get(&i).map_or(&[][..], Vec::as_slice);
-            let mut all: Vec<(u64, u64)> = std::iter::once((life.first, last))
-                .chain(also.iter().copied())
-                .collect();
-            all.sort_unstable();
-            all
+            disjoint(
+                std::iter::once((life.first, last))
+                    .chain(also.iter().copied())
+                    .collect(),
+            )
         })
         .collect();
+    let mut shift_ids = HashMap::new();
+    let repeats: Vec<Option<Repeat>> = spans.iter().map(|s| repeat_of(s, &mut shift_ids)).collect();
     // Per tile (`ipu * tiles_per_ipu + tile`): the blocks in use, sorted by `begin` (ties
     // in the order placed), and how many there were when those no later tensor can meet
     // were last dropped; the highest end so far and the tensor that reached it.
@@ -77,15 +149,17 @@ pub(crate) fn allocate(l: &mut Lowerer) -> Result<(), CompileError> {
     let mut peak: Vec<Option<(u64, usize)>> = Vec::new();
     for i in order {
         let life = l.life[i];
-        let also = also_live.get(&i).map_or(&[][..], Vec::as_slice);
-        let last = if life.pinned { u64::MAX } else { life.last };
+        let spans = &spans[i][..];
+        let (first, until) = (spans[0].0, spans[spans.len() - 1].1);
         let this = Block {
             begin: 0,
             end: 0,
-            first: life.first,
-            last,
-            spans: &spans[i],
-            until: also.iter().fold(last, |m, a| m.max(a.1)),
+            first,
+            // `last` is read only for blocks of one span, whose last step it is
+            last: spans[0].1,
+            spans,
+            repeat: repeats[i],
+            until,
         };
         let t = l.b.tensor_mut(runtime::TensorId(i as u32));
         let size = t.dtype.size() as u64;
@@ -108,12 +182,17 @@ pub(crate) fn allocate(l: &mut Lowerer) -> Result<(), CompileError> {
                 blocks.retain(|b| b.until >= life.first);
                 *kept = blocks.len();
             }
+            // First fit: the lowest offset past every block live with this one that begins
+            // below the end of the range. Blocks come by `begin`, so the first block at or
+            // past the range's end ends the search, live or not.
             let mut at = 0;
-            for b in blocks.iter().filter(|b| b.meets(&this)) {
+            for b in blocks.iter() {
                 if b.begin >= at + bytes {
                     break;
                 }
-                at = at.max(b.end);
+                if b.end > at && b.meets(&this) {
+                    at = b.end;
+                }
             }
             iv.offset = at;
             let place = blocks.partition_point(|b| b.begin <= at);
@@ -227,8 +306,9 @@ fn record_liveness(l: &mut Lowerer, also_live: &HashMap<usize, Vec<(u64, u64)>>)
 mod tests {
     use super::*;
 
-    /// The walk of two sorted span lists finds a shared step exactly when some pair of
-    /// spans shares one: random lists of up to 6 spans, overlapping among themselves too.
+    /// Blocks meet exactly when some pair of their spans shares a step: random lists of up
+    /// to 6 spans, overlapping among themselves too (merged as the allocator merges them),
+    /// so single spans meet lists and lists meet lists.
     #[test]
     fn blocks_meet_when_some_spans_share_a_step() {
         let mut state = 5u64;
@@ -249,8 +329,9 @@ mod tests {
                         .collect()
                 })
                 .collect();
+            let raw = lists.clone();
             for l in &mut lists {
-                l.sort_unstable();
+                *l = disjoint(std::mem::take(l));
             }
             let block = |spans: &[(u64, u64)]| Block {
                 begin: 0,
@@ -258,14 +339,65 @@ mod tests {
                 first: spans[0].0,
                 last: spans[0].1,
                 spans: &[],
+                repeat: None,
                 until: spans.iter().map(|s| s.1).max().unwrap_or(0),
             };
             let (mut a, mut b) = (block(&lists[0]), block(&lists[1]));
             a.spans = &lists[0];
             b.spans = &lists[1];
-            let any = (lists[0].iter()).any(|x| lists[1].iter().any(|y| x.0 <= y.1 && y.0 <= x.1));
-            assert_eq!(a.meets(&b), any, "{lists:?}");
-            assert_eq!(b.meets(&a), any, "{lists:?}");
+            let any = (raw[0].iter()).any(|x| raw[1].iter().any(|y| x.0 <= y.1 && y.0 <= x.1));
+            assert_eq!(a.meets(&b), any, "{raw:?}");
+            assert_eq!(b.meets(&a), any, "{raw:?}");
         }
+    }
+
+    /// Two tensors of a function called several times: their spans repeat at the same
+    /// shifts, and the shortcut (compare the first spans) agrees with comparing every pair,
+    /// whether the spans lie closer together than the shifts or not.
+    #[test]
+    fn repeated_spans_meet_as_their_every_pair_does() {
+        let mut state = 11u64;
+        let mut next = |m: u64| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 33) % m
+        };
+        let mut ids = HashMap::new();
+        let mut shortcuts = 0;
+        for _ in 0..3000 {
+            let mut shifts = vec![0];
+            for _ in 0..1 + next(4) {
+                let s = shifts[shifts.len() - 1] + 1 + next(30);
+                shifts.push(s);
+            }
+            let base = |a: u64, len: u64| -> Vec<(u64, u64)> {
+                shifts.iter().map(|d| (a + d, a + len + d)).collect()
+            };
+            let raw = [base(next(20), next(12)), base(next(20), next(12))];
+            let lists = raw.clone().map(disjoint);
+            let block = |spans: &[(u64, u64)], ids: &mut HashMap<Vec<u64>, u32>| Block {
+                begin: 0,
+                end: 8,
+                first: spans[0].0,
+                last: spans[0].1,
+                spans: &[],
+                repeat: repeat_of(spans, ids),
+                until: spans[spans.len() - 1].1,
+            };
+            let (mut a, mut b) = (block(&lists[0], &mut ids), block(&lists[1], &mut ids));
+            a.spans = &lists[0];
+            b.spans = &lists[1];
+            if let (Some(x), Some(y)) = (a.repeat, b.repeat) {
+                let (p, q) = (lists[0][0], lists[1][0]);
+                if x.id == y.id && p.1.max(q.1) - p.0.min(q.0) < x.least_shift {
+                    shortcuts += 1;
+                }
+            }
+            let any = (raw[0].iter()).any(|x| raw[1].iter().any(|y| x.0 <= y.1 && y.0 <= x.1));
+            assert_eq!(a.meets(&b), any, "{raw:?}");
+            assert_eq!(b.meets(&a), any, "{raw:?}");
+        }
+        assert!(shortcuts > 100, "the shortcut was taken {shortcuts} times");
     }
 }
