@@ -122,15 +122,15 @@ fn zero_runs_is_refused() {
 #[test]
 fn bench_cases_estimate_what_they_run_with_the_recorded_cycles_and_peaks() {
     let want = [
-        ("bench_cnn_train_b32", 73_814, 29_712, 190_869_504u64),
+        ("bench_cnn_train_b32", 73_814, 28_868, 190_869_504u64),
         (
             "bench_encoder_stack12_fwd",
             1_257_991,
-            60_636,
+            57_760,
             2_617_245_696,
         ),
-        ("bench_mlp_train_b256", 149_777, 26_280, 257_818_624),
-        ("bench_transformer_fwd_bwd", 390_960, 67_544, 2_415_919_104),
+        ("bench_mlp_train_b256", 149_777, 22_792, 257_818_624),
+        ("bench_transformer_fwd_bwd", 390_960, 56_720, 2_415_919_104),
     ];
     let dirs: Vec<String> = want.iter().map(|(c, ..)| fixture(c)).collect();
     let mut args = vec!["bench", "--json"];

@@ -2,7 +2,9 @@
 //! cost model by hand calculation, multi-IPU copies, loops over host streams, memory
 //! limits, determinism across thread counts, and load-time errors.
 
-use codegen::{BinaryOp, DType, ElementwiseKernel, Expr, KernelSpec, UnaryOp};
+use codegen::{
+    BinaryOp, DType, ElementwiseKernel, Expr, KernelSpec, ReduceKernel, ReduceOp, UnaryOp,
+};
 use runtime::{
     Direction, Engine, ExecutableBuilder, HostIo, Program, Region, Runs, RuntimeError, StepKind,
     Target, TensorId, Vertex,
@@ -104,6 +106,118 @@ fn vector_add_over_every_tile_of_an_ipu2_and_over_4_tiles() {
         assert_eq!(execute.sync_cycles, 90);
         assert_eq!(profile.totals.bytes_streamed, 3 * 40_000);
     }
+}
+
+/// 40 elements added on one tile by one multi-vertex (grain 4: five workers of 8) and by
+/// the five worker vertices of the same shares: the same sums, the same cycles (each
+/// share costs what its vertex does: 12 + 4 × 4 instructions, six cycles each), and the
+/// multi-vertex's one vertex state. A reduction cannot be a multi-vertex.
+#[test]
+fn a_multi_vertex_costs_what_its_workers_shares_cost_as_vertices() {
+    let run = |multi: bool| {
+        let mut b = ExecutableBuilder::new(Target::ipu2().with_tiles_per_ipu(4), 1);
+        let (x, y, z) = (
+            b.tensor("x", DType::F32, &[(0, 0, 40)]),
+            b.tensor("y", DType::F32, &[(0, 0, 40)]),
+            b.tensor("z", DType::F32, &[(0, 0, 40)]),
+        );
+        let vertex = |start, len, grain| {
+            let region = |tensor| Region { tensor, start, len };
+            Vertex {
+                kernel: add_kernel().into(),
+                ipu: 0,
+                tile: 0,
+                inputs: vec![region(x), region(y)],
+                outputs: vec![region(z)],
+                run_length: 0,
+                grain,
+            }
+        };
+        let vertices = if multi {
+            vec![vertex(0, 40, 4)]
+        } else {
+            (0..5).map(|k| vertex(8 * k, 8, 0)).collect()
+        };
+        let cs = b.compute_set("add", vertices);
+        let (sx, sy) = (
+            b.stream("x", Direction::HostToDevice, DType::F32, 40),
+            b.stream("y", Direction::HostToDevice, DType::F32, 40),
+        );
+        let out = b.stream("z", Direction::DeviceToHost, DType::F32, 40);
+        let exe = b.finish(Program::Sequence(vec![
+            Program::StreamCopy {
+                stream: sx,
+                tensor: x,
+            },
+            Program::StreamCopy {
+                stream: sy,
+                tensor: y,
+            },
+            Program::Execute(cs),
+            Program::StreamCopy {
+                stream: out,
+                tensor: z,
+            },
+        ]));
+        let mut engine = Engine::load(exe).unwrap();
+        let mut io = HostIo::new();
+        io.feed(
+            "x",
+            f32_bytes(&(0..40).map(|i| i as f32).collect::<Vec<_>>()),
+        );
+        io.feed("y", f32_bytes(&[0.25; 40]));
+        let profile = engine.run(&mut io).unwrap();
+        let execute = profile
+            .steps
+            .iter()
+            .find(|s| s.kind == StepKind::Execute)
+            .unwrap()
+            .compute_cycles;
+        (f32_values(&io.take("z")[0]), execute, profile)
+    };
+    let (multi, shares) = (run(true), run(false));
+    assert_eq!(
+        multi.0,
+        (0..40).map(|i| i as f32 + 0.25).collect::<Vec<_>>()
+    );
+    assert_eq!(multi.0, shares.0);
+    assert_eq!(multi.1, (12 + 4 * 4) * 6);
+    assert_eq!(multi.1, shares.1);
+    let state = |p: &runtime::Profile| p.tiles[0].vertex_state_bytes;
+    assert!(
+        state(&multi.2) < state(&shares.2),
+        "{} vs {}",
+        state(&multi.2),
+        state(&shares.2)
+    );
+
+    let reduce = load_error(|b| {
+        let x = b.tensor("x", DType::F32, &[(0, 0, 8)]);
+        let y = b.tensor("y", DType::F32, &[(0, 0, 1)]);
+        let v = Vertex {
+            kernel: KernelSpec::Reduce(ReduceKernel::new(ReduceOp::Sum, DType::F32)).into(),
+            ipu: 0,
+            tile: 0,
+            inputs: vec![Region {
+                tensor: x,
+                start: 0,
+                len: 8,
+            }],
+            outputs: vec![Region {
+                tensor: y,
+                start: 0,
+                len: 1,
+            }],
+            run_length: 8,
+            grain: 4,
+        };
+        let cs = b.compute_set("sum", vec![v]);
+        Program::Execute(cs)
+    });
+    assert!(
+        reduce.contains("a multi-vertex (grain 4) runs an element-wise kernel only"),
+        "{reduce}"
+    );
 }
 
 /// Streams values into `src`, copies it to `dst`, streams `dst` back; checks the values
@@ -351,6 +465,7 @@ fn bad_executables_are_refused_at_load_time() {
                 len: 8,
             }],
             run_length: 0,
+            grain: 0,
         };
         let cs = b.compute_set("bad", vec![v]);
         Program::Execute(cs)
@@ -371,6 +486,7 @@ fn bad_executables_are_refused_at_load_time() {
             inputs: vec![region(start, 4), region(start, 4)],
             outputs: vec![region(start, 4)],
             run_length: 0,
+            grain: 0,
         };
         let cs = b.compute_set("racy", vec![v(0), v(2)]);
         Program::Sequence(vec![Program::Execute(cs)])
@@ -442,6 +558,7 @@ fn if_and_repeat_while_true_follow_device_values() {
             inputs: vec![one(counter)],
             outputs: vec![one(counter)],
             run_length: 0,
+            grain: 0,
         }],
     );
     let test_cs = b.compute_set(
@@ -453,6 +570,7 @@ fn if_and_repeat_while_true_follow_device_values() {
             inputs: vec![one(counter)],
             outputs: vec![one(flag)],
             run_length: 0,
+            grain: 0,
         }],
     );
     let exe = b.finish(Program::Sequence(vec![
@@ -538,6 +656,7 @@ fn a_matrix_product_vertex_runs_at_the_amp_rate() {
             inputs: vec![whole(a, m * k), whole(w, k * n)],
             outputs: vec![whole(c, m * n)],
             run_length: 0,
+            grain: 0,
         }],
     );
     let exe = b.finish(Program::Sequence(vec![
@@ -1053,6 +1172,7 @@ fn transposed_product(dtype: DType, stream_blocks: bool) -> (Engine, TensorId, V
             ],
             outputs: vec![region(c, h * m * n / 2, m * n / 2)],
             run_length: 0,
+            grain: 0,
         })
         .collect();
     let cs = b.compute_set("product", vertices);
@@ -1275,6 +1395,7 @@ fn batched_product(stream_partials: bool) -> (Engine, TensorId, Vec<f32>, Vec<f3
             inputs: vec![region(a, j * m * k, m * k), region(bb, j * k * h, k * h)],
             outputs: vec![region(c, j * m * h, m * h)],
             run_length: 0,
+            grain: 0,
         })
         .collect();
     let cs = b.compute_set("product", vertices);
@@ -1411,6 +1532,7 @@ fn k_split_product(stream_part: bool) -> (Engine, [TensorId; 2], [Vec<f32>; 2], 
                 ],
                 outputs: vec![region(c, t * m * h, m * h)],
                 run_length: 0,
+                grain: 0,
             }
         })
         .collect();
@@ -1437,6 +1559,7 @@ fn k_split_product(stream_part: bool) -> (Engine, [TensorId; 2], [Vec<f32>; 2], 
                 inputs: parts.map(|p| region(p, t * m * n / 2, m * n / 2)).to_vec(),
                 outputs: vec![region(out, t * m * n / 2, m * n / 2)],
                 run_length: 0,
+                grain: 0,
             })
             .collect(),
     );

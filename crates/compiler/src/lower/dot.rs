@@ -4,13 +4,13 @@
 //! vertices, and the blocks come back as the result (K splits summed by one kernel).
 
 use super::elementwise::WORKER_GRAIN;
-use super::mapping::{self, Piece};
+use super::mapping::Piece;
 use super::movement::{RunWriter, Src, push_run, push_strided_run};
 use super::{Arr, Here, Lowerer, Scope, Value};
 use crate::CompileError;
 use crate::config::PartialsType;
 use codegen::{BinaryOp as KB, DType, ElementwiseKernel, Expr, KernelSpec, MatMulKernel};
-use runtime::cost::{VertexCost, tile_cycles, vertex_cost};
+use runtime::cost::{VertexCost, tile_cycles, vertex_cost, worker_shares};
 use runtime::{Program, Region, Vertex};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -267,7 +267,7 @@ impl Lowerer<'_> {
                 return 0;
             }
             let kernel = sum_kernel(pk, partials, out_type);
-            let costs: Vec<VertexCost> = mapping::grain_split(widest, workers, WORKER_GRAIN)
+            let costs: Vec<VertexCost> = worker_shares(widest, workers, WORKER_GRAIN)
                 .into_iter()
                 .map(|(_, len)| vertex_cost(&kernel, len, 1, target))
                 .collect();
@@ -440,6 +440,7 @@ impl Lowerer<'_> {
                         len: mb * nb,
                     }],
                     run_length: 0,
+                    grain: 0,
                 });
             }
         }
@@ -533,30 +534,30 @@ impl Lowerer<'_> {
         let tpi = self.target.tiles_per_ipu;
         let kernel = Arc::new(sum_kernel(parts, partials, out_type));
         let out = self.arr_mapped(&format!("{name}.sum"), shape, linear.to_vec());
-        let workers = self.target.worker_contexts;
-        let mut vertices = Vec::with_capacity(mapping::grain_splits(linear, workers, WORKER_GRAIN));
-        for q in linear {
-            let split = mapping::grain_split(q.len, workers, WORKER_GRAIN);
-            for (at, len) in split {
+        // One multi-vertex a piece, its elements shared between the tile's workers.
+        let vertices = linear
+            .iter()
+            .map(|q| {
                 let part = |ik: usize| Region {
                     tensor: stacked,
-                    start: ik * total + q.start + at,
-                    len,
+                    start: ik * total + q.start,
+                    len: q.len,
                 };
-                vertices.push(Vertex {
+                Vertex {
                     kernel: Arc::clone(&kernel),
                     ipu: q.tile / tpi,
                     tile: q.tile % tpi,
                     inputs: (0..parts).map(part).collect(),
                     outputs: vec![Region {
                         tensor: out.tensor,
-                        start: q.start + at,
-                        len,
+                        start: q.start,
+                        len: q.len,
                     }],
                     run_length: 0,
-                });
-            }
-        }
+                    grain: WORKER_GRAIN,
+                }
+            })
+            .collect();
         self.use_tensor(stacked);
         let cs = self.b.compute_set(&format!("{name}.sum"), vertices);
         self.emit(Program::Execute(cs));

@@ -375,26 +375,26 @@ impl Lowerer<'_> {
             outputs,
         }));
         let tpi = self.target.tiles_per_ipu;
-        let workers = self.target.worker_contexts;
-        let mut vertices =
-            Vec::with_capacity(mapping::grain_splits(&pieces, workers, WORKER_GRAIN));
-        for p in &pieces {
-            for (at, len) in mapping::grain_split(p.len, workers, WORKER_GRAIN) {
+        // One multi-vertex a piece, its elements shared between the tile's workers.
+        let vertices = pieces
+            .iter()
+            .map(|p| {
                 let region = |t| Region {
                     tensor: t,
-                    start: p.start + at,
-                    len,
+                    start: p.start,
+                    len: p.len,
                 };
-                vertices.push(Vertex {
+                Vertex {
                     kernel: Arc::clone(&kernel),
                     ipu: p.tile / tpi,
                     tile: p.tile % tpi,
                     inputs: inputs.iter().map(|a| region(a.tensor)).collect(),
                     outputs: vec![region(out.tensor)],
                     run_length: 0,
-                });
-            }
-        }
+                    grain: WORKER_GRAIN,
+                }
+            })
+            .collect();
         for a in &inputs {
             self.use_tensor(a.tensor);
         }

@@ -124,34 +124,6 @@ pub fn worker_split(len: usize, workers: usize, min: usize) -> Vec<(usize, usize
     out
 }
 
-/// Splits `len` elements into at most `workers` runs that start on multiples of `grain`,
-/// each at least two grains long (but for a remainder shorter than that), as PopLibs'
-/// `splitRegionsBetweenWorkers(target, regions, grainSize, 2 * grainSize)` shares a
-/// tile's element-wise work between its worker contexts.
-pub fn grain_split(len: usize, workers: usize, grain: usize) -> Vec<(usize, usize)> {
-    let grain = grain.max(1);
-    let grains = len.div_ceil(grain);
-    let n = (grains / 2).clamp(1, workers.max(1));
-    let mut out = Vec::with_capacity(n);
-    let mut at = 0;
-    for k in 0..n {
-        let l = ((grains / n + usize::from(k < grains % n)) * grain).min(len - at);
-        if l > 0 {
-            out.push((at, l));
-        }
-        at += l;
-    }
-    out
-}
-
-/// How many parts [`grain_split`] makes of all of `pieces` together.
-pub fn grain_splits(pieces: &[Piece], workers: usize, grain: usize) -> usize {
-    pieces
-        .iter()
-        .map(|p| (p.len.div_ceil(grain.max(1)) / 2).clamp(1, workers.max(1)))
-        .sum()
-}
-
 /// Number of distinct tiles a mapping uses.
 pub fn tile_count(pieces: &[Piece]) -> usize {
     let mut t: Vec<usize> = pieces
@@ -200,36 +172,5 @@ mod tests {
         let s = worker_split(600, 6, 32);
         assert_eq!(s.len(), 6);
         assert_eq!(s.iter().map(|x| x.1).sum::<usize>(), 600);
-    }
-
-    #[test]
-    fn grain_split_starts_workers_on_grains_and_gives_each_two() {
-        // 32 elements are 8 grains of 4: four workers of two grains each
-        assert_eq!(
-            grain_split(32, 6, 4),
-            vec![(0, 8), (8, 8), (16, 8), (24, 8)]
-        );
-        // fewer than two grains stay on one worker
-        assert_eq!(grain_split(7, 6, 4), vec![(0, 7)]);
-        // many grains go to all six workers, each starting on a grain, the last one short
-        let s = grain_split(1001, 6, 4);
-        assert_eq!(s.len(), 6);
-        assert!(s.iter().all(|&(at, _)| at % 4 == 0), "{s:?}");
-        assert_eq!(s.iter().map(|x| x.1).sum::<usize>(), 1001);
-        assert_eq!(s.last(), Some(&(840, 161)));
-        assert_eq!(grain_split(0, 6, 4), Vec::<(usize, usize)>::new());
-        let pieces = [
-            Piece {
-                tile: 0,
-                start: 0,
-                len: 32,
-            },
-            Piece {
-                tile: 1,
-                start: 32,
-                len: 7,
-            },
-        ];
-        assert_eq!(grain_splits(&pieces, 6, 4), 5);
     }
 }

@@ -158,6 +158,7 @@ fn stage_vertices(
                     len: c,
                 }],
                 run_length: len,
+                grain: 0,
             });
         }
         elem += (j - i) * len;
@@ -439,6 +440,7 @@ impl Lowerer<'_> {
                         len: 1,
                     }],
                     run_length: n,
+                    grain: 0,
                 })
                 .collect()
         };
@@ -563,6 +565,7 @@ impl Lowerer<'_> {
                             len: c,
                         }],
                         run_length: per_row,
+                        grain: 0,
                     });
                 }
                 r = s;

@@ -150,6 +150,7 @@ pub(super) fn pack_compute_sets(sets: &[ComputeSet]) -> (Vec<u8>, Vec<KernelSpec
             w.regions(&v.inputs);
             w.regions(&v.outputs);
             w.uint(v.run_length as u64);
+            w.uint(v.grain as u64);
         }
         w.uint(set.codelet_vertices.len() as u64);
         for v in &set.codelet_vertices {
@@ -174,7 +175,7 @@ pub(super) fn unpack_compute_sets(
     let mut sets = Vec::with_capacity(n);
     for _ in 0..n {
         let name = r.str()?;
-        let count = r.count(6)?;
+        let count = r.count(7)?;
         let mut vertices = Vec::with_capacity(count);
         for _ in 0..count {
             let k = r.usize()?;
@@ -189,6 +190,7 @@ pub(super) fn unpack_compute_sets(
                 inputs: r.regions()?,
                 outputs: r.regions()?,
                 run_length: r.usize()?,
+                grain: r.usize()?,
             });
         }
         let count = r.count(5)?;

@@ -10,6 +10,7 @@
 use crate::device::target::Target;
 pub use crate::program::codelet::VertexCost;
 use codegen::{BinaryOp, DType, ElementwiseKernel, Expr, KernelSpec, UnaryOp};
+use smallvec::SmallVec;
 
 /// Fixed instructions to start a vertex (loading its connections, loop setup).
 pub const VERTEX_OVERHEAD: u64 = 12;
@@ -154,6 +155,26 @@ impl KernelRate {
     }
 }
 
+/// How `workers` share `len` elements in grains of `grain`: runs starting on multiples of
+/// `grain`, at least two grains each (but for a remainder shorter than that), as many as
+/// there are workers at most, as PopLibs' `splitRegionsBetweenWorkers(target, regions,
+/// grainSize, 2 * grainSize)` shares a tile's element-wise work.
+pub fn worker_shares(len: usize, workers: usize, grain: usize) -> SmallVec<[(usize, usize); 6]> {
+    let grain = grain.max(1);
+    let grains = len.div_ceil(grain);
+    let n = (grains / 2).clamp(1, workers.max(1));
+    let mut out = SmallVec::new();
+    let mut at = 0;
+    for k in 0..n {
+        let l = ((grains / n + usize::from(k < grains % n)) * grain).min(len - at);
+        if l > 0 {
+            out.push((at, l));
+        }
+        at += l;
+    }
+    out
+}
+
 /// Cycles a tile takes for these vertices: supervisor vertices one after another, then the
 /// worker vertices longest first onto the least-loaded of the worker contexts, each of which
 /// issues every `workers` cycles.
@@ -205,6 +226,25 @@ pub fn element_bytes(t: DType) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn workers_share_grains_two_or_more_each() {
+        let v = |s: SmallVec<[(usize, usize); 6]>| s.into_vec();
+        // 32 elements are 8 grains of 4: four workers of two grains each
+        assert_eq!(
+            v(worker_shares(32, 6, 4)),
+            [(0, 8), (8, 8), (16, 8), (24, 8)]
+        );
+        // fewer than two grains stay on one worker
+        assert_eq!(v(worker_shares(7, 6, 4)), [(0, 7)]);
+        // many grains go to all six workers, each starting on a grain, the last one short
+        let s = v(worker_shares(1001, 6, 4));
+        assert_eq!(s.len(), 6);
+        assert!(s.iter().all(|&(at, _)| at % 4 == 0), "{s:?}");
+        assert_eq!(s.iter().map(|x| x.1).sum::<usize>(), 1001);
+        assert_eq!(s.last(), Some(&(840, 161)));
+        assert!(worker_shares(0, 6, 4).is_empty());
+    }
 
     fn exp_of(t: DType) -> KernelSpec {
         KernelSpec::Elementwise(ElementwiseKernel {

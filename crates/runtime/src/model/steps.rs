@@ -260,9 +260,19 @@ pub(crate) fn compute_set_cost(exe: &Executable, cs_index: usize) -> ComputeCost
                     .1
             }
         };
-        let c = of_kernel.vertex_cost(elements, runs);
         let tile = v.ipu * target.tiles_per_ipu + v.tile;
-        placed.push((tile, c, touched_by(&v.inputs, &v.outputs)));
+        let touched = touched_by(&v.inputs, &v.outputs);
+        if v.grain == 0 {
+            placed.push((tile, of_kernel.vertex_cost(elements, runs), touched));
+            continue;
+        }
+        for (k, (_, share)) in cost::worker_shares(elements, target.worker_contexts, v.grain)
+            .into_iter()
+            .enumerate()
+        {
+            let bytes = if k == 0 { touched } else { 0 };
+            placed.push((tile, of_kernel.vertex_cost(share, runs), bytes));
+        }
     }
     for v in &cs.codelet_vertices {
         let c = exe.codelets[v.codelet.0 as usize].0.cost(target);

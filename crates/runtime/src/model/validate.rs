@@ -143,6 +143,12 @@ fn check_vertex(
     if v.ipu >= exe.num_ipus || v.tile >= exe.target.tiles_per_ipu {
         return Err(invalid(format!("{here} is outside the system")));
     }
+    if v.grain > 0 && !matches!(&*v.kernel, KernelSpec::Elementwise(_)) {
+        return Err(invalid(format!(
+            "{here}: a multi-vertex (grain {}) runs an element-wise kernel only",
+            v.grain
+        )));
+    }
     // How many regions the kernel takes, and whether the vertex's lengths fit it.
     let (ins, outs, lengths_ok) = match &*v.kernel {
         KernelSpec::Elementwise(k) => {

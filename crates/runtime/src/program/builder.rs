@@ -223,6 +223,7 @@ impl ExecutableBuilder {
                     inputs: inputs.iter().map(region).collect(),
                     outputs: outputs.iter().map(region).collect(),
                     run_length: 0,
+                    grain: 0,
                 }
             })
             .collect()

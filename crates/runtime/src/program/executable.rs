@@ -120,6 +120,12 @@ pub struct Vertex {
     pub outputs: Vec<Region>,
     /// For reductions: elements per run (the output region holds one partial per run).
     pub run_length: usize,
+    /// 0 for a vertex one worker runs. Otherwise a multi-vertex (PopLibs' `MultiVertex`,
+    /// element-wise kernels only): the tile's workers share its elements in runs starting
+    /// on multiples of `grain`, at least two grains each ([`crate::cost::worker_shares`]),
+    /// and each share costs what a vertex of its elements would.
+    #[serde(default)]
+    pub grain: usize,
 }
 
 /// Index of a codelet in [`Executable::codelets`].

@@ -434,6 +434,7 @@ mod tests {
                 inputs: vec![region(blocks), region(w)],
                 outputs: vec![region(c)],
                 run_length: 0,
+                grain: 0,
             }],
         );
         let mut program = vec![Program::Rearrange(r), Program::Execute(cs)];
