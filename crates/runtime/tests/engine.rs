@@ -31,6 +31,24 @@ fn add_kernel() -> KernelSpec {
     })
 }
 
+/// Streams `inputs` in (each stream into its tensor), runs `cs`, streams `output` out.
+fn in_execute_out(
+    inputs: &[(runtime::StreamId, TensorId)],
+    cs: runtime::ComputeSetId,
+    (out, tensor): (runtime::StreamId, TensorId),
+) -> Program {
+    let mut steps: Vec<Program> = inputs
+        .iter()
+        .map(|&(stream, tensor)| Program::StreamCopy { stream, tensor })
+        .collect();
+    steps.push(Program::Execute(cs));
+    steps.push(Program::StreamCopy {
+        stream: out,
+        tensor,
+    });
+    Program::Sequence(steps)
+}
+
 /// Streams a and b in, adds them on `tiles` tiles, streams the sum out.
 fn vector_add(target: Target, tiles: usize, threads: usize) -> (Vec<f32>, runtime::Profile) {
     let n = 10_000;
@@ -47,21 +65,7 @@ fn vector_add(target: Target, tiles: usize, threads: usize) -> (Vec<f32>, runtim
     );
     let vertices = b.elementwise_vertices(&add_kernel(), &[x, y], &[z]);
     let cs = b.compute_set("add", vertices);
-    let exe = b.finish(Program::Sequence(vec![
-        Program::StreamCopy {
-            stream: sa,
-            tensor: x,
-        },
-        Program::StreamCopy {
-            stream: sb,
-            tensor: y,
-        },
-        Program::Execute(cs),
-        Program::StreamCopy {
-            stream: out,
-            tensor: z,
-        },
-    ]));
+    let exe = b.finish(in_execute_out(&[(sa, x), (sb, y)], cs, (out, z)));
     let mut engine = Engine::load_with_threads(exe, threads).unwrap();
     let mut io = HostIo::new();
     io.feed(
@@ -144,21 +148,7 @@ fn a_multi_vertex_costs_what_its_workers_shares_cost_as_vertices() {
             b.stream("y", Direction::HostToDevice, DType::F32, 40),
         );
         let out = b.stream("z", Direction::DeviceToHost, DType::F32, 40);
-        let exe = b.finish(Program::Sequence(vec![
-            Program::StreamCopy {
-                stream: sx,
-                tensor: x,
-            },
-            Program::StreamCopy {
-                stream: sy,
-                tensor: y,
-            },
-            Program::Execute(cs),
-            Program::StreamCopy {
-                stream: out,
-                tensor: z,
-            },
-        ]));
+        let exe = b.finish(in_execute_out(&[(sx, x), (sy, y)], cs, (out, z)));
         let mut engine = Engine::load(exe).unwrap();
         let mut io = HostIo::new();
         io.feed(
@@ -659,21 +649,7 @@ fn a_matrix_product_vertex_runs_at_the_amp_rate() {
             grain: 0,
         }],
     );
-    let exe = b.finish(Program::Sequence(vec![
-        Program::StreamCopy {
-            stream: sa,
-            tensor: a,
-        },
-        Program::StreamCopy {
-            stream: sw,
-            tensor: w,
-        },
-        Program::Execute(cs),
-        Program::StreamCopy {
-            stream: sc,
-            tensor: c,
-        },
-    ]));
+    let exe = b.finish(in_execute_out(&[(sa, a), (sw, w)], cs, (sc, c)));
     let mut engine = Engine::load(exe).unwrap();
     let mut io = HostIo::new();
     let av: Vec<f32> = (0..m * k).map(|i| (i % 5) as f32).collect();

@@ -15,10 +15,10 @@ use xla_ir::ids::InstrId;
 use xla_ir::literal::ArrayData;
 use xla_ir::{Activation, BinaryOp, Computation, ElementType, Module, Op, UnaryOp};
 
-/// Elements of an element-wise kernel's work that stay on one worker: PopLibs splits a
-/// tile's element-wise work between workers in grains of `max(vector width, atomic store
-/// granularity)` and at least two grains a worker (popops `ElementWise.cpp` and the mapped
-/// expressions' `executeCodelet`). The IPU's atomic store is one 32-bit word (PopLibs'
+/// The grain of an element-wise multi-vertex (`Vertex::grain`): its elements go to the
+/// tile's workers in runs of whole grains, at least two a worker, as PopLibs splits a
+/// tile's element-wise work in grains of `max(vector width, atomic store granularity)`
+/// (popops `ElementWise.cpp` and the mapped expressions' `executeCodelet`). The IPU's atomic store is one 32-bit word (PopLibs'
 /// `DynamicSlice.cpp` counts `getAtomicStoreGranularity() / typeSize` atoms per word), and
 /// PopLibs uses that byte count as an element count here: 4, at least every type's vector
 /// width (2 for f32, 4 for f16).

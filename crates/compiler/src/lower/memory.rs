@@ -306,18 +306,24 @@ fn record_liveness(l: &mut Lowerer, also_live: &HashMap<usize, Vec<(u64, u64)>>)
 mod tests {
     use super::*;
 
+    /// A seeded stream of numbers below the bound asked for (a linear congruential
+    /// generator: the tests need no more).
+    fn below(seed: u64) -> impl FnMut(u64) -> u64 {
+        let mut state = seed;
+        move |m| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 33) % m
+        }
+    }
+
     /// Blocks meet exactly when some pair of their spans shares a step: random lists of up
     /// to 6 spans, overlapping among themselves too (merged as the allocator merges them),
     /// so single spans meet lists and lists meet lists.
     #[test]
     fn blocks_meet_when_some_spans_share_a_step() {
-        let mut state = 5u64;
-        let mut next = |m: u64| {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (state >> 33) % m
-        };
+        let mut next = below(5);
         for _ in 0..2000 {
             let mut lists: Vec<Vec<(u64, u64)>> = (0..2)
                 .map(|_| {
@@ -356,13 +362,7 @@ mod tests {
     /// whether the spans lie closer together than the shifts or not.
     #[test]
     fn repeated_spans_meet_as_their_every_pair_does() {
-        let mut state = 11u64;
-        let mut next = |m: u64| {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (state >> 33) % m
-        };
+        let mut next = below(11);
         let mut ids = HashMap::new();
         let mut shortcuts = 0;
         for _ in 0..3000 {
