@@ -18,10 +18,11 @@ use xla_ir::{Activation, BinaryOp, Computation, ElementType, Module, Op, UnaryOp
 /// The grain of an element-wise multi-vertex (`Vertex::grain`): its elements go to the
 /// tile's workers in runs of whole grains, at least two a worker, as PopLibs splits a
 /// tile's element-wise work in grains of `max(vector width, atomic store granularity)`
-/// (popops `ElementWise.cpp` and the mapped expressions' `executeCodelet`). The IPU's atomic store is one 32-bit word (PopLibs'
-/// `DynamicSlice.cpp` counts `getAtomicStoreGranularity() / typeSize` atoms per word), and
-/// PopLibs uses that byte count as an element count here: 4, at least every type's vector
-/// width (2 for f32, 4 for f16).
+/// (popops `ElementWise.cpp` and the mapped expressions' `executeCodelet`). The IPU's
+/// atomic store is one 32-bit word (PopLibs' `DynamicSlice.cpp` counts
+/// `getAtomicStoreGranularity() / typeSize` atoms per word), and PopLibs uses that byte
+/// count as an element count here: 4, at least every type's vector width (2 for f32, 4
+/// for f16).
 pub(crate) const WORKER_GRAIN: usize = 4;
 
 /// The kernel op of an HLO unary op (`copy` has none: it is a view).
