@@ -10,7 +10,7 @@ use super::{Arr, Here, Lowerer, Scope, Value};
 use crate::CompileError;
 use crate::config::PartialsType;
 use codegen::{BinaryOp as KB, DType, ElementwiseKernel, Expr, KernelSpec, MatMulKernel};
-use runtime::cost::{VertexCost, tile_cycles, vertex_cost, worker_shares};
+use runtime::cost::{KernelRate, tile_cycles};
 use runtime::{Program, Region, Vertex};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -266,11 +266,8 @@ impl Lowerer<'_> {
             if pk == 1 && out_type == partials {
                 return 0;
             }
-            let kernel = sum_kernel(pk, partials, out_type);
-            let costs: Vec<VertexCost> = worker_shares(widest, workers, WORKER_GRAIN)
-                .into_iter()
-                .map(|(_, len)| vertex_cost(&kernel, len, 1, target))
-                .collect();
+            let rate = KernelRate::of(&sum_kernel(pk, partials, out_type), target);
+            let costs = rate.multi_vertex_costs(widest, WORKER_GRAIN, workers);
             tile_cycles(&costs, workers) + target.internal_sync_cycles
         };
         let p = plan(b, m, k, n, in_bytes, macs, self.tiles, budget, sum_cycles);

@@ -153,6 +153,20 @@ impl KernelRate {
             KernelRate::MatMul { cycles } => VertexCost::Supervisor(cycles),
         }
     }
+
+    /// A multi-vertex of `n` elements shared between `workers` in grains of `grain`
+    /// ([`worker_shares`]): each share costs what a vertex of its elements does.
+    pub fn multi_vertex_costs(
+        &self,
+        n: usize,
+        grain: usize,
+        workers: usize,
+    ) -> SmallVec<[VertexCost; 6]> {
+        worker_shares(n, workers, grain)
+            .into_iter()
+            .map(|(_, len)| self.vertex_cost(len, 0))
+            .collect()
+    }
 }
 
 /// How `workers` share `len` elements in grains of `grain`: runs starting on multiples of

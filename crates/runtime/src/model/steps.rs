@@ -266,12 +266,10 @@ pub(crate) fn compute_set_cost(exe: &Executable, cs_index: usize) -> ComputeCost
             placed.push((tile, of_kernel.vertex_cost(elements, runs), touched));
             continue;
         }
-        for (k, (_, share)) in cost::worker_shares(elements, target.worker_contexts, v.grain)
-            .into_iter()
-            .enumerate()
-        {
-            let bytes = if k == 0 { touched } else { 0 };
-            placed.push((tile, of_kernel.vertex_cost(share, runs), bytes));
+        let shares = of_kernel.multi_vertex_costs(elements, v.grain, target.worker_contexts);
+        for (k, c) in shares.into_iter().enumerate() {
+            // The bytes it touches (what paging moves) are counted once.
+            placed.push((tile, c, if k == 0 { touched } else { 0 }));
         }
     }
     for v in &cs.codelet_vertices {
