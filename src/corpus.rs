@@ -101,6 +101,31 @@ pub fn compare_output(
     want: &ArrayLiteral,
     spec: &serde_json::Value,
 ) -> Result<(), String> {
+    let Some(i) = differing_elements(got, want, spec)?.into_iter().next() else {
+        return Ok(());
+    };
+    let (rtol, atol) = tolerances(spec);
+    Err(match as_f64(&want.data) {
+        Some(_) => format!(
+            "element {i} is {}, expected {} (rtol {rtol}, atol {atol})",
+            got.data.element_text(i),
+            want.data.element_text(i)
+        ),
+        None => format!(
+            "integer or bool values differ: element {i} is {}, expected {}",
+            got.data.element_text(i),
+            want.data.element_text(i)
+        ),
+    })
+}
+
+/// The elements of `got` that break the corpus rule of [`compare_output`] against `want`,
+/// in order; an error when the element types or dimensions differ.
+pub fn differing_elements(
+    got: &ArrayLiteral,
+    want: &ArrayLiteral,
+    spec: &serde_json::Value,
+) -> Result<Vec<usize>, String> {
     if got.shape.element_type != want.shape.element_type {
         return Err(format!(
             "element type {:?}, expected {:?}",
@@ -113,29 +138,33 @@ pub fn compare_output(
             got.shape.dims, want.shape.dims
         ));
     }
-    match (as_f64(&got.data), as_f64(&want.data)) {
+    Ok(match (as_f64(&got.data), as_f64(&want.data)) {
         (Some(g), Some(w)) => {
-            let rtol = spec["rtol"].as_f64().unwrap_or(0.0);
-            let atol = spec["atol"].as_f64().unwrap_or(0.0);
-            for (i, (&a, &b)) in g.iter().zip(&w).enumerate() {
-                let ok = if b.is_nan() {
+            let (rtol, atol) = tolerances(spec);
+            let close = |a: f64, b: f64| {
+                if b.is_nan() {
                     a.is_nan()
                 } else if b.is_infinite() {
                     a == b
                 } else {
                     (a - b).abs() <= atol + rtol * b.abs()
-                };
-                if !ok {
-                    return Err(format!(
-                        "element {i} is {a}, expected {b} (rtol {rtol}, atol {atol})"
-                    ));
                 }
-            }
-            Ok(())
+            };
+            (0..g.len()).filter(|&i| !close(g[i], w[i])).collect()
         }
-        _ if got.data == want.data => Ok(()),
-        _ => Err("integer or bool values differ".into()),
-    }
+        _ if got.data == want.data => Vec::new(),
+        _ => (0..got.data.len())
+            .filter(|&i| got.data.take(&[i]) != want.data.take(&[i]))
+            .collect(),
+    })
+}
+
+/// `rtol` and `atol` of an output's spec (0 when absent).
+fn tolerances(spec: &serde_json::Value) -> (f64, f64) {
+    (
+        spec["rtol"].as_f64().unwrap_or(0.0),
+        spec["atol"].as_f64().unwrap_or(0.0),
+    )
 }
 
 #[cfg(test)]

@@ -2,10 +2,14 @@
 //! back to itself, and its outputs on the IPU Model (a full ipu2, 4 tiles, 4 tiles with
 //! `allow_recompute`, and 4 tiles with one [`VARIANTS`] entry chosen by the seed; outlining
 //! is on by default) match the reference evaluator's (rtol and atol 1e-4; 4e-3 for f16
-//! results and results an f16 value flows into, [`f16_reaches`]). Shared by
-//! `tests/differential.rs` and the `fuzz/` differential target.
+//! results and results an f16 value flows into, [`f16_reaches`]); an element that misses
+//! may instead match the evaluator's value with every order-dependent sum at either end of
+//! its rounding error ([`sums`]). Shared by `tests/differential.rs` and the `fuzz/`
+//! differential target.
 
-use crate::corpus::compare_output;
+mod sums;
+
+use crate::corpus::differing_elements;
 use std::collections::HashMap;
 use xla_ir::literal::ArrayLiteral;
 use xla_ir::{CompId, ElementType, InstrId, Module, Op, Shape, generate};
@@ -29,6 +33,8 @@ pub fn check(seed: u64, options: &generate::Options) -> Result<(), String> {
         xla_ir::eval::evaluate(&module, &inputs).map_err(|e| format!("evaluator: {e}"))?,
     );
     let halves = f16_reaches(&module);
+    let evaluate = |m: &Module| xla_ir::eval::evaluate(m, &inputs).map(crate::device_loop::leaves);
+    let mut ends = Ends::default();
     // The full IPU, 4 tiles, 4 tiles recomputing and 4 tiles with the seed's variant
     // (outlining is on by default).
     let variant = VARIANTS[(seed % VARIANTS.len() as u64) as usize];
@@ -58,7 +64,10 @@ pub fn check(seed: u64, options: &generate::Options) -> Result<(), String> {
         );
         let run = crate::device::run_on_ipu_model(&module, &config, &inputs)
             .map_err(|e| format!("{what}: {e:#}"))?;
-        compare(&what, &run.outputs, &want, &halves)?;
+        compare(&what, &run.outputs, &want, &halves, || {
+            ends.of(&module, |m| evaluate(m).map(|o| vec![o]))
+                .map(|e| e.iter().map(|end| end[0].clone()).collect())
+        })?;
     }
     Ok(())
 }
@@ -75,6 +84,7 @@ pub fn check_replicated(seed: u64, options: &generate::Options) -> Result<(), St
         .map(crate::device_loop::leaves)
         .collect();
     let halves = f16_reaches(&module);
+    let mut ends = Ends::default();
     for tiles in [4, 16] {
         let mut config = compiler::IpuConfig::default();
         config.ipu_model.tiles_per_ipu = tiles;
@@ -98,6 +108,18 @@ pub fn check_replicated(seed: u64, options: &generate::Options) -> Result<(), St
                 got,
                 want,
                 &halves,
+                || {
+                    let on_devices = |m: &Module| {
+                        xla_ir::eval::evaluate_replicated(m, &inputs).map(|devices| {
+                            devices
+                                .into_iter()
+                                .map(crate::device_loop::leaves)
+                                .collect()
+                        })
+                    };
+                    ends.of(&module, on_devices)
+                        .map(|e| e.iter().map(|end| end[d].clone()).collect())
+                },
             )?;
         }
     }
@@ -116,23 +138,82 @@ fn generated(seed: u64, options: &generate::Options) -> Result<xla_ir::Module, S
     Ok(module)
 }
 
+/// The evaluator's results (per device) with every order-dependent sum at its lower, then
+/// its upper end ([`sums::perturbed`]): computed once a check needs them.
+#[derive(Default)]
+struct Ends(Option<Vec<Vec<Vec<ArrayLiteral>>>>);
+
+impl Ends {
+    /// The two ends' results, `evaluate` giving each device's outputs for a module.
+    fn of<E: std::fmt::Display>(
+        &mut self,
+        module: &Module,
+        evaluate: impl Fn(&Module) -> Result<Vec<Vec<ArrayLiteral>>, E>,
+    ) -> Result<&[Vec<Vec<ArrayLiteral>>], String> {
+        if self.0.is_none() {
+            let mut ends = Vec::new();
+            for end in [sums::End::Lower, sums::End::Upper] {
+                let moved = sums::perturbed(module, end)?;
+                ends.push(
+                    evaluate(&moved)
+                        .map_err(|e| format!("evaluator, sums at their {end:?} end: {e}"))?,
+                );
+            }
+            self.0 = Some(ends);
+        }
+        Ok(self.0.as_deref().expect("just filled"))
+    }
+}
+
 /// `got` against `want`, output by output (rtol and atol 1e-4; to a few f16 ulps, 4e-3, an
 /// f16 result or one f16 arithmetic reaches (`halves[k]`, see [`f16_reaches`]): the device
 /// computes f16 chains in f32, as XLA's CPU does, and divides by an f16 constant as XLA's
-/// simplifier does, by its reciprocal rounded to f16); `what` names the run.
+/// simplifier does, by its reciprocal rounded to f16); `what` names the run. An element that
+/// misses is also held against `ends()`, the evaluator's outputs with every
+/// order-dependent sum at either end of its rounding error, and passes if it matches one.
 fn compare(
     what: &str,
     got: &[ArrayLiteral],
     want: &[ArrayLiteral],
     halves: &[bool],
+    mut ends: impl FnMut() -> Result<Vec<Vec<ArrayLiteral>>, String>,
 ) -> Result<(), String> {
+    let mut moved: Option<Vec<Vec<ArrayLiteral>>> = None;
     for (k, (got, want)) in got.iter().zip(want).enumerate() {
         let half = want.shape.element_type == ElementType::F16 || halves.get(k) == Some(&true);
         let spec = match half {
             true => serde_json::json!({"rtol": 4e-3, "atol": 4e-3}),
             false => serde_json::json!({"rtol": 1e-4, "atol": 1e-4}),
         };
-        compare_output(got, want, &spec).map_err(|e| format!("{what}, output {k}: {e}"))?;
+        let differing =
+            differing_elements(got, want, &spec).map_err(|e| format!("{what}, output {k}: {e}"))?;
+        if differing.is_empty() {
+            continue;
+        }
+        if moved.is_none() {
+            moved = Some(ends()?);
+        }
+        let ends = moved.as_deref().expect("just filled");
+        let matches_an_end = |i: usize| {
+            ends.iter().any(|end| {
+                let one = |a: &ArrayLiteral| ArrayLiteral {
+                    shape: xla_ir::ArrayShape::new(a.shape.element_type, &[]),
+                    data: a.data.take(&[i]),
+                };
+                differing_elements(&one(got), &one(&end[k]), &spec).is_ok_and(|d| d.is_empty())
+            })
+        };
+        if let Some(&i) = differing.iter().find(|&&i| !matches_an_end(i)) {
+            let text = |a: &ArrayLiteral| a.data.element_text(i);
+            return Err(format!(
+                "{what}, output {k}: element {i} is {}, expected {} ({spec}; {} and {} with \
+                 every order-dependent sum at the lower and upper end of its rounding error)",
+                text(got),
+                text(want),
+                text(&ends[0][k]),
+                text(&ends[1][k]),
+            ));
+        }
     }
     Ok(())
 }
@@ -237,7 +318,48 @@ ENTRY main {
         // The rewrite is XLA's: the IPU Model gives its result, the evaluator the division's.
         assert_eq!(f32_of(&run.outputs[0]), -1.166_015_6);
         assert_eq!(f32_of(&want[0]), -1.166_992_2);
-        compare("IPU Model", &run.outputs, &want, &[true, false]).unwrap();
-        assert!(compare("IPU Model", &run.outputs, &want, &[false, false]).is_err());
+        let no_sums = || Ok(vec![want.clone(), want.clone()]);
+        compare("IPU Model", &run.outputs, &want, &[true, false], no_sums).unwrap();
+        assert!(compare("IPU Model", &run.outputs, &want, &[false, false], no_sums).is_err());
+    }
+
+    /// Seed 284087 of the campaign, reduced: a dot whose terms cancel exactly in the
+    /// evaluator's f64 but leave -1e-8 when summed in order in f32, under `floor`. The IPU's
+    /// -1 is one end of the sum's rounding error; 1 is no order's result.
+    #[test]
+    fn a_sum_on_a_step_may_land_on_either_side() {
+        let text = "HloModule m
+ENTRY main {
+  p = f32[4] parameter(0)
+  q = f32[4] parameter(1)
+  d = f32[] dot(p, q), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  ROOT f = f32[] floor(d)
+}";
+        let module = xla_ir::parse_module(text).unwrap();
+        let inputs = [
+            ArrayLiteral::vector_f32(&[1.0, 1e-8, -1.0, -1e-8]),
+            ArrayLiteral::vector_f32(&[1.0; 4]),
+        ]
+        .map(xla_ir::Literal::Array);
+        let evaluate = |m: &Module| {
+            xla_ir::eval::evaluate(m, &inputs).map(|o| vec![crate::device_loop::leaves(o)])
+        };
+        let want = evaluate(&module).unwrap().remove(0);
+        assert_eq!(want, [ArrayLiteral::scalar_f32(0.0)]);
+        let mut ends = Ends::default();
+        let moved = ends.of(&module, evaluate).unwrap();
+        let floors: Vec<&ArrayLiteral> = moved.iter().map(|end| &end[0][0]).collect();
+        assert_eq!(
+            floors,
+            [
+                &ArrayLiteral::scalar_f32(-1.0),
+                &ArrayLiteral::scalar_f32(0.0)
+            ]
+        );
+        let ends = || Ok(moved.iter().map(|end| end[0].clone()).collect());
+        let got = |v: f32| [ArrayLiteral::scalar_f32(v)];
+        compare("IPU", &got(-1.0), &want, &[false], ends).unwrap();
+        let wrong = compare("IPU", &got(1.0), &want, &[false], ends).unwrap_err();
+        assert!(wrong.contains("element 0 is 1, expected 0"), "{wrong}");
     }
 }
