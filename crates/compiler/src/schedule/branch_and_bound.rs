@@ -11,9 +11,10 @@
 //! a node with all its operands live plus what it defines.
 
 use super::graph::Graph;
-use super::state::State;
+use super::state::{SetHasher, State};
+use smallvec::SmallVec;
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
 
 /// The best of `incumbent` and what `work` pushes of branch and bound find.
 pub fn improve(g: &Graph, incumbent: (u64, Vec<usize>), work: u64) -> (u64, Vec<usize>) {
@@ -29,6 +30,7 @@ pub fn improve(g: &Graph, incumbent: (u64, Vec<usize>), work: u64) -> (u64, Vec<
         seen: HashMap::default(),
         set: vec![0; g.len().div_ceil(64)],
         path: Vec::with_capacity(g.len()),
+        children: vec![Vec::new(); g.len()],
     };
     search.descend(0);
     search.best
@@ -55,11 +57,14 @@ struct Search<'g> {
     best: (u64, Vec<usize>),
     floor: u64,
     work: u64,
-    /// The lowest peak each visited set of scheduled nodes was reached with.
-    seen: HashMap<Vec<u64>, u64, BuildHasherDefault<SetHasher>>,
+    /// The lowest peak each visited set of scheduled nodes was reached with (sets of up to
+    /// 256 nodes kept inline: the search inserts one at nearly every node it visits).
+    seen: HashMap<SmallVec<[u64; 4]>, u64, BuildHasherDefault<SetHasher>>,
     /// The scheduled set as bits.
     set: Vec<u64>,
     path: Vec<usize>,
+    /// The children of the prefix at each depth, a buffer per depth kept between visits.
+    children: Vec<Vec<(u64, u64, usize)>>,
 }
 
 impl Search<'_> {
@@ -78,24 +83,25 @@ impl Search<'_> {
         if self.exhausted() {
             return;
         }
-        match self.seen.get_mut(&self.set) {
+        match self.seen.get_mut(&self.set[..]) {
             Some(before) if *before <= peak => return,
             Some(before) => *before = peak,
             None => {
-                self.seen.insert(self.set.clone(), peak);
+                self.seen.insert(SmallVec::from_slice(&self.set), peak);
             }
         }
-        let mut children: Vec<(u64, u64, usize)> = self
-            .st
-            .ready()
-            .into_iter()
-            .map(|v| {
-                let (t, live) = self.st.try_push(v);
-                (peak.max(t), live, v)
-            })
-            .collect();
+        let depth = self.st.done;
+        let mut children = std::mem::take(&mut self.children[depth]);
+        children.clear();
+        // Sorted by the whole key (nodes differ), so the order the ready nodes come in
+        // does not matter.
+        for k in 0..self.st.ready_unordered().len() {
+            let v = self.st.ready_unordered()[k];
+            let (t, live) = self.st.try_push(v);
+            children.push((peak.max(t), live, v));
+        }
         children.sort_unstable();
-        for (child_peak, _, v) in children {
+        for &(child_peak, _, v) in &children {
             if child_peak >= self.best.0 || self.exhausted() {
                 break;
             }
@@ -107,33 +113,7 @@ impl Search<'_> {
             self.set[v / 64] ^= 1 << (v % 64);
             self.st.pop(v);
         }
-    }
-}
-
-/// Hashes a set's bit words by multiplying and rotating (the search looks a set up at every
-/// node it visits; SipHash's resistance to chosen keys buys nothing here).
-#[derive(Default)]
-struct SetHasher(u64);
-
-impl Hasher for SetHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            self.write_u64(u64::from_le_bytes(word));
-        }
-    }
-
-    fn write_u64(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-
-    fn write_usize(&mut self, n: usize) {
-        self.write_u64(n as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
+        self.children[depth] = children;
     }
 }
 

@@ -34,10 +34,14 @@ use super::branch_and_bound;
 use super::graph::Graph;
 use super::liveness::peak_liveness_bytes;
 use super::post_order::{Weights, post_order_by};
-use super::state::State;
+use super::state::{SetHasher, State};
 use super::xla::list_order_and_peak;
 use rayon::prelude::*;
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+
+/// Maps keyed by a set's 64-bit hash (already well mixed).
+type BySet<V> = HashMap<u64, V, BuildHasherDefault<SetHasher>>;
 
 /// The most steps (scheduling one node in a search state) phase 2 may take on one
 /// computation: the beam narrows to stay within it and stops, keeping the best schedule
@@ -58,9 +62,10 @@ pub fn look_ahead(g: &Graph, depth: usize, search_size: usize) -> Vec<usize> {
     let greedy = greedy_look_ahead(g, depth, search_size);
     let peak = peak_liveness_bytes(g, &greedy);
     let mut best = (peak, greedy);
+    let mut judged = Judged::default();
     for _ in 0..BEAM_RUNS {
         let before = best.0;
-        best = beam_search(g, search_size, best);
+        best = beam_search(g, search_size, best, &mut judged);
         if best.0 >= before {
             break;
         }
@@ -147,115 +152,163 @@ struct Prefix {
 const EMPTY: usize = usize::MAX;
 
 /// Phase 2: the beam search; returns the lowest `(peak, order)` found, `incumbent` if
-/// nothing beats it.
-fn beam_search(g: &Graph, search_size: usize, incumbent: (u64, Vec<usize>)) -> (u64, Vec<usize>) {
+/// nothing beats it. `judged` keeps what earlier runs found of each scheduled set.
+fn beam_search(
+    g: &Graph,
+    search_size: usize,
+    incumbent: (u64, Vec<usize>),
+    judged: &mut Judged,
+) -> (u64, Vec<usize>) {
     let n = g.len();
     let weights = Weights::of(g);
     let keys: Vec<u64> = (0..n as u64).map(splitmix).collect();
     let mut arena: Vec<Prefix> = Vec::new();
-    let mut beam: Vec<usize> = vec![EMPTY];
+    // The beam: each prefix with the state it leaves (no prefix is replayed from scratch;
+    // the work budget still counts the replays, as it always has, so that the beam's
+    // widths and the schedule do not depend on how the host gets there).
+    let mut beam: Vec<(usize, State)> = vec![(EMPTY, State::new(g))];
     let mut best = incumbent;
-    let mut st = State::new(g);
+    // Steps taken: a replayed prefix's nodes, a tried node, a judgement's pushes.
+    let mut work: u64 = 0;
     // Pushes one judged prefix costs (replay, three completions), measured as we go.
     let mut per_judged = 3 * n as u64 + 1;
     for level in 0..n {
-        let left = BEAM_WORK.saturating_sub(st.pushes);
+        let left = BEAM_WORK.saturating_sub(work);
         if left == 0 {
             break;
         }
         let affordable = left / (n - level) as u64 / per_judged / JUDGED_PER_KEPT as u64;
         let width = (affordable as usize).clamp(1, search_size.max(1));
-        let before = st.pushes;
-        // Every extension, the best per scheduled set.
-        let mut extensions: HashMap<u64, Prefix> = HashMap::new();
-        for &p in &beam {
-            let prefix = nodes_of(&arena, p);
-            replay(&mut st, &prefix);
-            let (peak, hash) = if p == EMPTY {
+        let before = work;
+        // Every extension, the best per scheduled set (with its parent's place in the beam).
+        let mut extensions: BySet<(Prefix, usize)> = BySet::default();
+        for (slot, (p, st)) in beam.iter_mut().enumerate() {
+            work += level as u64;
+            let (peak, hash) = if *p == EMPTY {
                 (0, 0)
             } else {
-                (arena[p].peak, arena[p].hash)
+                (arena[*p].peak, arena[*p].hash)
             };
             for v in st.ready() {
                 let (t, live) = st.try_push(v);
                 let e = Prefix {
-                    parent: p,
+                    parent: *p,
                     node: v,
                     peak: peak.max(t),
                     live,
                     hash: hash ^ keys[v],
                 };
-                let slot = extensions.entry(e.hash).or_insert(e);
-                if (e.peak, e.live) < (slot.peak, slot.live) {
-                    *slot = e;
+                let kept = extensions.entry(e.hash).or_insert((e, slot));
+                if (e.peak, e.live) < (kept.0.peak, kept.0.live) {
+                    *kept = (e, slot);
                 }
             }
-            unreplay(&mut st, &prefix);
+            work += st.pushes;
+            st.pushes = 0;
         }
-        let mut next: Vec<Prefix> = extensions
+        let mut next: Vec<(Prefix, usize)> = extensions
             .into_values()
-            .filter(|e| e.peak < best.0)
+            .filter(|(e, _)| e.peak < best.0)
             .collect();
         if next.is_empty() {
             break;
         }
-        next.sort_unstable_by_key(|e| (e.peak, e.live, e.hash));
+        next.sort_unstable_by_key(|(e, _)| (e.peak, e.live, e.hash));
         next.truncate(width * JUDGED_PER_KEPT);
-        // Judge each by where it leads: in parallel, each judgement replaying its prefix on
-        // a state of its own; the completions are then weighed in order, as one thread would.
-        let first = arena.len();
-        arena.extend_from_slice(&next);
-        let prefixes: Vec<Vec<usize>> = (first..arena.len())
-            .map(|id| nodes_of(&arena, id))
+        // Each prefix's state: its parent's, one node on.
+        let states: Vec<State> = next
+            .iter()
+            .map(|&(e, slot)| {
+                let mut st = beam[slot].1.clone();
+                st.push(e.node);
+                st.pushes = 0;
+                st
+            })
             .collect();
-        let judgements: Vec<Judgement> = prefixes
+        // Judge each by where it leads (a set judged before is not judged again): in
+        // parallel, each judgement on a state of its own; the completions are then weighed
+        // in order, as one thread would.
+        let fresh: Vec<usize> = (0..next.len())
+            .filter(|&k| judged.get(next[k].0.hash, &states[k]).is_none())
+            .collect();
+        let judgements: Vec<Judgement> = fresh
             .par_iter()
-            .zip(next.par_iter())
-            .map_init(
-                || State::new(g),
-                |own, (prefix, e)| judge(g, &weights, own, prefix, e.peak),
-            )
+            .map(|&k| judge(g, &weights, &mut states[k].clone()))
             .collect();
-        let mut judged: Vec<(u64, u64, u64, usize)> = Vec::with_capacity(next.len());
-        for (k, (prefix, judgement)) in prefixes.iter().zip(judgements).enumerate() {
-            st.pushes += judgement.pushes;
+        for (&k, judgement) in fresh.iter().zip(judgements) {
+            judged.insert(next[k].0.hash, &states[k], judgement);
+        }
+        let first = arena.len();
+        arena.extend(next.iter().map(|(e, _)| *e));
+        let mut ranked: Vec<(u64, u64, u64, usize)> = Vec::with_capacity(next.len());
+        for (k, ((e, _), st)) in next.iter().zip(&states).enumerate() {
+            let judgement = judged
+                .get(e.hash, st)
+                .expect("every prefix was judged, now or before");
+            work += (level + 1) as u64 + judgement.pushes;
             let mut lowest = u64::MAX;
-            for (peak, rest) in judgement.completions {
+            for (completion_peak, rest) in &judgement.completions {
+                let peak = e.peak.max(*completion_peak);
                 if peak < best.0 {
+                    let prefix = nodes_of(&arena, first + k);
                     best = (peak, [&prefix[..], &rest[..]].concat());
                 }
                 lowest = lowest.min(peak);
             }
-            judged.push((lowest, next[k].peak, next[k].live, first + k));
+            ranked.push((lowest, e.peak, e.live, k));
         }
-        per_judged = ((st.pushes - before) / judged.len() as u64).max(1);
-        judged.sort_unstable();
-        beam = judged
+        per_judged = ((work - before) / ranked.len() as u64).max(1);
+        ranked.sort_unstable();
+        let mut states: Vec<Option<State>> = states.into_iter().map(Some).collect();
+        beam = ranked
             .into_iter()
             .take(width)
-            .map(|(_, _, _, id)| id)
+            .map(|(_, _, _, k)| {
+                let st = states[k].take().expect("each prefix is kept once");
+                (first + k, st)
+            })
             .collect();
     }
     best
 }
 
-/// A judged prefix: its three completions (peak of prefix and completion, the completion's
-/// order) and the pushes judging it took.
+/// Where a scheduled set leads: its three completions (each with the most bytes live
+/// during its own steps, and its order) and the pushes judging it took after reaching the
+/// set. It depends on the set alone, not on the order that reached it.
 struct Judgement {
     completions: [(u64, Vec<usize>); 3],
     pushes: u64,
 }
 
-/// Completes `prefix` (whose peak is `peak`) three ways on `st` (left as it was found):
-/// post orders visiting the operand that needs the most memory first and the operand with
-/// the largest cone first, and a list scheduler freeing the most bytes first.
-fn judge(g: &Graph, weights: &Weights, st: &mut State, prefix: &[usize], peak: u64) -> Judgement {
+/// Judgements by scheduled set (its hash, checked against the set itself), across the
+/// beam's runs: a run after the first meets most of the last one's sets again.
+#[derive(Default)]
+struct Judged(BySet<(Vec<bool>, Judgement)>);
+
+impl Judged {
+    /// The judgement of the set `st` has scheduled (whose hash is `hash`), if made before.
+    fn get(&self, hash: u64, st: &State) -> Option<&Judgement> {
+        self.0
+            .get(&hash)
+            .filter(|(set, _)| *set == st.scheduled)
+            .map(|(_, j)| j)
+    }
+
+    /// Keeps `judgement` of the set `st` has scheduled.
+    fn insert(&mut self, hash: u64, st: &State, judgement: Judgement) {
+        self.0.insert(hash, (st.scheduled.clone(), judgement));
+    }
+}
+
+/// Completes the schedule `st` holds three ways (`st` is left as it was found): post
+/// orders visiting the operand that needs the most memory first and the operand with the
+/// largest cone first, and a list scheduler freeing the most bytes first.
+fn judge(g: &Graph, weights: &Weights, st: &mut State) -> Judgement {
     let before = st.pushes;
-    replay(st, prefix);
     let heaviest = post_order_by(g, st.scheduled.clone(), |v| weights.heaviest_first(v));
     let largest_cone = post_order_by(g, st.scheduled.clone(), |v| weights.largest_cone_first(v));
     let complete = |st: &mut State, rest: Vec<usize>| {
-        let mut highest = peak;
+        let mut highest = 0;
         for &v in &rest {
             highest = highest.max(st.push(v));
         }
@@ -268,10 +321,8 @@ fn judge(g: &Graph, weights: &Weights, st: &mut State, prefix: &[usize], peak: u
     // completion counts the pushes it would take again, as the budget always has.
     let (listed, listed_peak) = list_order_and_peak(st);
     st.pushes += listed.len() as u64;
-    let completions = [heaviest, largest_cone, (peak.max(listed_peak), listed)];
-    unreplay(st, prefix);
     Judgement {
-        completions,
+        completions: [heaviest, largest_cone, (listed_peak, listed)],
         pushes: st.pushes - before,
     }
 }
@@ -285,12 +336,6 @@ fn nodes_of(arena: &[Prefix], mut p: usize) -> Vec<usize> {
     }
     out.reverse();
     out
-}
-
-fn replay(st: &mut State, prefix: &[usize]) {
-    for &v in prefix {
-        st.push(v);
-    }
 }
 
 fn unreplay(st: &mut State, prefix: &[usize]) {

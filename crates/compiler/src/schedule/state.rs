@@ -3,6 +3,7 @@
 //! use it to cost a step without recomputing the whole schedule.
 
 use super::graph::Graph;
+use std::hash::Hasher;
 
 /// Scheduled nodes, live bytes, and what is ready.
 pub struct State<'g> {
@@ -28,10 +29,35 @@ pub struct State<'g> {
     pushed: Vec<(usize, u64)>,
 }
 
+impl Clone for State<'_> {
+    /// The same state, its stacks with room for every node (a clone goes on to be pushed
+    /// further: a search judging where a prefix leads).
+    fn clone(&self) -> Self {
+        let n = self.g.len();
+        let mut ready_list = Vec::with_capacity(n);
+        ready_list.extend_from_slice(&self.ready_list);
+        let mut pushed = Vec::with_capacity(n);
+        pushed.extend_from_slice(&self.pushed);
+        State {
+            g: self.g,
+            waiting: self.waiting.clone(),
+            remaining: self.remaining.clone(),
+            live: self.live,
+            done: self.done,
+            scheduled: self.scheduled.clone(),
+            pushes: self.pushes,
+            ready_list,
+            ready_at: self.ready_at.clone(),
+            pushed,
+        }
+    }
+}
+
 impl<'g> State<'g> {
     /// Nothing scheduled.
     pub fn new(g: &'g Graph) -> State<'g> {
-        let ready_list: Vec<usize> = (0..g.len()).filter(|&v| g.preds[v].is_empty()).collect();
+        let mut ready_list = Vec::with_capacity(g.len());
+        ready_list.extend((0..g.len()).filter(|&v| g.preds[v].is_empty()));
         let mut ready_at = vec![usize::MAX; g.len()];
         for (k, &v) in ready_list.iter().enumerate() {
             ready_at[v] = k;
@@ -55,6 +81,12 @@ impl<'g> State<'g> {
         let mut r = self.ready_list.clone();
         r.sort_unstable();
         r
+    }
+
+    /// Nodes whose predecessors are all scheduled, in no particular order (for callers that
+    /// order them themselves).
+    pub fn ready_unordered(&self) -> &[usize] {
+        &self.ready_list
     }
 
     fn make_ready(&mut self, v: usize) {
@@ -149,6 +181,34 @@ impl<'g> State<'g> {
     /// The graph.
     pub fn graph(&self) -> &'g Graph {
         self.g
+    }
+}
+
+/// Hashes sets of scheduled nodes (bit words, or a 64-bit hash of the set already) by
+/// multiplying and rotating: searches look a set up at every node they visit, and
+/// SipHash's resistance to chosen keys buys nothing here.
+#[derive(Default)]
+pub struct SetHasher(u64);
+
+impl Hasher for SetHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u64(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
     }
 }
 
