@@ -207,8 +207,14 @@ impl Hasher for SetHasher {
         self.write_u64(n as u64);
     }
 
+    /// The state folded so that every bit reaches the low bits too: a multiply carries a
+    /// word's bits only upwards, and the table picks buckets by the low bits, so sets that
+    /// differ in high bits of a word (nodes 32-63 of each 64) would share buckets.
     fn finish(&self) -> u64 {
-        self.0
+        let z = self.0;
+        let z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        let z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
     }
 }
 

@@ -435,12 +435,12 @@ impl Traffic {
         }
         if target.is_out_of_core() {
             let all: Vec<usize> = (0..self.sent.len()).collect();
-            let (mut spans, ends) = self.spans_of(&all);
+            let (spans, ends) = self.spans_of(&all);
             let on_wires = all.iter().map(|&t| {
                 let from = t.checked_sub(1).map_or(0, |p| ends[p]);
                 (
                     t,
-                    self.unshared[t] + multicast::bytes_sent(&mut spans[from..ends[t]]),
+                    self.unshared[t] + multicast::bytes_sent(&spans[from..ends[t]]),
                 )
             });
             return paging::busiest_physical(target, ipus, on_wires).max(at_least);
@@ -455,14 +455,14 @@ impl Traffic {
             return at_least;
         }
         senders.sort_unstable_by_key(|&t| std::cmp::Reverse(self.sent[t]));
-        let (mut spans, ends) = self.spans_of(&senders);
+        let (spans, ends) = self.spans_of(&senders);
         let mut most = at_least;
         for (i, &t) in senders.iter().enumerate() {
             if self.sent[t] <= most {
                 break;
             }
             let from = i.checked_sub(1).map_or(0, |p| ends[p]);
-            let on_wires = self.unshared[t] + multicast::bytes_sent(&mut spans[from..ends[i]]);
+            let on_wires = self.unshared[t] + multicast::bytes_sent(&spans[from..ends[i]]);
             most = most.max(on_wires);
         }
         most
