@@ -177,7 +177,13 @@ fn push_offset_rows(
     match (rows.first(), rows_step, offsets.first(), step) {
         (Some(&row), Some(rows_step), Some(&first), Some(step)) => {
             let at = (base + row + first, rows_step);
-            runs.push_rows(0, at, (step, offsets.len()), dst, rows.len());
+            runs.push_rows(
+                0,
+                at,
+                (step, offsets.len()),
+                (dst, offsets.len()),
+                rows.len(),
+            );
         }
         _ => {
             for (i, &row) in rows.iter().enumerate() {
@@ -452,11 +458,10 @@ impl Lowerer<'_> {
         for (blk, &(_, _, c0)) in blocks.iter().zip(&starts) {
             let mut at = c0;
             for bi in blk.b.0..blk.b.0 + blk.b.1 {
-                for mi in blk.m.0..blk.m.0 + blk.m.1 {
-                    let dst = blk.ik * total + (bi * m + mi) * n + blk.n.0;
-                    push_run(&mut runs, Src::At(0, at), dst, blk.n.1);
-                    at += blk.n.1;
-                }
+                let dst = blk.ik * total + (bi * m + blk.m.0) * n + blk.n.0;
+                let (row, rows) = ((1, blk.n.1), blk.m.1);
+                runs.push_rows(0, (at, blk.n.1 as isize), row, (dst, n), rows);
+                at += blk.m.1 * blk.n.1;
             }
         }
         let stacked_shape = if p.pk == 1 {

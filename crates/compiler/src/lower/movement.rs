@@ -39,43 +39,45 @@ impl RunWriter {
         }
     }
 
-    /// Appends `count` rows of `len` destination elements from `dst`, packed: row `i` reads
-    /// source `k` from `start + i * src_step`, every `stride` elements. Writes what `count`
-    /// calls of [`push_strided_run`] write, without a call per row when rows cannot merge.
+    /// Appends `count` rows of `len` destination elements, row `i` written from `dst +
+    /// i * dst_step` and read from source `k` at `start + i * src_step`, every `stride`
+    /// elements. Writes what `count` calls of [`push_strided_run`] write, without a call per
+    /// row when rows cannot merge.
     pub(crate) fn push_rows(
         &mut self,
         k: u32,
         (start, src_step): (usize, isize),
         (stride, len): (isize, usize),
-        dst: usize,
+        (dst, dst_step): (usize, usize),
         count: usize,
     ) {
         let row = |i: usize| (start as isize + i as isize * src_step) as usize;
-        // A row continues the one before when its source does (a row of one element takes
-        // any stride): rows merge into longer runs then, one by one.
-        let merging = len < 2 || src_step == len as isize * stride;
+        // A row continues the one before when it is written right after it and its source
+        // continues too (a row of one element takes any stride): rows merge into longer
+        // runs then, one by one.
+        let merging = dst_step == len && (len < 2 || src_step == len as isize * stride);
         if merging || count < 3 {
             for i in 0..count {
-                push_strided_run(self, k, row(i), stride, dst + i * len, len);
+                push_strided_run(self, k, row(i), stride, dst + i * dst_step, len);
             }
             return;
         }
         // Row 0 may extend the open run; row 1 opens its own, as does every later row, each
         // sealing the one before: rows 1 to count - 2 are sealed, the last stays open.
         push_strided_run(self, k, row(0), stride, dst, len);
-        push_strided_run(self, k, row(1), stride, dst + len, len);
+        push_strided_run(self, k, row(1), stride, dst + dst_step, len);
         let sealed = self.open.replace(Run {
             source: RunSource::Tensor {
                 k,
                 start: row(count - 1),
                 stride,
             },
-            dst_start: dst + (count - 1) * len,
+            dst_start: dst + (count - 1) * dst_step,
             len,
         });
         let second = sealed.expect("row 1 is the open run");
         self.sealed
-            .push_stepped(second, count - 2, len as isize, src_step);
+            .push_stepped(second, count - 2, dst_step as isize, src_step);
     }
 
     /// Every run written, in order.
@@ -480,8 +482,9 @@ mod tests {
         for before in befores {
             for (start, src_step) in [(9, 3), (9, 7), (9, 2), (40, -6), (9, 0)] {
                 for (stride, len) in [(1, 3), (2, 3), (-1, 2), (0, 2), (1, 1), (1, 0), (3, 2)] {
-                    for count in 0..6 {
+                    for (count, gap) in (0..6).flat_map(|c| [(c, 0), (c, 3)]) {
                         let dst = before.iter().map(|b| b.2 + b.3).max().unwrap_or(0);
+                        let dst_step = len + gap;
                         let mut one_by_one = RunWriter::default();
                         let mut together = RunWriter::default();
                         for w in [&mut one_by_one, &mut together] {
@@ -491,13 +494,20 @@ mod tests {
                         }
                         for i in 0..count {
                             let from = (start as isize + i as isize * src_step) as usize;
-                            push_strided_run(&mut one_by_one, 0, from, stride, dst + i * len, len);
+                            let to = dst + i * dst_step;
+                            push_strided_run(&mut one_by_one, 0, from, stride, to, len);
                         }
-                        together.push_rows(0, (start, src_step), (stride, len), dst, count);
+                        together.push_rows(
+                            0,
+                            (start, src_step),
+                            (stride, len),
+                            (dst, dst_step),
+                            count,
+                        );
                         assert_eq!(
                             together.finish(),
                             one_by_one.finish(),
-                            "{before:?}, {count} rows from {start} by {src_step}, {len} by {stride}"
+                            "{before:?}, {count} rows from {start} by {src_step}, {len} by {stride}, to {dst} by {dst_step}"
                         );
                     }
                 }

@@ -169,17 +169,22 @@ fn stage_vertices(
 
 /// The cycles a compute set of these reduce vertices takes: its busiest tile's.
 fn compute_cycles(vertices: &[Vertex], target: &Target) -> u64 {
-    let mut by_tile: std::collections::BTreeMap<(usize, usize), Vec<VertexCost>> =
-        Default::default();
-    for v in vertices {
-        let runs = v.outputs[0].len;
-        by_tile
-            .entry((v.ipu, v.tile))
-            .or_default()
-            .push(vertex_cost(&v.kernel, v.inputs[0].len, runs, target));
-    }
-    (by_tile.values())
-        .map(|costs| tile_cycles(costs, target.worker_contexts))
+    // Each tile's vertices in the order given (a stable sort by tile).
+    let mut costs: Vec<((usize, usize), VertexCost)> = vertices
+        .iter()
+        .map(|v| {
+            let cost = vertex_cost(&v.kernel, v.inputs[0].len, v.outputs[0].len, target);
+            ((v.ipu, v.tile), cost)
+        })
+        .collect();
+    costs.sort_by_key(|&(tile, _)| tile);
+    let mut on_tile: Vec<VertexCost> = Vec::new();
+    (costs.chunk_by(|a, b| a.0 == b.0))
+        .map(|tile| {
+            on_tile.clear();
+            on_tile.extend(tile.iter().map(|&(_, cost)| cost));
+            tile_cycles(&on_tile, target.worker_contexts)
+        })
         .max()
         .unwrap_or(0)
 }
@@ -446,21 +451,21 @@ impl Lowerer<'_> {
         };
         // Costed before the pieces' tensor exists: only the regions' lengths count.
         let unmade = TensorId(u32::MAX);
-        let split_pays = !combines.is_empty() && {
-            let split = stage_vertices(&items, into(Some(unmade)), (&last, &plain), &self.target);
-            compute_cycles(&split, &self.target)
-                + self.target.internal_sync_cycles
-                + compute_cycles(&combine(unmade), &self.target)
-                < compute_cycles(&unsplit, &self.target)
-        };
-        let (vertices, stage) = if split_pays {
+        let split = (!combines.is_empty())
+            .then(|| stage_vertices(&items, into(Some(unmade)), (&last, &plain), &self.target))
+            .filter(|split| {
+                compute_cycles(split, &self.target)
+                    + self.target.internal_sync_cycles
+                    + compute_cycles(&combine(unmade), &self.target)
+                    < compute_cycles(&unsplit, &self.target)
+            });
+        let (vertices, stage) = if let Some(mut split) = split {
             let piece_arr = self.arr_mapped(&format!("{name}.pieces"), &pshape(first), piece_tiles);
-            let split = stage_vertices(
-                &items,
-                into(Some(piece_arr.tensor)),
-                (&last, &plain),
-                &self.target,
-            );
+            for region in split.iter_mut().flat_map(|v| v.outputs.iter_mut()) {
+                if region.tensor == unmade {
+                    region.tensor = piece_arr.tensor;
+                }
+            }
             self.use_tensor(t.tensor);
             let cs = self.b.compute_set(&format!("{name}.partials"), split);
             self.emit(Program::Execute(cs));
