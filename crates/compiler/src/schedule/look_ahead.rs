@@ -35,7 +35,7 @@ use super::graph::Graph;
 use super::liveness::peak_liveness_bytes;
 use super::post_order::{Weights, post_order_by};
 use super::state::{SetHasher, State};
-use super::xla::list_order_and_peak;
+use super::xla::list_schedule;
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -233,7 +233,7 @@ fn beam_search(
             .collect();
         let judgements: Vec<Judgement> = fresh
             .par_iter()
-            .map(|&k| judge(g, &weights, &mut states[k].clone()))
+            .map(|&k| judge(g, &weights, states[k].clone()))
             .collect();
         for (&k, judgement) in fresh.iter().zip(judgements) {
             judged.insert(next[k].0.hash, &states[k], judgement);
@@ -300,30 +300,26 @@ impl Judged {
     }
 }
 
-/// Completes the schedule `st` holds three ways (`st` is left as it was found): post
-/// orders visiting the operand that needs the most memory first and the operand with the
-/// largest cone first, and a list scheduler freeing the most bytes first.
-fn judge(g: &Graph, weights: &Weights, st: &mut State) -> Judgement {
-    let before = st.pushes;
+/// Completes the schedule `st` holds three ways (each on a copy of it, the last on `st`
+/// itself): post orders visiting the operand that needs the most memory first and the
+/// operand with the largest cone first, and a list scheduler freeing the most bytes first.
+fn judge(g: &Graph, weights: &Weights, mut st: State) -> Judgement {
     let heaviest = post_order_by(g, st.scheduled.clone(), |v| weights.heaviest_first(v));
     let largest_cone = post_order_by(g, st.scheduled.clone(), |v| weights.largest_cone_first(v));
-    let complete = |st: &mut State, rest: Vec<usize>| {
-        let mut highest = 0;
-        for &v in &rest {
-            highest = highest.max(st.push(v));
-        }
-        unreplay(st, &rest);
+    let complete = |rest: Vec<usize>| {
+        let mut on = st.clone();
+        let highest = rest.iter().map(|&v| on.push(v)).max().unwrap_or(0);
         (highest, rest)
     };
-    let heaviest = complete(st, heaviest);
-    let largest_cone = complete(st, largest_cone);
+    let heaviest = complete(heaviest);
+    let largest_cone = complete(largest_cone);
     // The list order scheduled its nodes as it chose them: its peak is known, and the
     // completion counts the pushes it would take again, as the budget always has.
-    let (listed, listed_peak) = list_order_and_peak(st);
-    st.pushes += listed.len() as u64;
+    let (listed, listed_peak) = list_schedule(&mut st);
+    let pushes = (heaviest.1.len() + largest_cone.1.len() + 2 * listed.len()) as u64;
     Judgement {
         completions: [heaviest, largest_cone, (listed_peak, listed)],
-        pushes: st.pushes - before,
+        pushes,
     }
 }
 
@@ -336,12 +332,6 @@ fn nodes_of(arena: &[Prefix], mut p: usize) -> Vec<usize> {
     }
     out.reverse();
     out
-}
-
-fn unreplay(st: &mut State, prefix: &[usize]) {
-    for &v in prefix.iter().rev() {
-        st.pop(v);
-    }
 }
 
 /// A well-mixed 64-bit key per node (SplitMix64), so a set's hash is the XOR of its nodes'.

@@ -23,6 +23,16 @@ pub fn list_order(st: &mut State) -> Vec<usize> {
 
 /// [`list_order`], and the most bytes live during any of its steps (from `st`'s state).
 pub fn list_order_and_peak(st: &mut State) -> (Vec<usize>, u64) {
+    let (out, peak) = list_schedule(st);
+    for &v in out.iter().rev() {
+        st.pop(v);
+    }
+    (out, peak)
+}
+
+/// [`list_order_and_peak`], leaving the nodes scheduled on `st` (for a caller that drops
+/// the state after).
+pub fn list_schedule(st: &mut State) -> (Vec<usize>, u64) {
     let g = st.graph();
     let mut peak = 0;
     let net_of = |st: &State, v: usize| st.freed_by(v) as i64 - g.defined_bytes(v) as i64;
@@ -63,9 +73,6 @@ pub fn list_order_and_peak(st: &mut State) -> (Vec<usize>, u64) {
                 net.push(net_of(st, s));
             }
         }
-    }
-    for &v in out.iter().rev() {
-        st.pop(v);
     }
     (out, peak)
 }
