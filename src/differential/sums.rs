@@ -106,7 +106,7 @@ fn adds(module: &Module, comp: CompId) -> bool {
             .all(|&o| matches!(comp.instr(o).op, Op::Parameter { .. }))
 }
 
-/// Replaces the value of `target` (a sum of `n` terms a term) in computation `id` by the
+/// Replaces the value of `target` (each element a sum of `n` terms) in computation `id` by the
 /// same sum computed in f32, moved to `end` of its bound, converted back to its type; its
 /// readers read the moved value.
 fn move_sum(

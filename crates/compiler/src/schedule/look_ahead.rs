@@ -14,7 +14,9 @@
 //!    the operand that needs the most memory first, Sethi–Ullman, and the operand with the
 //!    largest cone first; and a list scheduler freeing the most bytes first) and scores its
 //!    lowest completion. Every completion is a whole schedule; the lowest seen becomes the
-//!    incumbent, and the beam is run again (up to four times) while that improves.
+//!    incumbent, and the beam is run again (up to four times) while that improves; a set
+//!    judged in one run is not judged again (where a set leads does not depend on the
+//!    order that reached it).
 //! 3. **Branch and bound** ([`super::branch_and_bound`]), seeded with that incumbent, for at
 //!    most [`EXACT_WORK`] steps: depth first, cutting prefixes that reach the incumbent's
 //!    peak or a set of nodes already reached lower. It completes on most small
