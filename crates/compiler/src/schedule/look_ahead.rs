@@ -338,8 +338,5 @@ fn nodes_of(arena: &[Prefix], mut p: usize) -> Vec<usize> {
 
 /// A well-mixed 64-bit key per node (SplitMix64), so a set's hash is the XOR of its nodes'.
 fn splitmix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+    super::state::mix(x.wrapping_add(0x9e37_79b9_7f4a_7c15))
 }

@@ -211,11 +211,15 @@ impl Hasher for SetHasher {
     /// word's bits only upwards, and the table picks buckets by the low bits, so sets that
     /// differ in high bits of a word (nodes 32-63 of each 64) would share buckets.
     fn finish(&self) -> u64 {
-        let z = self.0;
-        let z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        let z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        mix(self.0)
     }
+}
+
+/// SplitMix64's finaliser: every input bit reaches every output bit.
+pub fn mix(z: u64) -> u64 {
+    let z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    let z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 #[cfg(test)]
