@@ -37,7 +37,7 @@ use super::graph::Graph;
 use super::liveness::peak_liveness_bytes;
 use super::post_order::{Weights, post_order_by};
 use super::state::{SetHasher, State};
-use super::xla::list_schedule;
+use super::xla::list_order_and_peak;
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -65,9 +65,10 @@ pub fn look_ahead(g: &Graph, depth: usize, search_size: usize) -> Vec<usize> {
     let peak = peak_liveness_bytes(g, &greedy);
     let mut best = (peak, greedy);
     let mut judged = Judged::default();
+    let orders = PostOrders::of(g);
     for _ in 0..BEAM_RUNS {
         let before = best.0;
-        best = beam_search(g, search_size, best, &mut judged);
+        best = beam_search(g, search_size, best, &orders, &mut judged);
         if best.0 >= before {
             break;
         }
@@ -86,7 +87,7 @@ fn greedy_look_ahead(g: &Graph, depth: usize, search_size: usize) -> Vec<usize> 
         let mut best: Option<(u64, u64, usize)> = None;
         for &v in &ready {
             let t = st.push(v);
-            let after = st.live;
+            let after = st.live();
             let bound = best.map_or(u64::MAX, |b| b.0.saturating_add(1));
             let score = t.max(search(&mut st, depth.saturating_sub(1), budget, bound));
             st.pop(v);
@@ -105,7 +106,7 @@ fn greedy_look_ahead(g: &Graph, depth: usize, search_size: usize) -> Vec<usize> 
 /// most `budget` nodes; `bound`: stop once this cannot be beaten.
 fn search(st: &mut State, depth: usize, budget: usize, bound: u64) -> u64 {
     if depth == 0 || budget <= 1 || st.done == st.graph().len() {
-        return st.live;
+        return st.live();
     }
     let ready = st.ready();
     let share = (budget - 1) / ready.len().max(1);
@@ -159,10 +160,10 @@ fn beam_search(
     g: &Graph,
     search_size: usize,
     incumbent: (u64, Vec<usize>),
+    orders: &PostOrders,
     judged: &mut Judged,
 ) -> (u64, Vec<usize>) {
     let n = g.len();
-    let weights = Weights::of(g);
     let keys: Vec<u64> = (0..n as u64).map(splitmix).collect();
     let mut arena: Vec<Prefix> = Vec::new();
     // The beam: each prefix with the state it leaves (no prefix is replayed from scratch;
@@ -235,7 +236,7 @@ fn beam_search(
             .collect();
         let judgements: Vec<Judgement> = fresh
             .par_iter()
-            .map(|&k| judge(g, &weights, states[k].clone()))
+            .map(|&k| judge(orders, &states[k]))
             .collect();
         for (&k, judgement) in fresh.iter().zip(judgements) {
             judged.insert(next[k].0.hash, &states[k], judgement);
@@ -302,22 +303,44 @@ impl Judged {
     }
 }
 
-/// Completes the schedule `st` holds three ways (each on a copy of it, the last on `st`
-/// itself): post orders visiting the operand that needs the most memory first and the
-/// operand with the largest cone first, and a list scheduler freeing the most bytes first.
-fn judge(g: &Graph, weights: &Weights, mut st: State) -> Judgement {
-    let heaviest = post_order_by(g, st.scheduled.clone(), |v| weights.heaviest_first(v));
-    let largest_cone = post_order_by(g, st.scheduled.clone(), |v| weights.largest_cone_first(v));
-    let complete = |rest: Vec<usize>| {
-        let mut on = st.clone();
-        let highest = rest.iter().map(|&v| on.push(v)).max().unwrap_or(0);
-        (highest, rest)
+/// The two post orders a judgement completes a prefix with, walked once from the empty
+/// schedule. A walk from a scheduled set emits its unscheduled nodes in the same order as
+/// this walk does: a scheduled node's cone is scheduled, so where the walk from nothing
+/// descends into it, it emits only scheduled nodes; each judgement filters these.
+struct PostOrders {
+    /// Visiting the operand that needs the most memory first (Sethi–Ullman).
+    heaviest: Vec<usize>,
+    /// Visiting the operand with the largest cone first.
+    largest_cone: Vec<usize>,
+}
+
+impl PostOrders {
+    fn of(g: &Graph) -> PostOrders {
+        let weights = Weights::of(g);
+        let nothing = vec![false; g.len()];
+        PostOrders {
+            heaviest: post_order_by(g, nothing.clone(), |v| weights.heaviest_first(v)),
+            largest_cone: post_order_by(g, nothing, |v| weights.largest_cone_first(v)),
+        }
+    }
+}
+
+/// Completes the schedule `st` holds three ways (each counted on a copy of its tally):
+/// the two [`PostOrders`] and a list scheduler freeing the most bytes first.
+fn judge(orders: &PostOrders, st: &State) -> Judgement {
+    let complete = |order: &[usize]| {
+        let rest: Vec<usize> = order
+            .iter()
+            .copied()
+            .filter(|&v| !st.scheduled[v])
+            .collect();
+        (st.tally().clone().peak_of(&rest), rest)
     };
-    let heaviest = complete(heaviest);
-    let largest_cone = complete(largest_cone);
-    // The list order scheduled its nodes as it chose them: its peak is known, and the
-    // completion counts the pushes it would take again, as the budget always has.
-    let (listed, listed_peak) = list_schedule(&mut st);
+    let heaviest = complete(&orders.heaviest);
+    let largest_cone = complete(&orders.largest_cone);
+    // The list order's peak is known as it chooses; the budget counts its pushes twice,
+    // as it always has (once choosing, once completing).
+    let (listed, listed_peak) = list_order_and_peak(st);
     let pushes = (heaviest.1.len() + largest_cone.1.len() + 2 * listed.len()) as u64;
     Judgement {
         completions: [heaviest, largest_cone, (listed_peak, listed)],

@@ -122,3 +122,58 @@ impl Weights {
         &self.largest_cone[v]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A random DAG of `n` nodes (node i reads up to three earlier ones; the last is the
+    /// root), from a small linear congruential generator.
+    fn random_dag(n: usize, seed: &mut u64) -> Graph {
+        let mut next = |below: usize| {
+            *seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (*seed >> 33) as usize % below
+        };
+        let preds: Vec<Vec<usize>> = (0..n)
+            .map(|i| {
+                let mut p: Vec<usize> = if i == 0 {
+                    vec![]
+                } else {
+                    (0..next(4)).map(|_| next(i)).collect()
+                };
+                p.sort_unstable();
+                p.dedup();
+                p
+            })
+            .collect();
+        let sizes: Vec<u64> = (0..n).map(|_| 1 + next(1000) as u64).collect();
+        Graph::from_parts(preds, &sizes, n - 1)
+    }
+
+    #[test]
+    fn a_walk_from_a_scheduled_set_is_the_walk_from_nothing_without_it() {
+        // What LOOK_AHEAD's judgements rely on: they filter one walk instead of walking
+        // from each prefix's set.
+        let mut seed = 7;
+        for n in 2..40 {
+            for _ in 0..10 {
+                let g = random_dag(n, &mut seed);
+                let w = Weights::of(&g);
+                let full = post_order_by(&g, vec![false; n], |v| w.heaviest_first(v));
+                let cones = post_order_by(&g, vec![false; n], |v| w.largest_cone_first(v));
+                // Every prefix of a valid order is a set a schedule can reach.
+                for cut in 0..=n {
+                    let mut done = vec![false; n];
+                    for &v in &cones[..cut] {
+                        done[v] = true;
+                    }
+                    let walked = post_order_by(&g, done.clone(), |v| w.heaviest_first(v));
+                    let filtered: Vec<usize> = full.iter().copied().filter(|&v| !done[v]).collect();
+                    assert_eq!(walked, filtered, "{n} nodes, {cut} scheduled");
+                }
+            }
+        }
+    }
+}

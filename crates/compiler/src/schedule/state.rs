@@ -5,15 +5,90 @@
 use super::graph::Graph;
 use std::hash::Hasher;
 
+/// What decides a schedule's live bytes from here on: the unscheduled readers of each
+/// buffer and the bytes live. Learning the peak of a completion needs no more than this
+/// (no ready list, no undo stack), so searches copy a tally rather than a whole [`State`].
+#[derive(Clone)]
+pub struct Tally<'g> {
+    g: &'g Graph,
+    /// Unscheduled readers per buffer.
+    remaining: Vec<usize>,
+    /// Bytes live after the last step.
+    live: u64,
+}
+
+impl<'g> Tally<'g> {
+    /// Nothing scheduled.
+    fn new(g: &'g Graph) -> Tally<'g> {
+        Tally {
+            g,
+            remaining: g.buffers.iter().map(|b| b.users.len()).collect(),
+            live: 0,
+        }
+    }
+
+    /// Readers of buffer `b` not scheduled yet.
+    pub fn readers_left(&self, b: usize) -> usize {
+        self.remaining[b]
+    }
+
+    /// Bytes that die when `v` is scheduled now.
+    pub fn freed_by(&self, v: usize) -> u64 {
+        let g = self.g;
+        let reads: u64 = g.uses[v]
+            .iter()
+            .filter(|&&b| self.remaining[b] == 1)
+            .map(|&b| g.dies[b])
+            .sum();
+        reads + g.unread[v]
+    }
+
+    /// Counts `v` as scheduled; returns the bytes live during the step and the bytes it
+    /// freed.
+    pub fn push(&mut self, v: usize) -> (u64, u64) {
+        let g = self.g;
+        let transient = self.live + g.defined_bytes(v) + g.callee[v];
+        // What `freed_by` counts, in the same pass that counts the reads down.
+        let mut freed = g.unread[v];
+        for &b in &g.uses[v] {
+            if self.remaining[b] == 1 {
+                freed += g.dies[b];
+            }
+            self.remaining[b] -= 1;
+        }
+        self.live = self.live + g.defined_bytes(v) - freed;
+        (transient, freed)
+    }
+
+    /// What `push(v)` would return and the bytes live after it, without counting `v`.
+    fn try_push(&self, v: usize) -> (u64, u64) {
+        let g = self.g;
+        let transient = self.live + g.defined_bytes(v) + g.callee[v];
+        (transient, self.live + g.defined_bytes(v) - self.freed_by(v))
+    }
+
+    /// Undoes the last `push(v)`, which freed `freed` bytes.
+    fn pop(&mut self, v: usize, freed: u64) {
+        for &b in &self.g.uses[v] {
+            self.remaining[b] += 1;
+        }
+        self.live = self.live + freed - self.g.defined_bytes(v);
+    }
+
+    /// The most bytes live during any step of `order` (nodes not counted yet, in an order
+    /// valid from here), counting them.
+    pub fn peak_of(&mut self, order: &[usize]) -> u64 {
+        order.iter().map(|&v| self.push(v).0).max().unwrap_or(0)
+    }
+}
+
 /// Scheduled nodes, live bytes, and what is ready.
 pub struct State<'g> {
     g: &'g Graph,
     /// Unscheduled predecessors per node.
     pub waiting: Vec<usize>,
-    /// Unscheduled readers per buffer.
-    remaining: Vec<usize>,
-    /// Bytes live after the last step.
-    pub live: u64,
+    /// Readers left per buffer and bytes live.
+    tally: Tally<'g>,
     /// Nodes scheduled so far.
     pub done: usize,
     /// Which nodes are scheduled.
@@ -41,8 +116,7 @@ impl Clone for State<'_> {
         State {
             g: self.g,
             waiting: self.waiting.clone(),
-            remaining: self.remaining.clone(),
-            live: self.live,
+            tally: self.tally.clone(),
             done: self.done,
             scheduled: self.scheduled.clone(),
             pushes: self.pushes,
@@ -67,8 +141,7 @@ impl<'g> State<'g> {
             ready_list,
             ready_at,
             waiting: g.preds.iter().map(Vec::len).collect(),
-            remaining: g.buffers.iter().map(|b| b.users.len()).collect(),
-            live: 0,
+            tally: Tally::new(g),
             done: 0,
             scheduled: vec![false; g.len()],
             pushes: 0,
@@ -103,38 +176,23 @@ impl<'g> State<'g> {
         self.ready_at[v] = usize::MAX;
     }
 
-    /// Readers of buffer `b` not scheduled yet.
-    pub fn readers_left(&self, b: usize) -> usize {
-        self.remaining[b]
+    /// Bytes live after the last step.
+    pub fn live(&self) -> u64 {
+        self.tally.live
     }
 
-    /// Bytes that die when `v` is scheduled now.
-    pub fn freed_by(&self, v: usize) -> u64 {
-        let g = self.g;
-        let reads: u64 = g.uses[v]
-            .iter()
-            .filter(|&&b| self.remaining[b] == 1)
-            .map(|&b| g.dies[b])
-            .sum();
-        reads + g.unread[v]
+    /// Readers left per buffer and bytes live: a copy of it completes a schedule from
+    /// here to learn its peak.
+    pub fn tally(&self) -> &Tally<'g> {
+        &self.tally
     }
 
     /// Schedules `v`; returns the bytes live during the step.
     pub fn push(&mut self, v: usize) -> u64 {
-        let g = self.g;
-        let transient = self.live + g.defined_bytes(v) + g.callee[v];
-        // What `freed_by` counts, in the same pass that counts the reads down.
-        let mut freed = g.unread[v];
-        for &b in &g.uses[v] {
-            if self.remaining[b] == 1 {
-                freed += g.dies[b];
-            }
-            self.remaining[b] -= 1;
-        }
+        let (transient, freed) = self.tally.push(v);
         self.pushed.push((v, freed));
-        self.live = self.live + g.defined_bytes(v) - freed;
         self.unmake_ready(v);
-        for &s in &g.succs[v] {
+        for &s in &self.g.succs[v] {
             self.waiting[s] -= 1;
             if self.waiting[s] == 0 {
                 self.make_ready(s);
@@ -150,32 +208,25 @@ impl<'g> State<'g> {
     /// (cheaper than a push and its pop). It counts in `pushes` as the push it stands for,
     /// so a search's work budget is spent the same either way.
     pub fn try_push(&mut self, v: usize) -> (u64, u64) {
-        let g = self.g;
-        let transient = self.live + g.defined_bytes(v) + g.callee[v];
-        let after = self.live + g.defined_bytes(v) - self.freed_by(v);
         self.pushes += 1;
-        (transient, after)
+        self.tally.try_push(v)
     }
 
     /// Undoes the last `push(v)`.
     pub fn pop(&mut self, v: usize) {
-        let g = self.g;
         let (last, freed) = self.pushed.pop().expect("pop undoes a push");
         debug_assert_eq!(last, v, "pop undoes the last push");
         self.scheduled[v] = false;
         self.done -= 1;
         // The successors this push made ready are no longer ready.
-        for &s in g.succs[v].iter().rev() {
+        for &s in self.g.succs[v].iter().rev() {
             if self.waiting[s] == 0 {
                 self.unmake_ready(s);
             }
             self.waiting[s] += 1;
         }
         self.make_ready(v);
-        for &b in &g.uses[v] {
-            self.remaining[b] += 1;
-        }
-        self.live = self.live + freed - g.defined_bytes(v);
+        self.tally.pop(v, freed);
     }
 
     /// The graph.
@@ -236,12 +287,12 @@ mod tests {
             let tried = st.try_push(v);
             assert_eq!(st.pushes, pushes + 1);
             let transient = st.push(v);
-            assert_eq!(tried, (transient, st.live), "node {v}");
+            assert_eq!(tried, (transient, st.live()), "node {v}");
         }
-        assert_eq!(st.live, 1, "only the root is live at the end");
+        assert_eq!(st.live(), 1, "only the root is live at the end");
         for v in [2, 1, 0] {
             st.pop(v);
         }
-        assert_eq!((st.live, st.done), (0, 0));
+        assert_eq!((st.live(), st.done), (0, 0));
     }
 }

@@ -7,45 +7,39 @@
 
 use super::graph::Graph;
 use super::post_order::post_order_by;
-use super::state::State;
+use super::state::{State, Tally};
 
 /// XLA's ListMemoryScheduler.
 pub fn xla_list(g: &Graph) -> Vec<usize> {
-    list_order(&mut State::new(g))
+    list_order(&State::new(g))
 }
 
 /// The unscheduled nodes of `st` in the order XLA's list scheduler takes them: the ready
 /// node that frees the most bytes net of what it defines first (then program order).
-/// `st` is left as it was.
-pub fn list_order(st: &mut State) -> Vec<usize> {
+pub fn list_order(st: &State) -> Vec<usize> {
     list_order_and_peak(st).0
 }
 
 /// [`list_order`], and the most bytes live during any of its steps (from `st`'s state).
-pub fn list_order_and_peak(st: &mut State) -> (Vec<usize>, u64) {
-    let (out, peak) = list_schedule(st);
-    for &v in out.iter().rev() {
-        st.pop(v);
-    }
-    (out, peak)
-}
-
-/// [`list_order_and_peak`], leaving the nodes scheduled on `st` (for a caller that drops
-/// the state after).
-pub fn list_schedule(st: &mut State) -> (Vec<usize>, u64) {
+/// It schedules on copies of the counts it needs (readers left, unscheduled operands),
+/// not on a whole [`State`].
+pub fn list_order_and_peak(st: &State) -> (Vec<usize>, u64) {
     let g = st.graph();
+    let mut tally = st.tally().clone();
+    let mut waiting = st.waiting.clone();
     let mut peak = 0;
-    let net_of = |st: &State, v: usize| st.freed_by(v) as i64 - g.defined_bytes(v) as i64;
-    let mut ready = st.ready();
+    let net_of = |tally: &Tally, v: usize| tally.freed_by(v) as i64 - g.defined_bytes(v) as i64;
+    let mut ready = st.ready_unordered().to_vec();
     // Each ready node's net bytes, kept up to date: a push changes another node's only
     // where it leaves that node the last reader of a buffer.
-    let mut net: Vec<i64> = ready.iter().map(|&v| net_of(st, v)).collect();
+    let mut net: Vec<i64> = ready.iter().map(|&v| net_of(&tally, v)).collect();
     let mut at = vec![usize::MAX; g.len()];
     for (k, &v) in ready.iter().enumerate() {
         at[v] = k;
     }
     let mut out = Vec::with_capacity(g.len() - st.done);
     while !ready.is_empty() {
+        // Keys differ (node ids do), so the order `ready` holds them in does not matter.
         let k = (0..ready.len())
             .max_by_key(|&k| (net[k], std::cmp::Reverse(ready[k])))
             .expect("ready is not empty");
@@ -55,22 +49,23 @@ pub fn list_schedule(st: &mut State) -> (Vec<usize>, u64) {
         if let Some(&moved) = ready.get(k) {
             at[moved] = k;
         }
-        peak = peak.max(st.push(v));
+        peak = peak.max(tally.push(v).0);
         out.push(v);
         for &b in &g.uses[v] {
-            if st.readers_left(b) == 1 {
+            if tally.readers_left(b) == 1 {
                 for &u in &g.buffers[b].users {
                     if let Some(&k) = at.get(u).filter(|&&k| k != usize::MAX) {
-                        net[k] = net_of(st, u);
+                        net[k] = net_of(&tally, u);
                     }
                 }
             }
         }
         for &s in &g.succs[v] {
-            if st.waiting[s] == 0 {
+            waiting[s] -= 1;
+            if waiting[s] == 0 {
                 at[s] = ready.len();
                 ready.push(s);
-                net.push(net_of(st, s));
+                net.push(net_of(&tally, s));
             }
         }
     }
