@@ -71,6 +71,14 @@ impl Compiler {
             .set("use_colocated_libcalls", "false")
             .map_err(jit_error)?;
         flags.set("is_pic", "false").map_err(jit_error)?;
+        // The verifier checks the IR we build, at up to a third of the JIT's time: on in
+        // debug builds (the test suite, CI), off in release builds (Wasmtime's default too).
+        let verify = if cfg!(debug_assertions) {
+            "true"
+        } else {
+            "false"
+        };
+        flags.set("enable_verifier", verify).map_err(jit_error)?;
         let isa = cranelift_native::builder()
             .map_err(jit_error)?
             .finish(settings::Flags::new(flags))
