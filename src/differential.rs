@@ -38,38 +38,41 @@ pub fn check(seed: u64, options: &generate::Options) -> Result<(), String> {
     // The full IPU, 4 tiles, 4 tiles recomputing and 4 tiles with the seed's variant
     // (outlining is on by default).
     let variant = VARIANTS[(seed % VARIANTS.len() as u64) as usize];
-    for (tiles, recompute, varied) in [
-        (0, false, false),
-        (4, false, false),
-        (4, true, false),
-        (4, false, true),
-    ] {
-        let mut config = compiler::IpuConfig::default();
-        config.ipu_model.tiles_per_ipu = tiles;
-        config.allow_recompute = recompute;
-        if varied {
-            match variant {
-                "egraph off" => config.optimizations.egraph.enabled = false,
-                algorithm => config.scheduling.algorithm = algorithm.into(),
-            }
-        }
-        let what = format!(
-            "IPU Model ({tiles} tiles{}{})",
-            if recompute { ", allow_recompute" } else { "" },
+    // The four compiles schedule alike computations alike: each is scheduled once.
+    compiler::schedule::remembering(|| {
+        for (tiles, recompute, varied) in [
+            (0, false, false),
+            (4, false, false),
+            (4, true, false),
+            (4, false, true),
+        ] {
+            let mut config = compiler::IpuConfig::default();
+            config.ipu_model.tiles_per_ipu = tiles;
+            config.allow_recompute = recompute;
             if varied {
-                format!(", {variant}")
-            } else {
-                String::new()
+                match variant {
+                    "egraph off" => config.optimizations.egraph.enabled = false,
+                    algorithm => config.scheduling.algorithm = algorithm.into(),
+                }
             }
-        );
-        let run = crate::device::run_on_ipu_model(&module, &config, &inputs)
-            .map_err(|e| format!("{what}: {e:#}"))?;
-        compare(&what, &run.outputs, &want, &halves, || {
-            ends.of(&module, |m| evaluate(m).map(|o| vec![o]))
-                .map(|e| e.iter().map(|end| end[0].clone()).collect())
-        })?;
-    }
-    Ok(())
+            let what = format!(
+                "IPU Model ({tiles} tiles{}{})",
+                if recompute { ", allow_recompute" } else { "" },
+                if varied {
+                    format!(", {variant}")
+                } else {
+                    String::new()
+                }
+            );
+            let run = crate::device::run_on_ipu_model(&module, &config, &inputs)
+                .map_err(|e| format!("{what}: {e:#}"))?;
+            compare(&what, &run.outputs, &want, &halves, || {
+                ends.of(&module, |m| evaluate(m).map(|o| vec![o]))
+                    .map(|e| e.iter().map(|end| end[0].clone()).collect())
+            })?;
+        }
+        Ok(())
+    })
 }
 
 /// Checks the module of `seed` on `options.replicas` devices, collectives among them: each
@@ -85,45 +88,48 @@ pub fn check_replicated(seed: u64, options: &generate::Options) -> Result<(), St
         .collect();
     let halves = f16_reaches(&module);
     let mut ends = Ends::default();
-    for tiles in [4, 16] {
-        let mut config = compiler::IpuConfig::default();
-        config.ipu_model.tiles_per_ipu = tiles;
-        let run = crate::replicas::run_replicated_on_ipu_model(
-            &module,
-            &config,
-            &compiler::PassOptions::default(),
-            &inputs,
-        )
-        .map_err(|e| format!("IPU Model ({tiles} tiles per device): {e:#}"))?;
-        if run.outputs.len() != want.len() {
-            return Err(format!(
-                "IPU Model ({tiles} tiles per device): {} devices' outputs, the evaluator has {}",
-                run.outputs.len(),
-                want.len()
-            ));
+    // Both compiles schedule alike computations alike: each is scheduled once.
+    compiler::schedule::remembering(|| {
+        for tiles in [4, 16] {
+            let mut config = compiler::IpuConfig::default();
+            config.ipu_model.tiles_per_ipu = tiles;
+            let run = crate::replicas::run_replicated_on_ipu_model(
+                &module,
+                &config,
+                &compiler::PassOptions::default(),
+                &inputs,
+            )
+            .map_err(|e| format!("IPU Model ({tiles} tiles per device): {e:#}"))?;
+            if run.outputs.len() != want.len() {
+                return Err(format!(
+                    "IPU Model ({tiles} tiles per device): {} devices' outputs, the evaluator has {}",
+                    run.outputs.len(),
+                    want.len()
+                ));
+            }
+            for (d, (got, want)) in run.outputs.iter().zip(&want).enumerate() {
+                compare(
+                    &format!("IPU Model ({tiles} tiles), device {d}"),
+                    got,
+                    want,
+                    &halves,
+                    || {
+                        let on_devices = |m: &Module| {
+                            xla_ir::eval::evaluate_replicated(m, &inputs).map(|devices| {
+                                devices
+                                    .into_iter()
+                                    .map(crate::device_loop::leaves)
+                                    .collect()
+                            })
+                        };
+                        ends.of(&module, on_devices)
+                            .map(|e| e.iter().map(|end| end[d].clone()).collect())
+                    },
+                )?;
+            }
         }
-        for (d, (got, want)) in run.outputs.iter().zip(&want).enumerate() {
-            compare(
-                &format!("IPU Model ({tiles} tiles), device {d}"),
-                got,
-                want,
-                &halves,
-                || {
-                    let on_devices = |m: &Module| {
-                        xla_ir::eval::evaluate_replicated(m, &inputs).map(|devices| {
-                            devices
-                                .into_iter()
-                                .map(crate::device_loop::leaves)
-                                .collect()
-                        })
-                    };
-                    ends.of(&module, on_devices)
-                        .map(|e| e.iter().map(|end| end[d].clone()).collect())
-                },
-            )?;
-        }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// The module of `seed`, checked to print and parse back to itself.

@@ -10,6 +10,7 @@ mod clustering;
 mod graph;
 mod liveness;
 pub mod look_ahead;
+mod memo;
 mod optimal;
 mod post_order;
 mod shortest_path;
@@ -18,6 +19,7 @@ mod xla;
 
 pub use graph::Graph;
 pub use liveness::{live_bytes, peak_liveness_bytes};
+pub use memo::remembering;
 pub use optimal::OPTIMAL_MAX;
 
 use std::collections::HashMap;
@@ -86,7 +88,7 @@ impl Algorithm {
 }
 
 /// The search limits of LOOK_AHEAD (IpuConfig's scheduling options).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Limits {
     /// `maximum_scheduler_lookahead_depth` (default 5).
     pub depth: usize,
@@ -184,7 +186,11 @@ pub fn schedule_module(module: &Module, algorithm: Algorithm, limits: Limits) ->
         let g = Graph::of(module.computation(c), &peaks);
         let order = seen
             .entry(g.structure())
-            .or_insert_with(|| schedule_graph(&g, algorithm, limits))
+            .or_insert_with(|| {
+                memo::recall(&g, algorithm, limits, || {
+                    schedule_graph(&g, algorithm, limits)
+                })
+            })
             .clone();
         debug_assert!(
             g.is_valid_order(&order),
