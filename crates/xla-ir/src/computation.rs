@@ -29,6 +29,13 @@ impl Computation {
         }
     }
 
+    /// Makes room for `additional` more instructions (a caller that knows how many it
+    /// will push saves the arena's regrowth).
+    pub fn reserve(&mut self, additional: usize) {
+        self.arena.reserve(additional);
+        self.order.reserve(additional);
+    }
+
     /// Appends an instruction at the end of the program order.
     pub fn push(&mut self, instr: Instruction) -> InstrId {
         let id = self.allocate(instr);

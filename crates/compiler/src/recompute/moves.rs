@@ -97,6 +97,7 @@ pub fn apply(c: &Computation, moves: &[Move]) -> Computation {
         copies.sort_by_key(|v| position[v]);
     }
     let mut new = Computation::new(c.name.clone());
+    new.reserve(order.len() + moves.len());
     let mut original: HashMap<InstrId, InstrId> = HashMap::new();
     let mut copy: HashMap<InstrId, InstrId> = HashMap::new();
     // The value an instruction at position `q` reads for operand `o`.
