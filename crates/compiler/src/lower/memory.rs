@@ -11,13 +11,10 @@ use std::collections::HashMap;
 /// Offsets are multiples of 8 bytes (the 64-bit data path).
 const ALIGN: u64 = 8;
 
-/// A block in use on one tile: `[begin, end)` bytes, live in the steps of `spans`: from its
-/// first step to its last read, and in the steps of each later call when it is a shared
-/// function's tensor.
-#[derive(Clone)]
-struct Block<'a> {
-    begin: u64,
-    end: u64,
+/// When a tensor is live: from its first step to its last read, and in the steps of each
+/// later call when it is a shared function's tensor.
+#[derive(Clone, Copy)]
+struct Lifetime<'a> {
     /// The first step it is live in.
     first: u64,
     /// The last step of its first span (of its only span, for most tensors).
@@ -30,10 +27,39 @@ struct Block<'a> {
     until: u64,
 }
 
-impl Block<'_> {
+/// A block in use on one tile: `[begin, end)` bytes of tensor `tensor`, with its lifetime's
+/// ends at hand (the first-fit scan tests them for every block it passes; a block is kept
+/// small, since placing one moves the blocks after it).
+#[derive(Clone, Copy)]
+struct Block {
+    begin: u64,
+    end: u64,
+    first: u64,
+    until: u64,
+    tensor: u32,
+    /// Whether the tensor is live in several spans (else `first..=until` is its one span).
+    several: bool,
+}
+
+impl Block {
+    /// Whether the tensors of the two blocks are ever live in the same step.
+    #[inline]
+    fn meets(&self, other: &Block, lifetimes: &[Lifetime]) -> bool {
+        if self.until < other.first || other.until < self.first {
+            return false;
+        }
+        // One span each: their ends overlap, so they meet.
+        if !self.several && !other.several {
+            return true;
+        }
+        lifetimes[self.tensor as usize].meets(&lifetimes[other.tensor as usize])
+    }
+}
+
+impl Lifetime<'_> {
     /// Whether the two are ever live in the same step.
     #[inline]
-    fn meets(&self, other: &Block) -> bool {
+    fn meets(&self, other: &Lifetime) -> bool {
         if self.until < other.first || other.until < self.first {
             return false;
         }
@@ -145,21 +171,27 @@ pub(crate) fn allocate(l: &mut Lowerer) -> Result<(), CompileError> {
     // in the order placed), and how many there were when those no later tensor can meet
     // were last dropped; the highest end so far and the tensor that reached it.
     let tiles_per_ipu = l.target.tiles_per_ipu;
+    let lifetimes: Vec<Lifetime> = (spans.iter().zip(&repeats))
+        .map(|(spans, &repeat)| Lifetime {
+            first: spans[0].0,
+            // `last` is read only for tensors of one span, whose last step it is
+            last: spans[0].1,
+            spans,
+            repeat,
+            until: spans[spans.len() - 1].1,
+        })
+        .collect();
     let mut live: Vec<(Vec<Block>, usize)> = Vec::new();
     let mut peak: Vec<Option<(u64, usize)>> = Vec::new();
     for i in order {
         let life = l.life[i];
-        let spans = &spans[i][..];
-        let (first, until) = (spans[0].0, spans[spans.len() - 1].1);
         let this = Block {
             begin: 0,
             end: 0,
-            first,
-            // `last` is read only for blocks of one span, whose last step it is
-            last: spans[0].1,
-            spans,
-            repeat: repeats[i],
-            until,
+            first: lifetimes[i].first,
+            until: lifetimes[i].until,
+            tensor: i as u32,
+            several: lifetimes[i].spans.len() > 1,
         };
         let t = l.b.tensor_mut(runtime::TensorId(i as u32));
         let size = t.dtype.size() as u64;
@@ -190,7 +222,7 @@ pub(crate) fn allocate(l: &mut Lowerer) -> Result<(), CompileError> {
                 if b.begin >= at + bytes {
                     break;
                 }
-                if b.end > at && b.meets(&this) {
+                if b.end > at && b.meets(&this, &lifetimes) {
                     at = b.end;
                 }
             }
@@ -199,7 +231,7 @@ pub(crate) fn allocate(l: &mut Lowerer) -> Result<(), CompileError> {
             let block = Block {
                 begin: at,
                 end: at + bytes,
-                ..this.clone()
+                ..this
             };
             blocks.insert(place, block);
             let p = peak[slot].get_or_insert((0, i));
@@ -339,9 +371,7 @@ mod tests {
             for l in &mut lists {
                 *l = disjoint(std::mem::take(l));
             }
-            let block = |spans: &[(u64, u64)]| Block {
-                begin: 0,
-                end: 8,
+            let block = |spans: &[(u64, u64)]| Lifetime {
                 first: spans[0].0,
                 last: spans[0].1,
                 spans: &[],
@@ -376,9 +406,7 @@ mod tests {
             };
             let raw = [base(next(20), next(12)), base(next(20), next(12))];
             let lists = raw.clone().map(disjoint);
-            let block = |spans: &[(u64, u64)], ids: &mut HashMap<Vec<u64>, u32>| Block {
-                begin: 0,
-                end: 8,
+            let block = |spans: &[(u64, u64)], ids: &mut HashMap<Vec<u64>, u32>| Lifetime {
                 first: spans[0].0,
                 last: spans[0].1,
                 spans: &[],

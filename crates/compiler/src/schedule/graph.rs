@@ -85,8 +85,13 @@ impl Graph {
     /// scheduled (callees first).
     pub fn of(comp: &Computation, callee_peaks: &HashMap<CompId, u64>) -> Graph {
         let ids: Vec<InstrId> = comp.order().to_vec();
-        let index: HashMap<InstrId, usize> =
-            ids.iter().enumerate().map(|(i, &id)| (id, i)).collect();
+        // Each instruction's node, by arena index (ids are dense: a vector, not a map).
+        let arena = ids.iter().map(|id| id.index() + 1).max().unwrap_or(0);
+        let mut node = vec![usize::MAX; arena];
+        for (i, id) in ids.iter().enumerate() {
+            node[id.index()] = i;
+        }
+        let index = |id: &InstrId| node[id.index()];
         let n = ids.len();
         let mut preds = vec![Vec::new(); n];
         let mut buffers: Vec<Buffer> = Vec::new();
@@ -97,10 +102,11 @@ impl Graph {
         let mut value: Vec<Vec<usize>> = vec![Vec::new(); n];
         for (i, &id) in ids.iter().enumerate() {
             let instr = comp.instr(id);
-            let ops: Vec<usize> = instr.operands.iter().map(|o| index[o]).collect();
-            for &p in ops
+            let ops: Vec<usize> = instr.operands.iter().map(index).collect();
+            for p in ops
                 .iter()
-                .chain(instr.control_predecessors.iter().map(|c| &index[c]))
+                .copied()
+                .chain(instr.control_predecessors.iter().map(index))
             {
                 if !preds[i].contains(&p) {
                     preds[i].push(p);
@@ -160,7 +166,7 @@ impl Graph {
                     .collect(),
             };
         }
-        let root = index[&comp.root];
+        let root = index(&comp.root);
         for &b in &value[root] {
             buffers[b].root_live = true;
         }

@@ -362,6 +362,8 @@ pub(crate) struct Locator {
     bucket_shift: u32,
     /// The span of the last lookup: runs mostly continue where the previous one ended.
     last: Cell<usize>,
+    /// The IPU holding every interval, if one does.
+    one_ipu: Option<usize>,
 }
 
 /// One interval of a tensor, as a [`Locator`] holds it: elements `start..end` on tile
@@ -407,12 +409,36 @@ impl Locator {
             }
             first_in_bucket.push(k as u32);
         }
+        let one_ipu = match spans.first() {
+            Some(first) if spans.iter().all(|s| s.ipu == first.ipu) => Some(first.ipu),
+            _ => None,
+        };
         Locator {
             spans,
             first_in_bucket,
             bucket_shift,
             last: Cell::new(0),
+            one_ipu,
         }
+    }
+
+    /// The IPU holding every interval of the tensor, if one does.
+    pub(crate) fn one_ipu(&self) -> Option<usize> {
+        self.one_ipu
+    }
+
+    /// Each tile's intervals `(start, end)`, sorted, by tile (on [`Locator::one_ipu`]'s
+    /// IPU: the tile indices of several IPUs would mix).
+    pub(crate) fn intervals_by_tile(
+        &self,
+    ) -> std::collections::HashMap<usize, Vec<(usize, usize)>> {
+        let mut by_tile: std::collections::HashMap<usize, Vec<(usize, usize)>> =
+            std::collections::HashMap::new();
+        // Spans are sorted by start, so each tile's list is too.
+        for s in &self.spans {
+            by_tile.entry(s.tile).or_default().push((s.start, s.end));
+        }
+        by_tile
     }
 
     /// The index in `spans` of the span holding element `at`.

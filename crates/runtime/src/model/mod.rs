@@ -31,6 +31,7 @@ pub(crate) mod read_once;
 pub(crate) mod read_tiles;
 pub(crate) mod shifted_reads;
 pub(crate) mod steps;
+pub(crate) mod strided_blocks;
 #[cfg(test)]
 pub(crate) mod test_numbers;
 pub(crate) mod timeline;
