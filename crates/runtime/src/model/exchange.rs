@@ -875,6 +875,21 @@ mod tests {
         }
     }
 
+    /// The rearrangement of `runs` into tensor 0 from tensor 1, twice: its runs joined into
+    /// blocks where they continue each other, and each run a block of its own.
+    fn blocks_and_singles(runs: Vec<Run>) -> (Rearrange, Rearrange) {
+        let rearrange = |runs: Runs| Rearrange {
+            name: "r".into(),
+            dst: TensorId(0),
+            sources: vec![TensorId(1)],
+            fill: vec![0; 4],
+            runs,
+        };
+        let blocks = Runs::from(runs.clone());
+        let singles = Runs::from_blocks(runs.into_iter().map(RunBlock::single).collect());
+        (rearrange(blocks), rearrange(singles))
+    }
+
     /// Bounding what tiles send by what they hold, when receivers read each element once,
     /// costs what following every stretch costs: gathers copying a matrix's column chunks
     /// to several places (a chunk sometimes read twice by one receiver, sometimes read
@@ -1009,17 +1024,8 @@ mod tests {
                     }
                 })
                 .collect();
-            let blocks = Runs::from(runs.clone());
-            let singles = Runs::from_blocks(runs.into_iter().map(RunBlock::single).collect());
-            let rearrange = |runs: Runs| Rearrange {
-                name: "r".into(),
-                dst: TensorId(0),
-                sources: vec![TensorId(1)],
-                fill: vec![0; 4],
-                runs,
-            };
             let tensors = [dst, source];
-            let (a, b) = (rearrange(blocks), rearrange(singles));
+            let (a, b) = blocks_and_singles(runs);
             let by_blocks = rearrangement_cost(&mut traffic, &system, &tensors, &a);
             let by_runs = rearrangement_cost(&mut traffic, &system, &tensors, &b);
             // Every stretch kept: the path of blocks that may read an element twice.
@@ -1057,16 +1063,7 @@ mod tests {
             let runs: Vec<Run> = (0..count)
                 .map(|r| Run::reading(0, (s0 + c0 + r, cols as isize), d0 + r * dst_step, len))
                 .collect();
-            let blocks = Runs::from(runs.clone());
-            let singles = Runs::from_blocks(runs.into_iter().map(RunBlock::single).collect());
-            let rearrange = |runs: Runs| Rearrange {
-                name: "r".into(),
-                dst: TensorId(0),
-                sources: vec![TensorId(1)],
-                fill: vec![0; 4],
-                runs,
-            };
-            let (a, b) = (rearrange(blocks), rearrange(singles));
+            let (a, b) = blocks_and_singles(runs);
             let tensors = [dst, source];
             let (src_at, dst_at) = (Locator::new(&tensors[1]), Locator::new(&tensors[0]));
             let taken = a.runs.blocks().iter().any(|block| {
