@@ -256,3 +256,58 @@ fn a_checkpointed_training_step_computes_what_the_plain_one_does() {
         assert!((g - w).abs() <= 1e-4 + 1e-4 * w.abs(), "{g} vs {w}");
     }
 }
+
+/// Every candidate move's peak as `trial` weighs it equals the estimator's peak of the
+/// computation with the move made, also after moves (copies of copies, tuples of copies).
+#[test]
+fn a_trial_peak_is_the_peak_of_the_move_made() {
+    use ipuxla::compiler::recompute::moves::{apply, candidates};
+    use ipuxla::compiler::recompute::trial::Trials;
+    let mut modules: Vec<(String, Module)> = [
+        "recompute/early_and_late.hlo",
+        "conformance/cnn_train_step/module.hlo",
+        "conformance/seed_mlp_train_rmsprop/module.hlo",
+    ]
+    .iter()
+    .map(|path| (path.to_string(), scheduled(&fixture(path))))
+    .collect();
+    for activation in ["relu", "tanh"] {
+        let m = scheduled(&training_step(3, 8, 16, activation));
+        modules.push((format!("training step, {activation}"), m));
+    }
+    // Generated modules: tuples, bitcasts, in-place updates and loops naming buffers.
+    let options = ipuxla::xla_ir::generate::Options {
+        instructions: 24,
+        ..Default::default()
+    };
+    for seed in 0..40 {
+        let m = ipuxla::xla_ir::generate::module(seed, &options).unwrap();
+        modules.push((format!("generated seed {seed}"), scheduled(&m)));
+    }
+    let mut weighed = 0;
+    for (name, m) in &modules {
+        let peaks = recompute::computation_peaks(m);
+        let mut c = m.entry_computation().clone();
+        for step in 0..4 {
+            let trials = Trials::new(&c, &peaks);
+            assert_eq!(trials.peak(), recompute::peak_of(&c, &peaks), "{name}");
+            let moves = candidates(&c);
+            for &mv in &moves {
+                let made = recompute::peak_of(&apply(&c, &[mv]), &peaks);
+                assert_eq!(trials.peak_after(mv), made, "{name}, step {step}, {mv:?}");
+                weighed += 1;
+            }
+            // Make the lowest move, or the first when none lowers the peak.
+            let Some(&next) = moves
+                .iter()
+                .min_by_key(|&&mv| trials.peak_after(mv))
+                .filter(|&&mv| trials.peak_after(mv) < trials.peak())
+                .or(moves.first())
+            else {
+                break;
+            };
+            c = apply(&c, &[next]);
+        }
+    }
+    assert!(weighed >= 100, "only {weighed} moves weighed");
+}

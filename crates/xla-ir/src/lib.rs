@@ -21,6 +21,7 @@ pub mod generate;
 pub mod ids;
 pub mod instruction;
 pub mod literal;
+mod literal_bits;
 pub mod metadata;
 pub mod module;
 pub mod narrow;

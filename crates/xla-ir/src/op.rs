@@ -254,7 +254,7 @@ impl BinaryOp {
 }
 
 /// The opcode of an instruction and the attributes that belong to it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 pub enum Op {
     /// `parameter(N)`: the N-th argument of the computation.
     Parameter {

@@ -10,6 +10,7 @@ use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::fmt;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use xla_ir::metadata::FrontendAttributes;
 use xla_ir::{Op, Shape, Sharding};
 
@@ -75,7 +76,7 @@ impl fmt::Display for HloNode {
 }
 
 /// Everything that defines an instruction except its operands and name.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 pub struct Signature {
     /// The op and its attributes.
     pub op: Op,
@@ -123,20 +124,59 @@ impl Signature {
 #[derive(Debug, Default)]
 pub struct Signatures {
     list: Vec<Signature>,
-    index: HashMap<String, SigId>,
+    /// The signatures with each [`Signature::hash_bits`], by id.
+    index: HashMap<u64, SmallVec<[SigId; 1]>>,
+}
+
+impl Signature {
+    /// A hash of everything, constants by their bits: [identical](Signature::identical)
+    /// signatures hash alike.
+    fn hash_bits(&self) -> u64 {
+        let mut state = DefaultHasher::new();
+        self.hash(&mut state);
+        if let Op::Constant { literal } = &self.op {
+            literal.hash_bits(&mut state);
+        }
+        state.finish()
+    }
+
+    /// Equal in every part, constants bit for bit (`-0.0` is not `0.0`; a NaN is itself).
+    fn identical(&self, other: &Signature) -> bool {
+        let Signature {
+            op,
+            shape,
+            frontend_attributes,
+            backend_config,
+            sharding,
+            unique,
+        } = self;
+        let same_op = match (op, &other.op) {
+            (Op::Constant { literal: a }, Op::Constant { literal: b }) => a.same_bits(b),
+            (a, b) => a == b,
+        };
+        same_op
+            && *shape == other.shape
+            && *frontend_attributes == other.frontend_attributes
+            && *backend_config == other.backend_config
+            && *sharding == other.sharding
+            && *unique == other.unique
+    }
 }
 
 impl Signatures {
-    /// The id of `sig`, adding it if new. Equal signatures get equal ids, so equal nodes
-    /// hash-cons (the key is the signature's debug text: floats print exactly).
+    /// The id of `sig`, adding it if new. [Identical](Signature::identical) signatures get
+    /// equal ids, so equal nodes hash-cons.
     pub fn intern(&mut self, sig: Signature) -> SigId {
-        let key = format!("{sig:?}");
-        if let Some(&id) = self.index.get(&key) {
+        let ids = self.index.entry(sig.hash_bits()).or_default();
+        if let Some(&id) = ids
+            .iter()
+            .find(|id| self.list[id.0 as usize].identical(&sig))
+        {
             return id;
         }
         let id = SigId(self.list.len() as u32);
         self.list.push(sig);
-        self.index.insert(key, id);
+        ids.push(id);
         id
     }
 
@@ -164,5 +204,34 @@ pub fn node(sigs: &mut Signatures, sig: Signature, children: &[Id]) -> HloNode {
         opcode,
         sig: sigs.intern(sig),
         children: children.iter().copied().collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use xla_ir::ArrayLiteral;
+
+    fn constant(value: f32) -> Signature {
+        let literal: xla_ir::Literal = ArrayLiteral::scalar_f32(value).into();
+        Signature::new(
+            Op::Constant { literal },
+            Shape::scalar(xla_ir::ElementType::F32),
+        )
+    }
+
+    #[test]
+    fn constants_are_one_signature_exactly_when_their_bits_are_equal() {
+        let mut sigs = Signatures::default();
+        let zero = sigs.intern(constant(0.0));
+        assert_eq!(sigs.intern(constant(0.0)), zero);
+        assert_ne!(sigs.intern(constant(-0.0)), zero);
+        let nan = sigs.intern(constant(f32::NAN));
+        assert_eq!(sigs.intern(constant(f32::NAN)), nan);
+        assert_ne!(sigs.intern(constant(-f32::NAN)), nan);
+        let mut tagged = constant(0.0);
+        tagged.backend_config = Some("x".into());
+        assert_ne!(sigs.intern(tagged), zero);
+        assert_eq!(sigs.len(), 5);
     }
 }

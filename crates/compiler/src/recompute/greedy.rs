@@ -4,7 +4,8 @@
 //! peak, to get past plateaus, did worse on `bench_transformer_fwd_bwd`: -22.9 % for
 //! +9.6 % work against -25.9 % for +6.0 %.)
 
-use super::moves::{apply, candidates};
+use super::moves::{Move, apply, candidates};
+use super::trial::Trials;
 use super::{Recomputed, budget_of, peak_of, work};
 use std::collections::HashMap;
 use xla_ir::Computation;
@@ -19,26 +20,27 @@ pub fn recompute(c: &Computation, peaks: &HashMap<CompId, u64>) -> (Computation,
     let mut added = 0u64;
     let mut values = 0usize;
     loop {
-        let mut best: Option<(f64, u64, Computation, u64)> = None;
+        let trials = Trials::new(&current, peaks);
+        let mut best: Option<(f64, u64, Move, u64)> = None;
         for m in candidates(&current) {
             let cost = work(&current, current.instr(m.value)).max(1);
             if added + cost > budget {
                 continue;
             }
-            let trial = apply(&current, &[m]);
-            let p = peak_of(&trial, peaks);
+            let p = trials.peak_after(m);
             if p >= peak {
                 continue;
             }
             let score = (peak - p) as f64 / cost as f64;
             if best.as_ref().is_none_or(|b| score > b.0) {
-                best = Some((score, p, trial, cost));
+                best = Some((score, p, m, cost));
             }
         }
-        let Some((_, p, trial, cost)) = best else {
+        let Some((_, p, m, cost)) = best else {
             break;
         };
-        current = trial;
+        current = apply(&current, &[m]);
+        debug_assert_eq!(peak_of(&current, peaks), p, "a trial's peak is the move's");
         peak = p;
         added += cost;
         values += 1;

@@ -6,6 +6,7 @@
 //!   where, and making a set of moves on a scheduled computation;
 //! - `greedy`: the heuristic: at the liveness peak, the move that lowers the peak most per
 //!   element recomputed, again until nothing lowers it or the budget is spent;
+//! - `trial`: the peak a move would give, without making it (what the heuristic weighs);
 //! - `exact`: every subset of the moves, for computations of at most
 //!   [`exact::MAX_INSTRUCTIONS`] instructions: what the heuristic is judged against.
 //!
@@ -17,6 +18,7 @@ pub mod greedy;
 pub mod moves;
 pub mod pipeline;
 pub mod stash;
+pub mod trial;
 
 use crate::schedule::{Graph, live_bytes};
 use std::collections::HashMap;

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use xla_ir::ids::{CompId, InstrId};
-use xla_ir::{Computation, Op, Shape};
+use xla_ir::{Computation, Instruction, Op, Shape};
 
 /// A buffer: bytes, the node that defines it, the nodes that read it.
 #[derive(Debug, Clone)]
@@ -80,10 +80,51 @@ fn leaf_count(shape: &Shape) -> usize {
     }
 }
 
+/// The buffers of `instr`'s value when it names its operands' buffers instead of defining
+/// its own (`tuple`, `get-tuple-element`, `bitcast`; `dynamic-update-slice`, `scatter` and
+/// `while` update operand 0's in place), from the value of each operand (`operand(k)`);
+/// `None` when it defines its own.
+pub fn aliased_value<'v>(
+    comp: &Computation,
+    instr: &Instruction,
+    operand: impl Fn(usize) -> &'v [usize],
+) -> Option<Vec<usize>> {
+    let n = instr.operands.len();
+    Some(match &instr.op {
+        Op::Tuple => (0..n).flat_map(|k| operand(k).iter().copied()).collect(),
+        Op::GetTupleElement { index: k } => {
+            let tuple = &comp.instr(instr.operands[0]).shape;
+            match tuple.as_tuple() {
+                Some(items) => {
+                    let skip: usize = items[..*k as usize].iter().map(leaf_count).sum();
+                    let take = items.get(*k as usize).map_or(0, leaf_count);
+                    operand(0).iter().skip(skip).take(take).copied().collect()
+                }
+                None => operand(0).to_vec(),
+            }
+        }
+        Op::Bitcast => operand(0).to_vec(),
+        Op::DynamicUpdateSlice | Op::Scatter { .. } | Op::While { .. }
+            if n > 0 && operand(0).len() == leaf_count(&instr.shape) =>
+        {
+            operand(0).to_vec()
+        }
+        _ => return None,
+    })
+}
+
 impl Graph {
     /// The graph of `comp`; `callee_peaks` holds the peaks of computations already
     /// scheduled (callees first).
     pub fn of(comp: &Computation, callee_peaks: &HashMap<CompId, u64>) -> Graph {
+        Graph::with_values(comp, callee_peaks).0
+    }
+
+    /// [`Graph::of`], and the buffers each node's value consists of, leaf by leaf.
+    pub fn with_values(
+        comp: &Computation,
+        callee_peaks: &HashMap<CompId, u64>,
+    ) -> (Graph, Vec<Vec<usize>>) {
         let ids: Vec<InstrId> = comp.order().to_vec();
         // Each instruction's node, by arena index (ids are dense: a vector, not a map).
         let arena = ids.iter().map(|id| id.index() + 1).max().unwrap_or(0);
@@ -127,31 +168,9 @@ impl Graph {
                 .copied()
                 .max()
                 .unwrap_or(0);
-            value[i] = match &instr.op {
-                Op::Tuple => ops.iter().flat_map(|&o| value[o].clone()).collect(),
-                Op::GetTupleElement { index: k } => {
-                    let operand = &comp.instr(instr.operands[0]).shape;
-                    match operand.as_tuple() {
-                        Some(items) => {
-                            let skip: usize = items[..*k as usize].iter().map(leaf_count).sum();
-                            let take = items.get(*k as usize).map_or(0, leaf_count);
-                            value[ops[0]]
-                                .iter()
-                                .skip(skip)
-                                .take(take)
-                                .copied()
-                                .collect()
-                        }
-                        None => value[ops[0]].clone(),
-                    }
-                }
-                Op::Bitcast => value[ops[0]].clone(),
-                Op::DynamicUpdateSlice | Op::Scatter { .. } | Op::While { .. }
-                    if !ops.is_empty() && value[ops[0]].len() == leaf_count(&instr.shape) =>
-                {
-                    value[ops[0]].clone()
-                }
-                _ => leaf_sizes(&instr.shape)
+            let aliased = aliased_value(comp, instr, |k| &value[ops[k]]);
+            value[i] = aliased.unwrap_or_else(|| {
+                leaf_sizes(&instr.shape)
                     .into_iter()
                     .map(|size| {
                         buffers.push(Buffer {
@@ -163,8 +182,8 @@ impl Graph {
                         defines[i].push(buffers.len() - 1);
                         buffers.len() - 1
                     })
-                    .collect(),
-            };
+                    .collect()
+            });
         }
         let root = index(&comp.root);
         for &b in &value[root] {
@@ -176,7 +195,7 @@ impl Graph {
             .iter()
             .map(|&id| matches!(comp.instr(id).op, Op::Parameter { .. }))
             .collect();
-        g
+        (g, value)
     }
 
     /// A graph from raw parts (for tests and synthetic DAGs): node `i` depends on

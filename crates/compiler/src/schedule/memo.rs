@@ -1,9 +1,11 @@
 //! Schedules remembered across compiles, inside [`remembering`]: a caller that compiles
 //! one module several ways (the differential check compiles each generated module four
-//! times, for different tile counts and options) schedules each computation once. A
-//! schedule depends only on the computation's structure, the algorithm and its limits,
-//! which together are the key; outside `remembering` nothing is kept, so a compile's
-//! work, and what the benchmarks time, never depend on an earlier compile.
+//! times, for different tile counts and options) schedules each computation once, and
+//! [`schedule_module`](super::schedule_module) remembers within one module, so repeated
+//! layers are scheduled once. A schedule depends only on the computation's structure, the
+//! algorithm and its limits, which together are the key; outside `remembering` nothing is
+//! kept, so a compile's work, and what the benchmarks time, never depend on an earlier
+//! compile.
 
 use super::graph::{Graph, Structure};
 use super::{Algorithm, Limits};
@@ -47,22 +49,21 @@ pub(super) fn recall(
     limits: Limits,
     schedule: impl FnOnce() -> Vec<usize>,
 ) -> Vec<usize> {
-    let key = |g: &Graph| (g.structure(), algorithm, limits);
-    let known = MEMO.with(|m| m.borrow().as_ref().map(|memo| memo.get(&key(g)).cloned()));
-    match known {
-        // Not remembering.
-        None => schedule(),
-        Some(Some(order)) => order,
-        Some(None) => {
-            let order = schedule();
-            MEMO.with(|m| {
-                if let Some(memo) = m.borrow_mut().as_mut() {
-                    memo.insert(key(g), order.clone());
-                }
-            });
-            order
-        }
+    if MEMO.with(|m| m.borrow().is_none()) {
+        return schedule();
     }
+    let key = (g.structure(), algorithm, limits);
+    let known = MEMO.with(|m| m.borrow().as_ref().and_then(|memo| memo.get(&key).cloned()));
+    if let Some(order) = known {
+        return order;
+    }
+    let order = schedule();
+    MEMO.with(|m| {
+        if let Some(memo) = m.borrow_mut().as_mut() {
+            memo.insert(key, order.clone());
+        }
+    });
+    order
 }
 
 #[cfg(test)]

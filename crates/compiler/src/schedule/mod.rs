@@ -17,7 +17,7 @@ mod shortest_path;
 mod state;
 mod xla;
 
-pub use graph::Graph;
+pub use graph::{Graph, aliased_value};
 pub use liveness::{live_bytes, peak_liveness_bytes};
 pub use memo::remembering;
 pub use optimal::OPTIMAL_MAX;
@@ -181,25 +181,21 @@ pub fn schedule_module(module: &Module, algorithm: Algorithm, limits: Limits) ->
     let mut orders = HashMap::new();
     let mut peaks = HashMap::new();
     // Layers repeat: computations alike in structure are scheduled once.
-    let mut seen: HashMap<graph::Structure, Vec<usize>> = HashMap::new();
-    for &c in &computations {
-        let g = Graph::of(module.computation(c), &peaks);
-        let order = seen
-            .entry(g.structure())
-            .or_insert_with(|| {
-                memo::recall(&g, algorithm, limits, || {
-                    schedule_graph(&g, algorithm, limits)
-                })
-            })
-            .clone();
-        debug_assert!(
-            g.is_valid_order(&order),
-            "{} gave an invalid order",
-            algorithm.name()
-        );
-        peaks.insert(c, peak_liveness_bytes(&g, &order));
-        orders.insert(c, order.into_iter().map(|v| g.ids[v]).collect());
-    }
+    remembering(|| {
+        for &c in &computations {
+            let g = Graph::of(module.computation(c), &peaks);
+            let order = memo::recall(&g, algorithm, limits, || {
+                schedule_graph(&g, algorithm, limits)
+            });
+            debug_assert!(
+                g.is_valid_order(&order),
+                "{} gave an invalid order",
+                algorithm.name()
+            );
+            peaks.insert(c, peak_liveness_bytes(&g, &order));
+            orders.insert(c, order.into_iter().map(|v| g.ids[v]).collect());
+        }
+    });
     let peak_liveness_bytes = peaks.get(&module.entry).copied().unwrap_or(0);
     ModuleSchedule {
         computations,
