@@ -12,8 +12,8 @@ use crate::model::steps::ComputeCost;
 use crate::program::codelet::{CodeletRef, SameBytes};
 use crate::program::executable::{Executable, Region, TensorId};
 use codegen::{KernelCache, KernelId, KernelSpec, KernelTable, MatRef};
+use rustc_hash::FxHashSet;
 use smallvec::SmallVec;
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What a loaded vertex runs.
@@ -652,7 +652,7 @@ impl LoadedComputeSet {
 
     /// Stops copying batched results into `tensors` to the tiles: they are read from the
     /// batch scratch instead ([`crate::exec::shortcuts::kept_results`]).
-    pub(crate) fn keep_results(&mut self, tensors: &HashSet<TensorId>) {
+    pub(crate) fn keep_results(&mut self, tensors: &FxHashSet<TensorId>) {
         self.scatters.retain(|s| !tensors.contains(&s.dst.0));
     }
 

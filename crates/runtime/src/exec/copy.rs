@@ -20,7 +20,7 @@ use crate::exec::shortcuts::kept_results::KeptResult;
 use crate::model::layout::{Locator, destination_pieces, merged, read_intervals};
 use crate::program::executable::{Rearrange, RunSource, Tensor, TensorId};
 use rayon::prelude::*;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// A contiguous byte range of one tile's memory and where it sits in a host buffer.
 #[derive(Debug, Clone, Copy)]
@@ -291,7 +291,7 @@ impl LoadedRearrange {
         tensors: &[Tensor],
         r: &Rearrange,
     ) -> Result<LoadedRearrange, RuntimeError> {
-        LoadedRearrange::with_writes(system, tensors, r, true, &HashMap::new())
+        LoadedRearrange::with_writes(system, tensors, r, true, &FxHashMap::default())
     }
 
     /// [`LoadedRearrange::new`]; without `plan_writes` it only gathers (its destination is
@@ -303,7 +303,7 @@ impl LoadedRearrange {
         tensors: &[Tensor],
         r: &Rearrange,
         plan_writes: bool,
-        results: &HashMap<TensorId, KeptResult>,
+        results: &FxHashMap<TensorId, KeptResult>,
     ) -> Result<LoadedRearrange, RuntimeError> {
         let in_scratch: Vec<Option<&KeptResult>> =
             r.sources.iter().map(|s| results.get(s)).collect();

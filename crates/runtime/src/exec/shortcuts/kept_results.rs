@@ -18,7 +18,7 @@ use crate::program::executable::{Executable, RunSource, TensorId};
 use crate::program::runs::RunBlock;
 use crate::program::walk::uses_beside_kernel_vertices;
 use codegen::DType;
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 /// A tensor held in a compute set's batch scratch.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,7 +46,7 @@ pub(crate) fn plan(
     exe: &Executable,
     compute_sets: &mut [LoadedComputeSet],
     kept_windows: &[bool],
-) -> HashMap<TensorId, KeptResult> {
+) -> FxHashMap<TensorId, KeptResult> {
     let n = exe.tensors.len();
     // Writes other than kernel vertices'; reads other than kernel vertices' and unkept
     // rearrangements'.
@@ -92,7 +92,7 @@ pub(crate) fn plan(
     // writes run long (see `LoadedRearrange::with_writes`).
     let mut first_read: Vec<Vec<u32>> = vec![Vec::new(); compute_sets.len()];
     // Per eligible tensor: `(first element, elements, batch)` of each vertex result, sorted.
-    let mut results_of: HashMap<TensorId, Vec<VertexResult>> = HashMap::new();
+    let mut results_of: FxHashMap<TensorId, Vec<VertexResult>> = FxHashMap::default();
     for cs in compute_sets.iter() {
         for s in cs.batched().1.iter().filter(|s| eligible(s.dst.0)) {
             results_of
@@ -135,7 +135,7 @@ pub(crate) fn plan(
             }
         }
     }
-    let mut kept: HashMap<TensorId, KeptResult> = HashMap::new();
+    let mut kept: FxHashMap<TensorId, KeptResult> = FxHashMap::default();
     for (ci, cs) in compute_sets.iter_mut().enumerate() {
         cs.relayout_batches(&first_read[ci]);
         let (batches, scatters) = cs.batched();
@@ -159,7 +159,7 @@ pub(crate) fn plan(
             ok
         }) && next == exe.tensors[t.0 as usize].elements
     });
-    let tensors: HashSet<TensorId> = kept.keys().copied().collect();
+    let tensors: FxHashSet<TensorId> = kept.keys().copied().collect();
     for cs in compute_sets.iter_mut() {
         cs.keep_results(&tensors);
     }

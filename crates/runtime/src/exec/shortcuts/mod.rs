@@ -28,8 +28,8 @@ use codegen::KernelId;
 use kept_results::KeptResult;
 use operand_views::OperandViews;
 use rayon::prelude::*;
+use rustc_hash::FxHashMap;
 use scratch_reads::ScratchReads;
-use std::collections::HashMap;
 
 /// What the shortcuts decided for one executable.
 #[derive(Debug, Default)]
@@ -37,7 +37,7 @@ pub(crate) struct HostPlan {
     /// By rearrangement: its windows are kept and its destination is never written.
     pub kept_windows: Vec<bool>,
     /// Matrix-product results left in a compute set's batch scratch.
-    pub results: HashMap<TensorId, KeptResult>,
+    pub results: FxHashMap<TensorId, KeptResult>,
     /// Rearrangements skipped because their readers read the batch scratch.
     pub scratch_reads: ScratchReads,
 }
@@ -68,7 +68,7 @@ impl HostPlan {
         if !shortcuts {
             let plan = HostPlan {
                 kept_windows: views.kept,
-                results: HashMap::new(),
+                results: FxHashMap::default(),
                 scratch_reads: ScratchReads::none(exe),
             };
             return Ok((compute_sets, plan));

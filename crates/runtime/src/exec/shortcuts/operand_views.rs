@@ -23,7 +23,7 @@ use crate::program::runs::RunBlock;
 use crate::program::walk::uses_beside_vertices;
 use codegen::{DType, KernelSpec};
 use rayon::prelude::*;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// Where a vertex's matrix operand lies in a kept window: element `(r, c)` is window element
 /// `at + r * rs + c * cs`.
@@ -45,7 +45,7 @@ pub(crate) struct OperandViews {
     /// By rearrangement index: the destination is never written; the windows are kept.
     pub kept: Vec<bool>,
     /// The view each vertex input reads.
-    views: HashMap<VertexInput, View>,
+    views: FxHashMap<VertexInput, View>,
 }
 
 /// `(compute set, vertex, input)`; a compute set's codelet vertices are numbered after its
@@ -67,14 +67,14 @@ impl OperandViews {
     pub(crate) fn none(exe: &Executable) -> OperandViews {
         OperandViews {
             kept: vec![false; exe.rearranges.len()],
-            views: HashMap::new(),
+            views: FxHashMap::default(),
         }
     }
 
     /// Finds the rearrangements of `exe` (validated) whose destinations need not be written.
     pub(crate) fn plan(exe: &Executable) -> OperandViews {
         let (mut writes, mut other_reads) = uses_beside_vertices(exe, |_| true);
-        let mut candidates: HashMap<u32, Vec<Candidate>> = HashMap::new();
+        let mut candidates: FxHashMap<u32, Vec<Candidate>> = FxHashMap::default();
         for (ci, cs) in exe.compute_sets.iter().enumerate() {
             for (vi, v) in cs.vertices.iter().enumerate() {
                 v.outputs
@@ -162,7 +162,7 @@ impl OperandViews {
             .collect();
         let mut plan = OperandViews {
             kept: matched.iter().map(Option::is_some).collect(),
-            views: HashMap::new(),
+            views: FxHashMap::default(),
         };
         plan.views.extend(matched.into_iter().flatten().flatten());
         plan

@@ -17,7 +17,7 @@ use crate::exec::shortcuts::operand_views::View;
 use crate::program::executable::TensorId;
 use codegen::{MatRef, gemm_f32_refs};
 use rayon::prelude::*;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// A matrix-product vertex whose operands are both kept-window views.
 #[derive(Debug, Clone, Copy)]
@@ -96,7 +96,7 @@ fn key(v: View) -> ViewKey {
 
 /// Groups `products` (indices) into runs that one gemm computes when `shared` is shared.
 fn runs(products: &[ViewedProduct], shared: Shared) -> Vec<Vec<usize>> {
-    let mut groups: HashMap<BatchKey, Vec<usize>> = HashMap::new();
+    let mut groups: FxHashMap<BatchKey, Vec<usize>> = FxHashMap::default();
     for (i, p) in products.iter().enumerate() {
         // The shared operand exactly, the K extent, the other's fixed extent and layout.
         let k = match shared {
@@ -186,7 +186,7 @@ fn merge_grid(batches: Vec<Batch>, scatters: &mut [Option<Scatter>], shared: Sha
         Shared::Lhs => (b.a.at as isize, b.rows as isize, b.a.rs),
         Shared::Rhs => (b.b.at as isize, b.cols as isize, b.b.cs),
     };
-    let mut groups: HashMap<BatchKey, Vec<usize>> = HashMap::new();
+    let mut groups: FxHashMap<BatchKey, Vec<usize>> = FxHashMap::default();
     for (i, b) in batches.iter().enumerate() {
         groups.entry(group_key(b)).or_default().push(i);
     }

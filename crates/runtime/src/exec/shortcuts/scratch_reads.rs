@@ -23,7 +23,7 @@ use crate::program::executable::{Executable, Program, Rearrange, RunSource, Tens
 use crate::program::walk::uses_beside_kernel_vertices;
 use codegen::KernelSpec;
 use rayon::prelude::*;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// The rearrangements whose destinations are read from a batch scratch instead.
 #[derive(Debug, Default)]
@@ -31,7 +31,7 @@ pub(crate) struct ScratchReads {
     /// By rearrangement: skipped on the host (its destination is never written).
     pub skipped: Vec<bool>,
     /// Each unwritten destination's rearrangement.
-    pub dst: HashMap<TensorId, usize>,
+    pub dst: FxHashMap<TensorId, usize>,
 }
 
 impl ScratchReads {
@@ -39,7 +39,7 @@ impl ScratchReads {
     pub(crate) fn none(exe: &Executable) -> ScratchReads {
         ScratchReads {
             skipped: vec![false; exe.rearranges.len()],
-            dst: HashMap::new(),
+            dst: FxHashMap::default(),
         }
     }
 }
@@ -50,7 +50,7 @@ pub(crate) fn plan(
     exe: &Executable,
     compute_sets: &mut [LoadedComputeSet],
     kept_windows: &[bool],
-    results: &HashMap<TensorId, KeptResult>,
+    results: &FxHashMap<TensorId, KeptResult>,
     pool: &rayon::ThreadPool,
 ) -> ScratchReads {
     let mut out = ScratchReads::none(exe);
@@ -129,7 +129,7 @@ pub(crate) fn plan(
             .collect()
     });
     // Each summing vertex's scratch inputs, set at once.
-    let mut by_vertex: HashMap<(usize, usize), Vec<ScratchInput>> = HashMap::new();
+    let mut by_vertex: FxHashMap<(usize, usize), Vec<ScratchInput>> = FxHashMap::default();
     for (ri, s, redirects) in found {
         if redirects.is_empty() {
             continue;
@@ -248,8 +248,8 @@ struct Places<'e> {
     sequences: Vec<&'e [Program]>,
     /// By sequence: it lies in a function (which may run from several calls).
     in_function: Vec<bool>,
-    executions: HashMap<usize, Vec<(usize, usize)>>,
-    rearranges: HashMap<usize, Vec<(usize, usize)>>,
+    executions: FxHashMap<usize, Vec<(usize, usize)>>,
+    rearranges: FxHashMap<usize, Vec<(usize, usize)>>,
 }
 
 impl<'e> Places<'e> {
@@ -257,8 +257,8 @@ impl<'e> Places<'e> {
         let mut places = Places {
             sequences: Vec::new(),
             in_function: Vec::new(),
-            executions: HashMap::new(),
-            rearranges: HashMap::new(),
+            executions: FxHashMap::default(),
+            rearranges: FxHashMap::default(),
         };
         places.walk(std::slice::from_ref(&exe.program), false);
         for f in &exe.functions {
@@ -318,7 +318,7 @@ impl<'e> Places<'e> {
     /// `sum` once, after `r` in the same sequence of the main program (not a function),
     /// with only rearrangements and compute sets other than `product` between them.
     fn in_order(&self, product: usize, r: usize, sum: usize) -> bool {
-        let once = |m: &HashMap<usize, Vec<(usize, usize)>>, k: usize| match m.get(&k) {
+        let once = |m: &FxHashMap<usize, Vec<(usize, usize)>>, k: usize| match m.get(&k) {
             Some(v) if v.len() == 1 => Some(v[0]),
             _ => None,
         };
