@@ -81,6 +81,9 @@ pub struct BenchResult {
     pub lower_ms: f64,
     /// Loading: checks, JIT compilation of the kernels, tile memory, ms.
     pub load_ms: f64,
+    /// Where loading's time went, by phase (`load_checks_ms`, `load_costs_ms`, ... in the
+    /// JSON; the rest of `load_ms` is moving the executable into the engine).
+    pub load_times: runtime::LoadTimes,
     /// Median host time of one run (feeding inputs to reading results), ms.
     pub run_ms_median: f64,
     /// Fastest run, ms.
@@ -115,6 +118,11 @@ pub struct BenchResult {
     pub xla: Option<XlaFigures>,
 }
 
+/// A duration in milliseconds.
+fn ms(d: std::time::Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
 impl BenchResult {
     /// compile_ms over XLA's.
     pub fn compile_ratio(&self) -> Option<f64> {
@@ -135,6 +143,12 @@ impl BenchResult {
             "parse_ms": self.parse_ms,
             "lower_ms": self.lower_ms,
             "load_ms": self.load_ms,
+            "load_checks_ms": ms(self.load_times.checks),
+            "load_costs_ms": ms(self.load_times.costs),
+            "load_kernels_ms": ms(self.load_times.kernels),
+            "load_host_plan_ms": ms(self.load_times.host_plan),
+            "load_rearrangements_ms": ms(self.load_times.rearrangements),
+            "load_memory_ms": ms(self.load_times.memory),
             "run_ms_median": self.run_ms_median,
             "run_ms_min": self.run_ms_min,
             "runs": self.runs,
@@ -232,6 +246,7 @@ pub fn bench_case(dir: &Path, options: &BenchOptions) -> anyhow::Result<BenchRes
         parse_ms,
         lower_ms,
         load_ms,
+        load_times: loaded.load_times(),
         run_ms_median: median(&times),
         run_ms_min: times[0],
         runs: times.len(),

@@ -490,6 +490,11 @@ impl LoadedModule {
         )?)
     }
 
+    /// Where the host's time went loading the executable, by phase (replica 0's).
+    pub fn load_times(&self) -> runtime::LoadTimes {
+        self.engine.engine(0).load_times()
+    }
+
     /// Where the host's time went in the last run, by kind of step.
     pub fn host_times(&self) -> runtime::HostTimes {
         self.engine.engine(0).host_times()

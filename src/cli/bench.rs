@@ -17,7 +17,8 @@ pub struct BenchArgs {
     /// every `fixtures/conformance/bench_*` (XLA's) and `fixtures/builder/bench_*` (made
     /// with the HLO builder) under the current directory.
     pub cases: Vec<PathBuf>,
-    /// Print JSON: one object per case, an array for several.
+    /// Print JSON: one object per case, an array for several; it adds where the host time of
+    /// loading and of a run went, by phase (`load_costs_ms`, `host_compute_ms`, ...).
     #[arg(long)]
     pub json: bool,
     /// Timed runs per case; the median and minimum are reported.

@@ -29,7 +29,7 @@ pub use device::selection::{DeviceId, SelectionOrder, device_ids};
 pub use device::system::{Hop, LinkKind, System};
 pub use device::target::{IpuVersion, Target};
 pub use error::{CodeSplit, RuntimeError};
-pub use exec::engine::{Engine, EngineOptions, HostIo, HostTimes, Progress};
+pub use exec::engine::{Engine, EngineOptions, HostIo, HostTimes, LoadTimes, Progress};
 pub use exec::rendezvous::Transport;
 pub use exec::replicated::{COLLECTIVE_WAIT_LIMIT, ReplicatedEngine};
 pub use model::code;

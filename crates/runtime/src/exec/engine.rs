@@ -90,6 +90,24 @@ pub struct HostTimes {
     pub streams: Duration,
 }
 
+/// Host time loading an executable spent, by phase (where a bench case's `load_ms` goes).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LoadTimes {
+    /// Checking the executable (`validate`).
+    pub checks: Duration,
+    /// The IPU Model's costs of every step (what an estimate also computes).
+    pub costs: Duration,
+    /// JIT-compiling the kernels.
+    pub kernels: Duration,
+    /// The host's plan: operand views, loading the compute sets, kept results, scratch
+    /// reads.
+    pub host_plan: Duration,
+    /// Loading the rearrangements and copies (where each writes).
+    pub rearrangements: Duration,
+    /// Allocating tile memory.
+    pub memory: Duration,
+}
+
 /// A loaded executable with its device memory.
 pub struct Engine {
     exe: Executable,
@@ -97,6 +115,7 @@ pub struct Engine {
     costs: StepCosts,
     tiles: Tiles,
     host: HostTimes,
+    load: LoadTimes,
     pool: Arc<rayon::ThreadPool>,
     progress: Option<Progress>,
 }
@@ -149,17 +168,28 @@ impl Engine {
             .num_threads(options.threads)
             .build()
             .map_err(|e| run_error(format!("cannot start host threads: {e}")))?;
+        let mut load = LoadTimes::default();
+        let mut clock = Instant::now();
+        // The time since the last lap.
+        let mut lap = || {
+            let now = Instant::now();
+            std::mem::replace(&mut clock, now).elapsed()
+        };
         pool.install(|| validate(&exe))?;
+        load.checks = lap();
         let system = crate::model::collective::replica_system(&exe)?;
         let costs = pool.install(|| StepCosts::of(&exe, &system))?;
+        load.costs = lap();
         let mut kernels = KernelCache::new().map_err(|e| run_error(e.to_string()))?;
         // Kernels compile one after another (one JIT module); the compute sets then load
         // in parallel.
         let kernel_ids = (0..exe.compute_sets.len())
             .map(|cs| LoadedComputeSet::compile_kernels(&exe, cs, &mut kernels))
             .collect::<Result<Vec<_>, RuntimeError>>()?;
+        load.kernels = lap();
         let (compute_sets, plan) =
             HostPlan::plan(&exe, &costs, &kernel_ids, options.shortcuts, &pool)?;
+        load.host_plan = lap();
         // Planning a rearrangement's writes walks every piece it writes: in parallel.
         let rearranges = pool.install(|| {
             exe.rearranges
@@ -199,8 +229,11 @@ impl Engine {
                 Ok(((src, dst), LoadedRearrange::new(&system, &exe.tensors, &r)?))
             })
             .collect::<Result<HashMap<_, _>, RuntimeError>>()?;
+        load.rearrangements = lap();
+        let memory = memory::allocate(&exe);
+        load.memory = lap();
         let tiles = Tiles {
-            memory: memory::allocate(&exe),
+            memory,
             kernels,
             compute_sets,
             rearranges,
@@ -217,6 +250,7 @@ impl Engine {
             costs,
             tiles,
             host: HostTimes::default(),
+            load,
             pool: Arc::new(pool),
             progress: None,
         })
@@ -226,6 +260,11 @@ impl Engine {
     /// later run (None: stop): a progress indicator's hook.
     pub fn set_progress(&mut self, tell: Option<Progress>) {
         self.progress = tell;
+    }
+
+    /// Where the host's time went loading the executable.
+    pub fn load_times(&self) -> LoadTimes {
+        self.load
     }
 
     /// Where the host's time went in the last run (the simulator's own cost, not the
@@ -325,6 +364,7 @@ impl Engine {
             costs,
             tiles,
             host,
+            load: _,
             pool,
             progress,
         } = self;
