@@ -131,8 +131,8 @@ fn a_multi_vertex_costs_what_its_workers_shares_cost_as_vertices() {
                 kernel: add_kernel().into(),
                 ipu: 0,
                 tile: 0,
-                inputs: vec![region(x), region(y)],
-                outputs: vec![region(z)],
+                inputs: smallvec::smallvec![region(x), region(y)],
+                outputs: smallvec::smallvec![region(z)],
                 run_length: 0,
                 grain,
             }
@@ -188,12 +188,12 @@ fn a_multi_vertex_costs_what_its_workers_shares_cost_as_vertices() {
             kernel: KernelSpec::Reduce(ReduceKernel::new(ReduceOp::Sum, DType::F32)).into(),
             ipu: 0,
             tile: 0,
-            inputs: vec![Region {
+            inputs: smallvec::smallvec![Region {
                 tensor: x,
                 start: 0,
                 len: 8,
             }],
-            outputs: vec![Region {
+            outputs: smallvec::smallvec![Region {
                 tensor: y,
                 start: 0,
                 len: 1,
@@ -437,7 +437,7 @@ fn bad_executables_are_refused_at_load_time() {
             kernel: add_kernel().into(),
             ipu: 0,
             tile: 1,
-            inputs: vec![
+            inputs: smallvec::smallvec![
                 Region {
                     tensor: x,
                     start: 0,
@@ -449,7 +449,7 @@ fn bad_executables_are_refused_at_load_time() {
                     len: 8,
                 },
             ],
-            outputs: vec![Region {
+            outputs: smallvec::smallvec![Region {
                 tensor: y,
                 start: 0,
                 len: 8,
@@ -473,8 +473,8 @@ fn bad_executables_are_refused_at_load_time() {
             kernel: add_kernel().into(),
             ipu: 0,
             tile: 0,
-            inputs: vec![region(start, 4), region(start, 4)],
-            outputs: vec![region(start, 4)],
+            inputs: smallvec::smallvec![region(start, 4), region(start, 4)],
+            outputs: smallvec::smallvec![region(start, 4)],
             run_length: 0,
             grain: 0,
         };
@@ -545,8 +545,8 @@ fn if_and_repeat_while_true_follow_device_values() {
             kernel: bump.into(),
             ipu: 0,
             tile: 0,
-            inputs: vec![one(counter)],
-            outputs: vec![one(counter)],
+            inputs: smallvec::smallvec![one(counter)],
+            outputs: smallvec::smallvec![one(counter)],
             run_length: 0,
             grain: 0,
         }],
@@ -557,8 +557,8 @@ fn if_and_repeat_while_true_follow_device_values() {
             kernel: below.into(),
             ipu: 0,
             tile: 0,
-            inputs: vec![one(counter)],
-            outputs: vec![one(flag)],
+            inputs: smallvec::smallvec![one(counter)],
+            outputs: smallvec::smallvec![one(flag)],
             run_length: 0,
             grain: 0,
         }],
@@ -643,8 +643,8 @@ fn a_matrix_product_vertex_runs_at_the_amp_rate() {
             kernel: kernel.into(),
             ipu: 0,
             tile: 1,
-            inputs: vec![whole(a, m * k), whole(w, k * n)],
-            outputs: vec![whole(c, m * n)],
+            inputs: smallvec::smallvec![whole(a, m * k), whole(w, k * n)],
+            outputs: smallvec::smallvec![whole(c, m * n)],
             run_length: 0,
             grain: 0,
         }],
@@ -1142,11 +1142,11 @@ fn transposed_product(dtype: DType, stream_blocks: bool) -> (Engine, TensorId, V
             kernel: kernel.clone().into(),
             ipu: 0,
             tile: 2 + h,
-            inputs: vec![
+            inputs: smallvec::smallvec![
                 region(blocks, h * m * k / 2, m * k / 2),
                 region([w, w3][h], 0, k * n),
             ],
-            outputs: vec![region(c, h * m * n / 2, m * n / 2)],
+            outputs: smallvec::smallvec![region(c, h * m * n / 2, m * n / 2)],
             run_length: 0,
             grain: 0,
         })
@@ -1368,8 +1368,8 @@ fn batched_product(stream_partials: bool) -> (Engine, TensorId, Vec<f32>, Vec<f3
             kernel: kernel.clone().into(),
             ipu: 0,
             tile: 2 + j,
-            inputs: vec![region(a, j * m * k, m * k), region(bb, j * k * h, k * h)],
-            outputs: vec![region(c, j * m * h, m * h)],
+            inputs: smallvec::smallvec![region(a, j * m * k, m * k), region(bb, j * k * h, k * h)],
+            outputs: smallvec::smallvec![region(c, j * m * h, m * h)],
             run_length: 0,
             grain: 0,
         })
@@ -1502,11 +1502,11 @@ fn k_split_product(stream_part: bool) -> (Engine, [TensorId; 2], [Vec<f32>; 2], 
                 kernel: kernel.clone().into(),
                 ipu: 0,
                 tile: t,
-                inputs: vec![
+                inputs: smallvec::smallvec![
                     region(a, t * m * kh, m * kh),
                     region(bb, t * kh * h, kh * h),
                 ],
-                outputs: vec![region(c, t * m * h, m * h)],
+                outputs: smallvec::smallvec![region(c, t * m * h, m * h)],
                 run_length: 0,
                 grain: 0,
             }
@@ -1532,8 +1532,11 @@ fn k_split_product(stream_part: bool) -> (Engine, [TensorId; 2], [Vec<f32>; 2], 
                 kernel: add_kernel().into(),
                 ipu: 0,
                 tile: t,
-                inputs: parts.map(|p| region(p, t * m * n / 2, m * n / 2)).to_vec(),
-                outputs: vec![region(out, t * m * n / 2, m * n / 2)],
+                inputs: parts
+                    .map(|p| region(p, t * m * n / 2, m * n / 2))
+                    .into_iter()
+                    .collect(),
+                outputs: smallvec::smallvec![region(out, t * m * n / 2, m * n / 2)],
                 run_length: 0,
                 grain: 0,
             })

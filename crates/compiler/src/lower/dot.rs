@@ -425,7 +425,7 @@ impl Lowerer<'_> {
                     kernel: kernel.clone(),
                     ipu: blk.tile / tpi,
                     tile: blk.tile % tpi,
-                    inputs: vec![
+                    inputs: smallvec::smallvec![
                         Region {
                             tensor: a_t.tensor,
                             start: a0 + j * mb * kb,
@@ -437,7 +437,7 @@ impl Lowerer<'_> {
                             len: kb * nb,
                         },
                     ],
-                    outputs: vec![Region {
+                    outputs: smallvec::smallvec![Region {
                         tensor: c_t.tensor,
                         start: c0 + j * mb * nb,
                         len: mb * nb,
@@ -550,7 +550,7 @@ impl Lowerer<'_> {
                     ipu: q.tile / tpi,
                     tile: q.tile % tpi,
                     inputs: (0..parts).map(part).collect(),
-                    outputs: vec![Region {
+                    outputs: smallvec::smallvec![Region {
                         tensor: out.tensor,
                         start: q.start,
                         len: q.len,

@@ -390,7 +390,7 @@ impl Lowerer<'_> {
                     ipu: p.tile / tpi,
                     tile: p.tile % tpi,
                     inputs: inputs.iter().map(|a| region(a.tensor)).collect(),
-                    outputs: vec![region(out.tensor)],
+                    outputs: smallvec::smallvec![region(out.tensor)],
                     run_length: 0,
                     grain: WORKER_GRAIN,
                 }

@@ -147,12 +147,12 @@ fn stage_vertices(
                 }),
                 ipu: items[i].tile / tpi,
                 tile: items[i].tile % tpi,
-                inputs: vec![Region {
+                inputs: smallvec::smallvec![Region {
                     tensor: input,
                     start: elem + a * len,
                     len: c * len,
                 }],
-                outputs: vec![Region {
+                outputs: smallvec::smallvec![Region {
                     tensor: dst,
                     start: at + a,
                     len: c,
@@ -434,12 +434,12 @@ impl Lowerer<'_> {
                     kernel: Arc::clone(&on_tile),
                     ipu: tile / tpi,
                     tile: tile % tpi,
-                    inputs: vec![Region {
+                    inputs: smallvec::smallvec![Region {
                         tensor: pieces,
                         start: first,
                         len: n,
                     }],
-                    outputs: vec![Region {
+                    outputs: smallvec::smallvec![Region {
                         tensor: partials.tensor,
                         start: i,
                         len: 1,
@@ -559,12 +559,12 @@ impl Lowerer<'_> {
                         kernel: Arc::clone(&stage2),
                         ipu: p.tile / tpi,
                         tile: p.tile % tpi,
-                        inputs: vec![Region {
+                        inputs: smallvec::smallvec![Region {
                             tensor: gathered.tensor,
                             start: first[r + a],
                             len: c * per_row,
                         }],
-                        outputs: vec![Region {
+                        outputs: smallvec::smallvec![Region {
                             tensor: result.tensor,
                             start: r + a,
                             len: c,

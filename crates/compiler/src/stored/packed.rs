@@ -104,15 +104,17 @@ impl<'a> Reader<'a> {
         String::from_utf8(s.to_vec()).map_err(|_| self.bad("a name that is not UTF-8"))
     }
 
-    fn regions(&mut self) -> Result<Vec<Region>, StoreError> {
+    /// A list of regions (a vertex's `Regions` or a codelet vertex's vector).
+    fn regions<C: Default + Extend<Region>>(&mut self) -> Result<C, StoreError> {
         let n = self.count(3)?;
-        let mut out = Vec::with_capacity(n);
+        let mut out = C::default();
         for _ in 0..n {
-            out.push(Region {
+            let region = Region {
                 tensor: TensorId(self.u32()?),
                 start: self.usize()?,
                 len: self.usize()?,
-            });
+            };
+            out.extend([region]);
         }
         Ok(out)
     }

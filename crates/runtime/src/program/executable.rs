@@ -104,6 +104,10 @@ pub struct Region {
     pub len: usize,
 }
 
+/// A vertex's regions read or written: inline up to two (most vertices read one or two
+/// regions and write one; hundreds of thousands of vertices each allocated two vectors).
+pub type Regions = smallvec::SmallVec<[Region; 2]>;
+
 /// A kernel instance on one tile, connected to regions of that tile's memory.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Vertex {
@@ -115,9 +119,9 @@ pub struct Vertex {
     /// The tile.
     pub tile: usize,
     /// Regions read, one per kernel input.
-    pub inputs: Vec<Region>,
+    pub inputs: Regions,
     /// Regions written, one per kernel output.
-    pub outputs: Vec<Region>,
+    pub outputs: Regions,
     /// For reductions: elements per run (the output region holds one partial per run).
     pub run_length: usize,
     /// 0 for a vertex one worker runs. Otherwise a multi-vertex (PopLibs' `MultiVertex`,
