@@ -194,7 +194,7 @@ pub fn instruction_count(module: &Module) -> usize {
 pub fn bench_case(dir: &Path, options: &BenchOptions) -> anyhow::Result<BenchResult> {
     let t0 = Instant::now();
     let case = Case::read(dir, &options.file)?;
-    let parse_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let parse_ms = ms(t0.elapsed());
     let stored = case.stored_inputs()?;
     let inputs = match &stored {
         Some(inputs) => inputs.clone(),
@@ -216,18 +216,18 @@ pub fn bench_case(dir: &Path, options: &BenchOptions) -> anyhow::Result<BenchRes
     for _ in 0..options.runs.max(1) {
         let t = Instant::now();
         outputs_and_profile = loaded.run_prepared(&prepared)?;
-        times.push(t.elapsed().as_secs_f64() * 1e3);
+        times.push(ms(t.elapsed()));
         let h = loaded.host_times();
-        host[0] += h.compute.as_secs_f64() * 1e3;
-        host[1] += h.exchange.as_secs_f64() * 1e3;
-        host[2] += h.streams.as_secs_f64() * 1e3;
+        host[0] += ms(h.compute);
+        host[1] += ms(h.exchange);
+        host[2] += ms(h.streams);
     }
     let host = host.map(|ms| ms / times.len() as f64);
     times.sort_by(f64::total_cmp);
     let (outputs, profile) = outputs_and_profile;
     let t = Instant::now();
     let estimate = loaded.estimate(&profile.decisions)?;
-    let estimate_ms = t.elapsed().as_secs_f64() * 1e3;
+    let estimate_ms = ms(t.elapsed());
     if estimate != profile {
         anyhow::bail!(
             "the model's estimate ({} cycles) differs from the run's profile ({} cycles)",
@@ -318,7 +318,7 @@ fn with_fields(json: &mut serde_json::Value, more: serde_json::Value) {
 pub fn estimate_case(dir: &Path, options: &BenchOptions) -> anyhow::Result<EstimateResult> {
     let t0 = Instant::now();
     let case = Case::read(dir, &options.file)?;
-    let parse_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let parse_ms = ms(t0.elapsed());
     let e = crate::device::estimate_on_ipu_model(
         &case.module,
         &options.config,
@@ -463,7 +463,7 @@ pub fn compile_scaling(layers: &[usize], config: &IpuConfig) -> anyhow::Result<V
         out.push(ScalingPoint {
             layers: n,
             instructions: instruction_count(&parsed),
-            compile_ms: t.elapsed().as_secs_f64() * 1e3,
+            compile_ms: ms(t.elapsed()),
         });
     }
     Ok(out)

@@ -27,6 +27,8 @@ pub struct Trials<'a> {
     at: Vec<u64>,
     /// Bytes live entering each step, before it defines anything.
     entering: Vec<u64>,
+    /// The last step needing each buffer (`None`: in the result).
+    dies: Vec<Option<usize>>,
 }
 
 impl<'a> Trials<'a> {
@@ -44,6 +46,7 @@ impl<'a> Trials<'a> {
         let entering = (0..n)
             .map(|k| at[k] - graph.defined_bytes(k) - graph.callee[k])
             .collect();
+        let dies = graph.buffers.iter().map(|b| b.dies_at(|u| u)).collect();
         Trials {
             comp,
             graph,
@@ -51,6 +54,7 @@ impl<'a> Trials<'a> {
             node,
             at,
             entering,
+            dies,
         }
     }
 
@@ -77,9 +81,7 @@ impl<'a> Trials<'a> {
         // The last steps (numbered with the copy at `p`) reading each buffer.
         let mut v_read = v;
         let mut copy_read = p;
-        let mut readers: Vec<usize> = g.buffers[bv].users.clone();
-        readers.sort_unstable();
-        for &i in &readers {
+        for &i in &g.buffers[bv].users {
             if i < p {
                 v_read = v_read.max(i);
                 continue;
@@ -115,27 +117,14 @@ impl<'a> Trials<'a> {
             copy_read
         };
         // Where `v`'s buffer lived before, in the same numbering.
-        let was = if g.buffers[bv].root_live {
-            last
-        } else {
-            let old = g.buffers[bv]
-                .users
-                .iter()
-                .copied()
-                .max()
-                .unwrap_or(v)
-                .max(v);
-            if old >= p { old + 1 } else { old }
+        let was = match self.dies[bv] {
+            None => last,
+            Some(old) if old >= p => old + 1,
+            Some(old) => old,
         };
         // The buffers the copy reads live on to it.
-        let kept: Vec<(usize, u64)> = g.uses[v]
-            .iter()
-            .map(|&b| &g.buffers[b])
-            .filter(|b| !b.root_live)
-            .filter_map(|b| {
-                let dies = b.users.iter().copied().max().unwrap_or(0).max(b.definer);
-                (dies < p).then_some((dies, b.size))
-            })
+        let kept: Vec<(usize, u64)> = (g.uses[v].iter())
+            .filter_map(|&b| Some((self.dies[b].filter(|&dies| dies < p)?, g.buffers[b].size)))
             .collect();
         (0..=last)
             .map(|k| {

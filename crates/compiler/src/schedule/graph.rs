@@ -14,10 +14,21 @@ pub struct Buffer {
     pub size: u64,
     /// The defining node.
     pub definer: usize,
-    /// Nodes reading it (through any alias), without duplicates.
+    /// Nodes reading it (through any alias), in node order, without duplicates.
     pub users: Vec<usize>,
     /// Part of the computation's result: live to the end.
     pub root_live: bool,
+}
+
+impl Buffer {
+    /// The last step that needs this buffer when each node `v` runs at step `step(v)`: its
+    /// last reader's or, unread, its definer's; `None` for a buffer in the computation's
+    /// result, live to the end. The one rule of where a buffer dies, for the estimator
+    /// and for recomputation's trials.
+    pub fn dies_at(&self, step: impl Fn(usize) -> usize) -> Option<usize> {
+        let last_read = self.users.iter().map(|&u| step(u)).max();
+        (!self.root_live).then(|| last_read.unwrap_or(0).max(step(self.definer)))
+    }
 }
 
 /// A graph's scheduling-relevant content (see [`Graph::structure`]); buffer users and
@@ -241,7 +252,8 @@ impl Graph {
         }
         for (i, us) in uses.iter().enumerate() {
             for &b in us {
-                if buffers[b].definer != i && !buffers[b].users.contains(&i) {
+                // Nodes come in order: a repeated use is the last one pushed.
+                if buffers[b].definer != i && buffers[b].users.last() != Some(&i) {
                     buffers[b].users.push(i);
                 }
             }

@@ -18,19 +18,9 @@ pub fn live_bytes(g: &Graph, order: &[usize]) -> Vec<u64> {
         pos[v] = k;
     }
     // The step after which each buffer is dead.
-    let mut dies = vec![0usize; g.buffers.len()];
-    for (b, buf) in g.buffers.iter().enumerate() {
-        dies[b] = if buf.root_live {
-            usize::MAX
-        } else {
-            buf.users
-                .iter()
-                .map(|&u| pos[u])
-                .max()
-                .unwrap_or(0)
-                .max(pos[buf.definer])
-        };
-    }
+    let dies: Vec<usize> = (g.buffers.iter())
+        .map(|buf| buf.dies_at(|v| pos[v]).unwrap_or(usize::MAX))
+        .collect();
     let mut freed_at = vec![0u64; order.len() + 1];
     for (b, buf) in g.buffers.iter().enumerate() {
         if dies[b] != usize::MAX {

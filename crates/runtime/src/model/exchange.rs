@@ -723,7 +723,7 @@ fn by_pairs_of_tiles(
     }
     if let (false, Some((source, 1 | -1))) = (traffic.keeping_stretches, source) {
         let reads = read_tiles.of(block, source, traffic.tiles_per_ipu);
-        return run_by_run_counting(traffic, block, (dst_at, reads), size, one_run);
+        return run_by_run_counting(traffic, block, (dst_at, source, reads), size, one_run);
     }
     let (ds, ss) = (block.dst_step as usize, block.src_step);
     let size = size as u64;
@@ -762,7 +762,7 @@ fn by_pairs_of_tiles(
             _ => source.span_at(lo),
         });
         if hi >= s.end {
-            one_run(traffic, run);
+            read_across(traffic, run, dst, source, size);
             i += 1;
             continue;
         }
@@ -784,11 +784,11 @@ fn by_pairs_of_tiles(
 /// a run within one interval of each side only adds its bytes to its two tiles, and the
 /// block is walked run by run with nothing else to work out (no stretch to grow, no
 /// repeat to count: most runs of a gather are alone in their source interval). `reads`:
-/// where each run reads ([`ReadTiles`]).
+/// where each run reads ([`ReadTiles`]) in `source`.
 fn run_by_run_counting(
     traffic: &mut Traffic,
     block: &RunBlock,
-    (dst_at, reads): (&Locator, &[ReadTile]),
+    (dst_at, source, reads): (&Locator, &Locator, &[ReadTile]),
     size: usize,
     one_run: &mut impl FnMut(&mut Traffic, Run),
 ) {
@@ -803,8 +803,12 @@ fn run_by_run_counting(
             d = dst_at.span_at(dst_start);
             written = d.ipu * tiles_per_ipu + d.tile;
         }
-        if dst_start + len > d.end || read == ReadTile::CROSSES {
+        if dst_start + len > d.end {
             one_run(traffic, block.run(i));
+            continue;
+        }
+        if read == ReadTile::CROSSES {
+            read_across(traffic, block.run(i), (d.ipu, d.tile), source, size as u64);
             continue;
         }
         traffic.add_bytes(
@@ -813,6 +817,20 @@ fn run_by_run_counting(
             bytes,
         );
     }
+}
+
+/// Adds a run written within one destination interval, on tile `dst`, and read with stride
+/// -1, 0 or 1 across source intervals: what `add_runs`' run by run costing adds for it (its
+/// one destination piece), without locating the destination again (BERT's attention
+/// gathers: 300 000 such runs).
+fn read_across(traffic: &mut Traffic, run: Run, dst: (usize, usize), source: &Locator, size: u64) {
+    let RunSource::Tensor { start, stride, .. } = run.source else {
+        unreachable!("a run read across source intervals reads a tensor")
+    };
+    debug_assert!(matches!(stride, -1..=1), "read_across takes unit strides");
+    source.pieces(start, stride, run.len, size, |(si, st, at, m)| {
+        traffic.add((si, st), dst, (at, stride), m, size)
+    });
 }
 
 /// How many more runs fit both in the destination and in the source: `(room, step)` each,
