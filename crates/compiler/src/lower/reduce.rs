@@ -124,8 +124,10 @@ fn stage_vertices(
         None => (partials, it.out),
     };
     let tpi = target.tiles_per_ipu;
-    let mut vertices = Vec::new();
-    let (mut i, mut elem) = (0, 0);
+    // The runs `i..j` of items first, so the vertices (a run's items shared by up to one a
+    // worker) are allocated once: the transformer's reductions make 180 000.
+    let mut runs = Vec::new();
+    let mut i = 0;
     while i < items.len() {
         let (dst, at) = slot(&items[i]);
         let mut j = i + 1;
@@ -136,6 +138,15 @@ fn stage_vertices(
         {
             j += 1;
         }
+        runs.push((i, j));
+        i = j;
+    }
+    let workers = target.worker_contexts.max(1);
+    let count = runs.iter().map(|&(i, j)| (j - i).min(workers)).sum();
+    let mut vertices = Vec::with_capacity(count);
+    let mut elem = 0;
+    for (i, j) in runs {
+        let (dst, at) = slot(&items[i]);
         let len = items[i].len;
         for (a, c) in mapping::worker_split(j - i, target.worker_contexts, 1) {
             vertices.push(Vertex {
@@ -162,7 +173,6 @@ fn stage_vertices(
             });
         }
         elem += (j - i) * len;
-        i = j;
     }
     vertices
 }

@@ -194,13 +194,24 @@ pub fn worker_shares(len: usize, workers: usize, grain: usize) -> SmallVec<[(usi
 /// issues every `workers` cycles.
 pub fn tile_cycles(costs: &[VertexCost], workers: usize) -> u64 {
     let mut supervisor = 0;
-    let mut sorted: smallvec::SmallVec<[u64; 16]> = smallvec::SmallVec::new();
+    let (mut count, mut longest) = (0, 0);
     for c in costs {
         match c {
             VertexCost::Supervisor(cycles) => supervisor += cycles,
-            VertexCost::Worker(i) => sorted.push(*i),
+            VertexCost::Worker(i) => (count, longest) = (count + 1, longest.max(*i)),
         }
     }
+    // No more vertices than contexts: each has its own, and the longest decides (most
+    // tiles of most compute sets; gathering and sorting them cost more than the rest).
+    if count <= workers.max(1) {
+        return supervisor + longest * workers as u64;
+    }
+    let mut sorted: smallvec::SmallVec<[u64; 16]> = (costs.iter())
+        .filter_map(|c| match c {
+            VertexCost::Worker(i) => Some(*i),
+            VertexCost::Supervisor(_) => None,
+        })
+        .collect();
     sorted.sort_unstable_by(|a, b| b.cmp(a));
     let mut load: smallvec::SmallVec<[u64; 8]> = smallvec::smallvec![0; workers.max(1)];
     for i in sorted {
@@ -240,6 +251,51 @@ pub fn element_bytes(t: DType) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::test_numbers::numbers;
+
+    /// Longest first onto the least-loaded context, every vertex placed: what
+    /// [`tile_cycles`] must give, its shortcut for few vertices included.
+    fn longest_first(costs: &[VertexCost], workers: usize) -> u64 {
+        let mut supervisor = 0;
+        let mut sorted = Vec::new();
+        for c in costs {
+            match c {
+                VertexCost::Supervisor(cycles) => supervisor += cycles,
+                VertexCost::Worker(i) => sorted.push(*i),
+            }
+        }
+        sorted.sort_unstable_by(|a, b| b.cmp(a));
+        let mut load = vec![0u64; workers.max(1)];
+        for i in sorted {
+            *load.iter_mut().min().expect("a context") += i;
+        }
+        supervisor + load.into_iter().max().unwrap_or(0) * workers as u64
+    }
+
+    #[test]
+    fn tile_cycles_place_longest_first_on_the_least_loaded_context() {
+        let mut next = numbers(25);
+        for _ in 0..2000 {
+            let workers = next(8);
+            let costs: Vec<VertexCost> = (0..next(20))
+                .map(|_| match next(4) {
+                    0 => VertexCost::Supervisor(next(500) as u64),
+                    _ => VertexCost::Worker(next(300) as u64),
+                })
+                .collect();
+            assert_eq!(
+                tile_cycles(&costs, workers),
+                longest_first(&costs, workers),
+                "{costs:?} on {workers} workers"
+            );
+        }
+        // Six vertices on six contexts: the longest decides.
+        let six: Vec<VertexCost> = (1..=6).map(VertexCost::Worker).collect();
+        assert_eq!(tile_cycles(&six, 6), 36);
+        // A seventh of seven equal vertices shares a context: twice the cycles.
+        let seven = vec![VertexCost::Worker(10); 7];
+        assert_eq!(tile_cycles(&seven, 6), 20 * 6);
+    }
 
     #[test]
     fn workers_share_grains_two_or_more_each() {

@@ -293,9 +293,29 @@ impl SortedRuns {
         // Every run piece of every row must follow (base, rs, cs): walk the runs in order.
         let (mut i, mut r) = self.run_at(start)?;
         let mut e = 0;
+        // The first whole run walked in block `i` (`(block, run)`).
+        let mut whole_from = (usize::MAX, 0);
         while e < rows * cols {
             let block = self.blocks.get(i)?;
             let run = block.run(r);
+            if whole_from.0 != i {
+                whole_from = (i, r + usize::from(run.dst_start < start + e));
+            }
+            // Runs of a block that follow one another without gaps repeat their columns
+            // every `period` runs, `period * len / cols` rows on: once a period of them
+            // follows the matrix, the rest of the block does if a period moves the source
+            // by that many rows.
+            let len = block.first.len;
+            if block.dst_step == len as isize && r >= whole_from.1 {
+                let period = cols / gcd(len, cols);
+                if r - whole_from.1 >= period
+                    && period as isize * block.src_step == (period * len / cols) as isize * rs
+                {
+                    e += ((block.count - r) * len).min(rows * cols - e);
+                    (i, r) = (i + 1, 0);
+                    continue;
+                }
+            }
             (i, r) = match r + 1 < block.count {
                 true => (i, r + 1),
                 false => (i + 1, 0),
@@ -328,6 +348,14 @@ impl SortedRuns {
         }
         Some((source, usize::try_from(base).ok()?, rs, cs))
     }
+}
+
+/// The greatest common divisor of two counts (`gcd(0, n) = n`).
+fn gcd(mut a: usize, mut b: usize) -> usize {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
 }
 
 #[cfg(test)]
@@ -519,7 +547,7 @@ mod tests {
             // Rows of a source matrix (some transposed, some reversed, some from a second
             // source), pushed in destination order or shuffled, so that they make blocks of
             // many runs, descending blocks and interleaved ones.
-            let (rows, cols) = (1 + next(6), 1 + next(5));
+            let (rows, cols) = (1 + next(12), 1 + next(5));
             let width = cols + next(4);
             let mut runs = Vec::new();
             let (mode, shift) = (next(3), next(2));
