@@ -187,7 +187,10 @@ fn compute_cycles(vertices: &[Vertex], target: &Target) -> u64 {
             ((v.ipu, v.tile), cost)
         })
         .collect();
-    costs.sort_by_key(|&(tile, _)| tile);
+    // Stage vertices come in tile order: most need no sort.
+    if !costs.is_sorted_by_key(|&(tile, _)| tile) {
+        costs.sort_by_key(|&(tile, _)| tile);
+    }
     let mut on_tile: Vec<VertexCost> = Vec::new();
     (costs.chunk_by(|a, b| a.0 == b.0))
         .map(|tile| {
