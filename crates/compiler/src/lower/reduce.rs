@@ -124,8 +124,8 @@ fn stage_vertices(
         None => (partials, it.out),
     };
     let tpi = target.tiles_per_ipu;
-    // The runs `i..j` of items first, so the vertices (a run's items shared by up to one a
-    // worker) are allocated once: the transformer's reductions make 180 000.
+    // The runs `i..j` of items first, so the vertices (each run's items split among up to
+    // one vertex a worker context) are allocated once: the transformer's make 180 000.
     let mut runs = Vec::new();
     let mut i = 0;
     while i < items.len() {
