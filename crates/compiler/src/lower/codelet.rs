@@ -1,7 +1,8 @@
 //! Ops the kernel IR does not express (convolutions, sorts, gathers, scatters, dynamic
 //! slices, windowed reductions with general reducers, narrow-integer arithmetic) run as
-//! native codelets on tiles: each vertex evaluates the op with the reference semantics on
-//! the slices its tile holds. Where the op splits (`codelet_split`: along several result
+//! native codelets on tiles: each vertex computes the op with the reference semantics on
+//! the slices its tile holds, on the tile's bytes where `native_ops` has the op (gathers,
+//! scatters, dynamic slices, integer products), else through the evaluator. Where the op splits (`codelet_split`: along several result
 //! dimensions at once) the work is spread over tiles, each receiving its operand slices by
 //! exchange, and the parts write the result in place or have it assembled; element-wise
 //! ops split like any element-wise kernel. Ops that do not split run on one tile.
@@ -10,6 +11,7 @@ use super::codelet_split::{self, Cut, PartCost, Room, Split, split_of};
 use super::conv_codelet::{ConvCodelet, ConvPlans, SharedPatches};
 use super::mapping::{self, Piece};
 use super::movement::{Src, affine_runs, flat, runs_of};
+use super::native_ops::NativeOp;
 use super::{Arr, Here, Lowerer, Scope, Value};
 use crate::CompileError;
 use crate::device_data::{f32_slice, from_device, to_device, write_f32s};
@@ -46,6 +48,9 @@ pub(crate) struct EvalCodelet {
     /// An f32 pool or pool gradient with its windows planned once: run on the tile's
     /// bytes directly, with the evaluator's results (a host-side speed-up only).
     window: Option<xla_ir::eval::WindowOp>,
+    /// A gather, scatter, dynamic slice or integer product run on the tile's bytes
+    /// directly, with the evaluator's results (a host-side speed-up only).
+    native: Option<NativeOp>,
 }
 
 impl EvalCodelet {
@@ -92,10 +97,12 @@ pub(crate) fn codelet_of(
     let prepared =
         xla_ir::eval::Prepared::new(&source.module).map_err(|e| format!("{}: {e}", source.name))?;
     let window = xla_ir::eval::WindowOp::of(&source.module);
+    let native = NativeOp::of(&source.module, &source.inputs);
     Ok(CodeletRef::new(EvalCodelet {
         source: Arc::new(source),
         prepared,
         window,
+        native,
     }))
 }
 
@@ -114,6 +121,11 @@ impl Codelet for EvalCodelet {
 
     fn run(&self, inputs: &[&[u8]], outputs: &mut [&mut [u8]]) -> Result<(), String> {
         let source = &*self.source;
+        if let Some(native) = &self.native {
+            return native
+                .run(inputs, outputs)
+                .map_err(|e| format!("{}: {e}", source.name));
+        }
         if let (Some(window), [out]) = (&self.window, &mut *outputs) {
             let values: Vec<_> = inputs.iter().map(|b| f32_slice(b)).collect();
             let values: Vec<&[f32]> = values.iter().map(|v| &v[..]).collect();

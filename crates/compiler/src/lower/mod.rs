@@ -15,6 +15,7 @@ mod feeds;
 mod mapping;
 mod memory;
 mod movement;
+mod native_ops;
 mod pipeline;
 mod reduce;
 mod scatter;

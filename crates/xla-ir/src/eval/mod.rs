@@ -21,6 +21,7 @@ mod movement;
 mod random;
 mod reduce;
 mod replicas;
+mod scatter_op;
 mod sort;
 mod window_op;
 
@@ -31,6 +32,8 @@ use std::cell::RefCell;
 use std::fmt;
 
 pub use feeds::{FeedNames, Feeds};
+pub use movement::{dynamic_slice_sources, dynamic_update_targets, gather_sources};
+pub use scatter_op::ScatterOp;
 pub use window_op::WindowOp;
 
 /// An evaluation failure, naming the instruction (and the calls that led to it).

@@ -165,13 +165,40 @@ pub(super) fn iota(shape: &ArrayShape, dimension: i64) -> OpResult {
     out(shape, data)
 }
 
-/// Start indices clamped so that a window of `sizes` fits in `dims`.
-fn clamped_starts(starts: &[&ArrayLiteral], dims: &[i64], sizes: &[i64]) -> Vec<i64> {
+/// `starts` clamped so that a window of `sizes` fits in `dims` (XLA's dynamic slices).
+fn clamp_starts(starts: &[i64], dims: &[i64], sizes: &[i64]) -> Vec<i64> {
     starts
         .iter()
         .zip(dims.iter().zip(sizes))
-        .map(|(s, (&d, &size))| index_value(&s.data, 0).clamp(0, (d - size).max(0)))
+        .map(|(&s, (&d, &size))| s.clamp(0, (d - size).max(0)))
         .collect()
+}
+
+/// The row-major positions in an array of `dims` of a window of `sizes` at `starts`
+/// (clamped, as XLA clamps a dynamic slice's), in the window's row-major order.
+fn window_positions(dims: &[i64], starts: &[i64], sizes: &[i64]) -> Vec<usize> {
+    let starts = clamp_starts(starts, dims, sizes);
+    let s = strides(dims);
+    index_map(sizes, |i| {
+        i.iter()
+            .zip(&starts)
+            .zip(&s)
+            .map(|((&v, &st), &k)| (v + st) as usize * k)
+            .sum()
+    })
+}
+
+/// For each element of a dynamic slice of `sizes` at `starts` (unclamped) from an array of
+/// `dims`, the array element it takes (row-major positions): the evaluator's dynamic
+/// slice, for kernels that move the elements themselves.
+pub fn dynamic_slice_sources(dims: &[i64], starts: &[i64], sizes: &[i64]) -> Vec<usize> {
+    window_positions(dims, starts, sizes)
+}
+
+/// For each element of a dynamic update slice's update of `sizes` at `starts` (unclamped)
+/// into an array of `dims`, the array element it replaces (row-major positions).
+pub fn dynamic_update_targets(dims: &[i64], starts: &[i64], sizes: &[i64]) -> Vec<usize> {
+    window_positions(dims, starts, sizes)
 }
 
 pub(super) fn dynamic_slice(
@@ -180,34 +207,26 @@ pub(super) fn dynamic_slice(
     sizes: &[i64],
 ) -> OpResult {
     let x = operands[0];
-    let starts = clamped_starts(&operands[1..], &x.shape.dims, sizes);
-    let s = strides(&x.shape.dims);
-    let map = index_map(&shape.dims, |i| {
-        i.iter()
-            .zip(&starts)
-            .zip(&s)
-            .map(|((&v, &st), &k)| (v + st) as usize * k)
-            .sum()
-    });
+    let starts: Vec<i64> = operands[1..]
+        .iter()
+        .map(|s| index_value(&s.data, 0))
+        .collect();
+    let map = dynamic_slice_sources(&x.shape.dims, &starts, sizes);
+    debug_assert_eq!(map.len(), count(&shape.dims));
     out(shape, take(&x.data, &map))
 }
 
 pub(super) fn dynamic_update_slice(operands: &[&ArrayLiteral]) -> OpResult {
     let (x, update) = (operands[0], operands[1]);
-    let starts = clamped_starts(&operands[2..], &x.shape.dims, &update.shape.dims);
-    let s = strides(&x.shape.dims);
+    let starts: Vec<i64> = operands[2..]
+        .iter()
+        .map(|s| index_value(&s.data, 0))
+        .collect();
+    let targets = dynamic_update_targets(&x.shape.dims, &starts, &update.shape.dims);
     let mut data = x.data.clone();
-    let mut k = 0;
-    for_each_index(&update.shape.dims, |i| {
-        let to = i
-            .iter()
-            .zip(&starts)
-            .zip(&s)
-            .map(|((&v, &st), &st2)| (v + st) as usize * st2)
-            .sum();
+    for (k, &to) in targets.iter().enumerate() {
         array::copy_element(&mut data, to, &update.data, k);
-        k += 1;
-    });
+    }
     out(&x.shape, data)
 }
 
@@ -225,20 +244,22 @@ pub(super) fn with_vector_dim(
     full
 }
 
-/// Reads the start index vector at `full` (index vector dimension iterated over `k`).
+/// Reads the start index vector at `full` (index vector dimension iterated over `k`) from
+/// an index array of `dims` whose row-major element `i` is `index(i)`.
 pub(super) fn start_vector(
-    indices: &ArrayLiteral,
+    dims: &[i64],
+    index: &dyn Fn(usize) -> i64,
     full: &mut [i64],
     index_vector_dim: usize,
     len: usize,
 ) -> Vec<i64> {
-    let s = strides(&indices.shape.dims);
+    let s = strides(dims);
     (0..len)
         .map(|k| {
-            if index_vector_dim < indices.shape.rank() {
+            if index_vector_dim < dims.len() {
                 full[index_vector_dim] = k as i64;
             }
-            index_value(&indices.data, linear(full, &s))
+            index(linear(full, &s))
         })
         .collect()
 }
@@ -250,16 +271,40 @@ pub(super) fn gather(
     dn: &GatherDims,
     slice_sizes: &[i64],
 ) -> OpResult {
-    let rank = operand.shape.rank();
+    let index = |i: usize| index_value(&indices.data, i);
+    let map = gather_sources(
+        &operand.shape.dims,
+        &indices.shape.dims,
+        &index,
+        &shape.dims,
+        dn,
+        slice_sizes,
+    );
+    out(shape, take(&operand.data, &map))
+}
+
+/// For each element of a gather's result of `out_dims` (row-major), the element of the
+/// operand of `dims` it takes (row-major), the index array of `index_dims` read through
+/// `index` (its row-major element `i`): the evaluator's gather, for kernels that move the
+/// elements themselves.
+pub fn gather_sources(
+    dims: &[i64],
+    index_dims: &[i64],
+    index: &dyn Fn(usize) -> i64,
+    out_dims: &[i64],
+    dn: &GatherDims,
+    slice_sizes: &[i64],
+) -> Vec<usize> {
+    let rank = dims.len();
     let ivd = dn.index_vector_dim as usize;
-    let s = strides(&operand.shape.dims);
+    let s = strides(dims);
     let offset_operand_dims: Vec<usize> = (0..rank)
         .filter(|&d| {
             !dn.collapsed_slice_dims.contains(&(d as i64))
                 && !dn.operand_batching_dims.contains(&(d as i64))
         })
         .collect();
-    let map = index_map(&shape.dims, |out_index| {
+    index_map(out_dims, |out_index| {
         let batch: Vec<i64> = (0..out_index.len())
             .filter(|d| !dn.offset_dims.contains(&(*d as i64)))
             .map(|d| out_index[d])
@@ -269,12 +314,12 @@ pub(super) fn gather(
             .iter()
             .map(|&d| out_index[d as usize])
             .collect();
-        let mut full = with_vector_dim(&batch, ivd, indices.shape.rank());
-        let starts = start_vector(indices, &mut full, ivd, dn.start_index_map.len());
+        let mut full = with_vector_dim(&batch, ivd, index_dims.len());
+        let starts = start_vector(index_dims, index, &mut full, ivd, dn.start_index_map.len());
         let mut operand_index = vec![0i64; rank];
         for (k, &d) in dn.start_index_map.iter().enumerate() {
             let d = d as usize;
-            operand_index[d] = starts[k].clamp(0, operand.shape.dims[d] - slice_sizes[d]);
+            operand_index[d] = starts[k].clamp(0, dims[d] - slice_sizes[d]);
         }
         set_batching_starts(
             &mut operand_index,
@@ -282,14 +327,13 @@ pub(super) fn gather(
             &dn.start_indices_batching_dims,
             &batch,
             ivd,
-            indices.shape.rank(),
+            index_dims.len(),
         );
         for (j, &d) in offset_operand_dims.iter().enumerate() {
             operand_index[d] += window[j];
         }
         linear(&operand_index, &s)
-    });
-    out(shape, take(&operand.data, &map))
+    })
 }
 
 /// Sets the operand index of each batching dimension to the batch position of its paired

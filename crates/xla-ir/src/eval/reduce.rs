@@ -4,7 +4,9 @@
 //! binary op of one input, a typed loop folds directly (float sums and products in f64);
 //! otherwise the reducer computation runs on scalars.
 
-use super::array::{self, count, for_each_index, linear, scalar_at, strides, zip_same};
+use super::array::{
+    self, count, for_each_index, index_value, linear, scalar_at, strides, zip_same,
+};
 use super::calls::SimpleScalarFn;
 use super::element::{Element, Num};
 use super::groups::{Groups, Reduction, WindowPositions};
@@ -382,7 +384,15 @@ impl Evaluator<'_> {
         if let (1, Some(f @ (SimpleScalarFn::Binary { .. } | SimpleScalarFn::Second))) = (n, simple)
             && dn.input_batching_dims.is_empty()
         {
-            let at = scatter_targets(dims, indices, update_dims, dn, &window_size);
+            let index = |i: usize| index_value(&indices.data, i);
+            let at = scatter_targets(
+                dims,
+                &indices.shape.dims,
+                &index,
+                update_dims,
+                dn,
+                &window_size,
+            );
             let mismatch = Err(OpError::Message(format!(
                 "scatter of {} into {}",
                 updates[0].shape, targets[0].shape
@@ -405,7 +415,8 @@ impl Evaluator<'_> {
                 .collect();
             let mut full = with_vector_dim(&batch, ivd, indices.shape.rank());
             let starts = start_vector(
-                indices,
+                &indices.shape.dims,
+                &|i| index_value(&indices.data, i),
                 &mut full,
                 ivd,
                 dn.scatter_dims_to_operand_dims.len(),
@@ -448,17 +459,18 @@ impl Evaluator<'_> {
 
 /// For each update element in row-major order, the flat operand position a scatter
 /// without batching dimensions combines it into; `None` where its window does not fit in
-/// the operand (XLA skips those windows). `window_size`: the update window's extent along
+/// the operand (XLA skips those windows). The index array of `idims` is read through
+/// `index` (its row-major element `i`); `window_size`: the update window's extent along
 /// each operand dimension (1 where inserted).
-fn scatter_targets(
+pub(super) fn scatter_targets(
     dims: &[i64],
-    indices: &ArrayLiteral,
+    idims: &[i64],
+    index: &dyn Fn(usize) -> i64,
     update_dims: &[i64],
     dn: &ScatterDims,
     window_size: &[i64],
 ) -> Vec<Option<usize>> {
     let s = strides(dims);
-    let idims = &indices.shape.dims;
     let is = strides(idims);
     let ivd = dn.index_vector_dim as usize;
     // The index dimensions the updates' scatter (batch) dimensions walk, in order.
@@ -480,7 +492,7 @@ fn scatter_targets(
         }
         start.fill(0);
         for (j, &d) in dn.scatter_dims_to_operand_dims.iter().enumerate() {
-            start[d as usize] = array::index_value(&indices.data, base + j * vector_stride);
+            start[d as usize] = index(base + j * vector_stride);
         }
         if (0..dims.len()).any(|d| start[d] < 0 || start[d] + window_size[d] > dims[d]) {
             at.push(None);
@@ -504,6 +516,17 @@ fn scatter_into<T: Element>(
     at: &[Option<usize>],
     f: SimpleScalarFn,
 ) -> Option<Vec<T>> {
+    scatter_in_place(&mut target, updates, at, f)?;
+    Some(target)
+}
+
+/// [`scatter_into`] in place.
+pub(super) fn scatter_in_place<T: Element>(
+    target: &mut [T],
+    updates: &[T],
+    at: &[Option<usize>],
+    f: SimpleScalarFn,
+) -> Option<()> {
     for (&u, &p) in updates.iter().zip(at) {
         let Some(p) = p else { continue };
         target[p] = match f {
@@ -512,7 +535,7 @@ fn scatter_into<T: Element>(
             _ => u,
         };
     }
-    Some(target)
+    Some(())
 }
 
 fn first_array(shape: &Shape) -> &crate::ArrayShape {

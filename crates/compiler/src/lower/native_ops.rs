@@ -1,0 +1,716 @@
+//! Codelets that run on their tile's bytes instead of through the reference evaluator's
+//! literals: gathers, dynamic slices and dynamic update slices move elements by the
+//! evaluator's own index maps (`xla_ir::eval::gather_sources` and its neighbours), and
+//! integer products multiply device words in wrapping 32-bit arithmetic. A vertex reads
+//! only the elements it moves, where the evaluator converted its whole operands (an
+//! embedding table's slice for every lookup). A host-side speed-up only: the vertex's cost
+//! is its source's, and every result is the evaluator's, element for element (the
+//! differential tests compare them).
+
+use xla_ir::attributes::{DotDims, GatherDims};
+use xla_ir::eval::ScatterOp;
+use xla_ir::{ArrayShape, ElementType, Module, Op};
+
+/// An op a codelet runs natively.
+#[derive(Debug, Clone)]
+pub(crate) enum NativeOp {
+    /// `gather(operand, indices)`.
+    Gather(Box<Gather>),
+    /// `dynamic-slice(operand, starts...)`.
+    DynamicSlice {
+        operand: ArrayShape,
+        starts: Vec<ElementType>,
+        sizes: Vec<i64>,
+    },
+    /// `dynamic-update-slice(operand, update, starts...)`.
+    DynamicUpdateSlice {
+        operand: ArrayShape,
+        update: ArrayShape,
+        starts: Vec<ElementType>,
+    },
+    /// A scatter combining by one binary op (or assigning), of f32, f16, s32 or u32
+    /// elements, with the indices' shape.
+    Scatter(Box<ScatterOp>, ArrayShape),
+    /// An integer `dot` with a 32-bit result.
+    IntegerDot(IntegerDot),
+}
+
+impl NativeOp {
+    /// The native form of the single-op `module` (its entry's root applied to the
+    /// parameters `inputs`, in order; a scatter's indices may be shifted first, see
+    /// [`ScatterOp::of`]), when it has one.
+    pub(crate) fn of(module: &Module, inputs: &[ArrayShape]) -> Option<NativeOp> {
+        use ElementType::{F16, F32, S32, U32};
+        let entry = module.entry_computation();
+        let root = entry.root_instr();
+        let in_order = root.operands.len() == inputs.len()
+            && root.operands.iter().enumerate().all(|(i, &p)| {
+                matches!(entry.instr(p).op, Op::Parameter { number } if number == i as u64)
+            });
+        let out = root.shape.as_array()?;
+        if !in_order && !matches!(root.op, Op::Scatter { .. }) {
+            return None;
+        }
+        let index_types = |shapes: &[ArrayShape]| {
+            let types: Vec<ElementType> = shapes.iter().map(|s| s.element_type).collect();
+            types
+                .iter()
+                .all(|&t| index_width(t).is_some())
+                .then_some(types)
+        };
+        match (&root.op, inputs) {
+            (
+                Op::Gather {
+                    dims, slice_sizes, ..
+                },
+                [operand, indices],
+            ) => {
+                index_width(indices.element_type)?;
+                Some(NativeOp::Gather(Box::new(Gather {
+                    operand: operand.clone(),
+                    indices: indices.clone(),
+                    out: out.clone(),
+                    dims: dims.clone(),
+                    slice_sizes: slice_sizes.clone(),
+                })))
+            }
+            (Op::DynamicSlice { sizes }, [operand, starts @ ..]) => Some(NativeOp::DynamicSlice {
+                operand: operand.clone(),
+                starts: index_types(starts)?,
+                sizes: sizes.clone(),
+            }),
+            (Op::DynamicUpdateSlice, [operand, update, starts @ ..]) => {
+                Some(NativeOp::DynamicUpdateSlice {
+                    operand: operand.clone(),
+                    update: update.clone(),
+                    starts: index_types(starts)?,
+                })
+            }
+            (Op::Scatter { .. }, [_, indices, _]) => {
+                index_width(indices.element_type)?;
+                let op = ScatterOp::of(module)?;
+                let word = matches!(op.element_type(), F32 | F16 | S32 | U32);
+                word.then(|| NativeOp::Scatter(Box::new(op), indices.clone()))
+            }
+            (Op::Dot { dims, .. }, [lhs, rhs]) => {
+                IntegerDot::of(lhs, rhs, out, dims).map(NativeOp::IntegerDot)
+            }
+            _ => None,
+        }
+    }
+
+    /// Computes the outputs from the inputs' device bytes.
+    pub(crate) fn run(&self, inputs: &[&[u8]], outputs: &mut [&mut [u8]]) -> Result<(), String> {
+        let [out] = outputs else {
+            return Err(format!("{} outputs for one result", outputs.len()));
+        };
+        match self {
+            NativeOp::Gather(g) => {
+                let Gather {
+                    operand,
+                    indices,
+                    out: shape,
+                    dims,
+                    slice_sizes,
+                } = &**g;
+                let sizes = (
+                    (out.len(), elements(shape)),
+                    (inputs[0].len(), elements(operand)),
+                );
+                let Some(width) = element_width(sizes.0, sizes.1, operand)? else {
+                    return Ok(());
+                };
+                let index = IndexReader::new(indices, inputs[1])?;
+                let read = |i: usize| index.get(i);
+                let sources = xla_ir::eval::gather_sources(
+                    &operand.dims,
+                    &indices.dims,
+                    &read,
+                    &shape.dims,
+                    dims,
+                    slice_sizes,
+                );
+                within(&sources, elements(operand), operand)?;
+                move_elements(out, inputs[0], width, sources.iter().copied().enumerate());
+                Ok(())
+            }
+            NativeOp::DynamicSlice {
+                operand,
+                starts,
+                sizes,
+            } => {
+                let starts = read_starts(starts, &inputs[1..])?;
+                let sources = xla_ir::eval::dynamic_slice_sources(&operand.dims, &starts, sizes);
+                let sizes = (
+                    (out.len(), sources.len()),
+                    (inputs[0].len(), elements(operand)),
+                );
+                let Some(width) = element_width(sizes.0, sizes.1, operand)? else {
+                    return Ok(());
+                };
+                within(&sources, elements(operand), operand)?;
+                move_elements(out, inputs[0], width, sources.iter().copied().enumerate());
+                Ok(())
+            }
+            NativeOp::DynamicUpdateSlice {
+                operand,
+                update,
+                starts,
+            } => {
+                if out.len() != inputs[0].len() {
+                    return Err(mismatch(operand, inputs[0].len(), out.len()));
+                }
+                out.copy_from_slice(inputs[0]);
+                let starts = read_starts(starts, &inputs[2..])?;
+                let targets =
+                    xla_ir::eval::dynamic_update_targets(&operand.dims, &starts, &update.dims);
+                let sizes = (
+                    (inputs[1].len(), targets.len()),
+                    (out.len(), elements(operand)),
+                );
+                let Some(width) = element_width(sizes.0, sizes.1, operand)? else {
+                    return Ok(());
+                };
+                within(&targets, elements(operand), operand)?;
+                let pairs = targets.iter().enumerate().map(|(k, &to)| (to, k));
+                move_elements(out, inputs[1], width, pairs);
+                Ok(())
+            }
+            NativeOp::Scatter(op, indices) => {
+                if out.len() != inputs[0].len() {
+                    return Err(format!(
+                        "a scatter's operand of {} bytes into a region of {}",
+                        inputs[0].len(),
+                        out.len()
+                    ));
+                }
+                out.copy_from_slice(inputs[0]);
+                let index = IndexReader::new(indices, inputs[1])?;
+                let at = op.targets(&|i| index.get(i));
+                let updates = inputs[2];
+                match op.element_type() {
+                    ElementType::F32 => in_words(out, updates, |t, u| op.apply_f32(t, u, &at)),
+                    ElementType::F16 => in_words(out, updates, |t, u| op.apply_f16(t, u, &at)),
+                    ElementType::S32 => in_words(out, updates, |t, u| op.apply_s32(t, u, &at)),
+                    _ => in_words(out, updates, |t, u| op.apply_u32(t, u, &at)),
+                }
+            }
+            NativeOp::IntegerDot(dot) => dot.run(inputs[0], inputs[1], out),
+        }
+    }
+}
+
+/// An element type whose device bytes are its little-endian bytes and every bit pattern
+/// is a value.
+trait Word: Copy {
+    const SIZE: usize;
+    fn read(bytes: &[u8]) -> Self;
+    fn write(self, bytes: &mut [u8]);
+}
+
+macro_rules! word {
+    ($($t:ty),*) => {$(
+        impl Word for $t {
+            const SIZE: usize = std::mem::size_of::<$t>();
+            fn read(bytes: &[u8]) -> Self {
+                <$t>::from_le_bytes(bytes.try_into().expect("one element's bytes"))
+            }
+            fn write(self, bytes: &mut [u8]) {
+                bytes.copy_from_slice(&self.to_le_bytes());
+            }
+        }
+    )*};
+}
+word!(f32, i32, u32, half::f16);
+
+/// Runs `apply` on `target`'s bytes as words (in place when aligned on a little-endian
+/// host, else through a copy written back) and on `updates`' words.
+fn in_words<T: Word>(
+    target: &mut [u8],
+    updates: &[u8],
+    apply: impl FnOnce(&mut [T], &[T]) -> Result<(), String>,
+) -> Result<(), String> {
+    if !target.len().is_multiple_of(T::SIZE) || !updates.len().is_multiple_of(T::SIZE) {
+        return Err(format!(
+            "regions of {} and {} bytes for {}-byte elements",
+            target.len(),
+            updates.len(),
+            T::SIZE
+        ));
+    }
+    let updates: Vec<T> = updates.chunks_exact(T::SIZE).map(T::read).collect();
+    // SAFETY: every bit pattern of the 4-byte and 2-byte numbers `Word` is implemented for
+    // is a value, and align_to_mut yields only the aligned middle.
+    if let ([], words, []) = unsafe { target.align_to_mut::<T>() }
+        && cfg!(target_endian = "little")
+    {
+        return apply(words, &updates);
+    }
+    let mut words: Vec<T> = target.chunks_exact(T::SIZE).map(T::read).collect();
+    apply(&mut words, &updates)?;
+    for (bytes, w) in target.chunks_exact_mut(T::SIZE).zip(words) {
+        w.write(bytes);
+    }
+    Ok(())
+}
+
+fn elements(shape: &ArrayShape) -> usize {
+    shape.element_count() as usize
+}
+
+fn mismatch(shape: &ArrayShape, input: usize, output: usize) -> String {
+    format!("regions of {input} and {output} bytes for an operand {shape}")
+}
+
+/// Bytes per element of two regions of one element type, `(bytes, elements)` each:
+/// `None` when the first holds no elements (nothing to move), an error when the two
+/// disagree.
+fn element_width(
+    (a_bytes, a_count): (usize, usize),
+    (b_bytes, b_count): (usize, usize),
+    shape: &ArrayShape,
+) -> Result<Option<usize>, String> {
+    if a_count == 0 {
+        return Ok(None);
+    }
+    let width = a_bytes / a_count;
+    if width == 0 || width * a_count != a_bytes || width * b_count != b_bytes {
+        return Err(mismatch(shape, b_bytes, a_bytes));
+    }
+    Ok(Some(width))
+}
+
+/// An error unless every position in `positions` is below `count`.
+fn within(positions: &[usize], count: usize, shape: &ArrayShape) -> Result<(), String> {
+    match positions.iter().max() {
+        Some(&p) if p >= count => Err(format!("element {p} of an operand {shape}")),
+        _ => Ok(()),
+    }
+}
+
+/// Writes element `from` of `src` to element `to` of `dst` for each `(to, from)`, every
+/// element `width` bytes.
+fn move_elements(
+    dst: &mut [u8],
+    src: &[u8],
+    width: usize,
+    pairs: impl Iterator<Item = (usize, usize)>,
+) {
+    match width {
+        4 => {
+            for (to, from) in pairs {
+                let v: [u8; 4] = src[4 * from..4 * from + 4].try_into().expect("4 bytes");
+                dst[4 * to..4 * to + 4].copy_from_slice(&v);
+            }
+        }
+        2 => {
+            for (to, from) in pairs {
+                dst[2 * to] = src[2 * from];
+                dst[2 * to + 1] = src[2 * from + 1];
+            }
+        }
+        1 => pairs.for_each(|(to, from)| dst[to] = src[from]),
+        w => {
+            for (to, from) in pairs {
+                dst[w * to..w * (to + 1)].copy_from_slice(&src[w * from..w * (from + 1)]);
+            }
+        }
+    }
+}
+
+/// The device bytes of one index of element type `t` are 4 (narrow and 32-bit integers,
+/// and 64-bit ones narrowed) or 8 (64-bit integers kept exact); `None` for non-integers.
+fn index_width(t: ElementType) -> Option<()> {
+    use ElementType::*;
+    matches!(t, S8 | S16 | S32 | S64 | U8 | U16 | U32 | U64).then_some(())
+}
+
+/// Reads the elements of an integer array from its device bytes as the evaluator reads
+/// them (`device_data::from_device`, then the element's value as an i64).
+struct IndexReader<'a> {
+    element_type: ElementType,
+    bytes: &'a [u8],
+    wide: bool,
+}
+
+impl<'a> IndexReader<'a> {
+    fn new(shape: &ArrayShape, bytes: &'a [u8]) -> Result<IndexReader<'a>, String> {
+        let n = elements(shape);
+        let wide = n > 0 && bytes.len() == 8 * n;
+        if !wide && bytes.len() != 4 * n {
+            return Err(mismatch(shape, bytes.len(), 0));
+        }
+        Ok(IndexReader {
+            element_type: shape.element_type,
+            bytes,
+            wide,
+        })
+    }
+
+    fn get(&self, i: usize) -> i64 {
+        use ElementType::*;
+        if self.wide {
+            let b: [u8; 8] = self.bytes[8 * i..8 * i + 8].try_into().expect("8 bytes");
+            return i64::from_le_bytes(b);
+        }
+        let b: [u8; 4] = self.bytes[4 * i..4 * i + 4].try_into().expect("4 bytes");
+        let (s, u) = (i32::from_le_bytes(b), u32::from_le_bytes(b));
+        match self.element_type {
+            S8 => s as i8 as i64,
+            S16 => s as i16 as i64,
+            U8 => u as u8 as i64,
+            U16 => u as u16 as i64,
+            U32 | U64 => u as i64,
+            _ => s as i64,
+        }
+    }
+}
+
+/// The scalar start indices of a dynamic slice, from their device bytes.
+fn read_starts(types: &[ElementType], bytes: &[&[u8]]) -> Result<Vec<i64>, String> {
+    types
+        .iter()
+        .zip(bytes)
+        .map(|(&t, b)| {
+            let shape = ArrayShape::new(t, &[]);
+            Ok(IndexReader::new(&shape, b)?.get(0))
+        })
+        .collect()
+}
+
+/// A gather's shapes and attributes.
+#[derive(Debug, Clone)]
+pub(crate) struct Gather {
+    operand: ArrayShape,
+    indices: ArrayShape,
+    out: ArrayShape,
+    dims: GatherDims,
+    slice_sizes: Vec<i64>,
+}
+
+/// An integer product with an s32 or u32 result: its operands' words read as the evaluator
+/// reads them, products and sums wrapping at 32 bits (the evaluator sums exactly and
+/// wraps the total, which leaves the same low 32 bits).
+#[derive(Debug, Clone)]
+pub(crate) struct IntegerDot {
+    lhs: ArrayShape,
+    rhs: ArrayShape,
+    /// The left operand's dimensions as batch, free, contracting; the right's as batch,
+    /// contracting, free.
+    lhs_order: Vec<usize>,
+    rhs_order: Vec<usize>,
+    /// Batch, left free, contracting and right free sizes.
+    bmkn: (usize, usize, usize, usize),
+}
+
+impl IntegerDot {
+    fn of(lhs: &ArrayShape, rhs: &ArrayShape, out: &ArrayShape, dn: &DotDims) -> Option<Self> {
+        use ElementType::*;
+        let word = |t: ElementType| matches!(t, S8 | S16 | S32 | U8 | U16 | U32);
+        if !matches!(out.element_type, S32 | U32)
+            || !word(lhs.element_type)
+            || !word(rhs.element_type)
+        {
+            return None;
+        }
+        let order = |rank: usize, first: &[i64], last: &[i64], free_first: bool| {
+            let listed = |d: &usize| first.contains(&(*d as i64)) || last.contains(&(*d as i64));
+            let free: Vec<usize> = (0..rank).filter(|d| !listed(d)).collect();
+            let (a, b): (Vec<usize>, Vec<usize>) = (
+                first.iter().map(|&d| d as usize).collect(),
+                last.iter().map(|&d| d as usize).collect(),
+            );
+            match free_first {
+                true => [a, free, b].concat(),
+                false => [a, b, free].concat(),
+            }
+        };
+        let size = |dims: &[i64], which: &[i64]| {
+            which
+                .iter()
+                .map(|&d| dims[d as usize].max(0) as usize)
+                .product::<usize>()
+        };
+        let all = |s: &ArrayShape| elements(s);
+        let (b, k) = (
+            size(&lhs.dims, &dn.lhs_batch),
+            size(&lhs.dims, &dn.lhs_contracting),
+        );
+        let m = all(lhs) / (b * k).max(1);
+        let n = all(rhs) / (b * k).max(1);
+        Some(IntegerDot {
+            lhs: lhs.clone(),
+            rhs: rhs.clone(),
+            lhs_order: order(lhs.rank(), &dn.lhs_batch, &dn.lhs_contracting, true),
+            rhs_order: order(rhs.rank(), &dn.rhs_batch, &dn.rhs_contracting, false),
+            bmkn: (b, m, k, n),
+        })
+    }
+
+    fn run(&self, lhs: &[u8], rhs: &[u8], out: &mut [u8]) -> Result<(), String> {
+        let (b, m, k, n) = self.bmkn;
+        if out.len() != 4 * b * m * n {
+            return Err(mismatch(&self.lhs, lhs.len(), out.len()));
+        }
+        if b * m * n == 0 {
+            return Ok(());
+        }
+        let l = words(&self.lhs, lhs, &self.lhs_order)?;
+        let r = words(&self.rhs, rhs, &self.rhs_order)?;
+        let mut acc = vec![0u32; n];
+        for bi in 0..b {
+            for mi in 0..m {
+                acc.fill(0);
+                for ki in 0..k {
+                    let a = l[(bi * m + mi) * k + ki];
+                    let row = &r[(bi * k + ki) * n..(bi * k + ki + 1) * n];
+                    for (o, &x) in acc.iter_mut().zip(row) {
+                        *o = o.wrapping_add(a.wrapping_mul(x));
+                    }
+                }
+                let at = 4 * (bi * m + mi) * n;
+                for (o, v) in out[at..at + 4 * n].chunks_exact_mut(4).zip(&acc) {
+                    o.copy_from_slice(&v.to_le_bytes());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The 32-bit words of an integer array's device bytes, each the value the evaluator reads
+/// (narrow types truncated as `from_device` does), with the dimensions put in `order`.
+fn words(shape: &ArrayShape, bytes: &[u8], order: &[usize]) -> Result<Vec<u32>, String> {
+    use ElementType::*;
+    if bytes.len() != 4 * elements(shape) {
+        return Err(mismatch(shape, bytes.len(), 0));
+    }
+    let value = |i: usize| {
+        let w = u32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().expect("4 bytes"));
+        match shape.element_type {
+            S8 => w as i8 as i32 as u32,
+            S16 => w as i16 as i32 as u32,
+            U8 => w as u8 as u32,
+            U16 => w as u16 as u32,
+            _ => w,
+        }
+    };
+    let dims: Vec<usize> = shape.dims.iter().map(|&d| d.max(0) as usize).collect();
+    let mut strides = vec![1usize; dims.len()];
+    for d in (0..dims.len().saturating_sub(1)).rev() {
+        strides[d] = strides[d + 1] * dims[d + 1];
+    }
+    let (sizes, steps): (Vec<usize>, Vec<usize>) =
+        order.iter().map(|&d| (dims[d], strides[d])).unzip();
+    let mut out = Vec::with_capacity(elements(shape));
+    let mut index = vec![0usize; sizes.len()];
+    let mut at = 0usize;
+    for _ in 0..elements(shape) {
+        out.push(value(at));
+        // Odometer over the permuted dimensions, keeping `at` the source position.
+        for d in (0..sizes.len()).rev() {
+            index[d] += 1;
+            at += steps[d];
+            if index[d] < sizes[d] {
+                break;
+            }
+            at -= steps[d] * sizes[d];
+            index[d] = 0;
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    //! Each native op against the reference evaluator on the same bytes.
+
+    use super::*;
+    use crate::device_data::{from_device, to_device};
+    use xla_ir::literal::Literal;
+
+    fn check(text: &str, args: Vec<Literal>) {
+        let m = xla_ir::parse_module(text).expect("parses");
+        let inputs: Vec<ArrayShape> = args
+            .iter()
+            .map(|a| match a {
+                Literal::Array(a) => a.shape.clone(),
+                _ => unreachable!("array arguments"),
+            })
+            .collect();
+        let native = NativeOp::of(&m, &inputs).expect("a native op");
+        let Literal::Array(want) = xla_ir::eval::evaluate(&m, &args).expect("evaluates") else {
+            unreachable!("an array result")
+        };
+        let bytes: Vec<Vec<u8>> = args
+            .iter()
+            .map(|a| match a {
+                Literal::Array(a) => to_device(&a.data),
+                _ => unreachable!(),
+            })
+            .collect();
+        let ins: Vec<&[u8]> = bytes.iter().map(Vec::as_slice).collect();
+        let mut out = vec![0xAAu8; to_device(&want.data).len()];
+        native.run(&ins, &mut [&mut out]).expect("runs");
+        assert_eq!(from_device(&want.shape, &out), want, "{text}");
+    }
+
+    fn s32(dims: &[i64], f: impl Fn(i64) -> i32) -> Literal {
+        let n: i64 = dims.iter().product();
+        Literal::Array(
+            xla_ir::ArrayLiteral::new(
+                ArrayShape::new(ElementType::S32, dims),
+                xla_ir::ArrayData::S32((0..n).map(f).collect()),
+            )
+            .expect("s32 data for an s32 shape"),
+        )
+    }
+
+    fn lit(t: ElementType, dims: &[i64], data: xla_ir::ArrayData) -> Literal {
+        Literal::Array(xla_ir::ArrayLiteral::new(ArrayShape::new(t, dims), data).expect("data"))
+    }
+
+    #[test]
+    fn narrow_elements_and_indices() {
+        use xla_ir::ArrayData::{F16, Pred, S8, U8};
+        let f16s = |n: usize| {
+            F16((0..n)
+                .map(|i| half::f16::from_f32(i as f32 * 0.5 - 3.0))
+                .collect())
+        };
+        let gather = "HloModule g\nENTRY e {\n  p0 = f16[9,2]{1,0} parameter(0)\n  p1 = u8[3]{0} parameter(1)\n  ROOT g = f16[3,2]{1,0} gather(p0, p1), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,2}\n}\n";
+        let indices = lit(ElementType::U8, &[3], U8(vec![200, 4, 0]));
+        check(
+            gather,
+            vec![lit(ElementType::F16, &[9, 2], f16s(18)), indices],
+        );
+        let slice = "HloModule d\nENTRY e {\n  p0 = pred[7]{0} parameter(0)\n  p1 = s8[] parameter(1)\n  ROOT d = pred[3]{0} dynamic-slice(p0, p1), dynamic_slice_sizes={3}\n}\n";
+        let bits = Pred((0..7).map(|i| i % 3 == 1).collect());
+        for start in [-100i8, 2, 6] {
+            let at = lit(ElementType::S8, &[], S8(vec![start]));
+            check(slice, vec![lit(ElementType::Pred, &[7], bits.clone()), at]);
+        }
+        let dot = "HloModule p\nENTRY e {\n  p0 = u8[2,3]{1,0} parameter(0)\n  p1 = s8[3,2]{1,0} parameter(1)\n  ROOT d = s32[2,2]{1,0} dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+        let (a, b) = (
+            U8(vec![255, 7, 128, 0, 1, 200]),
+            S8(vec![-128, 5, 127, -1, 3, -77]),
+        );
+        check(
+            dot,
+            vec![
+                lit(ElementType::U8, &[2, 3], a),
+                lit(ElementType::S8, &[3, 2], b),
+            ],
+        );
+    }
+
+    #[test]
+    fn gathers_with_clamped_and_batched_indices() {
+        let text = "HloModule g\nENTRY e {\n  p0 = s32[5,7]{1,0} parameter(0)\n  p1 = s32[4,1]{1,0} parameter(1)\n  ROOT g = s32[4,5,3]{2,1,0} gather(p0, p1), offset_dims={1,2}, collapsed_slice_dims={}, start_index_map={1}, index_vector_dim=1, slice_sizes={5,3}\n}\n";
+        check(
+            text,
+            vec![
+                s32(&[5, 7], |i| i as i32 * 3 - 7),
+                s32(&[4, 1], |i| [-2, 0, 3, 9][i as usize]),
+            ],
+        );
+        let batched = "HloModule g\nENTRY e {\n  p0 = s32[3,6]{1,0} parameter(0)\n  p1 = s32[3,2]{1,0} parameter(1)\n  ROOT g = s32[3,2]{1,0} gather(p0, p1), offset_dims={}, collapsed_slice_dims={1}, start_index_map={1}, operand_batching_dims={0}, start_indices_batching_dims={0}, index_vector_dim=2, slice_sizes={1,1}\n}\n";
+        check(
+            batched,
+            vec![
+                s32(&[3, 6], |i| i as i32),
+                s32(&[3, 2], |i| (i as i32 * 5) % 8 - 1),
+            ],
+        );
+    }
+
+    #[test]
+    fn dynamic_slices_and_updates_clamp_their_starts() {
+        let slice = "HloModule d\nENTRY e {\n  p0 = s32[6,4]{1,0} parameter(0)\n  p1 = s32[] parameter(1)\n  p2 = s32[] parameter(2)\n  ROOT d = s32[3,2]{1,0} dynamic-slice(p0, p1, p2), dynamic_slice_sizes={3,2}\n}\n";
+        let update = "HloModule d\nENTRY e {\n  p0 = s32[6,4]{1,0} parameter(0)\n  p1 = s32[3,2]{1,0} parameter(1)\n  p2 = s32[] parameter(2)\n  p3 = s32[] parameter(3)\n  ROOT d = s32[6,4]{1,0} dynamic-update-slice(p0, p1, p2, p3)\n}\n";
+        for (a, b) in [(0, 0), (5, -3), (2, 1), (-1, 9)] {
+            let operand = s32(&[6, 4], |i| i as i32 * 7);
+            check(
+                slice,
+                vec![operand.clone(), s32(&[], |_| a), s32(&[], |_| b)],
+            );
+            let upd = s32(&[3, 2], |i| -(i as i32) - 1);
+            check(update, vec![operand, upd, s32(&[], |_| a), s32(&[], |_| b)]);
+        }
+    }
+
+    #[test]
+    fn scatters_combine_in_order_and_skip_windows_out_of_bounds() {
+        use xla_ir::ArrayData::{F16, F32};
+        let text = |t: &str, root: &str| {
+            let combine = match root {
+                "assign" => format!("a = {t}[] parameter(0)\n  ROOT b = {t}[] parameter(1)"),
+                op => format!(
+                    "a = {t}[] parameter(0)\n  b = {t}[] parameter(1)\n  ROOT r = {t}[] {op}"
+                ),
+            };
+            format!(
+                "HloModule s\n\
+                 combine {{\n  {combine}\n}}\n\
+                 ENTRY e {{\n  p0 = {t}[6,3]{{1,0}} parameter(0)\n  p1 = s32[4,1]{{1,0}} parameter(1)\n  p2 = {t}[4,2]{{1,0}} parameter(2)\n  \
+                 ROOT s = {t}[6,3]{{1,0}} scatter(p0, p1, p2), update_window_dims={{1}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply=combine\n}}\n"
+            )
+        };
+        let indices = || s32(&[4, 1], |i| [2, -1, 5, 2][i as usize]);
+        for root in ["add(a, b)", "subtract(b, a)", "maximum(a, b)", "assign"] {
+            let f = |n: usize, k: f32| F32((0..n).map(|i| i as f32 * k - 2.5).collect());
+            let args = vec![
+                lit(ElementType::F32, &[6, 3], f(18, 0.75)),
+                indices(),
+                lit(ElementType::F32, &[4, 2], f(8, -1.25)),
+            ];
+            check(&text("f32", root), args);
+            let h = |n: usize, k: f32| {
+                F16((0..n)
+                    .map(|i| half::f16::from_f32(i as f32 * k + 0.1))
+                    .collect())
+            };
+            let args = vec![
+                lit(ElementType::F16, &[6, 3], h(18, 0.3)),
+                indices(),
+                lit(ElementType::F16, &[4, 2], h(8, 7.9)),
+            ];
+            check(&text("f16", root), args);
+            let args = vec![
+                s32(&[6, 3], |i| i as i32 * 1_000_000_007),
+                indices(),
+                s32(&[4, 2], |i| i32::MAX - i as i32),
+            ];
+            check(&text("s32", root), args);
+        }
+    }
+
+    #[test]
+    fn scatters_into_a_slice_shift_their_indices() {
+        let text = "HloModule s\nadd {\n  a = s32[] parameter(0)\n  b = s32[] parameter(1)\n  ROOT r = s32[] add(a, b)\n}\nENTRY e {\n  p0 = s32[3,4,2]{2,1,0} parameter(0)\n  p1 = s32[5,2]{1,0} parameter(1)\n  p2 = s32[5,2]{1,0} parameter(2)\n  offsets = s32[2]{0} constant({4, 1})\n  offsets.b = s32[5,2]{1,0} broadcast(offsets), dimensions={1}\n  shifted = s32[5,2]{1,0} subtract(p1, offsets.b)\n  ROOT s = s32[3,4,2]{2,1,0} scatter(p0, shifted, p2), update_window_dims={1}, inserted_window_dims={0,1}, scatter_dims_to_operand_dims={0,1}, index_vector_dim=1, to_apply=add\n}\n";
+        let indices = s32(&[5, 2], |i| {
+            [4, 1, 6, 4, 5, 2, 7, 0, i32::MIN, 3][i as usize]
+        });
+        let args = vec![
+            s32(&[3, 4, 2], |i| i as i32),
+            indices,
+            s32(&[5, 2], |i| 100 * i as i32),
+        ];
+        check(text, args);
+    }
+
+    #[test]
+    fn integer_products_wrap_as_the_evaluator_does() {
+        let text = "HloModule p\nENTRY e {\n  p0 = s32[2,3,5]{2,1,0} parameter(0)\n  p1 = s32[2,4,5]{2,1,0} parameter(1)\n  ROOT d = s32[2,3,4]{2,1,0} dot(p0, p1), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}\n}\n";
+        let big = |i: i64| (i as i32).wrapping_mul(0x3B9A_CA07) ^ (i as i32 * 977);
+        check(
+            text,
+            vec![s32(&[2, 3, 5], big), s32(&[2, 4, 5], |i| big(i + 40))],
+        );
+        let transposed = "HloModule p\nENTRY e {\n  p0 = s32[5,3]{1,0} parameter(0)\n  p1 = s32[4,5]{1,0} parameter(1)\n  ROOT d = s32[3,4]{1,0} dot(p0, p1), lhs_contracting_dims={0}, rhs_contracting_dims={1}\n}\n";
+        check(
+            transposed,
+            vec![s32(&[5, 3], big), s32(&[4, 5], |i| i as i32 - 9)],
+        );
+    }
+}
