@@ -2,10 +2,11 @@
 //! slices, windowed reductions with general reducers, narrow-integer arithmetic) run as
 //! native codelets on tiles: each vertex computes the op with the reference semantics on
 //! the slices its tile holds, on the tile's bytes where `native_ops` has the op (gathers,
-//! scatters, dynamic slices, integer products), else through the evaluator. Where the op splits (`codelet_split`: along several result
-//! dimensions at once) the work is spread over tiles, each receiving its operand slices by
-//! exchange, and the parts write the result in place or have it assembled; element-wise
-//! ops split like any element-wise kernel. Ops that do not split run on one tile.
+//! one-op scatters, dynamic slices, sorts by one operand, integer products), else through
+//! the evaluator. Where the op splits (`codelet_split`: along several result dimensions at
+//! once) the work is spread over tiles, each receiving its operand slices by exchange, and
+//! the parts write the result in place or have it assembled; element-wise ops split like
+//! any element-wise kernel. Ops that do not split run on one tile.
 
 use super::codelet_split::{self, Cut, PartCost, Room, Split, split_of};
 use super::conv_codelet::{ConvCodelet, ConvPlans, SharedPatches};
@@ -48,7 +49,7 @@ pub(crate) struct EvalCodelet {
     /// An f32 pool or pool gradient with its windows planned once: run on the tile's
     /// bytes directly, with the evaluator's results (a host-side speed-up only).
     window: Option<xla_ir::eval::WindowOp>,
-    /// A gather, scatter, dynamic slice or integer product run on the tile's bytes
+    /// A gather, scatter, dynamic slice, sort or integer product run on the tile's bytes
     /// directly, with the evaluator's results (a host-side speed-up only).
     native: Option<NativeOp>,
 }

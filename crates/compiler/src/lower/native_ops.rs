@@ -1,14 +1,17 @@
 //! Codelets that run on their tile's bytes instead of through the reference evaluator's
 //! literals: gathers, dynamic slices and dynamic update slices move elements by the
-//! evaluator's own index maps (`xla_ir::eval::gather_sources` and its neighbours), and
-//! integer products multiply device words in wrapping 32-bit arithmetic. A vertex reads
-//! only the elements it moves, where the evaluator converted its whole operands (an
-//! embedding table's slice for every lookup). A host-side speed-up only: the vertex's cost
-//! is its source's, and every result is the evaluator's, element for element (the
+//! evaluator's own index maps (`xla_ir::eval::gather_sources` and its neighbours),
+//! scatters combining by one binary op ([`ScatterOp`]) and sorts ordered by one operand
+//! ([`SortOp`]) use the evaluator's targets, combination, merge sort and comparison on
+//! typed slices, and integer products multiply device words in wrapping 32-bit
+//! arithmetic. A vertex reads only the elements it moves, where the evaluator converted
+//! its whole operands (an embedding table's slice for every lookup) and built a literal
+//! per comparison of a sort. A host-side speed-up only: the vertex's cost is its
+//! source's, and every result is the evaluator's, bit for bit (the tests below and the
 //! differential tests compare them).
 
 use xla_ir::attributes::{DotDims, GatherDims};
-use xla_ir::eval::ScatterOp;
+use xla_ir::eval::{ScatterOp, SortOp};
 use xla_ir::{ArrayShape, ElementType, Module, Op};
 
 /// An op a codelet runs natively.
@@ -31,6 +34,8 @@ pub(crate) enum NativeOp {
     /// A scatter combining by one binary op (or assigning), of f32, f16, s32 or u32
     /// elements, with the indices' shape.
     Scatter(Box<ScatterOp>, ArrayShape),
+    /// A sort ordered by one f32, f16, s32 or u32 operand, with every operand's shape.
+    Sort(Box<SortOp>, Vec<ArrayShape>),
     /// An integer `dot` with a 32-bit result.
     IntegerDot(IntegerDot),
 }
@@ -47,10 +52,15 @@ impl NativeOp {
             && root.operands.iter().enumerate().all(|(i, &p)| {
                 matches!(entry.instr(p).op, Op::Parameter { number } if number == i as u64)
             });
-        let out = root.shape.as_array()?;
         if !in_order && !matches!(root.op, Op::Scatter { .. }) {
             return None;
         }
+        if let Op::Sort { .. } = root.op {
+            let op = SortOp::of(module)?;
+            let word = matches!(op.key_type(), F32 | F16 | S32 | U32);
+            return word.then(|| NativeOp::Sort(Box::new(op), inputs.to_vec()));
+        }
+        let out = root.shape.as_array()?;
         let index_types = |shapes: &[ArrayShape]| {
             let types: Vec<ElementType> = shapes.iter().map(|s| s.element_type).collect();
             types
@@ -101,6 +111,9 @@ impl NativeOp {
 
     /// Computes the outputs from the inputs' device bytes.
     pub(crate) fn run(&self, inputs: &[&[u8]], outputs: &mut [&mut [u8]]) -> Result<(), String> {
+        if let NativeOp::Sort(op, shapes) = self {
+            return NativeOp::sort(op, shapes, inputs, outputs);
+        }
         let [out] = outputs else {
             return Err(format!("{} outputs for one result", outputs.len()));
         };
@@ -196,8 +209,56 @@ impl NativeOp {
                 }
             }
             NativeOp::IntegerDot(dot) => dot.run(inputs[0], inputs[1], out),
+            NativeOp::Sort(..) => unreachable!("sorts return before"),
         }
     }
+
+    /// A sort: every operand's elements moved by the key operand's permutation.
+    fn sort(
+        op: &SortOp,
+        shapes: &[ArrayShape],
+        inputs: &[&[u8]],
+        outputs: &mut [&mut [u8]],
+    ) -> Result<(), String> {
+        if inputs.len() != shapes.len() || outputs.len() != shapes.len() {
+            return Err(format!(
+                "{} inputs and {} outputs for a sort of {} operands",
+                inputs.len(),
+                outputs.len(),
+                shapes.len()
+            ));
+        }
+        let keys = inputs[op.key()];
+        let permutation = match op.key_type() {
+            ElementType::F32 => op.permutation_f32(&read_words(keys)?),
+            ElementType::F16 => op.permutation_f16(&read_words(keys)?),
+            ElementType::S32 => op.permutation_s32(&read_words(keys)?),
+            _ => op.permutation_u32(&read_words(keys)?),
+        };
+        for ((shape, input), out) in shapes.iter().zip(inputs).zip(outputs.iter_mut()) {
+            let sizes = (
+                (out.len(), permutation.len()),
+                (input.len(), elements(shape)),
+            );
+            let Some(width) = element_width(sizes.0, sizes.1, shape)? else {
+                continue;
+            };
+            move_elements(out, input, width, permutation.iter().copied().enumerate());
+        }
+        Ok(())
+    }
+}
+
+/// The words of `bytes`, an error unless they are whole words.
+fn read_words<T: Word>(bytes: &[u8]) -> Result<Vec<T>, String> {
+    if !bytes.len().is_multiple_of(T::SIZE) {
+        return Err(format!(
+            "{} bytes of {}-byte elements",
+            bytes.len(),
+            T::SIZE
+        ));
+    }
+    Ok(bytes.chunks_exact(T::SIZE).map(T::read).collect())
 }
 
 /// An element type whose device bytes are its little-endian bytes and every bit pattern
@@ -238,7 +299,7 @@ fn in_words<T: Word>(
             T::SIZE
         ));
     }
-    let updates: Vec<T> = updates.chunks_exact(T::SIZE).map(T::read).collect();
+    let updates: Vec<T> = read_words(updates)?;
     // SAFETY: every bit pattern of the 4-byte and 2-byte numbers `Word` is implemented for
     // is a value, and align_to_mut yields only the aligned middle.
     if let ([], words, []) = unsafe { target.align_to_mut::<T>() }
@@ -526,7 +587,7 @@ mod tests {
     //! Each native op against the reference evaluator on the same bytes.
 
     use super::*;
-    use crate::device_data::{from_device, to_device};
+    use crate::device_data::to_device;
     use xla_ir::literal::Literal;
 
     fn check(text: &str, args: Vec<Literal>) {
@@ -539,8 +600,16 @@ mod tests {
             })
             .collect();
         let native = NativeOp::of(&m, &inputs).expect("a native op");
-        let Literal::Array(want) = xla_ir::eval::evaluate(&m, &args).expect("evaluates") else {
-            unreachable!("an array result")
+        let wants = match xla_ir::eval::evaluate(&m, &args).expect("evaluates") {
+            Literal::Array(want) => vec![want],
+            Literal::Tuple(items) => items
+                .into_iter()
+                .map(|l| match l {
+                    Literal::Array(a) => a,
+                    _ => unreachable!("array results"),
+                })
+                .collect(),
+            Literal::Token => unreachable!("no tokens"),
         };
         let bytes: Vec<Vec<u8>> = args
             .iter()
@@ -550,9 +619,15 @@ mod tests {
             })
             .collect();
         let ins: Vec<&[u8]> = bytes.iter().map(Vec::as_slice).collect();
-        let mut out = vec![0xAAu8; to_device(&want.data).len()];
-        native.run(&ins, &mut [&mut out]).expect("runs");
-        assert_eq!(from_device(&want.shape, &out), want, "{text}");
+        let mut outs: Vec<Vec<u8>> = wants
+            .iter()
+            .map(|w| vec![0xAAu8; to_device(&w.data).len()])
+            .collect();
+        let mut refs: Vec<&mut [u8]> = outs.iter_mut().map(Vec::as_mut_slice).collect();
+        native.run(&ins, &mut refs).expect("runs");
+        for (want, out) in wants.iter().zip(&outs) {
+            assert_eq!(out, &to_device(&want.data), "{text}");
+        }
     }
 
     fn s32(dims: &[i64], f: impl Fn(i64) -> i32) -> Literal {
@@ -697,6 +772,66 @@ mod tests {
             s32(&[5, 2], |i| 100 * i as i32),
         ];
         check(text, args);
+    }
+
+    #[test]
+    fn sorts_are_stable_and_move_every_operand() {
+        use xla_ir::ArrayData::{F16, F32};
+        let one = |t: &str, dir: &str, total: &str, swap: bool| {
+            let (a, b) = if swap { ("b", "a") } else { ("a", "b") };
+            format!(
+                "HloModule s\nlt {{\n  a = {t}[] parameter(0)\n  b = {t}[] parameter(1)\n  ROOT r = pred[] compare({a}, {b}), direction={dir}{total}\n}}\nENTRY e {{\n  p0 = {t}[3,7]{{1,0}} parameter(0)\n  ROOT s = {t}[3,7]{{1,0}} sort(p0), dimensions={{1}}, is_stable=true, to_apply=lt\n}}\n"
+            )
+        };
+        let values = [
+            3.0,
+            -0.0,
+            f32::NAN,
+            1.0,
+            0.0,
+            -2.5,
+            3.0,
+            f32::INFINITY,
+            -f32::NAN,
+            7.0,
+            -1.0,
+        ];
+        let f = |i: usize| values[(i * 7) % values.len()];
+        for (dir, total, swap) in [
+            ("LT", "", false),
+            ("GT", ", type=TOTALORDER", false),
+            ("LT", ", type=TOTALORDER", true),
+            ("GE", "", false),
+        ] {
+            let x = lit(ElementType::F32, &[3, 7], F32((0..21).map(f).collect()));
+            check(&one("f32", dir, total, swap), vec![x]);
+            let h = lit(
+                ElementType::F16,
+                &[3, 7],
+                F16((0..21).map(|i| half::f16::from_f32(f(i))).collect()),
+            );
+            check(&one("f16", dir, total, swap), vec![h]);
+            check(
+                &one("s32", dir, "", swap),
+                vec![s32(&[3, 7], |i| (i as i32 * 5) % 4 - 2)],
+            );
+        }
+        // Sorted by the second operand, along the first dimension: the others follow.
+        let argsort = "HloModule s\nlt {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  c = s32[] parameter(2)\n  d = s32[] parameter(3)\n  ROOT r = pred[] compare(c, d), direction=LT\n}\nENTRY e {\n  p0 = f32[6,2]{1,0} parameter(0)\n  p1 = s32[6,2]{1,0} parameter(1)\n  ROOT s = (f32[6,2]{1,0}, s32[6,2]{1,0}) sort(p0, p1), dimensions={0}, is_stable=true, to_apply=lt\n}\n";
+        let x = lit(
+            ElementType::F32,
+            &[6, 2],
+            F32((0..12).map(|i| i as f32).collect()),
+        );
+        check(
+            argsort,
+            vec![
+                x,
+                s32(&[6, 2], |i| {
+                    [4, 1, 1, 0, 4, 1, -3, 2, 1, 0, 4, 9][i as usize]
+                }),
+            ],
+        );
     }
 
     #[test]

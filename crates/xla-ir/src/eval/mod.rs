@@ -23,6 +23,7 @@ mod reduce;
 mod replicas;
 mod scatter_op;
 mod sort;
+mod sort_op;
 mod window_op;
 
 use crate::ids::{CompId, InstrId};
@@ -34,6 +35,7 @@ use std::fmt;
 pub use feeds::{FeedNames, Feeds};
 pub use movement::{dynamic_slice_sources, dynamic_update_targets, gather_sources};
 pub use scatter_op::ScatterOp;
+pub use sort_op::SortOp;
 pub use window_op::WindowOp;
 
 /// An evaluation failure, naming the instruction (and the calls that led to it).

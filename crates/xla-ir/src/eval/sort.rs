@@ -9,7 +9,7 @@ use crate::literal::{ArrayData, ArrayLiteral, with_data};
 
 /// A stable merge sort that tolerates any comparator (inconsistent ones included), so a
 /// user's comparator can never make the evaluator panic.
-fn merge_sort<E>(
+pub(super) fn merge_sort<E>(
     items: &mut Vec<usize>,
     less: &mut dyn FnMut(usize, usize) -> Result<bool, E>,
 ) -> Result<(), E> {
@@ -38,7 +38,7 @@ fn merge_sort<E>(
 }
 
 /// The linear positions of every row along `dimension`, one vector per row.
-fn rows(dims: &[i64], dimension: usize) -> Vec<Vec<usize>> {
+pub(super) fn rows(dims: &[i64], dimension: usize) -> Vec<Vec<usize>> {
     let s = strides(dims);
     let mut outer = dims.to_vec();
     outer[dimension] = 1;
