@@ -835,6 +835,30 @@ mod tests {
     }
 
     #[test]
+    fn sorts_by_jaxs_canonical_float_comparator() {
+        use xla_ir::ArrayData::F32;
+        // JAX's `lax.sort` comparator for floats (from the corpus's sort_ops), argsort form.
+        let text = "HloModule s\nlt {\n  a = f32[] parameter(0)\n  ne.a = pred[] compare(a, a), direction=NE\n  nan = f32[] constant(nan)\n  zero = f32[] constant(0)\n  eq.a = pred[] compare(a, zero), direction=EQ\n  s.a = f32[] select(eq.a, zero, a)\n  c.a = f32[] select(ne.a, nan, s.a)\n  b = f32[] parameter(1)\n  ne.b = pred[] compare(b, b), direction=NE\n  eq.b = pred[] compare(b, zero), direction=EQ\n  s.b = f32[] select(eq.b, zero, b)\n  c.b = f32[] select(ne.b, nan, s.b)\n  i = s32[] parameter(2)\n  j = s32[] parameter(3)\n  ROOT r = pred[] compare(c.a, c.b), direction=LT, type=TOTALORDER\n}\nENTRY e {\n  p0 = f32[2,9]{1,0} parameter(0)\n  p1 = s32[2,9]{1,0} parameter(1)\n  ROOT s = (f32[2,9]{1,0}, s32[2,9]{1,0}) sort(p0, p1), dimensions={1}, is_stable=true, to_apply=lt\n}\n";
+        let values = [
+            0.0,
+            f32::NAN,
+            -0.0,
+            1.5,
+            -f32::NAN,
+            -1.0,
+            0.0,
+            f32::INFINITY,
+            -0.0,
+        ];
+        let x = lit(
+            ElementType::F32,
+            &[2, 9],
+            F32((0..18).map(|i| values[(i * 5) % 9]).collect()),
+        );
+        check(text, vec![x, s32(&[2, 9], |i| i as i32)]);
+    }
+
+    #[test]
     fn integer_products_wrap_as_the_evaluator_does() {
         let text = "HloModule p\nENTRY e {\n  p0 = s32[2,3,5]{2,1,0} parameter(0)\n  p1 = s32[2,4,5]{2,1,0} parameter(1)\n  ROOT d = s32[2,3,4]{2,1,0} dot(p0, p1), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}\n}\n";
         let big = |i: i64| (i as i32).wrapping_mul(0x3B9A_CA07) ^ (i as i32 * 977);

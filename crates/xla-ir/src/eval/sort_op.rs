@@ -1,13 +1,16 @@
 //! Sorts whose comparator compares one operand's pair of elements (`compare(p2i, p2i+1)`,
-//! either way round, any direction, total order or not), planned once for codelets that
+//! either way round, any direction, total order or not, the pair as it is or in the
+//! canonical form JAX's float comparator gives it), planned once for codelets that
 //! run on a tile's bytes: the evaluator's own stable merge sort and comparison, on typed
 //! slices, so such a codelet never builds a literal per comparison.
 
-use super::element::Element;
+use super::array::num;
+use super::element::{Element, Num};
 use super::elementwise::compare_elements;
 use super::sort::{merge_sort, rows};
 use crate::attributes::{CompareType, ComparisonDirection};
-use crate::{ElementType, Module, Op};
+use crate::literal::Literal;
+use crate::{Computation, ElementType, InstrId, Module, Op};
 use half::f16;
 
 /// A sort of the entry's parameters, in order, along one dimension, ordered by one of them.
@@ -20,6 +23,67 @@ pub struct SortOp {
     direction: ComparisonDirection,
     total: bool,
     swapped: bool,
+    /// Keys compared in JAX's canonical form for sorting floats (see [`key_operand`]):
+    /// the select's zero and NaN.
+    canonical: Option<(Num, Num)>,
+}
+
+/// A float's bits, to compare constants (NaNs included).
+fn bits(n: Num) -> Option<u64> {
+    match n {
+        Num::Float(f) => Some(f.to_bits()),
+        _ => None,
+    }
+}
+
+/// A comparator's operand: parameter `number` itself, or JAX's canonical form of it for
+/// sorting floats, `select(ne(p, p), NaN, select(eq(p, 0), 0, p))` (every NaN the
+/// constant NaN, both zeros the constant zero), with the constants (zero, NaN).
+fn key_operand(comp: &Computation, id: InstrId) -> Option<(usize, Option<(Num, Num)>)> {
+    let param = |id: InstrId| match comp.instr(id).op {
+        Op::Parameter { number } => Some(number as usize),
+        _ => None,
+    };
+    if let Some(number) = param(id) {
+        return Some((number, None));
+    }
+    let select = |id: InstrId| {
+        let i = comp.instr(id);
+        match (&i.op, i.operands.as_slice()) {
+            (Op::Select, &[c, t, f]) => Some((c, t, f)),
+            _ => None,
+        }
+    };
+    let compare = |id: InstrId, want: ComparisonDirection| {
+        let i = comp.instr(id);
+        match (&i.op, i.operands.as_slice()) {
+            (
+                Op::Compare {
+                    direction,
+                    compare_type: None,
+                },
+                &[a, b],
+            ) if *direction == want => Some((a, b)),
+            _ => None,
+        }
+    };
+    let constant = |id: InstrId| match &comp.instr(id).op {
+        Op::Constant {
+            literal: Literal::Array(a),
+        } if a.shape.dims.is_empty() => match num(&a.data, 0) {
+            Num::Float(f) => Some(f),
+            _ => None,
+        },
+        _ => None,
+    };
+    let (is_nan, nan, rest) = select(id)?;
+    let (is_zero, zero, p) = select(rest)?;
+    let number = param(p)?;
+    let (x, y) = compare(is_nan, ComparisonDirection::Ne)?;
+    let (z, c) = compare(is_zero, ComparisonDirection::Eq)?;
+    let (nan, zero, c) = (constant(nan)?, constant(zero)?, constant(c)?);
+    let fits = x == p && y == p && z == p && nan.is_nan() && zero == 0.0 && c == 0.0;
+    fits.then_some((number, Some((Num::Float(zero), Num::Float(nan)))))
 }
 
 impl SortOp {
@@ -45,7 +109,7 @@ impl SortOp {
         let comp = module.computation(*comparator);
         let cparams = comp.parameters();
         let compare = comp.root_instr();
-        if !in_order || cparams.len() != 2 * params.len() || comp.len() != cparams.len() + 1 {
+        if !in_order || cparams.len() != 2 * params.len() {
             return None;
         }
         let Op::Compare {
@@ -55,14 +119,18 @@ impl SortOp {
         else {
             return None;
         };
-        let number = |id| match comp.instr(id).op {
-            Op::Parameter { number } => Some(number as usize),
-            _ => None,
-        };
         let [a, b] = compare.operands.as_slice() else {
             return None;
         };
-        let (a, b) = (number(*a)?, number(*b)?);
+        let ((a, canonical), (b, other)) = (key_operand(comp, *a)?, key_operand(comp, *b)?);
+        let same = |x: Option<(Num, Num)>, y: Option<(Num, Num)>| match (x, y) {
+            (None, None) => true,
+            (Some(x), Some(y)) => bits(x.0) == bits(y.0) && bits(x.1) == bits(y.1),
+            _ => false,
+        };
+        if !same(canonical, other) {
+            return None;
+        }
         let (low, swapped) = match a < b {
             true => (a, false),
             false => (b, true),
@@ -72,6 +140,9 @@ impl SortOp {
         }
         let key = low / 2;
         let key_type = entry.instr(params[key]).shape.as_array()?.element_type;
+        if canonical.is_some() && !matches!(key_type, ElementType::F32 | ElementType::F16) {
+            return None;
+        }
         let scalar = |id| {
             comp.instr(id)
                 .shape
@@ -89,6 +160,7 @@ impl SortOp {
             direction: *direction,
             total: *compare_type == Some(CompareType::TotalOrder),
             swapped,
+            canonical,
         })
     }
 
@@ -124,6 +196,20 @@ impl SortOp {
     }
 
     fn permutation<T: Element>(&self, keys: &[T]) -> Vec<usize> {
+        let canonical: Vec<T>;
+        let keys = match self.canonical {
+            Some((zero, nan)) => {
+                let (zero, nan) = (T::from_num(zero), T::from_num(nan));
+                let canon = |k: T| match T::partial(k, zero) {
+                    None => nan,
+                    Some(std::cmp::Ordering::Equal) => zero,
+                    Some(_) => k,
+                };
+                canonical = keys.iter().map(|&k| canon(k)).collect();
+                &canonical[..]
+            }
+            None => keys,
+        };
         let mut permutation = vec![0usize; keys.len()];
         for row in rows(&self.dims, self.dimension) {
             let mut order: Vec<usize> = (0..row.len()).collect();
