@@ -752,7 +752,7 @@ mod tests {
             ];
             check(&text("f16", root), args);
             let args = vec![
-                s32(&[6, 3], |i| i as i32 * 1_000_000_007),
+                s32(&[6, 3], |i| (i as i32).wrapping_mul(1_000_000_007)),
                 indices(),
                 s32(&[4, 2], |i| i32::MAX - i as i32),
             ];
