@@ -310,3 +310,84 @@ fn scatters_split_by_slice_and_by_group_match_the_evaluator() {
     };
     assert_eq!(run.outputs[0].data, want.data, "f32 assignment, exactly");
 }
+
+/// Indices `n` of `[n, width]`: component `c` of row `i` spread over `0..range[c]`, and
+/// every seventh row out of range on both sides (gathers clamp).
+fn gather_indices(n: usize, ranges: &[i32]) -> Literal {
+    let width = ranges.len();
+    let data = (0..n * width)
+        .map(|k| {
+            let (i, c) = (k / width, k % width);
+            let h = ((k as u32).wrapping_mul(2_654_435_761) >> 8) as i32;
+            match i % 7 {
+                3 => -5,
+                5 => ranges[c] + 4,
+                _ => h.rem_euclid(ranges[c]),
+            }
+        })
+        .collect();
+    Literal::Array(ArrayLiteral {
+        shape: ArrayShape::new(ElementType::S32, &[n as i64, width as i64]),
+        data: ArrayData::S32(data),
+    })
+}
+
+/// A gather copies elements: its results must be the evaluator's bit for bit.
+fn assert_same_bits(got: &ArrayLiteral, want: &Literal, what: &str) {
+    let Literal::Array(want) = want else {
+        panic!("{what}: an array result");
+    };
+    let (ArrayData::F32(got), ArrayData::F32(want)) = (&got.data, &want.data) else {
+        panic!("{what}: f32 results");
+    };
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(got), bits(want), "{what}");
+}
+
+/// An embedding table of 3 MB does not fit a tile (624 KiB): the lookup's parts each hold
+/// a block of the table's columns, as PopLibs' embedding plan splits the unsliced
+/// dimension, instead of every part receiving the whole table (which ran out of memory).
+#[test]
+fn a_gather_from_a_table_larger_than_a_tile_cuts_the_table_into_column_blocks() {
+    let module = xla_ir::parse_module(
+        "HloModule embedding\n\nENTRY main {\n  table = f32[3000,256]{1,0} parameter(0)\n  \
+         ids = s32[96,1]{1,0} parameter(1)\n  ROOT rows = f32[96,256]{1,0} gather(table, ids), \
+         offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, \
+         slice_sizes={1,256}\n}\n",
+    )
+    .unwrap();
+    let inputs = vec![values(&[3000, 256], 7), gather_indices(96, &[3000])];
+    let run = ipuxla::device::run_on_ipu_model(&module, &IpuConfig::default(), &inputs).unwrap();
+    let tile_bytes = 624 * 1024;
+    let peak = run
+        .profile
+        .tiles
+        .iter()
+        .map(|t| t.bytes_used)
+        .max()
+        .unwrap();
+    assert!(
+        peak < tile_bytes / 2,
+        "no tile holds much of the table: {peak} B"
+    );
+    let want = xla_ir::eval::evaluate(&module, &inputs).unwrap();
+    assert_same_bits(&run.outputs[0], &want, "rows");
+}
+
+/// Only slice dimensions taken whole are cut: here the table's last dimension, while the
+/// middle one is sliced two of three wide from a clamped start.
+#[test]
+fn a_gather_cut_by_columns_keeps_the_other_slice_dimensions_and_clamping() {
+    let module = xla_ir::parse_module(
+        "HloModule gather3\n\nENTRY main {\n  table = f32[400,3,200]{2,1,0} parameter(0)\n  \
+         ids = s32[50,2]{1,0} parameter(1)\n  ROOT g = f32[50,2,200]{2,1,0} gather(table, ids), \
+         offset_dims={1,2}, collapsed_slice_dims={0}, start_index_map={0,1}, index_vector_dim=1, \
+         slice_sizes={1,2,200}\n}\n",
+    )
+    .unwrap();
+    let inputs = vec![values(&[400, 3, 200], 8), gather_indices(50, &[400, 3])];
+    let config = IpuConfig::default();
+    let run = ipuxla::device::run_on_ipu_model(&module, &config, &inputs).unwrap();
+    let want = xla_ir::eval::evaluate(&module, &inputs).unwrap();
+    assert_same_bits(&run.outputs[0], &want, "g");
+}

@@ -8,7 +8,7 @@
 //! the parts write the result in place or have it assembled; element-wise ops split like
 //! any element-wise kernel. Ops that do not split run on one tile.
 
-use super::codelet_split::{self, Cut, PartCost, Room, Split, split_of};
+use super::codelet_split::{self, Cut, FineRuns, PartCost, Room, Split, split_of};
 use super::conv_codelet::{ConvCodelet, ConvPlans, SharedPatches};
 use super::mapping::{self, Piece};
 use super::movement::{Src, affine_runs, flat, runs_of};
@@ -23,6 +23,19 @@ use std::sync::Arc;
 use xla_ir::ids::CompId;
 use xla_ir::literal::Literal;
 use xla_ir::{ArrayShape, Computation, Instruction, Module, Op, Shape};
+
+/// Operands of more than this many bytes that parts read whole (or a gather's table blocks)
+/// are copied to at most [`MOST_COPIES`] parts.
+const LARGE_OPERAND: u64 = 64 * 1024;
+
+/// See [`LARGE_OPERAND`].
+const MOST_COPIES: usize = 16;
+
+/// The proportion of a tile's memory a gather's parts may fill with the table blocks they
+/// hold: popops' embedding plan option `availableMemoryProportion`, whose default is 0.6
+/// (poplibs `include/popops/DynamicSlice.hpp`, "Embedding plan options"). A table larger
+/// than that is cut into column blocks.
+const GATHER_MEMORY_PROPORTION: f64 = 0.6;
 
 /// What a codelet is built from: the single-op module it evaluates on its tile's slices,
 /// the slices' shapes and the vertex's cost. An executable on disk stores it and builds
@@ -329,6 +342,12 @@ fn part_shapes(
         Shape::Array(outs.into_iter().next().expect("one leaf"))
     };
     let mut op = here.instr.op.clone();
+    if let Op::Gather { slice_sizes, .. } = &mut op {
+        // A column block of the table: its slices are the block's width.
+        for (d, _, len) in split.operand_cut(0, p, &operands[0].dims()) {
+            slice_sizes[d] = len as i64;
+        }
+    }
     if let Op::Convolution {
         batch_group_count,
         window,
@@ -550,6 +569,7 @@ impl Lowerer<'_> {
             return Err(here.unsupported("an op with no array result"));
         }
         let convolution = matches!(here.instr.op, Op::Convolution { .. });
+        let gather = matches!(here.instr.op, Op::Gather { .. });
         let out_dims: Vec<usize> = out_leaves[0].dims.iter().map(|&d| d as usize).collect();
         let min_per_tile = mapping::min_elements_per_tile(self.dtype(&out_leaves[0]));
         let operand_dims: Vec<Vec<usize>> = operands.iter().map(Arr::dims).collect();
@@ -557,24 +577,39 @@ impl Lowerer<'_> {
             (self.conv.available_memory_proportion * self.target.bytes_per_tile as f64) as u64;
         let mut split = split_of(&here, &operand_dims, &out_dims);
         if let Some(s) = split.as_mut() {
-            // Operands every part reads whole: past 64 KiB, at most 16 copies of them.
+            // Operands every part reads whole: past LARGE_OPERAND, at most MOST_COPIES
+            // copies of them.
             let whole: u64 = (operands.iter().enumerate())
                 .filter(|(k, _)| s.axes.iter().all(|a| a.operands[*k].is_none()))
                 .map(|(_, a)| a.shape.byte_size())
                 .sum();
+            let table_bytes = operands[0].shape.byte_size();
             let room = Room {
                 tiles: self.tiles,
                 workers: self.target.worker_contexts,
                 bytes_per_cycle: self.target.exchange_bytes_per_cycle,
                 // availableMemoryProportion bounds a convolution's temporaries per tile, as
-                // it bounds a matrix product's (the finest split is taken when none fits).
-                budget: if convolution { budget } else { u64::MAX },
-                most_parts: if whole > 64 * 1024 && !s.ungroup {
-                    16
+                // it bounds a matrix product's (the finest split is taken when none fits),
+                // and a gather's table blocks, as it bounds PopLibs' embedding plans.
+                budget: if convolution {
+                    budget
+                } else if gather {
+                    (GATHER_MEMORY_PROPORTION * self.target.bytes_per_tile as f64) as u64
+                } else {
+                    u64::MAX
+                },
+                most_parts: if whole > LARGE_OPERAND && !s.ungroup {
+                    MOST_COPIES
                 } else {
                     usize::MAX
                 },
-                fine_runs: convolution,
+                fine_runs: if convolution {
+                    FineRuns::Allowed
+                } else if gather {
+                    FineRuns::LastResort
+                } else {
+                    FineRuns::Refused
+                },
             };
             let cost_of = |s: &Split| {
                 let p = s.parts() - 1;
@@ -590,12 +625,21 @@ impl Lowerer<'_> {
                 let result_runs = (out_leaves.iter())
                     .filter(|l| large(l.byte_size()))
                     .map(|_| codelet_split::run_length(&out_dims, &s.out_cut(p, &out_dims)));
+                // A gather part holds a block of the table (all of it unless the columns
+                // are cut), and each block goes to the parts of every range of indices.
+                let table_block = if gather { ins[0].byte_size() } else { 0 };
+                let block_copies = s.parts()
+                    / (s.axes.iter())
+                        .filter(|a| a.operands[0].is_some())
+                        .map(|a| a.parts)
+                        .product::<usize>();
                 PartCost {
                     shortest_run: operand_runs.chain(result_runs).min().unwrap_or(usize::MAX),
                     vertex: estimate(&op, &in_shapes, &outs, &self.target),
                     bytes_in: ins.iter().map(ArrayShape::byte_size).sum(),
                     bytes_out: outs.leaf_arrays().iter().map(|a| a.byte_size()).sum(),
-                    temporaries: patch_bytes(&op, &ins, &outs),
+                    temporaries: patch_bytes(&op, &ins, &outs) + table_block,
+                    refused: gather && table_bytes > LARGE_OPERAND && block_copies > MOST_COPIES,
                 }
             };
             let in_place = |s: &Split| self.writes_in_place(s, &out_dims, min_per_tile);

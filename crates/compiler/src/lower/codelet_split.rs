@@ -405,10 +405,28 @@ pub(crate) fn split_of(here: &Here, operands: &[Vec<usize>], out: &[usize]) -> O
                 axes.push(Axis::free(d, out[d], 1, vec![scaled(d, 1); n_ops]));
             }
         }
-        Op::Gather { dims, .. } if dims.operand_batching_dims.is_empty() => {
-            let d = (0..out.len()).find(|d| !dims.offset_dims.contains(&(*d as i64)))?;
-            let idx_dim = (0..operands[1].len()).find(|&i| i as i64 != dims.index_vector_dim)?;
-            axes.push(Axis::free(d, out[d], 1, vec![None, scaled(idx_dim, 1)]));
+        Op::Gather {
+            dims, slice_sizes, ..
+        } if dims.operand_batching_dims.is_empty() => {
+            if let Some(d) = (0..out.len()).find(|d| !dims.offset_dims.contains(&(*d as i64)))
+                && let Some(idx_dim) =
+                    (0..operands[1].len()).find(|&i| i as i64 != dims.index_vector_dim)
+            {
+                axes.push(Axis::free(d, out[d], 1, vec![None, scaled(idx_dim, 1)]));
+            }
+            // A slice dimension taken whole (an embedding's columns): its start is always
+            // 0, so a part may gather from a block of the operand's columns, as PopLibs'
+            // embedding plan splits the table's unsliced dimension.
+            let window = (0..operands[0].len()).filter(|d| {
+                let d = *d as i64;
+                !dims.collapsed_slice_dims.contains(&d)
+            });
+            for (&out_d, od) in dims.offset_dims.iter().zip(window) {
+                if slice_sizes[od] as usize == operands[0][od] {
+                    let out_d = out_d as usize;
+                    axes.push(Axis::free(out_d, out[out_d], 1, vec![scaled(od, 1), None]));
+                }
+            }
         }
         Op::ReduceWindow { window, .. } => {
             for (d, w) in window.dims.iter().enumerate() {
@@ -466,6 +484,22 @@ pub(crate) struct PartCost {
     /// The shortest run of consecutive elements a part reads of an operand, or writes of
     /// the result, of at least [`LARGE`] bytes.
     pub shortest_run: usize,
+    /// The split breaks a rule of the op's own (a gather's parts copying a large table
+    /// more often than [`super::codelet`] allows).
+    pub refused: bool,
+}
+
+/// Whether parts may cut large operands and results into runs shorter than
+/// [`super::mapping::GRAIN`] elements (see [`LARGE`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FineRuns {
+    /// Freely (convolutions: their AMP parts cut the kernel by output feature).
+    Allowed,
+    /// Only when no split of coarser runs keeps the temporaries as far within the budget
+    /// (a gather from a table too large for a tile, cut into column blocks).
+    LastResort,
+    /// Never.
+    Refused,
 }
 
 /// Codelets other than convolutions cut operands and results of at least this many bytes
@@ -502,8 +536,8 @@ pub(crate) struct Room {
     /// The most parts in all.
     pub most_parts: usize,
     /// Whether parts may cut large operands and results into runs shorter than
-    /// [`super::mapping::GRAIN`] elements (see [`LARGE`]).
-    pub fine_runs: bool,
+    /// [`super::mapping::GRAIN`] elements.
+    pub fine_runs: FineRuns,
 }
 
 /// Parts per tile when `parts` parts share `tiles` tiles.
@@ -513,7 +547,8 @@ pub(crate) fn parts_per_tile(parts: usize, tiles: usize) -> usize {
 
 /// Chooses each free axis's parts: from one part, doubles (or takes whole) the axis whose
 /// change lowers the estimate most, while one does. The estimate of a split is (bytes of
-/// temporaries over the budget, cycles): a tile runs its parts, receives their operands and,
+/// temporaries over the budget, whether it cuts runs finer than a last resort allows,
+/// cycles): a tile runs its parts, receives their operands and,
 /// unless `in_place` says the parts write the result where it lies, sends their results to
 /// be assembled. Worker vertices may share a tile up to its worker contexts; supervisor
 /// vertices (the AMP's) take a tile each.
@@ -523,7 +558,7 @@ pub(crate) fn choose(
     cost_of: impl Fn(&Split) -> PartCost,
     in_place: impl Fn(&Split) -> bool,
 ) {
-    let score = |s: &Split| -> (u64, u64) {
+    let score = |s: &Split| -> (u64, bool, u64) {
         let parts = s.parts();
         let c = cost_of(s);
         let per_tile = parts_per_tile(parts, room.tiles);
@@ -531,9 +566,10 @@ pub(crate) fn choose(
             VertexCost::Worker(_) => per_tile <= room.workers,
             VertexCost::Supervisor(_) => per_tile == 1,
         };
-        let fine = !room.fine_runs && c.shortest_run < super::mapping::GRAIN;
-        if parts > room.most_parts || !fits || fine {
-            return (u64::MAX, u64::MAX);
+        let fine = c.shortest_run < super::mapping::GRAIN;
+        let refused = c.refused || (fine && room.fine_runs == FineRuns::Refused);
+        if parts > room.most_parts || !fits || refused {
+            return (u64::MAX, true, u64::MAX);
         }
         let k = per_tile as u64;
         let compute = tile_cycles(&vec![c.vertex; per_tile], room.workers);
@@ -541,12 +577,13 @@ pub(crate) fn choose(
         let exchange = (k * (c.bytes_in + out)).div_ceil(room.bytes_per_cycle);
         (
             (k * c.temporaries).saturating_sub(room.budget),
+            fine && room.fine_runs == FineRuns::LastResort,
             compute + exchange,
         )
     };
     let mut best = score(split);
     loop {
-        let mut improved: Option<(usize, usize, (u64, u64))> = None;
+        let mut improved: Option<(usize, usize, (u64, bool, u64))> = None;
         for i in 0..split.axes.len() {
             let a = &split.axes[i];
             if a.fixed || a.parts == a.units {
@@ -640,7 +677,7 @@ mod tests {
             bytes_per_cycle: 4,
             budget: u64::MAX,
             most_parts: usize::MAX,
-            fine_runs: true,
+            fine_runs: FineRuns::Allowed,
         };
         let cost = |s: &Split| {
             let elems = (64 * 64 / s.parts()) as u64;
@@ -650,6 +687,7 @@ mod tests {
                 bytes_out: elems * 4,
                 temporaries: 0,
                 shortest_run: usize::MAX,
+                refused: false,
             }
         };
         choose(&mut split, &room, cost, |_| true);
