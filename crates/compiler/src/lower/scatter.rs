@@ -6,8 +6,10 @@
 //! When the combiner adds, the updates are also cut into groups: the tiles of group `g`
 //! apply only its updates, group 0 onto the operand's slice and the others onto slices of
 //! the additive identity, and the groups' partial results are summed after (as popops'
-//! multiUpdateAdd splits its indices and reduces the partials). Chunks run one compute set
-//! after another.
+//! multiUpdateAdd splits its indices and reduces the partials). A window dimension the
+//! updates cover whole (an embedding's columns) may be cut too, each part receiving only
+//! its block of every update row, as popops' embedding plan splits the unsliced
+//! dimension. Chunks run one compute set after another.
 
 use super::codelet_split::{Along, Axis, Cut, Split};
 use super::mapping::Piece;
@@ -27,26 +29,48 @@ const CYCLES_PER_ELEMENT: u64 = 6;
 const CYCLES_PER_VERTEX: u64 = 12;
 
 /// How a scatter is spread: the operand dimensions cut (with the index column addressing
-/// each and its slices) and the groups its updates are cut into.
+/// each and its slices), the blocks of a window dimension taken whole, and the groups its
+/// updates are cut into.
 #[derive(Debug, Clone, PartialEq)]
 struct Plan {
     cuts: Vec<(usize, usize, usize)>,
+    /// `(operand dimension, update dimension, blocks)`: a window dimension the updates
+    /// cover whole, cut into blocks alongside the updates' (`None`: not cut).
+    columns: Option<(usize, usize, usize)>,
     groups: usize,
 }
 
 impl Plan {
     fn slices(&self) -> usize {
-        self.cuts.iter().map(|c| c.2).product()
+        self.cuts.iter().map(|c| c.2).product::<usize>() * self.blocks()
     }
+
+    /// Blocks of the window dimension cut (1 when none is).
+    fn blocks(&self) -> usize {
+        self.columns.map_or(1, |c| c.2)
+    }
+}
+
+/// A window dimension the updates cover whole, which a plan may cut into blocks.
+#[derive(Debug, Clone, Copy)]
+struct Columns {
+    operand_dim: usize,
+    update_dim: usize,
+    /// Its elements.
+    width: usize,
+    /// The most blocks: blocks at least [`super::mapping::GRAIN`] wide when the operand or
+    /// the updates are large (as [`super::codelet_split::LARGE`] holds other codelets to).
+    most_blocks: usize,
 }
 
 /// The sizes a plan is weighed by.
 struct Sizes {
     operand_bytes: u64,
     rows: usize,
-    row_elements: u64,
-    row_bytes: u64,
-    chunk_rows: usize,
+    /// Elements and bytes of one row of indices (an index vector).
+    index_row: (u64, u64),
+    /// Elements and bytes of one row of updates (a window).
+    update_row: (u64, u64),
     tiles: usize,
     /// Exchange bytes a tile receives per cycle.
     bytes_per_cycle: u64,
@@ -57,15 +81,31 @@ struct Sizes {
     budget: u64,
 }
 
+/// Elements and bytes of one row of indices and updates as a part receives it: the index
+/// vector and its block of the window.
+fn part_row(plan: &Plan, z: &Sizes) -> (u64, u64) {
+    let blocks = plan.blocks() as u64;
+    (
+        z.index_row.0 + z.update_row.0.div_ceil(blocks),
+        z.index_row.1 + z.update_row.1.div_ceil(blocks),
+    )
+}
+
+/// Rows of indices and updates a part receives and applies at once.
+fn chunk_rows(plan: &Plan, z: &Sizes) -> usize {
+    ((CHUNK_BYTES / part_row(plan, z).1.max(1)) as usize).clamp(1, z.rows)
+}
+
 /// The cycles of the busiest tile under `plan`: applying its group's rows chunk by chunk,
 /// receiving them and its slice (or filling it with the identity), and, with groups,
 /// receiving and adding its share of the stacked partial results.
 fn estimate(plan: &Plan, z: &Sizes) -> u64 {
     let rows = z.rows.div_ceil(plan.groups) as u64;
-    let chunks = rows.div_ceil(z.chunk_rows as u64);
-    let work = CYCLES_PER_VERTEX * chunks + rows * z.row_elements * CYCLES_PER_ELEMENT;
+    let chunks = rows.div_ceil(chunk_rows(plan, z) as u64);
+    let (row_elements, row_bytes) = part_row(plan, z);
+    let work = CYCLES_PER_VERTEX * chunks + rows * row_elements * CYCLES_PER_ELEMENT;
     // The slice arrives (group 0) or is filled (the others).
-    let received = (rows * z.row_bytes + slice_bytes(plan, z)) / z.bytes_per_cycle;
+    let received = (rows * row_bytes + slice_bytes(plan, z)) / z.bytes_per_cycle;
     // The stacked partials arrive, then are added (about a word a cycle).
     let share = stacked_share(plan, z);
     let sums = share / z.bytes_per_cycle + share / 4;
@@ -89,33 +129,56 @@ fn stacked_share(plan: &Plan, z: &Sizes) -> u64 {
 /// its share of the stacked partial results.
 fn held_bytes(plan: &Plan, z: &Sizes) -> u64 {
     let rows = z.rows.div_ceil(plan.groups) as u64;
-    let chunk = rows.min(z.chunk_rows as u64) * z.row_bytes;
+    let chunk = rows.min(chunk_rows(plan, z) as u64) * part_row(plan, z).1;
     2 * slice_bytes(plan, z) + chunk + stacked_share(plan, z)
 }
 
 /// The cheapest plan: for each number of groups (powers of two up to the rows, 1 unless
-/// the combiner adds), the slices the remaining tiles allow, cut outermost dimension
-/// first (so slices are runs of the operand where they can be). Plans with groups must
-/// hold at most `budget` bytes on a tile; one group is the fallback whatever it holds.
-fn choose(cuttable: &[(usize, usize)], od: &[usize], adds: bool, z: &Sizes) -> Plan {
+/// the combiner adds) and of blocks of `columns` (powers of two up to its most, and that
+/// most), the slices the remaining tiles allow, cut outermost dimension first (so slices
+/// are runs of the operand where they can be). Plans with groups must hold at most
+/// `budget` bytes on a tile; one group is the fallback whatever it holds.
+fn choose(
+    cuttable: &[(usize, usize)],
+    columns: Option<Columns>,
+    od: &[usize],
+    adds: bool,
+    z: &Sizes,
+) -> Plan {
     let most_groups = if adds { z.rows.min(z.tiles) } else { 1 };
+    let most_blocks = columns.map_or(1, |c| c.most_blocks.clamp(1, c.width));
+    let mut block_counts: Vec<usize> = std::iter::successors(Some(1), |b| Some(b * 2))
+        .take_while(|&b| b <= most_blocks)
+        .collect();
+    if block_counts.last() != Some(&most_blocks) {
+        block_counts.push(most_blocks);
+    }
     let mut best: Option<(u64, Plan)> = None;
     let mut groups = 1;
     while groups <= most_groups {
-        let mut room = z.tiles / groups;
-        let cuts = cuttable
-            .iter()
-            .map(|&(d, column)| {
-                let parts = od[d].min(room).max(1);
-                room /= parts;
-                (d, column, parts)
-            })
-            .collect();
-        let plan = Plan { cuts, groups };
-        let cost = estimate(&plan, z);
-        let fits = groups == 1 || held_bytes(&plan, z) <= z.budget;
-        if fits && best.as_ref().is_none_or(|(c, _)| cost < *c) {
-            best = Some((cost, plan));
+        for &blocks in block_counts.iter().filter(|&&b| b * groups <= z.tiles) {
+            let mut room = z.tiles / groups / blocks;
+            let cuts = cuttable
+                .iter()
+                .map(|&(d, column)| {
+                    let parts = od[d].min(room).max(1);
+                    room /= parts;
+                    (d, column, parts)
+                })
+                .collect();
+            let columns = columns
+                .filter(|_| blocks > 1)
+                .map(|c| (c.operand_dim, c.update_dim, blocks));
+            let plan = Plan {
+                cuts,
+                columns,
+                groups,
+            };
+            let cost = estimate(&plan, z);
+            let fits = groups == 1 || held_bytes(&plan, z) <= z.budget;
+            if fits && best.as_ref().is_none_or(|(c, _)| cost < *c) {
+                best = Some((cost, plan));
+            }
         }
         groups *= 2;
     }
@@ -170,14 +233,28 @@ impl Lowerer<'_> {
             return Ok(None);
         }
         let rows = idims[ib];
-        let row_bytes = idx.shape.byte_size() / rows as u64 + upd.shape.byte_size() / rows as u64;
-        let row_elements = (idx.shape.element_count() + upd.shape.element_count()) / rows as u64;
+        let per_row = |a: &Arr| {
+            let r = rows as u64;
+            (a.shape.element_count() / r, a.shape.byte_size() / r)
+        };
+        // The innermost window dimension the updates cover whole may be cut into blocks.
+        let large = |a: &Arr| a.shape.byte_size() >= super::codelet_split::LARGE;
+        let columns = (window_dims.iter().enumerate().rev())
+            .find(|&(_, &d)| window(d) == od[d] && od[d] > 1)
+            .map(|(j, &d)| Columns {
+                operand_dim: d,
+                update_dim: dims.update_window_dims[j] as usize,
+                width: od[d],
+                most_blocks: match large(op) || large(upd) {
+                    true => od[d] / super::mapping::GRAIN,
+                    false => od[d],
+                },
+            });
         let sizes = Sizes {
             operand_bytes: op.shape.byte_size(),
             rows,
-            row_elements,
-            row_bytes,
-            chunk_rows: ((CHUNK_BYTES / row_bytes.max(1)) as usize).clamp(1, rows),
+            index_row: per_row(idx),
+            update_row: per_row(upd),
             tiles: self.tiles,
             bytes_per_cycle: self.target.exchange_bytes_per_cycle.max(1),
             workers: self.target.worker_contexts.max(1) as u64,
@@ -191,18 +268,20 @@ impl Lowerer<'_> {
                 op.shape.element_type,
                 ElementType::F32 | ElementType::S32 | ElementType::U32
             );
-        let plan = choose(&cuttable, &od, adds, &sizes);
+        let plan = choose(&cuttable, columns, &od, adds, &sizes);
         if plan.slices() * plan.groups < 2 {
             return Ok(None);
         }
         let split = split_of(&plan, &od, rows, ib, ub);
         let name = here.instr.name.clone();
+        let chunk_rows = chunk_rows(&plan, &sizes);
         tracing::debug!(
             target: "ipuxla::plan",
-            "scatter {name}: slices {:?}, {} groups of updates, {} rows a chunk, ~{} cycles",
+            "scatter {name}: slices {:?}, {} blocks of dimension {:?}, {} groups of updates, {chunk_rows} rows a chunk, ~{} cycles",
             plan.cuts.iter().map(|c| (c.0, c.2)).collect::<Vec<_>>(),
+            plan.blocks(),
+            plan.columns.map(|c| c.0),
             plan.groups,
-            sizes.chunk_rows,
             estimate(&plan, &sizes)
         );
         let parts = split.parts();
@@ -290,7 +369,7 @@ impl Lowerer<'_> {
         let mut finals: Vec<Option<Arr>> = vec![None; parts];
         let chunks = row_ranges
             .iter()
-            .map(|&(_, n)| n.div_ceil(sizes.chunk_rows))
+            .map(|&(_, n)| n.div_ceil(chunk_rows))
             .max()
             .unwrap_or(0);
         type Key = (Vec<ArrayShape>, Vec<(usize, i32)>);
@@ -300,16 +379,23 @@ impl Lowerer<'_> {
             let mut reads = Vec::new();
             // The parts with rows left, and this chunk of their rows on each one's tile.
             let active: Vec<usize> = (0..parts)
-                .filter(|&p| c * sizes.chunk_rows < row_ranges[p].1)
+                .filter(|&p| c * chunk_rows < row_ranges[p].1)
                 .collect();
             let rows_cut = |p: usize, dim: usize| -> Cut {
                 let (r0, rn) = row_ranges[p];
-                let first = c * sizes.chunk_rows;
-                smallvec::smallvec![(dim, r0 + first, sizes.chunk_rows.min(rn - first))]
+                let first = c * chunk_rows;
+                smallvec::smallvec![(dim, r0 + first, chunk_rows.min(rn - first))]
             };
             let active_tiles: Vec<usize> = active.iter().map(|&p| tiles[p]).collect();
             let idx_cuts: Vec<Cut> = active.iter().map(|&p| rows_cut(p, ib)).collect();
-            let upd_cuts: Vec<Cut> = active.iter().map(|&p| rows_cut(p, ub)).collect();
+            // The updates' rows, and their block of the window when it is cut.
+            let upd_cuts: Vec<Cut> = (active.iter())
+                .map(|&p| {
+                    let mut cut = rows_cut(p, ub);
+                    cut.extend((split.operand_cut(2, p, &udims).into_iter()).filter(|c| c.0 != ub));
+                    cut
+                })
+                .collect();
             let ics =
                 self.operand_on_tiles(idx, &idx_cuts, &active_tiles, &format!("{name}.idx{c}"));
             let ucs =
@@ -381,22 +467,27 @@ impl Lowerer<'_> {
 }
 
 /// `plan` as a [`Split`]: an axis per cut operand dimension (the indices and updates read
-/// whole along it) and, with groups, a summed axis cutting the indices' and updates' rows.
+/// whole along it, but along a window dimension cut into blocks, where the updates are
+/// cut alike) and, with groups, a summed axis cutting the indices' and updates' rows.
 fn split_of(plan: &Plan, od: &[usize], rows: usize, ib: usize, ub: usize) -> Split {
+    let scaled = |dim| Some(Along::Scaled { dim, scale: 1 });
     let mut axes: Vec<Axis> = plan
         .cuts
         .iter()
         .filter(|c| c.2 > 1)
-        .map(|&(d, _, parts)| Axis {
+        .map(|&(d, _, parts)| (d, parts, None))
+        .chain(plan.columns.map(|(d, u, blocks)| (d, blocks, scaled(u))))
+        .map(|(d, parts, updates)| Axis {
             out_dim: d,
             units: od[d],
             parts,
             out_scale: 1,
-            operands: vec![Some(Along::Scaled { dim: d, scale: 1 }), None, None],
+            operands: vec![scaled(d), None, updates],
             fixed: false,
             sums: false,
         })
         .collect();
+    axes.sort_by_key(|a| a.out_dim);
     if plan.groups > 1 {
         axes.push(Axis {
             out_dim: usize::MAX,
@@ -513,9 +604,8 @@ mod tests {
         Sizes {
             operand_bytes: 32 * 14 * 14 * 32 * 4,
             rows,
-            row_elements: 5,
-            row_bytes: 20,
-            chunk_rows: 4915,
+            index_row: (4, 16),
+            update_row: (1, 4),
             tiles,
             bytes_per_cycle: 4,
             workers: 6,
@@ -531,8 +621,8 @@ mod tests {
         let od = [32, 14, 14, 32];
         let cuttable = [(0, 0), (1, 1), (2, 2), (3, 3)];
         let z = sizes(50_176, 1472);
-        let adding = choose(&cuttable, &od, true, &z);
-        let assigning = choose(&cuttable, &od, false, &z);
+        let adding = choose(&cuttable, None, &od, true, &z);
+        let assigning = choose(&cuttable, None, &od, false, &z);
         assert!(adding.groups > 1, "{adding:?}");
         assert_eq!(assigning.groups, 1);
         assert!(adding.slices() * adding.groups <= 1472, "{adding:?}");
@@ -543,7 +633,7 @@ mod tests {
         assert!(estimate(&adding, &z) * 10 < estimate(&assigning, &z));
         let tight = Sizes { budget: 4096, ..z };
         assert_eq!(
-            choose(&cuttable, &od, true, &tight).groups,
+            choose(&cuttable, None, &od, true, &tight).groups,
             1,
             "groups must fit the budget"
         );
@@ -556,8 +646,33 @@ mod tests {
             operand_bytes: 16_000,
             ..sizes(3, 1472)
         };
-        let plan = choose(&[(0, 0), (1, 1)], &od, true, &z);
+        let plan = choose(&[(0, 0), (1, 1)], None, &od, true, &z);
         assert!(plan.groups <= 3, "{plan:?}");
         assert_eq!(plan.cuts[0], (0, 0, 4), "{plan:?}");
+    }
+
+    /// An embedding's gradient (2 048 rows of 256 into a 30000x256 table): each part
+    /// receiving every whole row scans all of them; blocks of the columns cut that work, no
+    /// narrower than 16 elements for arrays this large.
+    #[test]
+    fn a_window_dimension_taken_whole_is_cut_into_blocks() {
+        let od = [30_000, 256];
+        let z = Sizes {
+            operand_bytes: 30_000 * 256 * 4,
+            index_row: (1, 4),
+            update_row: (256, 1024),
+            ..sizes(2048, 1472)
+        };
+        let columns = Columns {
+            operand_dim: 1,
+            update_dim: 1,
+            width: 256,
+            most_blocks: 16,
+        };
+        let rows_only = choose(&[(0, 0)], None, &od, true, &z);
+        let plan = choose(&[(0, 0)], Some(columns), &od, true, &z);
+        assert_eq!(plan.columns, Some((1, 1, 16)), "{plan:?}");
+        assert!(plan.slices() * plan.groups <= 1472, "{plan:?}");
+        assert!(estimate(&plan, &z) * 4 < estimate(&rows_only, &z));
     }
 }
