@@ -36,14 +36,29 @@ fn values(dims: &[i64], seed: u32) -> Literal {
     })
 }
 
-/// Every element of `got` within 1e-5 (relative, absolute below 1) of the evaluator's `want`.
-fn assert_close(got: &ArrayLiteral, want: &Literal, what: &str) {
+/// s32 values of `dims`: `seed` times each element's position, wrapping, shifted right.
+fn ints(dims: &[i64], seed: i32) -> Literal {
+    let n: i64 = dims.iter().product();
+    Literal::Array(ArrayLiteral {
+        shape: ArrayShape::new(ElementType::S32, dims),
+        data: ArrayData::S32((0..n as i32).map(|v| v.wrapping_mul(seed) >> 3).collect()),
+    })
+}
+
+/// The f32 elements of a result and of the evaluator's.
+fn f32_results<'a>(got: &'a ArrayLiteral, want: &'a Literal, what: &str) -> (&'a [f32], &'a [f32]) {
     let Literal::Array(want) = want else {
         panic!("{what}: an array result");
     };
     let (ArrayData::F32(got), ArrayData::F32(want)) = (&got.data, &want.data) else {
         panic!("{what}: f32 results");
     };
+    (got, want)
+}
+
+/// Every element of `got` within 1e-5 (relative, absolute below 1) of the evaluator's `want`.
+fn assert_close(got: &ArrayLiteral, want: &Literal, what: &str) {
+    let (got, want) = f32_results(got, want, what);
     assert_eq!(got.len(), want.len(), "{what}");
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         assert!(
@@ -276,13 +291,6 @@ fn scatters_split_by_slice_and_by_group_match_the_evaluator() {
     let want = xla_ir::eval::evaluate(&module, &inputs).unwrap();
     assert_close(&run.outputs[0], &want, "f32 add");
 
-    let ints = |dims: &[i64], seed: i32| {
-        let n: i64 = dims.iter().product();
-        Literal::Array(ArrayLiteral {
-            shape: ArrayShape::new(ElementType::S32, dims),
-            data: ArrayData::S32((0..n as i32).map(|v| v.wrapping_mul(seed) >> 3).collect()),
-        })
-    };
     let s32 = xla_ir::parse_module(&scatter_module("s32", &sum.replace("TY", "s32"))).unwrap();
     let inputs = vec![
         ints(&[24, 10, 6], 77_777),
@@ -334,12 +342,7 @@ fn gather_indices(n: usize, ranges: &[i32]) -> Literal {
 
 /// A gather copies elements: its results must be the evaluator's bit for bit.
 fn assert_same_bits(got: &ArrayLiteral, want: &Literal, what: &str) {
-    let Literal::Array(want) = want else {
-        panic!("{what}: an array result");
-    };
-    let (ArrayData::F32(got), ArrayData::F32(want)) = (&got.data, &want.data) else {
-        panic!("{what}: f32 results");
-    };
+    let (got, want) = f32_results(got, want, what);
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(got), bits(want), "{what}");
 }
@@ -415,13 +418,6 @@ fn an_embedding_gradient_cut_into_column_blocks_matches_the_evaluator() {
     let want = xla_ir::eval::evaluate(&f32s, &inputs).unwrap();
     assert_close(&run.outputs[0], &want, "f32 gradient");
 
-    let ints = |dims: &[i64], seed: i32| {
-        let n: i64 = dims.iter().product();
-        Literal::Array(ArrayLiteral {
-            shape: ArrayShape::new(ElementType::S32, dims),
-            data: ArrayData::S32((0..n as i32).map(|v| v.wrapping_mul(seed) >> 3).collect()),
-        })
-    };
     let s32s = module("s32");
     let inputs = vec![ints(&[3000, 64], 54_321), ids, ints(&[700, 64], 98_765)];
     let run = ipuxla::device::run_on_ipu_model(&s32s, &config, &inputs).unwrap();
