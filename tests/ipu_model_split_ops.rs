@@ -426,3 +426,46 @@ fn an_embedding_gradient_cut_into_column_blocks_matches_the_evaluator() {
     };
     assert_eq!(run.outputs[0].data, want.data, "s32 gradient, exactly");
 }
+
+/// A dynamic slice of rows from a table larger than a tile, and a dynamic update of a row
+/// of a 4 MB cache (a KV cache, a scan's stacked results): parts each hold a block of the
+/// columns, which every slice takes whole, instead of one tile holding all (which ran out
+/// of memory). Starts out of range clamp as XLA clamps them.
+#[test]
+fn dynamic_slices_and_updates_of_arrays_larger_than_a_tile_cut_their_columns() {
+    let config = IpuConfig::default();
+    let scalar = |v: i32| {
+        Literal::Array(ArrayLiteral {
+            shape: ArrayShape::new(ElementType::S32, &[]),
+            data: ArrayData::S32(vec![v]),
+        })
+    };
+    let slice = xla_ir::parse_module(
+        "HloModule ds\n\nENTRY main {\n  table = f32[3000,256]{1,0} parameter(0)\n  \
+         i = s32[] parameter(1)\n  z = s32[] constant(0)\n  ROOT rows = f32[4,256]{1,0} \
+         dynamic-slice(table, i, z), dynamic_slice_sizes={4,256}\n}\n",
+    )
+    .unwrap();
+    for start in [17, 2999, -3] {
+        let inputs = vec![values(&[3000, 256], 11), scalar(start)];
+        let run = ipuxla::device::run_on_ipu_model(&slice, &config, &inputs).unwrap();
+        let want = xla_ir::eval::evaluate(&slice, &inputs).unwrap();
+        assert_same_bits(&run.outputs[0], &want, &format!("rows from {start}"));
+    }
+    let update = xla_ir::parse_module(
+        "HloModule dus\n\nENTRY main {\n  cache = f32[2048,512]{1,0} parameter(0)\n  \
+         i = s32[] parameter(1)\n  z = s32[] constant(0)\n  row = f32[1,512]{1,0} parameter(2)\n  \
+         ROOT c = f32[2048,512]{1,0} dynamic-update-slice(cache, row, i, z)\n}\n",
+    )
+    .unwrap();
+    for start in [1000, 5000] {
+        let inputs = vec![
+            values(&[2048, 512], 12),
+            scalar(start),
+            values(&[1, 512], 13),
+        ];
+        let run = ipuxla::device::run_on_ipu_model(&update, &config, &inputs).unwrap();
+        let want = xla_ir::eval::evaluate(&update, &inputs).unwrap();
+        assert_same_bits(&run.outputs[0], &want, &format!("cache row {start}"));
+    }
+}

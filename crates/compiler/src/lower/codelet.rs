@@ -31,11 +31,12 @@ const LARGE_OPERAND: u64 = 64 * 1024;
 /// See [`LARGE_OPERAND`].
 const MOST_COPIES: usize = 16;
 
-/// The proportion of a tile's memory a gather's parts may fill with the table blocks they
-/// hold: popops' embedding plan option `availableMemoryProportion`, whose default is 0.6
-/// (poplibs `include/popops/DynamicSlice.hpp`, "Embedding plan options"). A table larger
-/// than that is cut into column blocks.
-const GATHER_MEMORY_PROPORTION: f64 = 0.6;
+/// The proportion of a tile's memory the parts of a gather, dynamic slice or dynamic
+/// update may fill with the blocks of the operand they hold: popops' embedding plan option
+/// `availableMemoryProportion`, whose default is 0.6 (poplibs
+/// `include/popops/DynamicSlice.hpp`, "Embedding plan options"). An operand larger than
+/// that is cut into column blocks.
+const SLICE_MEMORY_PROPORTION: f64 = 0.6;
 
 /// What a codelet is built from: the single-op module it evaluates on its tile's slices,
 /// the slices' shapes and the vertex's cost. An executable on disk stores it and builds
@@ -272,6 +273,8 @@ fn estimate(op: &Op, in_shapes: &[Shape], out: &Shape, target: &Target) -> Verte
             VertexCost::Supervisor(macs.div_ceil(rate) + 72)
         }
         Op::Gather { slice_sizes, .. } => gather_cost(slice_sizes, out, target),
+        Op::DynamicSlice { .. } => dynamic_slice_cost(&in_shapes[0], out, false),
+        Op::DynamicUpdateSlice => dynamic_slice_cost(&in_shapes[0], &in_shapes[1], true),
         Op::Sort { .. } => {
             let n = out_elems.max(2);
             VertexCost::Worker(12 + n * (64 - n.leading_zeros() as u64) * 6)
@@ -313,6 +316,38 @@ fn gather_cost(slice_sizes: &[i64], out: &Shape, target: &Target) -> VertexCost 
         return VertexCost::Worker(13 + offsets * per_offset);
     }
     VertexCost::Supervisor((13 + offsets.div_ceil(workers) * per_offset) * workers)
+}
+
+/// A dynamic slice's (or update's) cost, as PopLibs estimates its `DynamicSlice2D` and
+/// `DynamicUpdateSlice2D` vertices (poplibs `lib/popops/popopsCycleEstimators.cpp`):
+/// 23 cycles, and per region of the base
+/// (the runs before the first dimension sliced) 13 cycles and, per sub-element (an index
+/// along the sliced dimensions), 29 cycles and one per 64-bit vector of the region's
+/// elements (f32; f16: 31 and 2 per vector; one-byte types: 50 and 2 per 4 elements, 23
+/// when updating). `slice` is the slice read, or the update written; what the operand
+/// holds beyond it costs nothing here.
+fn dynamic_slice_cost(operand: &Shape, slice: &Shape, update: bool) -> VertexCost {
+    let (Some(operand), Some(slice)) = (operand.as_array(), slice.as_array()) else {
+        return VertexCost::Worker(23);
+    };
+    let sliced: Vec<bool> = (slice.dims.iter().zip(&operand.dims))
+        .map(|(s, o)| s < o)
+        .collect();
+    let first = sliced.iter().position(|&s| s).unwrap_or(slice.dims.len());
+    let regions = slice.dims[..first].iter().product::<i64>().max(1) as u64;
+    let subs = (slice.dims.iter().zip(&sliced))
+        .filter(|(_, s)| **s)
+        .map(|(d, _)| *d)
+        .product::<i64>()
+        .max(1) as u64;
+    let region = (slice.element_count() / (regions * subs)).max(1);
+    let (base, per_vector, width) = match slice.element_type.byte_size() {
+        1 => (50, if update { 23 } else { 2 }, 4),
+        2 => (31, 2, 4),
+        _ => (29, 1, 2),
+    };
+    let per_sub = base + region.div_ceil(width) * per_vector;
+    VertexCost::Worker(23 + regions * (per_sub * subs + 13))
 }
 
 /// What makes two parts of an op run one codelet: their operands' shapes, their result's
@@ -366,10 +401,14 @@ fn part_shapes(
         Shape::Array(outs.into_iter().next().expect("one leaf"))
     };
     let mut op = here.instr.op.clone();
-    if let Op::Gather { slice_sizes, .. } = &mut op {
+    if let Op::Gather {
+        slice_sizes: sizes, ..
+    }
+    | Op::DynamicSlice { sizes } = &mut op
+    {
         // A column block of the table: its slices are the block's width.
         for (d, _, len) in split.operand_cut(0, p, &operands[0].dims()) {
-            slice_sizes[d] = len as i64;
+            sizes[d] = len as i64;
         }
     }
     if let Op::Convolution {
@@ -594,6 +633,12 @@ impl Lowerer<'_> {
         }
         let convolution = matches!(here.instr.op, Op::Convolution { .. });
         let gather = matches!(here.instr.op, Op::Gather { .. });
+        // Ops that read a few slices of an operand each part holds a block of.
+        let slices = gather
+            || matches!(
+                here.instr.op,
+                Op::DynamicSlice { .. } | Op::DynamicUpdateSlice
+            );
         let out_dims: Vec<usize> = out_leaves[0].dims.iter().map(|&d| d as usize).collect();
         let min_per_tile = mapping::min_elements_per_tile(self.dtype(&out_leaves[0]));
         let operand_dims: Vec<Vec<usize>> = operands.iter().map(Arr::dims).collect();
@@ -614,11 +659,12 @@ impl Lowerer<'_> {
                 bytes_per_cycle: self.target.exchange_bytes_per_cycle,
                 // availableMemoryProportion bounds a convolution's temporaries per tile, as
                 // it bounds a matrix product's (the finest split is taken when none fits),
-                // and a gather's table blocks, as it bounds PopLibs' embedding plans.
+                // and the operand blocks of gathers and dynamic slices, as it bounds
+                // PopLibs' embedding plans.
                 budget: if convolution {
                     budget
-                } else if gather {
-                    (GATHER_MEMORY_PROPORTION * self.target.bytes_per_tile as f64) as u64
+                } else if slices {
+                    (SLICE_MEMORY_PROPORTION * self.target.bytes_per_tile as f64) as u64
                 } else {
                     u64::MAX
                 },
@@ -629,7 +675,7 @@ impl Lowerer<'_> {
                 },
                 fine_runs: if convolution {
                     FineRuns::Allowed
-                } else if gather {
+                } else if slices {
                     FineRuns::LastResort
                 } else {
                     FineRuns::Refused
@@ -649,9 +695,9 @@ impl Lowerer<'_> {
                 let result_runs = (out_leaves.iter())
                     .filter(|l| large(l.byte_size()))
                     .map(|_| codelet_split::run_length(&out_dims, &s.out_cut(p, &out_dims)));
-                // A gather part holds a block of the table (all of it unless the columns
-                // are cut), and each block goes to the parts of every range of indices.
-                let table_block = if gather { ins[0].byte_size() } else { 0 };
+                // A part holds a block of the table (all of it unless the columns are
+                // cut), and a gather's blocks go to the parts of every range of indices.
+                let table_block = if slices { ins[0].byte_size() } else { 0 };
                 let block_copies = s.parts()
                     / (s.axes.iter())
                         .filter(|a| a.operands[0].is_some())
@@ -1040,6 +1086,37 @@ mod tests {
         assert_eq!(
             gather_cost(&[1, 8], &few, &target),
             VertexCost::Worker(13 + 4 * (19 + 2 * 3))
+        );
+    }
+
+    /// PopLibs' DynamicSlice2D estimate at points worked by hand: one row of 256 f32 from
+    /// a [30000, 256] table: 23 + (29 + 128) + 13; four rows of it, and rows of a
+    /// [4, 100, 8] array sliced along its middle dimension (4 regions of 8 elements); the
+    /// table's size does not count.
+    #[test]
+    fn a_dynamic_slice_costs_its_slice_not_its_operand() {
+        let f32s = |dims: &[i64]| Shape::array(ElementType::F32, dims);
+        let cost = |o: &[i64], s: &[i64]| dynamic_slice_cost(&f32s(o), &f32s(s), false);
+        assert_eq!(
+            cost(&[30_000, 256], &[1, 256]),
+            VertexCost::Worker(23 + 157 + 13)
+        );
+        assert_eq!(
+            cost(&[30, 256], &[1, 256]),
+            VertexCost::Worker(23 + 157 + 13)
+        );
+        assert_eq!(
+            cost(&[30_000, 256], &[4, 256]),
+            VertexCost::Worker(23 + 157 * 4 + 13)
+        );
+        assert_eq!(
+            cost(&[4, 100, 8], &[4, 1, 8]),
+            VertexCost::Worker(23 + 4 * (29 + 4 + 13))
+        );
+        let bytes = |d: &[i64]| Shape::array(ElementType::U8, d);
+        assert_eq!(
+            dynamic_slice_cost(&bytes(&[10, 8]), &bytes(&[1, 8]), true),
+            VertexCost::Worker(23 + (50 + 2 * 23) + 13)
         );
     }
 }

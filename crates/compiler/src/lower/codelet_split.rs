@@ -428,6 +428,24 @@ pub(crate) fn split_of(here: &Here, operands: &[Vec<usize>], out: &[usize]) -> O
                 }
             }
         }
+        // A dimension a dynamic slice takes whole, or a dynamic update covers whole: its
+        // start is always 0, so parts may take blocks of it (the operand's, and the
+        // update's), reading the start indices whole.
+        Op::DynamicSlice { sizes } => {
+            for d in (0..out.len()).filter(|&d| sizes[d] as usize == operands[0][d]) {
+                let mut cuts = vec![None; n_ops];
+                cuts[0] = scaled(d, 1);
+                axes.push(Axis::free(d, out[d], 1, cuts));
+            }
+        }
+        Op::DynamicUpdateSlice => {
+            for d in (0..out.len()).filter(|&d| operands[1][d] == operands[0][d]) {
+                let mut cuts = vec![None; n_ops];
+                cuts[0] = scaled(d, 1);
+                cuts[1] = scaled(d, 1);
+                axes.push(Axis::free(d, out[d], 1, cuts));
+            }
+        }
         Op::ReduceWindow { window, .. } => {
             for (d, w) in window.dims.iter().enumerate() {
                 if let Some(scale) = disjoint_windows(w) {
@@ -496,7 +514,8 @@ pub(crate) enum FineRuns {
     /// Freely (convolutions: their AMP parts cut the kernel by output feature).
     Allowed,
     /// Only when no split of coarser runs keeps the temporaries as far within the budget
-    /// (a gather from a table too large for a tile, cut into column blocks).
+    /// (a gather or dynamic slice from a table too large for a tile, cut into column
+    /// blocks).
     LastResort,
     /// Never.
     Refused,
