@@ -73,7 +73,8 @@ fn json_has_the_figures_and_ratios_of_each_case() {
 fn the_table_has_a_row_per_case_and_generated_inputs_are_unchecked() {
     // The bench fixtures keep only their modules: a copy of a case without inputs runs on
     // generated ones.
-    let dir = std::env::temp_dir().join(format!("ipuxla-bench-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ipuxla-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for f in ["case.json", "module.hlo"] {
         std::fs::copy(Path::new(&fixture("seed_sum4")).join(f), dir.join(f)).unwrap();
@@ -106,7 +107,8 @@ fn the_table_has_a_row_per_case_and_generated_inputs_are_unchecked() {
 
 #[test]
 fn outputs_that_differ_from_xla_fail_the_run_and_name_the_element() {
-    let dir = std::env::temp_dir().join(format!("ipuxla-bench-bad-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ipuxla-bench-bad-{}", std::process::id()));
     std::fs::create_dir_all(dir.join("inputs")).unwrap();
     std::fs::create_dir_all(dir.join("outputs")).unwrap();
     let case = Path::new(&fixture("seed_sum4")).to_path_buf();
@@ -195,7 +197,8 @@ fn bench_cases_estimate_what_they_run_with_the_recorded_cycles_and_peaks() {
 /// builder-made bench cases cannot drift from the builder.
 #[test]
 fn the_builder_cases_in_the_fixtures_are_what_the_builder_writes() {
-    let dir = std::env::temp_dir().join(format!("ipuxla-builder-cases-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ipuxla-builder-cases-{}", std::process::id()));
     let out = ipuxla(&["bench", "--write-builder-cases", dir.to_str().unwrap()]);
     assert!(
         out.status.success(),

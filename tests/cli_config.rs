@@ -5,8 +5,8 @@ mod common;
 use common::ipuxla;
 
 fn temp_config(name: &str, text: &str) -> std::path::PathBuf {
-    let path =
-        std::env::temp_dir().join(format!("ipuxla-config-{}-{name}.json", std::process::id()));
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ipuxla-config-{}-{name}.json", std::process::id()));
     std::fs::write(&path, text).unwrap();
     path
 }

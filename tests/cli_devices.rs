@@ -57,7 +57,8 @@ fn the_chosen_order_is_marked_and_bad_counts_are_refused() {
 /// --config` lists them and `run --device K` runs a module on device K's IPUs.
 #[test]
 fn a_multi_device_config_lists_its_devices_and_run_chooses_one() {
-    let dir = std::env::temp_dir().join(format!("ipuxla-devices-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ipuxla-devices-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let config = dir.join("two.json");

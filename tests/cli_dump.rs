@@ -15,7 +15,8 @@ fn fixture(rel: &str) -> String {
 }
 
 fn scratch(name: &str, contents: &[u8]) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ipuxla-cli-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ipuxla-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(name);
     std::fs::write(&path, contents).unwrap();
@@ -154,7 +155,8 @@ fn help_documents_every_flag() {
 
 #[test]
 fn dump_passes_writes_one_file_per_pass_and_prints_the_scheduled_module() {
-    let dir = std::env::temp_dir().join(format!("ipuxla-cli-dumps-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ipuxla-cli-dumps-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let out = ipuxla(&[
         "dump",

@@ -59,7 +59,8 @@ fn progress_shows_on_a_terminal_only() {
     // A module that takes a moment to compile: a 2-layer encoder.
     let module =
         ipuxla::encoder::encoder_stack(2, ipuxla::encoder::EncoderSizes::default()).unwrap();
-    let path = std::env::temp_dir().join(format!("ipuxla-progress-{}.hlo", std::process::id()));
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ipuxla-progress-{}.hlo", std::process::id()));
     std::fs::write(&path, module.to_string()).unwrap();
     let file = path.to_str().unwrap();
     let shown = on_a_terminal(&format!("run {file} --estimate-only"));

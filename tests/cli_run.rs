@@ -16,7 +16,8 @@ fn case(rel: &str) -> String {
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ipuxla-run-{}-{name}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ipuxla-run-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     dir
 }
@@ -468,7 +469,8 @@ fn an_op_that_runs_on_one_tile_and_does_not_fit_it_is_out_of_memory_even_out_of_
 #[test]
 fn the_profile_is_written_as_json() {
     let outdir = scratch("profile");
-    let profile = std::env::temp_dir().join(format!("ipuxla-profile-{}.json", std::process::id()));
+    let profile = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ipuxla-profile-{}.json", std::process::id()));
     let out = ipuxla(&[
         "run",
         &case("seed_vector_add/module.hlo"),
@@ -503,7 +505,8 @@ fn the_profile_is_written_as_json() {
 /// the options it would ignore.
 #[test]
 fn estimate_only_profiles_without_running() {
-    let dir = std::env::temp_dir().join(format!("ipuxla-estimate-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ipuxla-estimate-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let profile = dir.join("profile.json");
     let module = format!(

@@ -47,7 +47,8 @@ fn f32s(a: &ArrayLiteral) -> &[f32] {
 
 #[test]
 fn a_loss_module_trains_as_a_pipeline_from_the_command_line() {
-    let dir = std::env::temp_dir().join(format!("ipuxla-cli-train-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ipuxla-cli-train-{}", std::process::id()));
     let (ipu, reference) = (dir.join("ipu"), dir.join("reference"));
     let out = train(
         "ipu-model",
@@ -171,7 +172,8 @@ fn gradient(module: &xla_ir::Module, args: &[xla_ir::Literal]) -> Vec<Vec<f32>> 
 
 #[test]
 fn bad_training_flags_are_refused_with_the_rule() {
-    let dir = std::env::temp_dir().join(format!("ipuxla-cli-train-bad-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ipuxla-cli-train-bad-{}", std::process::id()));
     let err = |extra: &[&str]| {
         let out = train("reference", &dir, extra);
         assert!(!out.status.success());

@@ -282,7 +282,8 @@ const HOST_KEYS: &[&str] = &["executable_cache_path"];
 /// (tests/executable_files.rs checks the runs agree and damaged entries are replaced).
 #[test]
 fn the_executable_cache_path_acts() {
-    let dir = std::env::temp_dir().join(format!("ipuxla-keys-cache-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ipuxla-keys-cache-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let config = IpuConfig {
         executable_cache_path: dir.to_string_lossy().into_owned(),

@@ -173,7 +173,8 @@ fn esr_rounds_stochastically_seeded_and_reproducibly() {
 /// ignore them.
 #[test]
 fn the_reference_engine_refuses_the_flags() {
-    let dir = std::env::temp_dir().join(format!("ipuxla-fp-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ipuxla-fp-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let config = dir.join("fp.json");
     std::fs::write(&config, r#"{"floating_point_behaviour": {"nanoo": true}}"#).unwrap();

@@ -189,7 +189,8 @@ fn a_cnn_trains_on_the_ipu_model_as_on_the_evaluator() {
         .unwrap();
     assert_eq!(predictions.shape.dims[..], [64, 2]);
 
-    let dir = std::env::temp_dir().join(format!("ipuxla-weights-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ipuxla-weights-{}", std::process::id()));
     on_ipu.save_weights(&dir).unwrap();
     let mut fresh = build();
     fresh.load_weights(&dir).unwrap();

@@ -72,7 +72,8 @@ fn inputs_of(case: &Path) -> String {
 }
 
 fn tmp(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("ipuxla-mpi-{}-{name}", std::process::id()))
+    std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ipuxla-mpi-{}-{name}", std::process::id()))
 }
 
 #[test]

@@ -112,7 +112,8 @@ fn the_scheduler_reorders_for_memory() {
 
 #[test]
 fn dumps_are_named_as_xla_names_them() {
-    let dir = std::env::temp_dir().join(format!("ipuxla-dumps-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ipuxla-dumps-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let m = module("fixtures/conformance/bench_mlp_train_b256/module.hlo");
     let options = PassOptions {

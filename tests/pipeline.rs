@@ -159,7 +159,8 @@ fn schedules_and_device_mappings_keep_the_outputs() {
 #[test]
 fn the_command_line_pipelines_a_two_stage_module() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/pipeline");
-    let out = std::env::temp_dir().join(format!("ipuxla-pipeline-{}", std::process::id()));
+    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ipuxla-pipeline-{}", std::process::id()));
     let inputs = format!(
         "0={};1={}",
         dir.join("x.npy").display(),

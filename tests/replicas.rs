@@ -287,7 +287,8 @@ fn the_command_line_runs_replicas_on_both_engines() {
         .join("fixtures/conformance-spmd/spmd_psum_axis_index");
     let hlo = case.join("module.opt.hlo");
     let inputs = format!("0={}", case.join("inputs/0.npy").display());
-    let outdir = std::env::temp_dir().join(format!("ipuxla-replicas-{}", std::process::id()));
+    let outdir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ipuxla-replicas-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&outdir);
     let run = |extra: &[&str]| {
         let mut args = vec![
@@ -313,7 +314,8 @@ fn the_command_line_runs_replicas_on_both_engines() {
         stdout.contains("output_0.npy  float32 (4, 1, 3)"),
         "{stdout}"
     );
-    let trace = std::env::temp_dir().join(format!("ipuxla-trace-{}.json", std::process::id()));
+    let trace = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ipuxla-trace-{}.json", std::process::id()));
     let out = run(&["--replicas", "4", "--trace", trace.to_str().unwrap()]);
     let events: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();

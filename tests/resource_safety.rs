@@ -6,8 +6,8 @@ mod common;
 use common::{fixture, ipuxla};
 
 fn run(file: &str, engine: &str) -> String {
-    let out_dir =
-        std::env::temp_dir().join(format!("ipuxla-resource-{}-{engine}", std::process::id()));
+    let out_dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ipuxla-resource-{}-{engine}", std::process::id()));
     let out = ipuxla(&[
         "run",
         file,
@@ -117,7 +117,8 @@ fn the_reference_engine_holds_at_most_max_host_memory() {
         "{e}"
     );
     // The command line: refused on the IPU Model, acting on the reference engine.
-    let dir = std::env::temp_dir().join(format!("ipuxla-maxmem-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ipuxla-maxmem-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("chain.hlo");
     std::fs::write(&file, CHAIN).unwrap();
