@@ -63,10 +63,7 @@ impl NativeOp {
         let out = root.shape.as_array()?;
         let index_types = |shapes: &[ArrayShape]| {
             let types: Vec<ElementType> = shapes.iter().map(|s| s.element_type).collect();
-            types
-                .iter()
-                .all(|&t| index_width(t).is_some())
-                .then_some(types)
+            types.iter().all(|&t| is_index_type(t)).then_some(types)
         };
         match (&root.op, inputs) {
             (
@@ -75,7 +72,7 @@ impl NativeOp {
                 },
                 [operand, indices],
             ) => {
-                index_width(indices.element_type)?;
+                is_index_type(indices.element_type).then_some(())?;
                 Some(NativeOp::Gather(Box::new(Gather {
                     operand: operand.clone(),
                     indices: indices.clone(),
@@ -97,7 +94,7 @@ impl NativeOp {
                 })
             }
             (Op::Scatter { .. }, [_, indices, _]) => {
-                index_width(indices.element_type)?;
+                is_index_type(indices.element_type).then_some(())?;
                 let op = ScatterOp::of(module)?;
                 let word = matches!(op.element_type(), F32 | F16 | S32 | U32);
                 word.then(|| NativeOp::Scatter(Box::new(op), indices.clone()))
@@ -379,11 +376,12 @@ fn move_elements(
     }
 }
 
-/// The device bytes of one index of element type `t` are 4 (narrow and 32-bit integers,
-/// and 64-bit ones narrowed) or 8 (64-bit integers kept exact); `None` for non-integers.
-fn index_width(t: ElementType) -> Option<()> {
+/// Whether indices of element type `t` can be read from device bytes ([`IndexReader`]: 4
+/// bytes an index for narrow and 32-bit integers and narrowed 64-bit ones, 8 for 64-bit
+/// ones kept exact): integers only.
+fn is_index_type(t: ElementType) -> bool {
     use ElementType::*;
-    matches!(t, S8 | S16 | S32 | S64 | U8 | U16 | U32 | U64).then_some(())
+    matches!(t, S8 | S16 | S32 | S64 | U8 | U16 | U32 | U64)
 }
 
 /// Reads the elements of an integer array from its device bytes as the evaluator reads
