@@ -303,16 +303,27 @@ fn gather_cost(slice_sizes: &[i64], out: &Shape, target: &Target) -> VertexCost 
     };
     let slice = slice_sizes.iter().product::<i64>().max(1) as u64;
     let offsets = out.element_count().div_ceil(slice);
-    let (width, cycles_per_vector) = match out.element_type.byte_size() {
-        1 => (4, 3),
-        _ => (2, 2),
-    };
-    let per_offset = 19 + slice.div_ceil(width) * cycles_per_vector;
+    let per_offset = multi_slice_offset_cycles(slice, out.element_type.byte_size() as u64);
+    spread_over_workers(offsets, per_offset, 13, target)
+}
+
+/// PopLibs' `MultiSlice` cycles for one offset copying a slice of `elements` elements of
+/// `bytes` bytes: 19, and 2 per 64-bit vector (2 elements of 4 or 2 bytes), 3 per 4
+/// one-byte elements (see [`gather_cost`]; scatters that assign are charged it too).
+pub(super) fn multi_slice_offset_cycles(elements: u64, bytes: u64) -> u64 {
+    let (width, cycles_per_vector) = if bytes == 1 { (4, 3) } else { (2, 2) };
+    19 + elements.div_ceil(width) * cycles_per_vector
+}
+
+/// `items` of `per_item` cycles each spread over the tile's workers, each worker first
+/// taking `overhead`: one worker vertex when there are fewer items than workers, else the
+/// whole tile for the busiest worker's share.
+fn spread_over_workers(items: u64, per_item: u64, overhead: u64, target: &Target) -> VertexCost {
     let workers = target.worker_contexts.max(1) as u64;
-    if offsets < workers {
-        return VertexCost::Worker(13 + offsets * per_offset);
+    if items < workers {
+        return VertexCost::Worker(overhead + items * per_item);
     }
-    VertexCost::Supervisor((13 + offsets.div_ceil(workers) * per_offset) * workers)
+    VertexCost::Supervisor((overhead + items.div_ceil(workers) * per_item) * workers)
 }
 
 /// A dynamic slice's (or update's) cost, as PopLibs estimates its `DynamicSlice2D` and
@@ -370,11 +381,7 @@ fn sort_cost(dimension: i64, out: &Shape, target: &Target) -> VertexCost {
     let log = 63 - u64::from(n.leading_zeros());
     let values = if leaves.len() > 1 { 2 } else { 1 };
     let per_row = 8 * (19 * n * log + 6 * n + 2) * values;
-    let workers = target.worker_contexts.max(1) as u64;
-    if rows < workers {
-        return VertexCost::Worker(per_row);
-    }
-    VertexCost::Supervisor(rows.div_ceil(workers) * per_row * workers)
+    spread_over_workers(rows, per_row, 0, target)
 }
 
 /// What makes two parts of an op run one codelet: their operands' shapes, their result's

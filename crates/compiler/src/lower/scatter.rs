@@ -63,8 +63,7 @@ fn vertex_cycles(
             27 + u64::from(!word) + inside * per_offset + outside * 5
         }
         Combine::Assign => {
-            let (width, cycles) = if bytes == 1 { (4, 3) } else { (2, 2) };
-            13 + inside * (19 + window.div_ceil(width) * cycles) + outside * 8
+            13 + inside * super::codelet::multi_slice_offset_cycles(window, bytes) + outside * 8
         }
     };
     per_worker * workers
