@@ -469,3 +469,34 @@ fn dynamic_slices_and_updates_of_arrays_larger_than_a_tile_cut_their_columns() {
         assert_same_bits(&run.outputs[0], &want, &format!("cache row {start}"));
     }
 }
+
+/// A row added into a table larger than a tile by one index of no batch dimension (a scalar
+/// `s32[]`, the vector dimension implicit, as `x.at[i].add(row)` writes it): the scatter
+/// splits over slices of the table like one with a batch of indices (it ran on one tile,
+/// out of memory, and an `s32[1]` index panicked the planner).
+#[test]
+fn a_scatter_of_one_index_into_a_table_larger_than_a_tile_is_split() {
+    let config = IpuConfig::default();
+    let module = xla_ir::parse_module(
+        "HloModule s\n\nadd {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  \
+         ROOT s = f32[] add(x, y)\n}\n\nENTRY main {\n  table = f32[3000,256]{1,0} parameter(0)\n  \
+         i = s32[] parameter(1)\n  row = f32[256]{0} parameter(2)\n  \
+         ROOT s = f32[3000,256]{1,0} scatter(table, i, row), update_window_dims={0}, \
+         inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=0, \
+         to_apply=add\n}\n",
+    )
+    .unwrap();
+    for at in [0, 1777, 2999, 3000] {
+        let inputs = vec![
+            values(&[3000, 256], 21),
+            Literal::Array(ArrayLiteral {
+                shape: ArrayShape::new(ElementType::S32, &[]),
+                data: ArrayData::S32(vec![at]),
+            }),
+            values(&[256], 22),
+        ];
+        let run = ipuxla::device::run_on_ipu_model(&module, &config, &inputs).unwrap();
+        let want = xla_ir::eval::evaluate(&module, &inputs).unwrap();
+        assert_same_bits(&run.outputs[0], &want, &format!("row added at {at}"));
+    }
+}

@@ -268,9 +268,11 @@ impl Lowerer<'_> {
         let od = op.dims();
         let (idims, udims) = (idx.dims(), upd.dims());
         let ivd = dims.index_vector_dim as usize;
-        if ivd >= idims.len() || idims.is_empty() {
+        if ivd > idims.len() {
             return Ok(None);
         }
+        // Index columns: an index vector dimension past the last is an implicit one.
+        let columns_of_index = idims.get(ivd).copied().unwrap_or(1).max(1) as u64;
         // Window size of each operand dim: 1 where inserted, else the update window's.
         let window_dims: Vec<usize> = (0..od.len())
             .filter(|d| !dims.inserted_window_dims.contains(&(*d as i64)))
@@ -289,15 +291,22 @@ impl Lowerer<'_> {
         if cuttable.is_empty() {
             return Ok(None);
         }
-        // Chunks along the first index batch dim and its updates dim.
-        let ib = (0..idims.len()).find(|&i| i != ivd).expect("rank >= 2");
-        let ub = (0..udims.len())
-            .find(|u| !dims.update_window_dims.contains(&(*u as i64)))
-            .ok_or_else(|| here.unsupported("updates with no scatter dimension"))?;
-        if idims[ib] == 0 || udims[ub] == 0 {
-            return Ok(None);
-        }
-        let rows = idims[ib];
+        // Chunks along the first index batch dim and its updates dim. Indices of no batch
+        // dim (one scatter index, updates all window) are one row, never grouped.
+        let batch = (0..idims.len()).find(|&i| i != ivd);
+        let (ib, ub) = match batch {
+            Some(ib) => {
+                let ub = (0..udims.len())
+                    .find(|u| !dims.update_window_dims.contains(&(*u as i64)))
+                    .ok_or_else(|| here.unsupported("updates with no scatter dimension"))?;
+                if idims[ib] == 0 || udims[ub] == 0 {
+                    return Ok(None);
+                }
+                (ib, ub)
+            }
+            None => (usize::MAX, usize::MAX),
+        };
+        let rows = batch.map_or(1, |ib| idims[ib]);
         let per_row = |a: &Arr| {
             let r = rows as u64;
             (a.shape.element_count() / r, a.shape.byte_size() / r)
@@ -315,7 +324,7 @@ impl Lowerer<'_> {
                     false => od[d],
                 },
             });
-        let offsets_per_row = (idx.shape.element_count() / idims[ivd].max(1) as u64)
+        let offsets_per_row = (idx.shape.element_count() / columns_of_index)
             .div_ceil(rows as u64)
             .max(1);
         let window_elements = (upd.shape.element_count() / rows as u64 / offsets_per_row).max(1);
@@ -460,6 +469,9 @@ impl Lowerer<'_> {
                 .filter(|&p| c * chunk_rows < row_ranges[p].1)
                 .collect();
             let rows_cut = |p: usize, dim: usize| -> Cut {
+                if batch.is_none() {
+                    return Cut::new();
+                }
                 let (r0, rn) = row_ranges[p];
                 let first = c * chunk_rows;
                 smallvec::smallvec![(dim, r0 + first, chunk_rows.min(rn - first))]
@@ -501,7 +513,7 @@ impl Lowerer<'_> {
                             updates,
                             shifts,
                         );
-                        let offsets = indices.element_count() / idims[ivd].max(1) as u64;
+                        let offsets = indices.element_count() / columns_of_index;
                         let window = updates.element_count() / offsets.max(1);
                         let cost = VertexCost::Supervisor(vertex_cycles(
                             offsets,
@@ -633,7 +645,9 @@ fn shifted_scatter(
         unique_indices: *unique_indices,
     };
     let ivd = dims.index_vector_dim;
-    let cols = indices.dims[ivd as usize] as usize;
+    // An index vector dimension past the last is an implicit one of one column.
+    let implicit = ivd as usize == indices.dims.len();
+    let cols = indices.dims.get(ivd as usize).map_or(1, |&n| n as usize);
     let mut offsets = vec![0i32; cols];
     for &(column, start) in shifts {
         offsets[column] = start;
@@ -654,8 +668,12 @@ fn shifted_scatter(
     let base = param(&mut e, slice);
     let p1 = param(&mut e, indices);
     let p2 = param(&mut e, updates);
+    let (offsets_dims, along): (&[i64], Vec<i64>) = match implicit {
+        true => (&[], vec![]),
+        false => (&[cols as i64], vec![ivd]),
+    };
     let lit = ArrayLiteral::new(
-        ArrayShape::new(ElementType::S32, &[cols as i64]),
+        ArrayShape::new(ElementType::S32, offsets_dims),
         ArrayData::S32(offsets),
     )
     .expect("shape matches data");
@@ -665,14 +683,12 @@ fn shifted_scatter(
             literal: Literal::Array(lit),
         },
         &[],
-        Shape::array(ElementType::S32, &[cols as i64]),
+        Shape::array(ElementType::S32, offsets_dims),
     ));
     let idx_shape = Shape::Array(ArrayShape::new(ElementType::S32, &indices.dims));
     let b = e.push(Instruction::new(
         "offsets.b",
-        Op::Broadcast {
-            dimensions: vec![ivd],
-        },
+        Op::Broadcast { dimensions: along },
         &[c],
         idx_shape.clone(),
     ));

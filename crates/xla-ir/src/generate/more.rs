@@ -33,18 +33,49 @@ impl Gen<'_, '_> {
         })
     }
 
-    /// Rows of `x` picked by index: `gather` with `x`'s first dimension collapsed.
+    /// One row index of no batch dimension for an array of `rows` rows (sometimes out of
+    /// range): `s32[1]`, or a scalar `s32[]` when `scalar`.
+    fn one_index(&mut self, rows: i64, scalar: bool) -> Result<InstrId, BuildError> {
+        let v = self.rng.below(rows as usize + 2) as i32 - 1;
+        let dims: &[i64] = if scalar { &[] } else { &[1] };
+        self.c.constant(ArrayLiteral {
+            shape: ArrayShape::new(ElementType::S32, dims),
+            data: ArrayData::S32(vec![v]),
+        })
+    }
+
+    /// Rows of `x` picked by index: `gather` with `x`'s first dimension collapsed. One row
+    /// is picked half the time by an index of no batch dimension (`s32[1]`, or a scalar
+    /// index with the vector dimension implicit), the result then a row itself.
     pub(super) fn gather_rows(&mut self, x: InstrId, dims: &[i64]) -> Result<InstrId, BuildError> {
         let n = *self.rng.pick(&[1, 2, 3, 5]);
-        let indices = self.row_indices(n, dims[0])?;
         let rank = dims.len() as i64;
-        let gd = GatherDims {
-            offset_dims: (1..rank).collect(),
-            collapsed_slice_dims: vec![0],
-            start_index_map: vec![0],
-            operand_batching_dims: vec![],
-            start_indices_batching_dims: vec![],
-            index_vector_dim: 1,
+        let (indices, gd) = if n == 1 && self.rng.chance(0.5) {
+            let scalar = self.rng.chance(0.5);
+            let offset_dims = (0..rank - 1).collect();
+            (
+                self.one_index(dims[0], scalar)?,
+                GatherDims {
+                    offset_dims,
+                    collapsed_slice_dims: vec![0],
+                    start_index_map: vec![0],
+                    operand_batching_dims: vec![],
+                    start_indices_batching_dims: vec![],
+                    index_vector_dim: 0,
+                },
+            )
+        } else {
+            (
+                self.row_indices(n, dims[0])?,
+                GatherDims {
+                    offset_dims: (1..rank).collect(),
+                    collapsed_slice_dims: vec![0],
+                    start_index_map: vec![0],
+                    operand_batching_dims: vec![],
+                    start_indices_batching_dims: vec![],
+                    index_vector_dim: 1,
+                },
+            )
         };
         let mut sizes = dims.to_vec();
         sizes[0] = 1;
@@ -67,6 +98,23 @@ impl Gen<'_, '_> {
         } else {
             1
         };
+        if n == 1 && addressed == 1 && self.rng.chance(0.5) {
+            // One row by an index of no batch dimension: the updates are the row itself.
+            let scalar = self.rng.chance(0.5);
+            let indices = self.one_index(dims[0], scalar)?;
+            let updates = self.same_shape(x, &dims[1..])?;
+            let sd = ScatterDims {
+                update_window_dims: (0..dims.len() as i64 - 1).collect(),
+                inserted_window_dims: vec![0],
+                scatter_dims_to_operand_dims: vec![0],
+                input_batching_dims: vec![],
+                scatter_indices_batching_dims: vec![],
+                index_vector_dim: 0,
+            };
+            let name = format!("sum{}", self.values.len());
+            let add = self.c.scalar_binary_computation(&name, BinaryOp::Add, t)?;
+            return self.c.scatter(x, indices, updates, sd, add);
+        }
         let indices = if addressed == 1 {
             self.row_indices(n, dims[0])?
         } else {
