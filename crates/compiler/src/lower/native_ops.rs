@@ -772,6 +772,34 @@ mod tests {
         check(text, args);
     }
 
+    /// u32 indices shift wrapping in u32 (an index below the slice's start lands far out
+    /// of range, as `subtract` gives it), and a scalar index, its vector dimension the
+    /// implicit one past the last, shifts by one value broadcast with no dimensions.
+    #[test]
+    fn unsigned_and_scalar_indices_shift_in_their_own_type() {
+        let unsigned = "HloModule s\nadd {\n  a = s32[] parameter(0)\n  b = s32[] parameter(1)\n  ROOT r = s32[] add(a, b)\n}\nENTRY e {\n  p0 = s32[3,4]{1,0} parameter(0)\n  p1 = u32[5,1]{1,0} parameter(1)\n  p2 = s32[5,4]{1,0} parameter(2)\n  offsets = u32[1]{0} constant({4})\n  offsets.b = u32[5,1]{1,0} broadcast(offsets), dimensions={1}\n  shifted = u32[5,1]{1,0} subtract(p1, offsets.b)\n  ROOT s = s32[3,4]{1,0} scatter(p0, shifted, p2), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n}\n";
+        let indices = lit(
+            ElementType::U32,
+            &[5, 1],
+            xla_ir::ArrayData::U32(vec![4, 6, 3, u32::MAX, 5]),
+        );
+        let args = vec![
+            s32(&[3, 4], |i| i as i32),
+            indices,
+            s32(&[5, 4], |i| 100 * i as i32),
+        ];
+        check(unsigned, args);
+        let scalar = "HloModule s\nadd {\n  a = s32[] parameter(0)\n  b = s32[] parameter(1)\n  ROOT r = s32[] add(a, b)\n}\nENTRY e {\n  p0 = s32[3,4]{1,0} parameter(0)\n  p1 = s32[] parameter(1)\n  p2 = s32[4]{0} parameter(2)\n  offsets = s32[] constant(4)\n  offsets.b = s32[] broadcast(offsets), dimensions={}\n  shifted = s32[] subtract(p1, offsets.b)\n  ROOT s = s32[3,4]{1,0} scatter(p0, shifted, p2), update_window_dims={0}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=0, to_apply=add\n}\n";
+        for at in [3, 4, 6, 7, i32::MIN] {
+            let args = vec![
+                s32(&[3, 4], |i| i as i32),
+                s32(&[], |_| at),
+                s32(&[4], |i| 100 * i as i32),
+            ];
+            check(scalar, args);
+        }
+    }
+
     #[test]
     fn sorts_are_stable_and_move_every_operand() {
         use xla_ir::ArrayData::{F16, F32};

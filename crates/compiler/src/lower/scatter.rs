@@ -268,7 +268,9 @@ impl Lowerer<'_> {
         let od = op.dims();
         let (idims, udims) = (idx.dims(), upd.dims());
         let ivd = dims.index_vector_dim as usize;
-        if ivd > idims.len() {
+        // Parts shift the indices by their slice's start, in the indices' type.
+        let shiftable = matches!(idx.shape.element_type, ElementType::S32 | ElementType::U32);
+        if ivd > idims.len() || !shiftable {
             return Ok(None);
         }
         // Index columns: an index vector dimension past the last is an implicit one.
@@ -652,6 +654,12 @@ fn shifted_scatter(
     for &(column, start) in shifts {
         offsets[column] = start;
     }
+    // The shifts in the indices' own type (s32 or u32: `split_scatter` takes no other).
+    let index_type = indices.element_type;
+    let offsets = match index_type {
+        ElementType::U32 => ArrayData::U32(offsets.iter().map(|&o| o as u32).collect()),
+        _ => ArrayData::S32(offsets),
+    };
     let mut e = Computation::new("entry");
     let mut number = 0;
     let mut param = |e: &mut Computation, s: &ArrayShape| {
@@ -672,20 +680,17 @@ fn shifted_scatter(
         true => (&[], vec![]),
         false => (&[cols as i64], vec![ivd]),
     };
-    let lit = ArrayLiteral::new(
-        ArrayShape::new(ElementType::S32, offsets_dims),
-        ArrayData::S32(offsets),
-    )
-    .expect("shape matches data");
+    let lit = ArrayLiteral::new(ArrayShape::new(index_type, offsets_dims), offsets)
+        .expect("shape matches data");
     let c = e.push(Instruction::new(
         "offsets",
         Op::Constant {
             literal: Literal::Array(lit),
         },
         &[],
-        Shape::array(ElementType::S32, offsets_dims),
+        Shape::array(index_type, offsets_dims),
     ));
-    let idx_shape = Shape::Array(ArrayShape::new(ElementType::S32, &indices.dims));
+    let idx_shape = Shape::Array(ArrayShape::new(index_type, &indices.dims));
     let b = e.push(Instruction::new(
         "offsets.b",
         Op::Broadcast { dimensions: along },

@@ -23,26 +23,28 @@ pub struct ScatterOp {
     combine: SimpleScalarFn,
     element_type: ElementType,
     index_type: ElementType,
-    /// Subtracted from each s32 index, by index vector component (wrapping), with the
-    /// stride of the index vector dimension in the index array.
+    /// Subtracted from each s32 or u32 index (as s32 bits), by index vector component,
+    /// wrapping in the index type, with the stride of the index vector dimension in the
+    /// index array.
     shifts: Option<(Vec<i32>, usize)>,
 }
 
 /// The constant `instr` subtracts from parameter `p1` when it is
-/// `subtract(p1, broadcast(constant), dimensions={index_vector_dim})` of s32 values, with
-/// the stride of the index vector dimension.
+/// `subtract(p1, broadcast(constant), dimensions={index_vector_dim})` of s32 or u32 values
+/// (no dimensions, and one value, when the index vector dimension is the implicit one past
+/// the last), as s32 bits, with the stride of the index vector dimension.
 fn shifts(
     entry: &crate::Computation,
     instr: crate::InstrId,
     p1: crate::InstrId,
     index_vector_dim: i64,
 ) -> Option<(Vec<i32>, usize)> {
-    let s32 = |id| {
+    let index_array = |id| {
         entry
             .instr(id)
             .shape
             .as_array()
-            .filter(|a| a.element_type == ElementType::S32)
+            .filter(|a| matches!(a.element_type, ElementType::S32 | ElementType::U32))
     };
     let shifted = entry.instr(instr);
     let (Op::Binary(BinaryOp::Subtract), [x, b]) = (&shifted.op, shifted.operands.as_slice())
@@ -59,19 +61,31 @@ fn shifts(
     else {
         return None;
     };
-    let (index, _) = (s32(p1)?, s32(instr)?);
-    let ArrayData::S32(values) = &lit.data else {
-        return None;
+    let (index, out) = (index_array(p1)?, index_array(instr)?);
+    let values: Vec<i32> = match (&lit.data, index.element_type) {
+        (ArrayData::S32(v), ElementType::S32) => v.clone(),
+        (ArrayData::U32(v), ElementType::U32) => v.iter().map(|&u| u as i32).collect(),
+        _ => return None,
     };
     let ivd = usize::try_from(index_vector_dim).ok()?;
+    let implicit = ivd == index.dims.len();
     let fits = *x == p1
-        && dimensions[..] == [index_vector_dim]
-        && index.dims.get(ivd) == Some(&(values.len() as i64));
+        && out.element_type == index.element_type
+        && match implicit {
+            true => dimensions.is_empty() && values.len() == 1,
+            false => {
+                dimensions[..] == [index_vector_dim]
+                    && index.dims.get(ivd) == Some(&(values.len() as i64))
+            }
+        };
     if !fits {
         return None;
     }
+    if implicit {
+        return Some((values, 1));
+    }
     let stride = index.dims[ivd + 1..].iter().product::<i64>() as usize;
-    Some((values.clone(), stride.max(1)))
+    Some((values, stride.max(1)))
 }
 
 impl ScatterOp {
@@ -147,8 +161,13 @@ impl ScatterOp {
     /// through `index` (its row-major element `i`).
     pub fn targets(&self, index: &dyn Fn(usize) -> i64) -> Vec<Option<usize>> {
         let shifted = |i: usize| match &self.shifts {
+            // Subtraction wraps in the index type, as the module's `subtract` does.
             Some((by, stride)) => {
-                (index(i) as i32).wrapping_sub(by[(i / stride) % by.len()]) as i64
+                let by = by[(i / stride) % by.len()];
+                match self.index_type {
+                    ElementType::U32 => (index(i) as u32).wrapping_sub(by as u32) as i64,
+                    _ => (index(i) as i32).wrapping_sub(by) as i64,
+                }
             }
             None => index(i),
         };

@@ -22,14 +22,22 @@ impl Gen<'_, '_> {
     }
 
     /// An `s32[n, 1]` constant of row indices for an array of `rows` rows (some out of
-    /// range: they clamp, or are skipped by a scatter).
+    /// range: they clamp, or are skipped by a scatter); a quarter of the time `u32[n, 1]`,
+    /// where -1 is the largest u32 (out of range above).
     fn row_indices(&mut self, n: i64, rows: i64) -> Result<InstrId, BuildError> {
         let v: Vec<i32> = (0..n)
             .map(|_| self.rng.below(rows as usize + 2) as i32 - 1)
             .collect();
+        let (t, data) = match self.rng.chance(0.25) {
+            true => (
+                ElementType::U32,
+                ArrayData::U32(v.iter().map(|&i| i as u32).collect()),
+            ),
+            false => (ElementType::S32, ArrayData::S32(v)),
+        };
         self.c.constant(ArrayLiteral {
-            shape: ArrayShape::new(ElementType::S32, &[n, 1]),
-            data: ArrayData::S32(v),
+            shape: ArrayShape::new(t, &[n, 1]),
+            data,
         })
     }
 
