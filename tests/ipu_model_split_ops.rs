@@ -500,3 +500,42 @@ fn a_scatter_of_one_index_into_a_table_larger_than_a_tile_is_split() {
         assert_same_bits(&run.outputs[0], &want, &format!("row added at {at}"));
     }
 }
+
+/// A gather and a scatter with batching dimensions (as `jnp.take_along_axis` and its
+/// gradient write them) on an operand larger than a tile: parts take blocks of the batch
+/// from the operand and the indices (and updates) alike, so every index still reads or
+/// writes its own batch (both ran on one tile, out of memory).
+#[test]
+fn gathers_and_scatters_with_batching_dimensions_split_by_batch() {
+    let config = IpuConfig::default();
+    let module = xla_ir::parse_module(
+        "HloModule batched\n\nadd {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  \
+         ROOT s = f32[] add(x, y)\n}\n\nENTRY main {\n  t = f32[8,500,64]{2,1,0} parameter(0)\n  \
+         i = s32[8,3,1]{2,1,0} parameter(1)\n  u = f32[8,3,64]{2,1,0} parameter(2)\n  \
+         g = f32[8,3,64]{2,1,0} gather(t, i), offset_dims={2}, collapsed_slice_dims={1}, \
+         start_index_map={1}, operand_batching_dims={0}, start_indices_batching_dims={0}, \
+         index_vector_dim=2, slice_sizes={1,1,64}\n  \
+         s = f32[8,500,64]{2,1,0} scatter(t, i, u), update_window_dims={2}, \
+         inserted_window_dims={1}, scatter_dims_to_operand_dims={1}, input_batching_dims={0}, \
+         scatter_indices_batching_dims={0}, index_vector_dim=2, to_apply=add\n  \
+         ROOT r = (f32[8,3,64]{2,1,0}, f32[8,500,64]{2,1,0}) tuple(g, s)\n}\n",
+    )
+    .unwrap();
+    let rows: Vec<i32> = (0..24)
+        .map(|k| [3, 499, -2, 250, 500, 7][k % 6] + k as i32)
+        .collect();
+    let inputs = vec![
+        values(&[8, 500, 64], 31),
+        Literal::Array(ArrayLiteral {
+            shape: ArrayShape::new(ElementType::S32, &[8, 3, 1]),
+            data: ArrayData::S32(rows),
+        }),
+        values(&[8, 3, 64], 32),
+    ];
+    let run = ipuxla::device::run_on_ipu_model(&module, &config, &inputs).unwrap();
+    let Literal::Tuple(want) = xla_ir::eval::evaluate(&module, &inputs).unwrap() else {
+        panic!("a tuple result");
+    };
+    assert_same_bits(&run.outputs[0], &want[0], "the batched gather");
+    assert_same_bits(&run.outputs[1], &want[1], "the batched scatter");
+}

@@ -244,7 +244,13 @@ fn is_elementwise(here: &Here, operands: &[Arr]) -> bool {
 }
 
 /// An estimate of one part's cost.
-fn estimate(op: &Op, in_shapes: &[Shape], out: &Shape, target: &Target) -> VertexCost {
+fn estimate(
+    module: &Module,
+    op: &Op,
+    in_shapes: &[Shape],
+    out: &Shape,
+    target: &Target,
+) -> VertexCost {
     let out_elems: u64 = out.leaf_arrays().iter().map(|a| a.element_count()).sum();
     let in_elems: u64 = in_shapes
         .iter()
@@ -276,6 +282,11 @@ fn estimate(op: &Op, in_shapes: &[Shape], out: &Shape, target: &Target) -> Verte
         Op::DynamicSlice { .. } => dynamic_slice_cost(&in_shapes[0], out, false),
         Op::DynamicUpdateSlice => dynamic_slice_cost(&in_shapes[0], &in_shapes[1], true),
         Op::Sort { dimension, .. } => sort_cost(*dimension, out, target),
+        Op::Scatter { .. } => {
+            let workers = target.worker_contexts.max(1) as u64;
+            super::scatter::batched_part_cost(module, op, in_shapes, workers)
+                .unwrap_or(VertexCost::Worker(12 + (out_elems + in_elems) * 4))
+        }
         // Each result element of these is computed on its own (a window's max, the
         // scatter into one operand element from the windows over it): the part's elements
         // are spread over the tile's worker contexts, as PopLibs' pooling vertices spread
@@ -440,9 +451,13 @@ fn part_shapes(
     }
     | Op::DynamicSlice { sizes } = &mut op
     {
-        // A column block of the table: its slices are the block's width.
-        for (d, _, len) in split.operand_cut(0, p, &operands[0].dims()) {
-            sizes[d] = len as i64;
+        // A column block of the table: its slices are the block's width (a block of a
+        // batching dimension keeps its slices of one).
+        let dims = operands[0].dims();
+        for (d, _, len) in split.operand_cut(0, p, &dims) {
+            if sizes[d] as usize == dims[d] {
+                sizes[d] = len as i64;
+            }
         }
     }
     if let Op::Convolution {
@@ -739,7 +754,7 @@ impl Lowerer<'_> {
                         .product::<usize>();
                 PartCost {
                     shortest_run: operand_runs.chain(result_runs).min().unwrap_or(usize::MAX),
-                    vertex: estimate(&op, &in_shapes, &outs, &self.target),
+                    vertex: estimate(self.module, &op, &in_shapes, &outs, &self.target),
                     bytes_in: ins.iter().map(ArrayShape::byte_size).sum(),
                     bytes_out: outs.leaf_arrays().iter().map(|a| a.byte_size()).sum(),
                     temporaries: patch_bytes(&op, &ins, &outs) + table_block,
@@ -872,7 +887,7 @@ impl Lowerer<'_> {
                 Some((_, id)) => *id,
                 None => {
                     let shapes: Vec<Shape> = in_shapes.iter().cloned().map(Shape::Array).collect();
-                    let cost = estimate(&op, &shapes, &out_shape, &self.target);
+                    let cost = estimate(self.module, &op, &shapes, &out_shape, &self.target);
                     let module = single_op_module(
                         self.module,
                         here.instr,
@@ -1057,7 +1072,13 @@ impl Lowerer<'_> {
             let in_shapes: Vec<ArrayShape> = ins.iter().map(|a| one(&a.shape)).collect();
             let out_shape = Shape::Array(one(&shape));
             let shapes: Vec<Shape> = in_shapes.iter().cloned().map(Shape::Array).collect();
-            let cost = estimate(&here.instr.op, &shapes, &out_shape, &self.target);
+            let cost = estimate(
+                self.module,
+                &here.instr.op,
+                &shapes,
+                &out_shape,
+                &self.target,
+            );
             let module = single_op_module(
                 self.module,
                 here.instr,
@@ -1112,9 +1133,10 @@ mod tests {
         };
         let table = |rows: i64| Shape::array(ElementType::F32, &[rows, 64]);
         let ids = Shape::array(ElementType::S32, &[12, 1]);
+        let module = Module::new("gathers");
         assert_eq!(
-            estimate(&gather(), &[table(10), ids.clone()], &out, &target),
-            estimate(&gather(), &[table(100_000), ids], &out, &target),
+            estimate(&module, &gather(), &[table(10), ids.clone()], &out, &target),
+            estimate(&module, &gather(), &[table(100_000), ids], &out, &target),
         );
         let few = Shape::array(ElementType::U8, &[4, 8]);
         assert_eq!(

@@ -407,24 +407,58 @@ pub(crate) fn split_of(here: &Here, operands: &[Vec<usize>], out: &[usize]) -> O
         }
         Op::Gather {
             dims, slice_sizes, ..
-        } if dims.operand_batching_dims.is_empty() => {
-            if let Some(d) = (0..out.len()).find(|d| !dims.offset_dims.contains(&(*d as i64)))
-                && let Some(idx_dim) =
-                    (0..operands[1].len()).find(|&i| i as i64 != dims.index_vector_dim)
-            {
-                axes.push(Axis::free(d, out[d], 1, vec![None, scaled(idx_dim, 1)]));
+        } => {
+            // The result's batch dimensions pair, in order, with the indices' dimensions
+            // other than the index vector's. Along a batching dimension a part takes a
+            // block of the indices and the same block of the operand's paired dimension
+            // (so each index still reads its own batch); along the first other, a block of
+            // the indices, reading the operand whole.
+            let out_batch = (0..out.len()).filter(|d| !dims.offset_dims.contains(&(*d as i64)));
+            let index_batch = (0..operands[1].len()).filter(|&i| i as i64 != dims.index_vector_dim);
+            let mut indices_only = false;
+            for (d, i) in out_batch.zip(index_batch) {
+                let mut batching = dims.start_indices_batching_dims.iter();
+                match batching.position(|&b| b == i as i64) {
+                    Some(j) => {
+                        let od = dims.operand_batching_dims[j] as usize;
+                        axes.push(Axis::free(d, out[d], 1, vec![scaled(od, 1), scaled(i, 1)]));
+                    }
+                    None if !indices_only => {
+                        indices_only = true;
+                        axes.push(Axis::free(d, out[d], 1, vec![None, scaled(i, 1)]));
+                    }
+                    None => {}
+                }
             }
             // A slice dimension taken whole (an embedding's columns): its start is always
             // 0, so a part may gather from a block of the operand's columns, as PopLibs'
             // embedding plan splits the table's unsliced dimension.
             let window = (0..operands[0].len()).filter(|d| {
                 let d = *d as i64;
-                !dims.collapsed_slice_dims.contains(&d)
+                !dims.collapsed_slice_dims.contains(&d) && !dims.operand_batching_dims.contains(&d)
             });
             for (&out_d, od) in dims.offset_dims.iter().zip(window) {
                 if slice_sizes[od] as usize == operands[0][od] {
                     let out_d = out_d as usize;
                     axes.push(Axis::free(out_d, out[out_d], 1, vec![scaled(od, 1), None]));
+                }
+            }
+        }
+        // A scatter with batching dimensions (the others are planned in `scatter.rs`):
+        // parts take blocks of a batching dimension of the operand (and result), of the
+        // indices' paired dimension and of the updates' scatter dimension paired with it,
+        // so each update still lands in its own batch.
+        Op::Scatter { dims, .. } if n_ops == 3 && !dims.input_batching_dims.is_empty() => {
+            let ivd = dims.index_vector_dim;
+            let index_batch = (0..operands[1].len()).filter(|&i| i as i64 != ivd);
+            let update_scatter =
+                (0..operands[2].len()).filter(|u| !dims.update_window_dims.contains(&(*u as i64)));
+            for (i, u) in index_batch.zip(update_scatter) {
+                let mut batching = dims.scatter_indices_batching_dims.iter();
+                if let Some(j) = batching.position(|&b| b == i as i64) {
+                    let od = dims.input_batching_dims[j] as usize;
+                    let cuts = vec![scaled(od, 1), scaled(i, 1), scaled(u, 1)];
+                    axes.push(Axis::free(od, out[od], 1, cuts));
                 }
             }
         }

@@ -73,6 +73,44 @@ fn vertex_cycles(
         }
 }
 
+/// A part of a scatter with batching dimensions, split by blocks of them
+/// (`codelet_split::split_of`): charged as [`vertex_cycles`] charges the parts planned
+/// here, its offsets the part's index vectors, each window the updates' elements per
+/// offset, over the slots of its operand block.
+pub(super) fn batched_part_cost(
+    module: &Module,
+    op: &Op,
+    in_shapes: &[Shape],
+    workers: u64,
+) -> Option<VertexCost> {
+    let Op::Scatter { dims, to_apply, .. } = op else {
+        return None;
+    };
+    let [operand, indices, updates] = in_shapes else {
+        return None;
+    };
+    let (operand, indices, updates) = (
+        operand.as_array()?,
+        indices.as_array()?,
+        updates.as_array()?,
+    );
+    let columns = (indices.dims.get(dims.index_vector_dim as usize)).map_or(1, |&n| n.max(1));
+    let offsets = (indices.element_count() / columns as u64).max(1);
+    let window = updates.element_count() / offsets;
+    let combine = match assigns(module, *to_apply) {
+        true => Combine::Assign,
+        false => Combine::Op,
+    };
+    Some(VertexCost::Supervisor(vertex_cycles(
+        offsets,
+        window,
+        operand.element_count() / window.max(1),
+        operand.element_type.byte_size() as u64,
+        combine,
+        workers,
+    )))
+}
+
 /// How a scatter is spread: the operand dimensions cut (with the index column addressing
 /// each and its slices), the blocks of a window dimension taken whole, and the groups its
 /// updates are cut into.

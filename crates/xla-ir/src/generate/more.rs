@@ -52,12 +52,41 @@ impl Gen<'_, '_> {
         })
     }
 
+    /// An `s32[batch, n, 1]` constant of indices into dimension 1 of an array of `rows`
+    /// rows there (some out of range), for gathers and scatters batched over dimension 0.
+    fn batched_indices(&mut self, batch: i64, n: i64, rows: i64) -> Result<InstrId, BuildError> {
+        let v: Vec<i32> = (0..batch * n)
+            .map(|_| self.rng.below(rows as usize + 2) as i32 - 1)
+            .collect();
+        self.c.constant(ArrayLiteral {
+            shape: ArrayShape::new(ElementType::S32, &[batch, n, 1]),
+            data: ArrayData::S32(v),
+        })
+    }
+
     /// Rows of `x` picked by index: `gather` with `x`'s first dimension collapsed. One row
     /// is picked half the time by an index of no batch dimension (`s32[1]`, or a scalar
-    /// index with the vector dimension implicit), the result then a row itself.
+    /// index with the vector dimension implicit), the result then a row itself; from rank
+    /// 2, a fifth of the time rows of dimension 1 per index of dimension 0 (batching
+    /// dimensions).
     pub(super) fn gather_rows(&mut self, x: InstrId, dims: &[i64]) -> Result<InstrId, BuildError> {
         let n = *self.rng.pick(&[1, 2, 3, 5]);
         let rank = dims.len() as i64;
+        if rank >= 2 && self.rng.chance(0.2) {
+            // Batched over dimension 0, picking rows of dimension 1 (`take_along_axis`).
+            let indices = self.batched_indices(dims[0], n, dims[1])?;
+            let gd = GatherDims {
+                offset_dims: (2..rank).collect(),
+                collapsed_slice_dims: vec![1],
+                start_index_map: vec![1],
+                operand_batching_dims: vec![0],
+                start_indices_batching_dims: vec![0],
+                index_vector_dim: 2,
+            };
+            let mut sizes = dims.to_vec();
+            (sizes[0], sizes[1]) = (1, 1);
+            return self.c.gather(x, indices, gd, &sizes);
+        }
         let (indices, gd) = if n == 1 && self.rng.chance(0.5) {
             let scalar = self.rng.chance(0.5);
             let offset_dims = (0..rank - 1).collect();
@@ -90,7 +119,8 @@ impl Gen<'_, '_> {
         self.c.gather(x, indices, gd, &sizes)
     }
 
-    /// Rows added into `x` by index: `scatter` with an add. From rank 2, half the time each
+    /// Rows added into `x` by index: `scatter` with an add. From rank 2, a fifth of the time
+    /// batched over dimension 0 (batching dimensions); else half the time each
     /// update is a row of the last dimensions placed by an index into each of the first two
     /// (the compiler then cuts the operand along both); up to 9 updates, so that adding
     /// scatters are also cut into groups of updates.
@@ -106,6 +136,26 @@ impl Gen<'_, '_> {
         } else {
             1
         };
+        if dims.len() >= 2 && self.rng.chance(0.2) {
+            // Batched over dimension 0, adding rows into dimension 1 (`take_along_axis`'s
+            // gradient).
+            let rank = dims.len() as i64;
+            let indices = self.batched_indices(dims[0], n, dims[1])?;
+            let mut update_dims = vec![dims[0], n];
+            update_dims.extend_from_slice(&dims[2..]);
+            let updates = self.same_shape(x, &update_dims)?;
+            let sd = ScatterDims {
+                update_window_dims: (2..rank).collect(),
+                inserted_window_dims: vec![1],
+                scatter_dims_to_operand_dims: vec![1],
+                input_batching_dims: vec![0],
+                scatter_indices_batching_dims: vec![0],
+                index_vector_dim: 2,
+            };
+            let name = format!("sum{}", self.values.len());
+            let add = self.c.scalar_binary_computation(&name, BinaryOp::Add, t)?;
+            return self.c.scatter(x, indices, updates, sd, add);
+        }
         if n == 1 && addressed == 1 && self.rng.chance(0.5) {
             // One row by an index of no batch dimension: the updates are the row itself.
             let scalar = self.rng.chance(0.5);
