@@ -73,10 +73,32 @@ fn vertex_cycles(
         }
 }
 
+/// One part's vertex: `indices` (`columns` to an index vector) placing windows of
+/// `update_elements` in all into a slice of `slice_elements` elements of `bytes` bytes,
+/// charged by [`vertex_cycles`].
+fn part_vertex(
+    slice_elements: u64,
+    indices: &ArrayShape,
+    columns: u64,
+    update_elements: u64,
+    bytes: u64,
+    combine: Combine,
+    workers: u64,
+) -> VertexCost {
+    let offsets = indices.element_count() / columns.max(1);
+    let window = update_elements / offsets.max(1);
+    VertexCost::Supervisor(vertex_cycles(
+        offsets,
+        window,
+        slice_elements / window.max(1),
+        bytes,
+        combine,
+        workers,
+    ))
+}
+
 /// A part of a scatter with batching dimensions, split by blocks of them
-/// (`codelet_split::split_of`): charged as [`vertex_cycles`] charges the parts planned
-/// here, its offsets the part's index vectors, each window the updates' elements per
-/// offset, over the slots of its operand block.
+/// (`codelet_split::split_of`): charged as the parts planned here are ([`part_vertex`]).
 pub(super) fn batched_part_cost(
     module: &Module,
     op: &Op,
@@ -94,21 +116,20 @@ pub(super) fn batched_part_cost(
         indices.as_array()?,
         updates.as_array()?,
     );
-    let columns = (indices.dims.get(dims.index_vector_dim as usize)).map_or(1, |&n| n.max(1));
-    let offsets = (indices.element_count() / columns as u64).max(1);
-    let window = updates.element_count() / offsets;
+    let columns = (indices.dims.get(dims.index_vector_dim as usize)).map_or(1, |&n| n as u64);
     let combine = match assigns(module, *to_apply) {
         true => Combine::Assign,
         false => Combine::Op,
     };
-    Some(VertexCost::Supervisor(vertex_cycles(
-        offsets,
-        window,
-        operand.element_count() / window.max(1),
+    Some(part_vertex(
+        operand.element_count(),
+        indices,
+        columns,
+        updates.element_count(),
         operand.element_type.byte_size() as u64,
         combine,
         workers,
-    )))
+    ))
 }
 
 /// How a scatter is spread: the operand dimensions cut (with the index column addressing
@@ -553,16 +574,15 @@ impl Lowerer<'_> {
                             updates,
                             shifts,
                         );
-                        let offsets = indices.element_count() / columns_of_index;
-                        let window = updates.element_count() / offsets.max(1);
-                        let cost = VertexCost::Supervisor(vertex_cycles(
-                            offsets,
-                            window,
-                            slice.element_count() / window.max(1),
+                        let cost = part_vertex(
+                            slice.element_count(),
+                            indices,
+                            columns_of_index,
+                            updates.element_count(),
                             element_bytes,
                             combine,
                             sizes.workers,
-                        ));
+                        );
                         let id =
                             self.add_eval_codelet(here, module, in_shapes.clone(), cost, None)?;
                         codelets.push((key, id));
