@@ -186,11 +186,12 @@ fn dump_passes_writes_one_file_per_pass_and_prints_the_scheduled_module() {
             "module_0000.jit_transformer_train_grads.0003.after_int64-conversion.txt",
             "module_0000.jit_transformer_train_grads.0004.after_egraph-optimiser.report.txt",
             "module_0000.jit_transformer_train_grads.0004.after_egraph-optimiser.txt",
-            "module_0000.jit_transformer_train_grads.0005.after_graph-outliner.report.txt",
-            "module_0000.jit_transformer_train_grads.0005.after_graph-outliner.txt",
-            "module_0000.jit_transformer_train_grads.0006.after_ipu-scheduler.txt",
-            "module_0000.jit_transformer_train_grads.0007.after_recomputation.report.txt",
-            "module_0000.jit_transformer_train_grads.0007.after_recomputation.txt",
+            "module_0000.jit_transformer_train_grads.0005.after_dynamic-slice-splitter.txt",
+            "module_0000.jit_transformer_train_grads.0006.after_graph-outliner.report.txt",
+            "module_0000.jit_transformer_train_grads.0006.after_graph-outliner.txt",
+            "module_0000.jit_transformer_train_grads.0007.after_ipu-scheduler.txt",
+            "module_0000.jit_transformer_train_grads.0008.after_recomputation.report.txt",
+            "module_0000.jit_transformer_train_grads.0008.after_recomputation.txt",
         ]
     );
     std::fs::remove_dir_all(&dir).unwrap();
@@ -206,7 +207,7 @@ fn pass_flags_without_passes_and_unknown_passes_are_errors() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("--stop-after 'dce': there is no such pass; the passes are bitcast-decomposer, rng-bit-generator-expander, int64-conversion, egraph-optimiser, graph-outliner, ipu-scheduler, recomputation"),
+        stderr.contains("--stop-after 'dce': there is no such pass; the passes are bitcast-decomposer, rng-bit-generator-expander, int64-conversion, egraph-optimiser, dynamic-slice-splitter, graph-outliner, ipu-scheduler, recomputation"),
         "{stderr}"
     );
     let out = ipuxla(&["dump", &file, "--passes", "--scheduler", "fastest"]);

@@ -470,6 +470,83 @@ fn dynamic_slices_and_updates_of_arrays_larger_than_a_tile_cut_their_columns() {
     }
 }
 
+/// A dynamic slice and a dynamic update that start at run time along two dimensions of an
+/// array larger than a tile (a `[3,8,20]` block of a `[500,8,200]` f32 array): the
+/// `dynamic-slice-splitter` pass takes one dimension at a time, as PopLibs does, so each op
+/// splits over the others (the update ran out of memory on eight tiles of 400 KB; the slice
+/// held 400 KB a tile). Starts in range, past the end and negative clamp as XLA's; s32 and
+/// u32 starts; on the full IPU and on 4 tiles (out of core).
+#[test]
+fn slices_and_updates_starting_along_several_dimensions_take_one_at_a_time() {
+    let module = |ty: &str| {
+        xla_ir::parse_module(&format!(
+            "HloModule two\n\nENTRY main {{\n  t = f32[500,8,200]{{2,1,0}} parameter(0)\n  \
+             a = {ty}[] parameter(1)\n  c = {ty}[] parameter(2)\n  u = f32[3,8,20]{{2,1,0}} parameter(3)\n  \
+             z = {ty}[] constant(0)\n  \
+             s = f32[3,8,20]{{2,1,0}} dynamic-slice(t, a, z, c), dynamic_slice_sizes={{3,8,20}}\n  \
+             d = f32[500,8,200]{{2,1,0}} dynamic-update-slice(t, u, a, z, c)\n  \
+             ROOT r = (f32[3,8,20]{{2,1,0}}, f32[500,8,200]{{2,1,0}}) tuple(s, d)\n}}\n"
+        ))
+        .unwrap()
+    };
+    let start = |ty: ElementType, v: i64| {
+        let data = match ty {
+            ElementType::U32 => ArrayData::U32(vec![v as u32]),
+            _ => ArrayData::S32(vec![v as i32]),
+        };
+        Literal::Array(ArrayLiteral {
+            shape: ArrayShape::new(ty, &[]),
+            data,
+        })
+    };
+    let mut four = IpuConfig::default();
+    four.ipu_model.tiles_per_ipu = 4;
+    let cases = [
+        (ElementType::S32, 17, 150, IpuConfig::default()),
+        (ElementType::S32, 499, -5, IpuConfig::default()),
+        (ElementType::U32, 3, 199, IpuConfig::default()),
+        (ElementType::S32, 250, 90, four),
+    ];
+    for (ty, a, c, config) in cases {
+        let m = module(if ty == ElementType::U32 { "u32" } else { "s32" });
+        let (optimised, report) =
+            ipuxla::compiler::optimise(&m, &config, &Default::default()).unwrap();
+        let notes: Vec<&String> = report.passes.iter().flat_map(|p| &p.notes).collect();
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.contains("2 dynamic slice(s) or update(s) split")),
+            "{notes:?}\n{optimised}"
+        );
+        let inputs = vec![
+            values(&[500, 8, 200], 21),
+            start(ty, a),
+            start(ty, c),
+            values(&[3, 8, 20], 22),
+        ];
+        let run = ipuxla::device::run_on_ipu_model(&m, &config, &inputs).unwrap();
+        let Literal::Tuple(want) = xla_ir::eval::evaluate(&m, &inputs).unwrap() else {
+            panic!("a tuple result");
+        };
+        let what = format!(
+            "{ty:?} starts {a}, {c} on {} tiles",
+            config.ipu_model.tiles_per_ipu
+        );
+        assert_same_bits(&run.outputs[0], &want[0], &format!("slice, {what}"));
+        assert_same_bits(&run.outputs[1], &want[1], &format!("update, {what}"));
+        if config.ipu_model.tiles_per_ipu == 0 {
+            let peak = run
+                .profile
+                .tiles
+                .iter()
+                .map(|t| t.bytes_used)
+                .max()
+                .unwrap();
+            assert!(peak < 64 * 1024, "{what}: peak tile {peak} B");
+        }
+    }
+}
+
 /// A row added into a table larger than a tile by one index of no batch dimension (a scalar
 /// `s32[]`, the vector dimension implicit, as `x.at[i].add(row)` writes it): the scatter
 /// splits over slices of the table like one with a batch of indices (it ran on one tile,

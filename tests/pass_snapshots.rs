@@ -52,6 +52,26 @@ fn bitcasts_become_transposes_and_reshapes() {
     }
 }
 
+/// A slice and an update of a large array starting along three dimensions become one op
+/// per dimension, the most slicing first (PopLibs' order: dimension 0 keeps 3 of 500,
+/// then 2 of 8, then 20 of 200); a slice partial along one dimension, and one of a small
+/// array, stay single ops. The whole compile gives the evaluator's values.
+#[test]
+fn dynamic_slices_along_several_dimensions_take_one_at_a_time() {
+    let m = module("fixtures/passes/dynamic_slices.hlo");
+    let (_, text) = after_each_pass(&m, &IpuConfig::default())
+        .into_iter()
+        .find(|(pass, _)| pass == "dynamic-slice-splitter")
+        .expect("the splitter is in the pipeline");
+    insta::assert_snapshot!("dynamic_slices__after_dynamic-slice-splitter", text);
+    let inputs = xla_ir::generate::inputs(&m, 5);
+    let want = common::leaves(xla_ir::eval::evaluate(&m, &inputs).unwrap());
+    let run = ipuxla::device::run_on_ipu_model(&m, &IpuConfig::default(), &inputs).unwrap();
+    for (got, want) in run.outputs.iter().zip(&want) {
+        assert_eq!((&got.shape.dims, &got.data), (&want.shape.dims, &want.data));
+    }
+}
+
 #[test]
 fn repeated_blocks_become_one_function_called_twice() {
     let m = module("fixtures/outlining/two_blocks.hlo");
@@ -131,14 +151,15 @@ fn dumps_are_named_as_xla_names_them() {
             "module_0000.jit_mlp_train_rmsprop.0003.after_int64-conversion.txt",
             "module_0000.jit_mlp_train_rmsprop.0004.after_egraph-optimiser.report.txt",
             "module_0000.jit_mlp_train_rmsprop.0004.after_egraph-optimiser.txt",
-            "module_0000.jit_mlp_train_rmsprop.0005.after_graph-outliner.report.txt",
-            "module_0000.jit_mlp_train_rmsprop.0005.after_graph-outliner.txt",
-            "module_0000.jit_mlp_train_rmsprop.0006.after_ipu-scheduler.txt",
-            "module_0000.jit_mlp_train_rmsprop.0007.after_recomputation.report.txt",
-            "module_0000.jit_mlp_train_rmsprop.0007.after_recomputation.txt",
+            "module_0000.jit_mlp_train_rmsprop.0005.after_dynamic-slice-splitter.txt",
+            "module_0000.jit_mlp_train_rmsprop.0006.after_graph-outliner.report.txt",
+            "module_0000.jit_mlp_train_rmsprop.0006.after_graph-outliner.txt",
+            "module_0000.jit_mlp_train_rmsprop.0007.after_ipu-scheduler.txt",
+            "module_0000.jit_mlp_train_rmsprop.0008.after_recomputation.report.txt",
+            "module_0000.jit_mlp_train_rmsprop.0008.after_recomputation.txt",
         ]
     );
-    assert_eq!(report.dumps.len(), 11);
+    assert_eq!(report.dumps.len(), 12);
     // Each module dump parses back; the last is the scheduled module.
     let modules: Vec<_> = report
         .dumps
@@ -162,6 +183,6 @@ fn stop_after_an_unknown_pass_names_the_passes() {
     let err = compiler::optimise(&m, &IpuConfig::default(), &options).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "--stop-after 'algsimp': there is no such pass; the passes are bitcast-decomposer, rng-bit-generator-expander, int64-conversion, egraph-optimiser, graph-outliner, ipu-scheduler, recomputation"
+        "--stop-after 'algsimp': there is no such pass; the passes are bitcast-decomposer, rng-bit-generator-expander, int64-conversion, egraph-optimiser, dynamic-slice-splitter, graph-outliner, ipu-scheduler, recomputation"
     );
 }

@@ -13,7 +13,7 @@ pub struct PassFlags {
     pub dump_to: Option<PathBuf>,
     /// End the pass pipeline after this pass; later passes are skipped (passes:
     /// bitcast-decomposer, rng-bit-generator-expander, int64-conversion, egraph-optimiser,
-    /// graph-outliner, ipu-scheduler, recomputation).
+    /// dynamic-slice-splitter, graph-outliner, ipu-scheduler, recomputation).
     #[arg(long, value_name = "PASS")]
     pub stop_after: Option<String>,
     /// The scheduling algorithm (`scheduling.algorithm`): choose-best (default),

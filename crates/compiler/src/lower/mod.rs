@@ -4,7 +4,7 @@
 
 mod allocation;
 pub(crate) mod codelet;
-mod codelet_split;
+pub(crate) mod codelet_split;
 mod collectives;
 mod control;
 pub(crate) mod conv_codelet;

@@ -6,6 +6,7 @@
 //! pipeline after that pass. A new pass is one file here and one line in [`pipeline`].
 
 mod bitcast_decomposer;
+mod dynamic_slice_splitter;
 mod egraph_optimiser;
 mod graph_outliner;
 mod int64_conversion;
@@ -16,6 +17,7 @@ mod rng_expander;
 mod words;
 
 pub use bitcast_decomposer::BitcastDecomposer;
+pub use dynamic_slice_splitter::DynamicSliceSplitter;
 pub use egraph_optimiser::EgraphOptimiser;
 pub use graph_outliner::GraphOutliner;
 pub use int64_conversion::{Int64Conversion, narrow_int64};
@@ -53,6 +55,7 @@ pub fn pipeline() -> Vec<Box<dyn Pass>> {
         Box::new(RngBitGeneratorExpander),
         Box::new(Int64Conversion),
         Box::new(EgraphOptimiser),
+        Box::new(DynamicSliceSplitter),
         Box::new(GraphOutliner),
         Box::new(IpuScheduler),
         Box::new(Recomputation),
