@@ -63,8 +63,18 @@ impl<'a> Trials<'a> {
         self.at.iter().copied().max().unwrap_or(0)
     }
 
+    /// The current peak and the number of steps at it.
+    pub fn level(&self) -> Level {
+        Level::of(self.at.iter().copied())
+    }
+
     /// The peak after making `m` alone (what `peak_of(&apply(comp, &[m]), peaks)` gives).
     pub fn peak_after(&self, m: Move) -> u64 {
+        self.level_after(m).peak
+    }
+
+    /// The peak after making `m` alone, and the number of steps at it.
+    pub fn level_after(&self, m: Move) -> Level {
         let g = &self.graph;
         let (v, p) = (self.node[m.value.index()], m.position);
         // A recomputable value defines exactly one buffer (an array, not an alias).
@@ -126,23 +136,50 @@ impl<'a> Trials<'a> {
         let kept: Vec<(usize, u64)> = (g.uses[v].iter())
             .filter_map(|&b| Some((self.dies[b].filter(|&dies| dies < p)?, g.buffers[b].size)))
             .collect();
-        (0..=last)
-            .map(|k| {
-                let base = match k.cmp(&p) {
-                    std::cmp::Ordering::Less => self.at[k],
-                    std::cmp::Ordering::Equal => self.entering[p],
-                    std::cmp::Ordering::Greater => self.at[k - 1],
-                };
-                let freed = if k > v_dies && k <= was { size } else { 0 };
-                let held = if k >= p && k <= copy_dies { size } else { 0 };
-                let kept: u64 = kept
-                    .iter()
-                    .filter(|&&(dies, _)| k > dies && k <= p)
-                    .map(|&(_, size)| size)
-                    .sum();
-                base - freed + held + kept
-            })
-            .max()
-            .unwrap_or(0)
+        Level::of((0..=last).map(|k| {
+            let base = match k.cmp(&p) {
+                std::cmp::Ordering::Less => self.at[k],
+                std::cmp::Ordering::Equal => self.entering[p],
+                std::cmp::Ordering::Greater => self.at[k - 1],
+            };
+            let freed = if k > v_dies && k <= was { size } else { 0 };
+            let held = if k >= p && k <= copy_dies { size } else { 0 };
+            let kept: u64 = kept
+                .iter()
+                .filter(|&&(dies, _)| k > dies && k <= p)
+                .map(|&(_, size)| size)
+                .sum();
+            base - freed + held + kept
+        }))
+    }
+}
+
+/// A liveness profile's peak and how many steps reach it: a move that leaves the peak but
+/// takes a step off it is progress on a plateau (several steps at the peak, which no one
+/// move can all lower).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Level {
+    /// Peak live bytes.
+    pub peak: u64,
+    /// Steps at the peak.
+    pub steps: usize,
+}
+
+impl Level {
+    /// The level of a profile (bytes live at each step).
+    pub fn of(at: impl Iterator<Item = u64>) -> Level {
+        at.fold(Level { peak: 0, steps: 0 }, |l, bytes| {
+            match bytes.cmp(&l.peak) {
+                std::cmp::Ordering::Greater => Level {
+                    peak: bytes,
+                    steps: 1,
+                },
+                std::cmp::Ordering::Equal => Level {
+                    steps: l.steps + 1,
+                    ..l
+                },
+                std::cmp::Ordering::Less => l,
+            }
+        })
     }
 }
