@@ -32,8 +32,11 @@ grep -q "id=\"total-cycles\">$total<" "$out/dom.html" \
   || { echo "the rendered page does not show total_cycles $total"; exit 1; }
 grep -q 'id="peak-live-bytes">[0-9]' "$out/dom.html" \
   || { echo "the rendered page has no liveness peak"; exit 1; }
-[ "$(grep -o '<td class="name">' "$out/dom.html" | wc -l)" -eq 20 ] \
+largest=$(awk '/id="largest-tensors"/{f=1} f{print} f&&/<\/table>/{exit}' "$out/dom.html")
+[ "$(grep -o '<td class="name">' <<<"$largest" | wc -l)" -eq 20 ] \
   || { echo "the rendered page does not list the 20 largest tensors"; exit 1; }
+grep -q 'id="peak-tile"' "$out/dom.html" \
+  || { echo "the rendered page does not say what the busiest tile holds at its peak"; exit 1; }
 browser --window-size=1000,1300 --screenshot="$(pwd)/target/report-screenshot.png" "$page" 2>/dev/null
 [ -s target/report-screenshot.png ] || { echo "no screenshot"; exit 1; }
 echo "report page rendered: $total cycles shown, screenshot in target/report-screenshot.png"

@@ -58,6 +58,7 @@ pub fn html(title: &str, runs: &[(String, &Profile)]) -> String {
         liveness(&mut s, p, &id);
         cycles(&mut s, p);
         tensors(&mut s, p, &id);
+        peak_tile_contents(&mut s, p, &id);
         ipu_totals(&mut s, p, &id);
     }
     s.push_str("</body></html>\n");
@@ -293,6 +294,38 @@ fn tensors(s: &mut String, p: &Profile, id: &dyn Fn(&str) -> String) {
             t.bytes,
             t.tiles,
             if t.always_live { "yes" } else { "" }
+        );
+    }
+    s.push_str("</table>\n");
+}
+
+/// What the busiest tile holds at its peak: every tensor live there then.
+fn peak_tile_contents(s: &mut String, p: &Profile, id: &dyn Fn(&str) -> String) {
+    let Some(c) = &p.peak_tile_contents else {
+        return;
+    };
+    let _ = writeln!(
+        s,
+        "<h3>IPU {} tile {} at its peak ({})</h3><table id=\"{}\"><tr><th>tensor</th><th>bytes on the tile</th><th>always live</th></tr>",
+        c.ipu,
+        c.tile,
+        esc(&c.step),
+        id("peak-tile")
+    );
+    for t in &c.tensors {
+        let _ = writeln!(
+            s,
+            "<tr><td class=\"name\">{}</td><td class=\"bytes\">{}</td><td>{}</td></tr>",
+            esc(&t.name),
+            t.bytes,
+            if t.always_live { "yes" } else { "" }
+        );
+    }
+    if c.others > 0 {
+        let _ = writeln!(
+            s,
+            "<tr><td class=\"name\">{} more</td><td class=\"bytes\">{}</td><td></td></tr>",
+            c.others, c.others_bytes
         );
     }
     s.push_str("</table>\n");

@@ -167,6 +167,7 @@ mod tests {
             ipus,
             liveness: Vec::new(),
             largest_tensors: Vec::new(),
+            peak_tile_contents: None,
         }
     }
 

@@ -81,7 +81,18 @@ fn the_report_page_is_self_contained_and_shows_the_profiles_numbers() {
     assert!(html.contains(&format!("id=\"peak-live-bytes\">{peak_live}<")));
     let largest = p["largest_tensors"].as_array().unwrap();
     assert_eq!(largest.len(), 20);
-    assert_eq!(html.matches("<td class=\"name\">").count(), 20);
+    // The largest tensors, then the tensors the busiest tile holds at its peak (and a row
+    // for the rest when there are more).
+    let at_peak = &p["peak_tile_contents"];
+    let listed = at_peak["tensors"].as_array().unwrap().len()
+        + usize::from(at_peak["others"].as_u64().unwrap_or(0) > 0);
+    assert!(listed > 0);
+    assert!(html.contains("id=\"peak-tile\""));
+    assert!(html.contains(&format!(
+        "at its peak ({})",
+        at_peak["step"].as_str().unwrap()
+    )));
+    assert_eq!(html.matches("<td class=\"name\">").count(), 20 + listed);
     assert_eq!(html.matches("<svg class=\"heatmap\"").count(), 1);
     // A profile that is not one: the file named.
     let bad = scratch("not-a-profile.json");

@@ -646,3 +646,46 @@ fn bad_iterations_are_named_and_write_nothing() {
         assert!(!outdir.exists(), "{args:?}: nothing is written");
     }
 }
+
+/// The summary says what the busiest tile holds when its memory peaks: the step, the
+/// largest tensors live there (the product's operand blocks, at a product's step), and
+/// the bytes of the tile's extent none of them holds then; the profile lists them all.
+#[test]
+fn the_busiest_tile_says_what_it_holds_at_its_peak() {
+    let dir = scratch("peak");
+    std::fs::create_dir_all(&dir).unwrap();
+    let profile = dir.join("profile.json");
+    let out = ipuxla(&[
+        "run",
+        &case("seed_mlp_train_rmsprop/module.hlo"),
+        "--estimate-only",
+        "--profile",
+        profile.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("at its peak ("))
+        .unwrap_or_else(|| panic!("no peak contents in {stdout}"));
+    let p: ipuxla::runtime::Profile =
+        serde_json::from_str(&std::fs::read_to_string(&profile).unwrap()).unwrap();
+    let at = p
+        .peak_tile_contents
+        .as_ref()
+        .expect("the profile lists the peak tile's tensors");
+    let tile = p.peak_tile().unwrap();
+    assert_eq!((at.ipu, at.tile), (tile.ipu, tile.tile));
+    assert!(line.contains(&format!("({})", at.step)), "{line}");
+    let first = &at.tensors[0];
+    assert!(
+        line.contains(&format!("{} {} B", first.name, first.bytes)),
+        "{line}"
+    );
+    // Everything live there fits in the tile's tensor extent.
+    let live: u64 = at.tensors.iter().map(|t| t.bytes).sum::<u64>() + at.others_bytes;
+    assert!(
+        live > 0 && live <= tile.bytes_used - tile.all_code_bytes(),
+        "{live} {tile:?}"
+    );
+}

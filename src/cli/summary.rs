@@ -216,6 +216,17 @@ fn profile_lines(p: &Profile, compute_sets: usize, vertices: usize, steps: &str)
                 t.always_live_bytes - t.all_code_bytes()
             );
         }
+        if let Some(c) = p
+            .peak_tile_contents
+            .as_ref()
+            .filter(|c| (c.ipu, c.tile) == (t.ipu, t.tile))
+        {
+            let _ = writeln!(
+                s,
+                "  {}",
+                peak_contents(c, t.bytes_used - t.all_code_bytes())
+            );
+        }
     }
     if p.num_ipus > 1 {
         for ipu in 0..p.num_ipus {
@@ -256,4 +267,28 @@ fn profile_lines(p: &Profile, compute_sets: usize, vertices: usize, steps: &str)
         p.steps.len()
     );
     s
+}
+
+/// What the busiest tile holds at its peak, in one line: the step, the four largest
+/// tensors live there, how many more, and the bytes of its tensors' extent (`extent`)
+/// that none of them holds then (gaps the memory plan left).
+fn peak_contents(c: &runtime::TileAtPeak, extent: u64) -> String {
+    const SHOWN: usize = 4;
+    let named: Vec<String> = (c.tensors.iter().take(SHOWN))
+        .map(|t| format!("{} {} B", t.name, t.bytes))
+        .collect();
+    let rest = &c.tensors[c.tensors.len().min(SHOWN)..];
+    let more = rest.len() + c.others;
+    let more_bytes: u64 = rest.iter().map(|t| t.bytes).sum::<u64>() + c.others_bytes;
+    let tail = if more > 0 {
+        format!(" and {more} more ({more_bytes} B)")
+    } else {
+        String::new()
+    };
+    let live: u64 = c.tensors.iter().map(|t| t.bytes).sum::<u64>() + c.others_bytes;
+    let gaps = match extent.saturating_sub(live) {
+        0 => String::new(),
+        unused => format!("; {unused} B between them unused"),
+    };
+    format!("at its peak ({}): {}{tail}{gaps}", c.step, named.join(", "))
 }

@@ -35,9 +35,10 @@ pub use exec::replicated::{COLLECTIVE_WAIT_LIMIT, ReplicatedEngine};
 pub use model::code;
 pub use model::cost;
 pub use model::estimate::{estimate, estimate_parts, estimate_replaying};
+pub use model::layout::{live_on_tile, tile_at_peak};
 pub use model::profile::{
     Beside, DataDependent, IpuActivity, OutOfCore, Profile, StepKind, StepProfile, TensorSize,
-    TileMemory, Totals,
+    TileAtPeak, TileMemory, TileTensor, Totals,
 };
 pub use program::builder::ExecutableBuilder;
 pub use program::codelet::{Codelet, CodeletRef, SameBytes, VertexCost};

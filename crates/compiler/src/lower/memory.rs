@@ -165,6 +165,9 @@ pub(crate) fn allocate(l: &mut Lowerer) -> Result<(), CompileError> {
             )
         })
         .collect();
+    for (i, spans) in spans.iter().enumerate() {
+        l.b.tensor_mut(runtime::TensorId(i as u32)).live_steps = spans.clone();
+    }
     let mut shift_ids = HashMap::new();
     let repeats: Vec<Option<Repeat>> = spans.iter().map(|s| repeat_of(s, &mut shift_ids)).collect();
     // Per tile (`ipu * tiles_per_ipu + tile`): the blocks in use, sorted by `begin` (ties
@@ -249,24 +252,11 @@ pub(crate) fn allocate(l: &mut Lowerer) -> Result<(), CompileError> {
     if let Some((slot, (needed, t))) = worst {
         let (ipu, tile) = (slot / tiles_per_ipu, slot % tiles_per_ipu);
         let step = l.life[t].first;
-        let mut live: Vec<(String, u64)> = (0..n)
-            .filter(|&j| {
-                let life = l.life[j];
-                life.first <= step && (life.pinned || life.last >= step)
-            })
-            .filter_map(|j| {
-                let info = l.b.tensor_info(runtime::TensorId(j as u32));
-                let bytes: usize = info
-                    .mapping
-                    .iter()
-                    .filter(|iv| iv.ipu == ipu && iv.tile == tile)
-                    .map(|iv| iv.len * info.dtype.size())
-                    .sum();
-                (bytes > 0).then(|| (info.name.clone(), bytes as u64))
-            })
+        let live: Vec<(String, u64)> = runtime::live_on_tile(l.b.executable(), ipu, tile, step)
+            .into_iter()
+            .take(4)
+            .map(|t| (t.name, t.bytes))
             .collect();
-        live.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        live.truncate(4);
         let target = &l.target;
         return Err(CompileError::OutOfMemory(Box::new(TileOutOfMemory {
             ipu,

@@ -4,7 +4,7 @@
 
 use crate::error::{CodeSplit, RuntimeError};
 use crate::model::code::TileCode;
-use crate::model::profile::{TensorSize, TileMemory};
+use crate::model::profile::{TensorSize, TileAtPeak, TileMemory, TileTensor};
 use crate::program::executable::{Executable, Rearrange, Region, Run, RunSource, Tensor, TensorId};
 use std::cell::Cell;
 
@@ -114,6 +114,58 @@ pub(crate) fn largest_on_tile(
     largest.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     largest.truncate(count);
     largest
+}
+
+/// The tensors of `exe` live on one tile at one step of [`Executable::liveness`], with
+/// their bytes there, largest first (ties by name): what the tile holds at that moment.
+/// Tensors the compiler gave no live steps are left out.
+pub fn live_on_tile(exe: &Executable, ipu: usize, tile: usize, step: u64) -> Vec<TileTensor> {
+    let mut live: Vec<TileTensor> = exe
+        .tensors
+        .iter()
+        .filter(|t| t.live_at(step))
+        .filter_map(|t| {
+            let bytes: usize = (t.mapping.iter())
+                .filter(|iv| iv.ipu == ipu && iv.tile == tile)
+                .map(|iv| iv.len * t.dtype.size())
+                .sum();
+            (bytes > 0).then(|| TileTensor {
+                name: t.name.clone(),
+                bytes: bytes as u64,
+                always_live: t.always_live || t.init.is_some(),
+            })
+        })
+        .collect();
+    live.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.name.cmp(&b.name)));
+    live
+}
+
+/// What one tile holds when its tensors reach their extent: the first step of the tensor
+/// placed highest in its memory, and the tensors live then. `None` when the tile holds no
+/// tensor or the compiler gave that tensor no live steps.
+pub fn tile_at_peak(exe: &Executable, ipu: usize, tile: usize) -> Option<TileAtPeak> {
+    let mut top: Option<(u64, &Tensor)> = None;
+    for t in &exe.tensors {
+        let size = t.dtype.size() as u64;
+        for iv in (t.mapping.iter()).filter(|iv| iv.ipu == ipu && iv.tile == tile) {
+            let end = iv.offset + iv.len as u64 * size;
+            if top.is_none_or(|(highest, _)| end > highest) {
+                top = Some((end, t));
+            }
+        }
+    }
+    let step = top?.1.live_steps.first()?.0;
+    let mut tensors = live_on_tile(exe, ipu, tile, step);
+    let others = tensors.split_off(tensors.len().min(TileAtPeak::LISTED));
+    Some(TileAtPeak {
+        ipu,
+        tile,
+        step: (exe.liveness.get(step as usize))
+            .map_or_else(|| format!("step {step}"), |p| p.step.clone()),
+        tensors,
+        others: others.len(),
+        others_bytes: others.iter().map(|t| t.bytes).sum(),
+    })
 }
 
 /// The `count` largest tensors of `exe`, largest first (ties by name).
@@ -585,6 +637,50 @@ pub(crate) fn destination_pieces(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A tile's peak is the step of the tensor placed highest in its memory, and what it
+    /// holds then is every tensor live at that step (a tensor of several spans too), not
+    /// the tensors that shared the space at other steps.
+    #[test]
+    fn a_tile_at_its_peak_holds_the_tensors_live_at_the_highest_ones_step() {
+        use crate::program::builder::ExecutableBuilder;
+        use crate::program::executable::Interval;
+        let mut b = ExecutableBuilder::new(crate::Target::ipu2(), 1);
+        let mut add =
+            |name: &str, elements: usize, offset: u64, tile: usize, spans: &[(u64, u64)]| {
+                let mapping = vec![Interval {
+                    ipu: 0,
+                    tile,
+                    start: 0,
+                    len: elements,
+                    offset,
+                }];
+                let id = b.tensor_mapped(name, DType::F32, &[elements], mapping);
+                b.tensor_mut(id).live_steps = spans.to_vec();
+            };
+        add("early", 4, 0, 0, &[(0, 1)]);
+        add("middle", 8, 16, 0, &[(1, 2)]);
+        add("reuses_early", 2, 0, 0, &[(2, 2)]);
+        add("twice", 4, 48, 0, &[(0, 0), (5, 6)]);
+        add("elsewhere", 100, 0, 1, &[(0, 9)]);
+        let exe = b.executable();
+        let at = tile_at_peak(exe, 0, 0).unwrap();
+        assert_eq!(at.step, "step 0");
+        let names: Vec<(&str, u64)> = at
+            .tensors
+            .iter()
+            .map(|t| (t.name.as_str(), t.bytes))
+            .collect();
+        assert_eq!(names, [("early", 16), ("twice", 16)]);
+        let at_two: Vec<String> = live_on_tile(exe, 0, 0, 2)
+            .into_iter()
+            .map(|t| t.name)
+            .collect();
+        assert_eq!(at_two, ["middle", "reuses_early"]);
+        assert!(live_on_tile(exe, 0, 0, 5).iter().any(|t| t.name == "twice"));
+        assert!(live_on_tile(exe, 0, 0, 4).is_empty());
+        assert_eq!(tile_at_peak(exe, 0, 2), None);
+    }
     use crate::model::test_numbers::numbers;
     use crate::program::executable::Interval;
     use codegen::DType;
@@ -617,6 +713,7 @@ mod tests {
             mapping,
             init: None,
             always_live: false,
+            live_steps: Vec::new(),
         }
     }
 

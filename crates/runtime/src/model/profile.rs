@@ -139,6 +139,13 @@ pub struct Totals {
     pub bytes_paged: u64,
 }
 
+/// The tile using the most memory of `tiles` (the lowest-numbered of equals).
+pub fn busiest(tiles: &[TileMemory]) -> Option<&TileMemory> {
+    tiles
+        .iter()
+        .max_by_key(|t| (t.bytes_used, usize::MAX - t.tile))
+}
+
 /// The profile of one run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Profile {
@@ -189,6 +196,47 @@ pub struct Profile {
     /// The largest tensors, largest first (at most 20).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub largest_tensors: Vec<TensorSize>,
+    /// What the busiest tile holds when its memory peaks (absent when the executable does
+    /// not say when its tensors are live).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_tile_contents: Option<TileAtPeak>,
+}
+
+/// What one tile holds at the moment its tensors reach their extent: the step that
+/// places the tensor highest in its memory, and every tensor live there then.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TileAtPeak {
+    /// The IPU.
+    pub ipu: usize,
+    /// The tile.
+    pub tile: usize,
+    /// The step (as the compiler's liveness names it).
+    pub step: String,
+    /// The tensors live on the tile then, largest first (at most [`TileAtPeak::LISTED`]).
+    pub tensors: Vec<TileTensor>,
+    /// Tensors live there too, beyond those listed.
+    #[serde(default, skip_serializing_if = "is_zero_usize")]
+    pub others: usize,
+    /// Their bytes on the tile.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub others_bytes: u64,
+}
+
+impl TileAtPeak {
+    /// Tensors a profile lists by name.
+    pub const LISTED: usize = 12;
+}
+
+/// A tensor's bytes on one tile.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TileTensor {
+    /// Its name.
+    pub name: String,
+    /// Bytes on the tile.
+    pub bytes: u64,
+    /// Whether it lives for the whole program.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub always_live: bool,
 }
 
 /// A tensor's size and spread, for memory reports.
@@ -220,9 +268,7 @@ pub struct IpuActivity {
 impl Profile {
     /// The tile using the most memory (the lowest-numbered of equals).
     pub fn peak_tile(&self) -> Option<&TileMemory> {
-        self.tiles
-            .iter()
-            .max_by_key(|t| (t.bytes_used, usize::MAX - t.tile))
+        busiest(&self.tiles)
     }
 
     /// The fraction of the IPUs' time spent waiting (`1 - Σ busy / (IPUs × total)`): a

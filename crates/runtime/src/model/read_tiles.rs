@@ -131,6 +131,7 @@ mod tests {
                 mapping,
                 init: None,
                 always_live: false,
+                live_steps: Vec::new(),
             };
             let at = Locator::new(&source);
             let mut read_tiles = ReadTiles::default();

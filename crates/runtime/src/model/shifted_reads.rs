@@ -118,6 +118,7 @@ mod tests {
             mapping,
             init: None,
             always_live: false,
+            live_steps: Vec::new(),
         }
     }
 

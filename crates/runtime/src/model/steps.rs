@@ -78,6 +78,8 @@ pub(crate) struct StepCosts {
     pub tile_memory: Vec<TileMemory>,
     /// The largest tensors, as every profile reports them.
     pub largest_tensors: Vec<crate::model::profile::TensorSize>,
+    /// What the busiest tile holds at its peak, as every profile reports it.
+    pub peak_tile_contents: Option<crate::model::profile::TileAtPeak>,
     /// By collective.
     pub collectives: Vec<CollectiveCost>,
     /// The IPUs and tiles each compute set runs vertices on.
@@ -191,6 +193,8 @@ impl StepCosts {
         let code = code::code_memory(exe, &step_tiles);
         let tile_memory = layout::tile_memory(exe, &code);
         layout::check_memory(exe, &tile_memory)?;
+        let peak_tile_contents = crate::model::profile::busiest(&tile_memory)
+            .and_then(|t| layout::tile_at_peak(exe, t.ipu, t.tile));
         Ok(StepCosts {
             compute_set_reach,
             rearrange_reach,
@@ -202,6 +206,7 @@ impl StepCosts {
             streams,
             tile_memory,
             largest_tensors: layout::largest_tensors(exe, 20),
+            peak_tile_contents,
         })
     }
 }

@@ -350,6 +350,7 @@ impl<'e> Timeline<'e> {
             // Filled by whoever writes the profile out (a copy per run would cost).
             liveness: Vec::new(),
             largest_tensors: self.costs.largest_tensors.clone(),
+            peak_tile_contents: self.costs.peak_tile_contents.clone(),
             ipus: self
                 .busy
                 .iter()

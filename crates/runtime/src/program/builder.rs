@@ -80,6 +80,7 @@ impl ExecutableBuilder {
             mapping,
             init: None,
             always_live: false,
+            live_steps: Vec::new(),
         });
         TensorId(self.exe.tensors.len() as u32 - 1)
     }
@@ -156,6 +157,7 @@ impl ExecutableBuilder {
             mapping,
             init: None,
             always_live: false,
+            live_steps: Vec::new(),
         });
         TensorId(self.exe.tensors.len() as u32 - 1)
     }

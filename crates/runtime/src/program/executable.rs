@@ -59,6 +59,19 @@ pub struct Tensor {
     /// compiler planned it: what a memory report shows as always live.
     #[serde(default)]
     pub always_live: bool,
+    /// The spans of steps (indices into [`Executable::liveness`], inclusive, sorted and
+    /// disjoint) the compiler planned the tensor live in: what a memory report reads to say
+    /// what a tile holds at its peak. Empty when the compiler did not say.
+    #[serde(default)]
+    pub live_steps: Vec<(u64, u64)>,
+}
+
+impl Tensor {
+    /// Whether the compiler planned the tensor live at `step` (of [`Executable::liveness`]).
+    pub fn live_at(&self, step: u64) -> bool {
+        let i = self.live_steps.partition_point(|s| s.1 < step);
+        self.live_steps.get(i).is_some_and(|s| s.0 <= step)
+    }
 }
 
 /// The compiler's liveness at one step of the program as it was lowered (a loop body or
