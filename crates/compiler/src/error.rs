@@ -122,7 +122,7 @@ pub enum CompileError {
 /// Which tile ran out of memory, when, and what was live on it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error(
-    "IPU {ipu} tile {tile} is out of memory{}: {needed} bytes are needed when '{when}' is created but the tile has {available}; live on the tile then: {}{}",
+    "IPU {ipu} tile {tile} is out of memory{}: {needed} bytes are needed at step '{step}' (its highest tensor: '{when}') but the tile has {available}; live on the tile then: {}{}",
     virtual_tile.map(|(v, n)| format!(" even out of core (as virtual tile {v} of {n} per IPU, paged through Streaming Memory)")).unwrap_or_default(),
     live.iter().map(|(n, b)| format!("{n} ({b} B)")).collect::<Vec<_>>().join(", "),
     if hint.is_empty() { String::new() } else { format!("; {hint}") }
@@ -140,8 +140,10 @@ pub struct TileOutOfMemory {
     pub needed: u64,
     /// Bytes a tile has.
     pub available: u64,
-    /// The tensor whose creation reaches the peak.
+    /// The tensor placed highest on the tile: its end is the bytes needed.
     pub when: String,
+    /// The step at which the tile holds the most while that tensor is live.
+    pub step: String,
     /// The largest tensors live on the tile at the peak (name, bytes there).
     pub live: Vec<(String, u64)>,
 }

@@ -251,9 +251,12 @@ pub(crate) fn allocate(l: &mut Lowerer) -> Result<(), CompileError> {
         .max_by_key(|&(slot, (end, _))| (end, std::cmp::Reverse(slot)));
     if let Some((slot, (needed, t))) = worst {
         let (ipu, tile) = (slot / tiles_per_ipu, slot % tiles_per_ipu);
-        let step = l.life[t].first;
-        let live: Vec<(String, u64)> = runtime::live_on_tile(l.b.executable(), ipu, tile, step)
-            .into_iter()
+        let at_peak = runtime::tile_at_peak(l.b.executable(), ipu, tile);
+        let step = at_peak
+            .as_ref()
+            .map_or_else(String::new, |a| a.step.clone());
+        let live: Vec<(String, u64)> = (at_peak.into_iter())
+            .flat_map(|a| a.tensors)
             .take(4)
             .map(|t| (t.name, t.bytes))
             .collect();
@@ -268,6 +271,7 @@ pub(crate) fn allocate(l: &mut Lowerer) -> Result<(), CompileError> {
             needed,
             available: capacity,
             when: l.b.tensor_info(runtime::TensorId(t as u32)).name.clone(),
+            step,
             live,
         })));
     }

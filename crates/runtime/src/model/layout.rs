@@ -140,21 +140,48 @@ pub fn live_on_tile(exe: &Executable, ipu: usize, tile: usize, step: u64) -> Vec
     live
 }
 
-/// What one tile holds when its tensors reach their extent: the first step of the tensor
-/// placed highest in its memory, and the tensors live then. `None` when the tile holds no
-/// tensor or the compiler gave that tensor no live steps.
+/// What one tile holds when its tensors reach their extent: the step, while the tensor
+/// placed highest in its memory is live, at which the tile holds the most bytes (the
+/// first of equals), and the tensors live then. `None` when the tile holds no tensor or
+/// the compiler gave that tensor no live steps.
 pub fn tile_at_peak(exe: &Executable, ipu: usize, tile: usize) -> Option<TileAtPeak> {
     let mut top: Option<(u64, &Tensor)> = None;
+    let mut here: Vec<(&Tensor, u64)> = Vec::new();
     for t in &exe.tensors {
         let size = t.dtype.size() as u64;
+        let mut bytes = 0;
         for iv in (t.mapping.iter()).filter(|iv| iv.ipu == ipu && iv.tile == tile) {
             let end = iv.offset + iv.len as u64 * size;
             if top.is_none_or(|(highest, _)| end > highest) {
                 top = Some((end, t));
             }
+            bytes += iv.len as u64 * size;
+        }
+        if bytes > 0 {
+            here.push((t, bytes));
         }
     }
-    let step = top?.1.live_steps.first()?.0;
+    let highest = top?.1;
+    highest.live_steps.first()?;
+    // What is live changes only where a tensor's span begins: the candidates are those
+    // beginnings while the highest tensor is live, and its own.
+    let mut steps: Vec<u64> = (here.iter())
+        .flat_map(|(t, _)| t.live_steps.iter().map(|s| s.0))
+        .chain(highest.live_steps.iter().map(|s| s.0))
+        .filter(|&s| highest.live_at(s))
+        .collect();
+    steps.sort_unstable();
+    steps.dedup();
+    let live_bytes = |s: u64| -> u64 {
+        here.iter()
+            .filter(|(t, _)| t.live_at(s))
+            .map(|(_, b)| b)
+            .sum()
+    };
+    let step = steps
+        .iter()
+        .copied()
+        .max_by_key(|&s| (live_bytes(s), std::cmp::Reverse(s)))?;
     let mut tensors = live_on_tile(exe, ipu, tile, step);
     let others = tensors.split_off(tensors.len().min(TileAtPeak::LISTED));
     Some(TileAtPeak {
@@ -638,9 +665,10 @@ pub(crate) fn destination_pieces(
 mod tests {
     use super::*;
 
-    /// A tile's peak is the step of the tensor placed highest in its memory, and what it
-    /// holds then is every tensor live at that step (a tensor of several spans too), not
-    /// the tensors that shared the space at other steps.
+    /// A tile's peak is the step, while the tensor placed highest in its memory is live,
+    /// at which the tile holds the most, and what it holds then is every tensor live at
+    /// that step (a tensor of several spans too), not the tensors that shared the space at
+    /// other steps.
     #[test]
     fn a_tile_at_its_peak_holds_the_tensors_live_at_the_highest_ones_step() {
         use crate::program::builder::ExecutableBuilder;
