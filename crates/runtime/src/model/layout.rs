@@ -90,6 +90,14 @@ pub(crate) fn check_memory(exe: &Executable, memory: &[TileMemory]) -> Result<()
     })
 }
 
+/// Bytes of `t` on one tile.
+fn bytes_on_tile(t: &Tensor, ipu: usize, tile: usize) -> u64 {
+    (t.mapping.iter())
+        .filter(|iv| iv.ipu == ipu && iv.tile == tile)
+        .map(|iv| (iv.len * t.dtype.size()) as u64)
+        .sum()
+}
+
 /// The `count` largest tensors on one tile (name, bytes there), largest first.
 pub(crate) fn largest_on_tile(
     exe: &Executable,
@@ -100,15 +108,7 @@ pub(crate) fn largest_on_tile(
     let mut largest: Vec<(String, u64)> = exe
         .tensors
         .iter()
-        .map(|t| {
-            let bytes: usize = t
-                .mapping
-                .iter()
-                .filter(|iv| iv.ipu == ipu && iv.tile == tile)
-                .map(|iv| iv.len * t.dtype.size())
-                .sum();
-            (t.name.clone(), bytes as u64)
-        })
+        .map(|t| (t.name.clone(), bytes_on_tile(t, ipu, tile)))
         .filter(|(_, b)| *b > 0)
         .collect();
     largest.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
@@ -125,13 +125,10 @@ pub fn live_on_tile(exe: &Executable, ipu: usize, tile: usize, step: u64) -> Vec
         .iter()
         .filter(|t| t.live_at(step))
         .filter_map(|t| {
-            let bytes: usize = (t.mapping.iter())
-                .filter(|iv| iv.ipu == ipu && iv.tile == tile)
-                .map(|iv| iv.len * t.dtype.size())
-                .sum();
+            let bytes = bytes_on_tile(t, ipu, tile);
             (bytes > 0).then(|| TileTensor {
                 name: t.name.clone(),
-                bytes: bytes as u64,
+                bytes,
                 always_live: t.always_live || t.init.is_some(),
             })
         })
@@ -149,14 +146,13 @@ pub fn tile_at_peak(exe: &Executable, ipu: usize, tile: usize) -> Option<TileAtP
     let mut here: Vec<(&Tensor, u64)> = Vec::new();
     for t in &exe.tensors {
         let size = t.dtype.size() as u64;
-        let mut bytes = 0;
         for iv in (t.mapping.iter()).filter(|iv| iv.ipu == ipu && iv.tile == tile) {
             let end = iv.offset + iv.len as u64 * size;
             if top.is_none_or(|(highest, _)| end > highest) {
                 top = Some((end, t));
             }
-            bytes += iv.len as u64 * size;
         }
+        let bytes = bytes_on_tile(t, ipu, tile);
         if bytes > 0 {
             here.push((t, bytes));
         }

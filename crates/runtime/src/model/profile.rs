@@ -202,8 +202,8 @@ pub struct Profile {
     pub peak_tile_contents: Option<TileAtPeak>,
 }
 
-/// What one tile holds at the moment its tensors reach their extent: the step that
-/// places the tensor highest in its memory, and every tensor live there then.
+/// What one tile holds at its peak: the step, while the tensor placed highest in its
+/// memory is live, at which it holds the most, and every tensor live there then.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TileAtPeak {
     /// The IPU.
