@@ -3,10 +3,11 @@
 //! `allow_recompute`, and 4 tiles with one [`VARIANTS`] entry chosen by the seed; outlining
 //! is on by default) match the reference evaluator's (rtol and atol 1e-4; 4e-3 for f16
 //! results and results an f16 value flows into, [`f16_reaches`]); an element that misses
-//! may instead match the evaluator's value with every order-dependent sum at either end of
-//! its rounding error ([`sums`]). Shared by `tests/differential.rs` and the `fuzz/`
-//! differential target.
+//! may instead match the evaluator's value with every order-dependent sum ([`sums`]) and
+//! every function the kernels approximate ([`functions`]) at either end of its error bound.
+//! Shared by `tests/differential.rs` and the `fuzz/` differential target.
 
+mod functions;
 mod sums;
 
 use crate::corpus::differing_elements;
@@ -144,8 +145,9 @@ fn generated(seed: u64, options: &generate::Options) -> Result<xla_ir::Module, S
     Ok(module)
 }
 
-/// The evaluator's results (per device) with every order-dependent sum at its lower, then
-/// its upper end ([`sums::perturbed`]): computed once a check needs them.
+/// The evaluator's results (per device) with every order-dependent sum and approximated
+/// function at its lower, then its upper end ([`sums::perturbed`]): computed once a check
+/// needs them.
 #[derive(Default)]
 struct Ends(Option<Vec<Vec<Vec<ArrayLiteral>>>>);
 
@@ -160,10 +162,9 @@ impl Ends {
             let mut ends = Vec::new();
             for end in [sums::End::Lower, sums::End::Upper] {
                 let moved = sums::perturbed(module, end)?;
-                ends.push(
-                    evaluate(&moved)
-                        .map_err(|e| format!("evaluator, sums at their {end:?} end: {e}"))?,
-                );
+                ends.push(evaluate(&moved).map_err(|e| {
+                    format!("evaluator, sums and functions at their {end:?} end: {e}")
+                })?);
             }
             self.0 = Some(ends);
         }
@@ -176,7 +177,8 @@ impl Ends {
 /// computes f16 chains in f32, as XLA's CPU does, and divides by an f16 constant as XLA's
 /// simplifier does, by its reciprocal rounded to f16); `what` names the run. An element that
 /// misses is also held against `ends()`, the evaluator's outputs with every
-/// order-dependent sum at either end of its rounding error, and passes if it matches one.
+/// order-dependent sum and approximated function at either end of its error bound, and
+/// passes if it matches one.
 fn compare(
     what: &str,
     got: &[ArrayLiteral],
@@ -211,7 +213,8 @@ fn compare(
             let text = |a: &ArrayLiteral| a.data.element_text(i);
             return Err(format!(
                 "{what}, output {k}: element {i} is {}, expected {} ({spec}; {} and {} with \
-                 every order-dependent sum at the lower and upper end of its rounding error)",
+                 every order-dependent sum and approximated function at the lower and upper \
+                 end of its error bound)",
                 text(got),
                 text(want),
                 text(&ends[0][k]),

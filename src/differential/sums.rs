@@ -36,9 +36,11 @@ pub enum End {
 }
 
 /// `module` with every float dot, convolution and single-input add-reduction moved to
-/// `end` of its rounding error bound (see the module's doc); other instructions unchanged.
+/// `end` of its rounding error bound (see the module's doc), and every function the
+/// kernels approximate to `end` of its ulp bound ([`super::functions`]); other
+/// instructions unchanged.
 pub fn perturbed(module: &Module, end: End) -> Result<Module, String> {
-    let mut out = module.clone();
+    let mut out = super::functions::perturbed(module, end)?;
     let ids: Vec<CompId> = module.computations().map(|(id, _)| id).collect();
     for id in ids {
         let targets: Vec<(InstrId, u64)> = {
@@ -127,22 +129,13 @@ fn move_sum(
         .as_array()
         .expect("a sum's result is an array (terms checked it)")
         .clone();
-    let mut added = Vec::new();
-    let base = format!("{}.ordered", instr.name);
-    let mut push = |comp: &mut xla_ir::Computation,
-                    what: &str,
-                    op: Op,
-                    operands: &[InstrId],
-                    shape: ArrayShape| {
-        let id = comp.push(Instruction::new(
-            format!("{base}.{what}.{}", added.len()),
-            op,
-            operands,
-            Shape::Array(shape),
-        ));
-        added.push(id);
-        id
-    };
+    let mut added = Added::new(format!("{}.ordered", instr.name));
+    let mut push =
+        |comp: &mut xla_ir::Computation,
+         what: &str,
+         op: Op,
+         operands: &[InstrId],
+         shape: ArrayShape| added.push(comp, what, op, operands, shape);
     // The operands in f32, and their absolute values.
     let mut wide = Vec::new();
     let mut magnitudes = Vec::new();
@@ -179,41 +172,99 @@ fn move_sum(
         End::Lower => -gamma,
         End::Upper => gamma,
     } as f32;
-    let scalar = ArrayShape::new(ElementType::F32, &[]);
-    let gamma = push(
-        comp,
-        "gamma",
-        Op::Constant {
-            literal: Literal::Array(ArrayLiteral::scalar_f32(signed)),
-        },
-        &[],
-        scalar,
-    );
-    let gammas = push(
-        comp,
-        "gammas",
-        Op::Broadcast { dimensions: vec![] },
-        &[gamma],
-        f32_result.clone(),
-    );
-    let error = push(
-        comp,
-        "error",
-        Op::Binary(BinaryOp::Multiply),
-        &[bound, gammas],
-        f32_result.clone(),
-    );
-    let mut moved = push(
-        comp,
-        "moved",
-        Op::Binary(BinaryOp::Add),
-        &[sum, error],
-        f32_result,
-    );
+    let mut moved = added.plus_scaled(comp, sum, bound, signed, &f32_result);
     if result.element_type != ElementType::F32 {
-        moved = push(comp, "narrow", Op::Convert, &[moved], result);
+        moved = added.push(comp, "narrow", Op::Convert, &[moved], result);
     }
-    // Readers of the sum read the moved value; the new instructions follow the sum.
+    redirect(comp, target, moved, &added.ids)
+}
+
+/// Instructions added to move a value, named after it.
+pub(super) struct Added {
+    base: String,
+    /// The instructions added so far, in order.
+    pub ids: Vec<InstrId>,
+}
+
+impl Added {
+    /// None yet; their names begin with `base`.
+    pub(super) fn new(base: String) -> Added {
+        Added {
+            base,
+            ids: Vec::new(),
+        }
+    }
+
+    /// Adds one instruction to `comp`.
+    pub(super) fn push(
+        &mut self,
+        comp: &mut xla_ir::Computation,
+        what: &str,
+        op: Op,
+        operands: &[InstrId],
+        shape: ArrayShape,
+    ) -> InstrId {
+        let id = comp.push(Instruction::new(
+            format!("{}.{what}.{}", self.base, self.ids.len()),
+            op,
+            operands,
+            Shape::Array(shape),
+        ));
+        self.ids.push(id);
+        id
+    }
+
+    /// Adds `a + b · c` (c a constant, `shape` an f32 array's).
+    pub(super) fn plus_scaled(
+        &mut self,
+        comp: &mut xla_ir::Computation,
+        a: InstrId,
+        b: InstrId,
+        c: f32,
+        shape: &ArrayShape,
+    ) -> InstrId {
+        let scalar = ArrayShape::new(ElementType::F32, &[]);
+        let c = self.push(
+            comp,
+            "scale",
+            Op::Constant {
+                literal: Literal::Array(ArrayLiteral::scalar_f32(c)),
+            },
+            &[],
+            scalar,
+        );
+        let cs = self.push(
+            comp,
+            "scales",
+            Op::Broadcast { dimensions: vec![] },
+            &[c],
+            shape.clone(),
+        );
+        let scaled = self.push(
+            comp,
+            "error",
+            Op::Binary(BinaryOp::Multiply),
+            &[b, cs],
+            shape.clone(),
+        );
+        self.push(
+            comp,
+            "moved",
+            Op::Binary(BinaryOp::Add),
+            &[a, scaled],
+            shape.clone(),
+        )
+    }
+}
+
+/// Readers of `target` read `moved` instead, and `added` (the instructions computing it,
+/// `moved` among them) follow `target` in the schedule.
+pub(super) fn redirect(
+    comp: &mut xla_ir::Computation,
+    target: InstrId,
+    moved: InstrId,
+    added: &[InstrId],
+) -> Result<(), String> {
     let readers: Vec<InstrId> = comp.order().to_vec();
     for reader in readers {
         if added.contains(&reader) {
@@ -235,7 +286,7 @@ fn move_sum(
         }
         order.push(i);
         if i == target {
-            order.extend(&added);
+            order.extend(added);
         }
     }
     comp.set_schedule(order)
