@@ -4,7 +4,8 @@
 use crate::error::RuntimeError;
 use crate::exec::buckets::Buckets;
 use crate::exec::memory::{HostTiles, f32_bytes};
-use crate::exec::parallel::{Spread, for_each_active};
+use crate::exec::parallel::{Spread, for_each_active_ahead};
+use crate::exec::prefetch;
 use crate::exec::shortcuts::operand_views::{OperandViews, View};
 use crate::exec::shortcuts::product_batches::{ProductBatches, Scatter, ViewedProduct};
 use crate::model::layout::RegionFinder;
@@ -719,7 +720,16 @@ impl LoadedComputeSet {
             }
             Ok(())
         };
-        for_each_active(memory, &self.slot, &self.spread, pool, run_tile)
+        // The next tile's regions are asked for while this tile's vertices run (see
+        // `prefetch`): its first reads would otherwise each wait on memory.
+        let ahead = |mem: &[u8], s: usize| {
+            for v in self.tiles.get(s) {
+                for &r in v.inputs.iter().chain(&v.outputs) {
+                    prefetch::lines(mem, r);
+                }
+            }
+        };
+        for_each_active_ahead(memory, &self.slot, &self.spread, pool, ahead, run_tile)
     }
 }
 

@@ -10,6 +10,7 @@ pub(crate) mod copy;
 pub(crate) mod engine;
 pub(crate) mod memory;
 pub(crate) mod parallel;
+pub(crate) mod prefetch;
 pub(crate) mod rendezvous;
 pub(crate) mod replicated;
 pub(crate) mod shortcuts;

@@ -62,11 +62,28 @@ pub(crate) fn for_each_active<E: Send>(
     pool: &rayon::ThreadPool,
     f: impl Fn(&mut [u8], usize) -> Result<(), E> + Sync,
 ) -> Result<(), E> {
+    for_each_active_ahead(memory, slot, spread, pool, |_, _| {}, f)
+}
+
+/// [`for_each_active`], calling `ahead(next tile's memory, its slot)` before each tile's
+/// `f` with the next active tile of the range: a hint to fetch what it will read.
+pub(crate) fn for_each_active_ahead<E: Send>(
+    memory: &mut HostTiles,
+    slot: &[u32],
+    spread: &Spread,
+    pool: &rayon::ThreadPool,
+    ahead: impl Fn(&[u8], usize) + Sync,
+    f: impl Fn(&mut [u8], usize) -> Result<(), E> + Sync,
+) -> Result<(), E> {
     let run = |mut range: TileRange| {
-        for t in range.tiles.clone() {
-            if slot[t] != u32::MAX {
-                f(range.tile(t), slot[t] as usize)?;
+        let mut active = (range.tiles.clone())
+            .filter(|&t| slot[t] != u32::MAX)
+            .peekable();
+        while let Some(t) = active.next() {
+            if let Some(&next) = active.peek() {
+                ahead(range.tile(next), slot[next] as usize);
             }
+            f(range.tile(t), slot[t] as usize)?;
         }
         Ok(())
     };
@@ -150,6 +167,64 @@ mod tests {
             let mut seen = seen.into_inner().unwrap();
             seen.sort_unstable();
             assert_eq!(seen, (0..100).collect::<Vec<_>>(), "small: {small}");
+        }
+    }
+
+    #[test]
+    fn the_hint_names_each_next_active_tile_of_a_range_with_its_memory_before_it_runs() {
+        // Tile t's memory holds t; slots count the active tiles (every third).
+        let mut slot = vec![u32::MAX; 90];
+        for (s, t) in (0..90).step_by(3).enumerate() {
+            slot[t] = s as u32;
+        }
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        for small in [false, true] {
+            let spread = Spread::new(&[5; 90], &slot, small);
+            let mut memory = HostTiles::zeroed([1; 90]);
+            for t in 0..90 {
+                memory[t][0] = t as u8;
+            }
+            // In order: ("hint", tile) and ("run", tile).
+            let events = std::sync::Mutex::new(Vec::new());
+            let log = |what: &'static str, mem: &[u8], s: usize| {
+                assert_eq!(
+                    slot[mem[0] as usize], s as u32,
+                    "{what}: memory and slot agree"
+                );
+                events.lock().unwrap().push((what, mem[0] as usize));
+            };
+            let Ok(()) = for_each_active_ahead(
+                &mut memory,
+                &slot,
+                &spread,
+                &pool,
+                |mem, s| log("hint", mem, s),
+                |mem, s| {
+                    log("run", mem, s);
+                    Ok::<(), std::convert::Infallible>(())
+                },
+            );
+            let events = events.into_inner().unwrap();
+            let ranges: Vec<_> = spread.bounds.windows(2).map(|w| w[0]..w[1]).collect();
+            for range in ranges {
+                let active: Vec<usize> = range.filter(|&t| slot[t] != u32::MAX).collect();
+                let of_range: Vec<(&str, usize)> = (events.iter().copied())
+                    .filter(|e| active.contains(&e.1))
+                    .collect();
+                // Each tile but the range's last: run, preceded by the next one's hint.
+                let mut want = Vec::new();
+                for (i, &t) in active.iter().enumerate() {
+                    if let Some(&next) = active.get(i + 1) {
+                        want.push(("hint", next));
+                    }
+                    want.push(("run", t));
+                }
+                // A range runs on one thread: its events keep their order in the log.
+                assert_eq!(of_range, want, "small: {small}");
+            }
         }
     }
 }

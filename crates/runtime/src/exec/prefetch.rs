@@ -1,0 +1,52 @@
+//! Asking the host's caches for bytes a moment before they are read. Each tile's memory
+//! lies apart from the others, so a step that does a little work on each of 1 472 tiles
+//! starts every tile's work with misses the hardware prefetchers cannot foresee (a
+//! different place in a large allocation each time); naming the next tile's bytes while
+//! this tile's work runs overlaps them with it. A hint only: nothing is read, nothing can
+//! fault, no result changes.
+
+/// Lines fetched at most per range: past the first half kilobyte a sequential read is the
+/// hardware prefetchers' to follow (2, 4, 8 and 16 measured alike on the bench cases; too
+/// many at once fill the core's line fill buffers and stall).
+const MAX_LINES: usize = 8;
+
+/// A cache line.
+const LINE: usize = 64;
+
+/// Asks for the first lines of `bytes[range]` (clipped to `bytes`).
+#[inline]
+pub(crate) fn lines(bytes: &[u8], (start, end): (usize, usize)) {
+    let end = end
+        .min(bytes.len())
+        .min(start.saturating_add(MAX_LINES * LINE));
+    let mut at = start;
+    while at < end {
+        hint(bytes[at..].as_ptr());
+        at += LINE;
+    }
+}
+
+/// The prefetch instruction for the byte at `_at` (none on other architectures).
+#[inline]
+fn hint(_at: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `_mm_prefetch` is a hint: it neither reads memory nor faults, whatever the
+    // address (SSE is part of the x86_64 baseline); `_at` points into a slice anyway.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(_at as *const i8)
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hints_change_no_byte_and_accept_any_range() {
+        let bytes: Vec<u8> = (0..=255).collect();
+        lines(&bytes, (0, 256));
+        lines(&bytes, (200, 10_000));
+        lines(&bytes, (300, 400));
+        assert_eq!(bytes, (0..=255).collect::<Vec<u8>>());
+    }
+}
