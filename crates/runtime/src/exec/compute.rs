@@ -23,15 +23,25 @@ enum Work {
     /// A JIT-compiled kernel.
     Kernel(KernelId),
     /// A native codelet, by index in the executable.
-    Codelet(usize),
+    Codelet(u32),
+}
+
+/// A byte range `start..end` in a tile's memory. Tile memories are under 4 GiB (the engine
+/// refuses larger ones at load), and a run reads hundreds of thousands of these: half the
+/// bytes of a `usize` pair.
+pub(crate) type Span = (u32, u32);
+
+/// The bytes of `span` as an index range.
+fn range((b, e): Span) -> std::ops::Range<usize> {
+    b as usize..e as usize
 }
 
 /// Byte ranges of a vertex's input regions in its tile's memory, inline for the usual few
 /// (a run reads hundreds of thousands of vertices: no pointer to chase per vertex).
-type Inputs = SmallVec<[(usize, usize); 3]>;
+type Inputs = SmallVec<[Span; 3]>;
 
-/// Byte ranges of a vertex's output regions.
-type Outputs = SmallVec<[(usize, usize); 1]>;
+/// Byte ranges of a vertex's output regions (two fit where one `usize` pair did).
+type Outputs = SmallVec<[Span; 2]>;
 
 /// What a kernel does with its regions, as far as joining neighbouring vertices goes.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -39,35 +49,44 @@ enum Shape {
     /// Element `j` of each output from element `j` of each input.
     Elementwise,
     /// Output `r` from input run `r` of this many elements.
-    Reduce(usize),
+    Reduce(u32),
     /// Anything else: never joined.
     Other,
 }
 
 /// A vertex ready to run: its kernel and the byte ranges of its regions in tile memory.
+/// Small (96 bytes): a run walks every one of them, so the rare parts live in `extra`.
 struct LoadedVertex {
     work: Work,
     shape: Shape,
     inputs: Inputs,
     outputs: Outputs,
-    elements: usize,
-    runs: usize,
-    run_length: usize,
+    elements: u32,
+    runs: u32,
     /// Some output overlaps an input or another output: the vertex runs on copies.
     overlaps: bool,
+    /// What few vertices have: operands read from elsewhere than tile memory, or a place
+    /// to name.
+    extra: Option<Box<Extra>>,
+}
+
+/// The rare parts of a [`LoadedVertex`]. An input read elsewhere has an empty range in the
+/// vertex's `inputs`.
+#[derive(Default)]
+struct Extra {
     /// For a matrix product: operands read in place from kept windows instead of tile
-    /// memory (their `inputs` ranges are empty).
-    views: Option<Box<[Option<View>; 2]>>,
-    /// Inputs read from another compute set's batch scratch instead of tile memory
-    /// (their `inputs` ranges are empty): `(input, compute set, byte range there)`.
-    /// See [`crate::exec::shortcuts::scratch_reads`].
-    scratch: Option<Box<[ScratchInput]>>,
-    /// For a codelet: inputs read from kept windows instead of tile memory (their `inputs`
-    /// ranges are empty). See [`crate::exec::shortcuts::operand_views`].
-    windowed: Option<Box<[WindowInput]>>,
+    /// memory.
+    views: Option<[Option<View>; 2]>,
+    /// Inputs read from another compute set's batch scratch instead of tile memory:
+    /// `(input, compute set, byte range there)`. See
+    /// [`crate::exec::shortcuts::scratch_reads`].
+    scratch: Vec<ScratchInput>,
+    /// For a codelet: inputs read from kept windows instead of tile memory. See
+    /// [`crate::exec::shortcuts::operand_views`].
+    windowed: Box<[WindowInput]>,
     /// Under a floating-point mode: where the vertex sits, to name an exception's element
     /// and to seed stochastic rounding (such vertices are never joined).
-    origin: Option<Box<Origin>>,
+    origin: Option<Origin>,
 }
 
 /// A codelet input read from a kept window: elements `at..at + len` of window `source` of
@@ -122,7 +141,7 @@ impl Origin {
 }
 
 /// A vertex's tile, index and input byte ranges (see [`LoadedComputeSet::input_ranges`]).
-pub(crate) type VertexInputs<'a> = (usize, usize, &'a [(usize, usize)]);
+pub(crate) type VertexInputs<'a> = (usize, usize, &'a [Span]);
 
 /// An input read from compute set `cs`'s batch scratch, bytes `bytes`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,12 +151,12 @@ pub(crate) struct ScratchInput {
     pub bytes: (usize, usize),
 }
 
-fn overlap(a: (usize, usize), b: (usize, usize)) -> bool {
+fn overlap(a: Span, b: Span) -> bool {
     a.0 < b.1 && b.0 < a.1 && a.0 < a.1 && b.0 < b.1
 }
 
 /// True when some output range overlaps an input range or another output range.
-fn overlapping(inputs: &[(usize, usize)], outputs: &[(usize, usize)]) -> bool {
+fn overlapping(inputs: &[Span], outputs: &[Span]) -> bool {
     outputs.iter().enumerate().any(|(i, &o)| {
         inputs.iter().any(|&r| overlap(o, r)) || outputs[i + 1..].iter().any(|&p| overlap(o, p))
     })
@@ -149,7 +168,7 @@ impl LoadedVertex {
         shape: Shape,
         inputs: Inputs,
         outputs: Outputs,
-        (elements, runs, run_length): (usize, usize, usize),
+        (elements, runs): (u32, u32),
     ) -> LoadedVertex {
         let overlaps = overlapping(&inputs, &outputs);
         LoadedVertex {
@@ -159,12 +178,41 @@ impl LoadedVertex {
             outputs,
             elements,
             runs,
-            run_length,
             overlaps,
-            views: None,
-            scratch: None,
-            windowed: None,
-            origin: None,
+            extra: None,
+        }
+    }
+
+    /// The matrix product's operands read from kept windows, if any.
+    fn views(&self) -> Option<&[Option<View>; 2]> {
+        self.extra.as_ref()?.views.as_ref()
+    }
+
+    /// The inputs read from batch scratches.
+    fn scratch(&self) -> &[ScratchInput] {
+        self.extra.as_ref().map_or(&[], |x| &x.scratch)
+    }
+
+    /// The codelet inputs read from kept windows.
+    fn windowed(&self) -> &[WindowInput] {
+        self.extra.as_ref().map_or(&[], |x| &x.windowed)
+    }
+
+    /// Where the vertex sits, under a floating-point mode.
+    fn origin(&self) -> Option<&Origin> {
+        self.extra.as_ref()?.origin.as_ref()
+    }
+
+    /// The rare parts, made when first needed.
+    fn extra_mut(&mut self) -> &mut Extra {
+        self.extra.get_or_insert_with(Box::default)
+    }
+
+    /// The reduction's input run length (0 for other kernels).
+    fn run_length(&self) -> usize {
+        match self.shape {
+            Shape::Reduce(l) => l as usize,
+            _ => 0,
         }
     }
 
@@ -180,21 +228,22 @@ impl LoadedVertex {
         (step, same): (u64, &[Option<SameBytes>]),
     ) -> Result<(), String> {
         match self.work {
-            Work::Codelet(c) => codelets[c].0.run_named(ins, outs, same),
+            Work::Codelet(c) => codelets[c as usize].0.run_named(ins, outs, same),
             Work::Kernel(k) => {
                 let kernel = table.get(k);
+                let elements = self.elements as usize;
                 match kernel.spec() {
-                    KernelSpec::Elementwise(_) => match &self.origin {
-                        None => kernel.run_elementwise(ins, outs, self.elements),
+                    KernelSpec::Elementwise(_) => match self.origin() {
+                        None => kernel.run_elementwise(ins, outs, elements),
                         Some(o) => {
                             let salt = o.salt.wrapping_mul(0x0000_0100_0000_01B3) ^ step;
                             return kernel
-                                .run_elementwise_at(ins, outs, self.elements, salt)
+                                .run_elementwise_at(ins, outs, elements, salt)
                                 .map_err(|e| o.explain(e));
                         }
                     },
                     KernelSpec::Reduce(_) => {
-                        kernel.run_reduce(ins[0], outs[0], self.run_length, self.runs)
+                        kernel.run_reduce(ins[0], outs[0], self.run_length(), self.runs as usize)
                     }
                     KernelSpec::MatMul(_) => kernel.run_matmul(ins[0], ins[1], outs[0]),
                 }
@@ -215,7 +264,7 @@ impl LoadedVertex {
         results: &(dyn Fn(usize) -> &'r [u8] + Sync),
         (step, phase): (u64, u64),
     ) -> Result<(), String> {
-        if let (Some(views), Work::Kernel(k)) = (&self.views, self.work) {
+        if let (Some(views), Work::Kernel(k)) = (self.views(), self.work) {
             return self.run_viewed(views, k, mem, table, windows);
         }
         if self.overlaps {
@@ -223,12 +272,12 @@ impl LoadedVertex {
             let mut inputs: Vec<Vec<u8>> = self
                 .inputs
                 .iter()
-                .map(|&(b, e)| mem[b..e].to_vec())
+                .map(|&r| mem[range(r)].to_vec())
                 .collect();
-            for s in self.scratch.iter().flat_map(|s| s.iter()) {
+            for s in self.scratch() {
                 inputs[s.input] = results(s.cs)[s.bytes.0..s.bytes.1].to_vec();
             }
-            for w in self.windowed.iter().flat_map(|w| w.iter()) {
+            for w in self.windowed() {
                 inputs[w.input] = w.bytes(windows).to_vec();
             }
             // The copies are this vertex's own: no names.
@@ -236,12 +285,12 @@ impl LoadedVertex {
             let mut outputs: Vec<Vec<u8>> = self
                 .outputs
                 .iter()
-                .map(|&(b, e)| vec![0u8; e - b])
+                .map(|&r| vec![0u8; range(r).len()])
                 .collect();
             let mut outs: Vec<&mut [u8]> = outputs.iter_mut().map(Vec::as_mut_slice).collect();
             self.call(&ins, &mut outs, table, codelets, (step, &[]))?;
-            for (&(b, e), out) in self.outputs.iter().zip(&outputs) {
-                mem[b..e].copy_from_slice(out);
+            for (&r, out) in self.outputs.iter().zip(&outputs) {
+                mem[range(r)].copy_from_slice(out);
             }
             return Ok(());
         }
@@ -253,13 +302,13 @@ impl LoadedVertex {
         let mut ins: SmallVec<[&[u8]; 4]> = self
             .inputs
             .iter()
-            .map(|&(b, e)| unsafe { std::slice::from_raw_parts(base.add(b), e - b) })
+            .map(|&r| unsafe { std::slice::from_raw_parts(base.add(r.0 as usize), range(r).len()) })
             .collect();
-        for s in self.scratch.iter().flat_map(|s| s.iter()) {
+        for s in self.scratch() {
             ins[s.input] = &results(s.cs)[s.bytes.0..s.bytes.1];
         }
         let mut same: SmallVec<[Option<SameBytes>; 4]> = SmallVec::new();
-        for w in self.windowed.iter().flat_map(|w| w.iter()) {
+        for w in self.windowed() {
             let bytes = w.bytes(windows);
             ins[w.input] = bytes;
             same.resize(same.len().max(w.input + 1), None);
@@ -272,7 +321,9 @@ impl LoadedVertex {
         let mut outs: SmallVec<[&mut [u8]; 2]> = self
             .outputs
             .iter()
-            .map(|&(b, e)| unsafe { std::slice::from_raw_parts_mut(base.add(b), e - b) })
+            .map(|&r| unsafe {
+                std::slice::from_raw_parts_mut(base.add(r.0 as usize), range(r).len())
+            })
             .collect();
         self.call(&ins, &mut outs, table, codelets, (step, &same))
     }
@@ -289,16 +340,9 @@ impl LoadedVertex {
             (Work::Kernel(a), Work::Kernel(b)) => a == b,
             _ => false,
         };
-        let continues = |a: &[(usize, usize)], b: &[(usize, usize)]| {
-            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.1 == y.0)
-        };
-        let plain = |v: &LoadedVertex| {
-            v.views.is_none()
-                && v.scratch.is_none()
-                && v.windowed.is_none()
-                && !v.overlaps
-                && v.origin.is_none()
-        };
+        let continues =
+            |a: &[Span], b: &[Span]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.1 == y.0);
+        let plain = |v: &LoadedVertex| v.extra.is_none() && !v.overlaps;
         if !same_kernel
             || self.shape != next.shape
             || self.shape == Shape::Other
@@ -309,19 +353,15 @@ impl LoadedVertex {
         {
             return None;
         }
-        let span = |a: &[(usize, usize)], b: &[(usize, usize)]| {
-            a.iter().zip(b).map(|(x, y)| (x.0, y.1)).collect::<Vec<_>>()
-        };
+        fn span<const N: usize>(a: &[Span], b: &[Span]) -> SmallVec<[Span; N]> {
+            a.iter().zip(b).map(|(x, y)| (x.0, y.1)).collect()
+        }
         let joined = LoadedVertex::new(
             self.work,
             self.shape,
-            Inputs::from_vec(span(&self.inputs, &next.inputs)),
-            Outputs::from_vec(span(&self.outputs, &next.outputs)),
-            (
-                self.elements + next.elements,
-                self.runs + next.runs,
-                self.run_length,
-            ),
+            span(&self.inputs, &next.inputs),
+            span(&self.outputs, &next.outputs),
+            (self.elements + next.elements, self.runs + next.runs),
         );
         (!joined.overlaps).then_some(joined)
     }
@@ -332,7 +372,7 @@ impl LoadedVertex {
             self.inputs
                 .iter()
                 .chain(&self.outputs)
-                .all(|&(b, e)| b <= e && e <= mem.len()),
+                .all(|&(b, e)| b <= e && e as usize <= mem.len()),
             "validated: every region lies in its tile's memory"
         );
     }
@@ -351,14 +391,14 @@ impl LoadedVertex {
             return Err("operand views on a vertex that is not a matrix product".into());
         };
         let cols = [spec.k, spec.n];
-        let (ob, oe) = self.outputs[0];
+        let out_range = range(self.outputs[0]);
         self.assert_in(mem);
         // Operands on the tile are read as f32 in place unless misaligned, overlapping the
         // output or f16; then they are copied (f16 widened).
         let f16 = spec.input == codegen::DType::F16;
         let mut owned: [Vec<f32>; 2] = Default::default();
         for i in 0..2 {
-            let (b, e) = self.inputs[i];
+            let (b, e) = (self.inputs[i].0 as usize, self.inputs[i].1 as usize);
             let in_place = !self.overlaps
                 && !f16
                 // SAFETY: every bit pattern is a valid f32; align_to yields the aligned middle.
@@ -381,7 +421,7 @@ impl LoadedVertex {
                 cs: v.cs,
             },
             None if owned[i].is_empty() && self.inputs[i].0 < self.inputs[i].1 => {
-                let (b, e) = self.inputs[i];
+                let (b, e) = (self.inputs[i].0 as usize, self.inputs[i].1 as usize);
                 // SAFETY: b..e lies in `mem` (asserted), is 4-aligned (checked above) and
                 // does not overlap the output (`overlaps` is false); every bit pattern is a
                 // valid f32.
@@ -394,7 +434,8 @@ impl LoadedVertex {
         let (a, b) = (operand(0), operand(1));
         // SAFETY: ob..oe lies in `mem` (asserted) and overlaps no operand read in place
         // (views are host buffers; tile operands overlapping it were copied above).
-        let out = unsafe { std::slice::from_raw_parts_mut(base.add(ob), oe - ob) };
+        let out =
+            unsafe { std::slice::from_raw_parts_mut(base.add(out_range.start), out_range.len()) };
         kernel.run_matmul_refs(a, b, out).map_err(|e| e.to_string())
     }
 }
@@ -494,7 +535,8 @@ impl LoadedComputeSet {
             let (b, e) = finder
                 .bytes(&exe.tensors[r.tensor.0 as usize], (r, slot), ipu, tile)
                 .expect("validated: regions lie on the vertex's tile");
-            (b as usize, e as usize)
+            // Tile memories are under 4 GiB (`Engine::load_with` checks).
+            (b as u32, e as u32)
         };
         for (i, (v, &kernel)) in cs.vertices.iter().zip(kernels).enumerate() {
             let (elements, runs) = match &*v.kernel {
@@ -518,7 +560,7 @@ impl LoadedComputeSet {
                 .collect();
             let shape = match &*v.kernel {
                 KernelSpec::Elementwise(_) => Shape::Elementwise,
-                KernelSpec::Reduce(_) => Shape::Reduce(v.run_length),
+                KernelSpec::Reduce(_) => Shape::Reduce(v.run_length as u32),
                 KernelSpec::MatMul(_) => Shape::Other,
             };
             let mut loaded = LoadedVertex::new(
@@ -528,10 +570,11 @@ impl LoadedComputeSet {
                 (v.outputs.iter().enumerate())
                     .map(|(j, r)| bytes(r, v.inputs.len() + j, v.ipu, v.tile))
                     .collect(),
-                (elements, runs, v.run_length),
+                // Counts of elements in a tile's memory: under 4 GiB, as above.
+                (elements as u32, runs as u32),
             );
             if exe.floating_point.is_active() && matches!(*v.kernel, KernelSpec::Elementwise(_)) {
-                loaded.origin = Some(Box::new(Origin {
+                loaded.extra_mut().origin = Some(Origin {
                     salt: (cs_index as u64) << 32 | i as u64,
                     ipu: v.ipu,
                     tile: v.tile,
@@ -540,12 +583,12 @@ impl LoadedComputeSet {
                         .iter()
                         .map(|r| (exe.tensors[r.tensor.0 as usize].name.clone(), r.start))
                         .collect(),
-                }));
+                });
             }
             let s = place(v.ipu * tiles_per_ipu + v.tile);
             if operand_views.iter().any(Option::is_some) {
                 viewed_products += 1;
-                loaded.views = Some(Box::new(operand_views));
+                loaded.extra_mut().views = Some(operand_views);
             }
             match (&*v.kernel, operand_views) {
                 (KernelSpec::MatMul(mm), [Some(a), Some(b)]) => {
@@ -556,7 +599,7 @@ impl LoadedComputeSet {
                         n: mm.n,
                         a,
                         b,
-                        out: loaded.outputs[0].0,
+                        out: loaded.outputs[0].0 as usize,
                         dst: (v.outputs[0].tensor, v.outputs[0].start),
                     };
                     viewed.push((loaded, product));
@@ -579,7 +622,7 @@ impl LoadedComputeSet {
                 })
                 .collect();
             let mut loaded = LoadedVertex::new(
-                Work::Codelet(v.codelet.0 as usize),
+                Work::Codelet(v.codelet.0),
                 Shape::Other,
                 (v.inputs.iter().enumerate())
                     .map(|(j, r)| match windowed.iter().any(|w| w.input == j) {
@@ -590,11 +633,11 @@ impl LoadedComputeSet {
                 (v.outputs.iter().enumerate())
                     .map(|(j, r)| bytes(r, v.inputs.len() + j, v.ipu, v.tile))
                     .collect(),
-                (0, 0, 0),
+                (0, 0),
             );
             if !windowed.is_empty() {
                 windowed_inputs += windowed.len();
-                loaded.windowed = Some(windowed.into_boxed_slice());
+                loaded.extra_mut().windowed = windowed.into_boxed_slice();
             }
             let s = place(v.ipu * tiles_per_ipu + v.tile);
             singles.push((s, loaded));
@@ -671,7 +714,7 @@ impl LoadedComputeSet {
         let mut index = 0;
         for (s, &tile) in tile_of.iter().enumerate() {
             for v in self.tiles.get(s) {
-                if v.views.is_none() && matches!(v.shape, Shape::Elementwise | Shape::Reduce(_)) {
+                if v.views().is_none() && matches!(v.shape, Shape::Elementwise | Shape::Reduce(_)) {
                     out.push((tile, index, v.inputs.as_slice()));
                 }
                 index += 1;
@@ -688,9 +731,7 @@ impl LoadedComputeSet {
             v.inputs[s.input] = (0, 0);
         }
         v.overlaps = overlapping(&v.inputs, &v.outputs);
-        let mut list = v.scratch.take().map(Vec::from).unwrap_or_default();
-        list.extend(inputs);
-        v.scratch = Some(list.into_boxed_slice());
+        v.extra_mut().scratch.extend(inputs);
     }
 
     /// One superstep's compute phase: every tile runs its vertices, tiles in parallel on
@@ -725,7 +766,7 @@ impl LoadedComputeSet {
         let ahead = |mem: &[u8], s: usize| {
             for v in self.tiles.get(s) {
                 for &r in v.inputs.iter().chain(&v.outputs) {
-                    prefetch::lines(mem, r);
+                    prefetch::lines(mem, range(r));
                 }
             }
         };
@@ -737,19 +778,14 @@ impl LoadedComputeSet {
 mod tests {
     use super::*;
 
-    fn vertex(
-        kernel: u32,
-        shape: Shape,
-        inputs: &[(usize, usize)],
-        output: (usize, usize),
-    ) -> LoadedVertex {
+    fn vertex(kernel: u32, shape: Shape, inputs: &[Span], output: Span) -> LoadedVertex {
         let elements = (output.1 - output.0) / 4;
         LoadedVertex::new(
             Work::Kernel(KernelId(kernel)),
             shape,
             Inputs::from_slice(inputs),
             Outputs::from_slice(&[output]),
-            (elements, 0, 0),
+            (elements, 0),
         )
     }
 
@@ -788,5 +824,12 @@ mod tests {
             run4.joined(&vertex(0, Shape::Reduce(2), &[(16, 24)], (204, 208)))
                 .is_none()
         );
+    }
+
+    #[test]
+    fn a_loaded_vertex_stays_small() {
+        // A run walks every vertex of every compute set (hundreds of thousands): the rare
+        // parts belong in `Extra`.
+        assert!(std::mem::size_of::<LoadedVertex>() <= 96);
     }
 }

@@ -142,6 +142,23 @@ struct Tiles {
     kept_dst: HashMap<TensorId, usize>,
 }
 
+/// Refuses tiles of 4 GiB or more: the host addresses a tile's bytes with 32 bits
+/// ([`crate::exec::compute`]'s spans). An IPU tile holds 624 KiB; only a made-up target
+/// comes near.
+fn host_addressable(exe: &Executable) -> Result<(), RuntimeError> {
+    let tiles = exe.target.tiles_per_ipu.max(1);
+    let extents = crate::model::layout::tile_extents(exe);
+    match extents.iter().position(|&b| b > u64::from(u32::MAX)) {
+        None => Ok(()),
+        Some(t) => Err(RuntimeError::InvalidExecutable(format!(
+            "IPU {} tile {} holds {} bytes: the IPU Model's host engine runs tiles of under 4 GiB",
+            t / tiles,
+            t % tiles,
+            extents[t]
+        ))),
+    }
+}
+
 fn run_error(m: String) -> RuntimeError {
     RuntimeError::Run(m)
 }
@@ -176,6 +193,7 @@ impl Engine {
             std::mem::replace(&mut clock, now).elapsed()
         };
         pool.install(|| validate(&exe))?;
+        host_addressable(&exe)?;
         load.checks = lap();
         let system = crate::model::collective::replica_system(&exe)?;
         let costs = pool.install(|| StepCosts::of(&exe, &system))?;

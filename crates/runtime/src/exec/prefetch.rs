@@ -15,11 +15,11 @@ const LINE: usize = 64;
 
 /// Asks for the first lines of `bytes[range]` (clipped to `bytes`).
 #[inline]
-pub(crate) fn lines(bytes: &[u8], (start, end): (usize, usize)) {
-    let end = end
+pub(crate) fn lines(bytes: &[u8], range: std::ops::Range<usize>) {
+    let end = (range.end)
         .min(bytes.len())
-        .min(start.saturating_add(MAX_LINES * LINE));
-    let mut at = start;
+        .min(range.start.saturating_add(MAX_LINES * LINE));
+    let mut at = range.start;
     while at < end {
         hint(bytes[at..].as_ptr());
         at += LINE;
@@ -44,9 +44,9 @@ mod tests {
     #[test]
     fn hints_change_no_byte_and_accept_any_range() {
         let bytes: Vec<u8> = (0..=255).collect();
-        lines(&bytes, (0, 256));
-        lines(&bytes, (200, 10_000));
-        lines(&bytes, (300, 400));
+        lines(&bytes, 0..256);
+        lines(&bytes, 200..10_000);
+        lines(&bytes, 300..400);
         assert_eq!(bytes, (0..=255).collect::<Vec<u8>>());
     }
 }

@@ -173,6 +173,7 @@ fn redirects(
     for (tile, vertex, ranges) in sum.input_ranges() {
         let first = by_tile.partition_point(|&(t, _)| t < tile);
         for (input, &(b, e)) in ranges.iter().enumerate() {
+            let (b, e) = (b as usize, e as usize);
             let holding = by_tile[first..]
                 .iter()
                 .take_while(|&&(t, _)| t == tile)
