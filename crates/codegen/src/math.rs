@@ -198,7 +198,8 @@ fn is_nan<E: Emitter>(e: &mut E, a: E::F) -> E::M {
     e.lt(zero, flag)
 }
 
-/// 2^n for integer-valued n in [-126, 127], by building the exponent field.
+/// 2^n for integer-valued n in [-126, 127], by building the exponent field (n = -127
+/// gives +0: a zero field with a zero mantissa).
 fn pow2<E: Emitter>(e: &mut E, n: E::I) -> E::F {
     let bias = e.i(127);
     let biased = e.iadd(n, bias);
@@ -230,9 +231,16 @@ fn exp_reduced<E: Emitter>(e: &mut E, r: E::F) -> E::F {
 /// e^x.
 pub fn exp<E: Emitter>(e: &mut E, x: E::F) -> E::F {
     let (lo, hi) = (e.f(-104.0), e.f(89.0));
-    // Clamp so the scale factors below stay in range; overflow and underflow still happen.
+    // Below -104 the result rounds to +0. Such lanes are moved to -176, where n is -254
+    // and both scale factors below are 2^-127's bits, that is +0: the lane's product is
+    // an exact +0 with no operation on a subnormal. (Clamped to -104, as they were, their
+    // last multiply had a result below the normals, for which x86 takes a microcode assist
+    // on every vector operation: softmax's far-negative inputs ran five times slower.
+    // Results between -104 and -87.3 are subnormal and still take it.) Above 89, clamp:
+    // the scaling overflows to +inf.
+    let far_below = e.f(-176.0);
     let below = e.lt(x, lo);
-    let xc = e.select(below, lo, x);
+    let xc = e.select(below, far_below, x);
     let above = e.lt(hi, xc);
     let xc = e.select(above, hi, xc);
     let log2e = e.f(std::f32::consts::LOG2_E);
@@ -1049,6 +1057,26 @@ mod tests {
     #[test]
     fn exp_is_within_2_ulps() {
         check("exp", exp, f64::exp, 2, f32::MAX);
+    }
+
+    /// Inputs below -104 give +0, the bits they gave when clamped to -104 and scaled there
+    /// (checked against that computation, done plainly), now by scale factors of +0.
+    #[test]
+    fn exp_below_its_range_is_the_zero_the_clamped_scaling_rounds_to() {
+        let e = &mut HostEmitter;
+        let clamped = exp(e, -104.0);
+        assert_eq!(clamped.to_bits(), 0);
+        // -104 scaled the old way: reduction, polynomial, two multiplies by 2^-75.
+        let n = (-104.0f32 * std::f32::consts::LOG2_E).round_ties_even();
+        assert_eq!(n, -150.0);
+        let r = -104.0f32 - n * 0.693_359_4 - n * -2.121_944_4e-4;
+        let y = exp_reduced(e, r);
+        let pow2 = |k: i32| f32::from_bits(((k + 127) as u32) << 23);
+        assert_eq!((y * pow2(-75) * pow2(-75)).to_bits(), 0);
+        for x in [-104.000_01f32, -200.0, -1e30, f32::MIN, f32::NEG_INFINITY] {
+            assert_eq!(exp(e, x).to_bits(), 0, "exp({x})");
+        }
+        assert!(exp(e, -103.9) > 0.0 && exp(e, -103.9) < f32::MIN_POSITIVE);
     }
 
     #[test]
