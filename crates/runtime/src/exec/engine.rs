@@ -676,3 +676,35 @@ impl Host for Running<'_> {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::program::builder::ExecutableBuilder;
+    use crate::program::executable::Interval;
+    use codegen::DType;
+
+    /// A tile holding bytes at 4 GiB or beyond is refused, named; below, it loads.
+    #[test]
+    fn tiles_the_host_cannot_address_with_32_bits_are_refused_by_name() {
+        let with_offset = |offset: u64| {
+            let mut b = ExecutableBuilder::new(crate::Target::ipu2(), 1);
+            let mapping = vec![Interval {
+                ipu: 0,
+                tile: 3,
+                start: 0,
+                len: 4,
+                offset,
+            }];
+            b.tensor_mapped("far", DType::F32, &[4], mapping);
+            b.executable().clone()
+        };
+        assert_eq!(host_addressable(&with_offset(1 << 20)), Ok(()));
+        let err = host_addressable(&with_offset(u64::from(u32::MAX) - 8)).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("IPU 0 tile 3 holds 4294967303 bytes"),
+            "{err}"
+        );
+    }
+}
