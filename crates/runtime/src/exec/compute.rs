@@ -398,7 +398,7 @@ impl LoadedVertex {
         let f16 = spec.input == codegen::DType::F16;
         let mut owned: [Vec<f32>; 2] = Default::default();
         for i in 0..2 {
-            let (b, e) = (self.inputs[i].0 as usize, self.inputs[i].1 as usize);
+            let std::ops::Range { start: b, end: e } = range(self.inputs[i]);
             let in_place = !self.overlaps
                 && !f16
                 // SAFETY: every bit pattern is a valid f32; align_to yields the aligned middle.
@@ -421,7 +421,7 @@ impl LoadedVertex {
                 cs: v.cs,
             },
             None if owned[i].is_empty() && self.inputs[i].0 < self.inputs[i].1 => {
-                let (b, e) = (self.inputs[i].0 as usize, self.inputs[i].1 as usize);
+                let std::ops::Range { start: b, end: e } = range(self.inputs[i]);
                 // SAFETY: b..e lies in `mem` (asserted), is 4-aligned (checked above) and
                 // does not overlap the output (`overlaps` is false); every bit pattern is a
                 // valid f32.
@@ -432,7 +432,7 @@ impl LoadedVertex {
             None => MatRef::row_major(&owned[i], cols[i]),
         };
         let (a, b) = (operand(0), operand(1));
-        // SAFETY: ob..oe lies in `mem` (asserted) and overlaps no operand read in place
+        // SAFETY: `out_range` lies in `mem` (asserted) and overlaps no operand read in place
         // (views are host buffers; tile operands overlapping it were copied above).
         let out =
             unsafe { std::slice::from_raw_parts_mut(base.add(out_range.start), out_range.len()) };

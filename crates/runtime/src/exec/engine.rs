@@ -142,12 +142,11 @@ struct Tiles {
     kept_dst: HashMap<TensorId, usize>,
 }
 
-/// Refuses tiles of 4 GiB or more: the host addresses a tile's bytes with 32 bits
-/// ([`crate::exec::compute`]'s spans). An IPU tile holds 624 KiB; only a made-up target
-/// comes near.
-fn host_addressable(exe: &Executable) -> Result<(), RuntimeError> {
+/// Refuses tiles of 4 GiB or more (`extents`: each tile's bytes): the host addresses a
+/// tile's bytes with 32 bits ([`crate::exec::compute`]'s spans). An IPU tile holds
+/// 624 KiB; only a made-up target comes near.
+fn host_addressable(exe: &Executable, extents: &[u64]) -> Result<(), RuntimeError> {
     let tiles = exe.target.tiles_per_ipu.max(1);
-    let extents = crate::model::layout::tile_extents(exe);
     match extents.iter().position(|&b| b > u64::from(u32::MAX)) {
         None => Ok(()),
         Some(t) => Err(RuntimeError::InvalidExecutable(format!(
@@ -193,7 +192,9 @@ impl Engine {
             std::mem::replace(&mut clock, now).elapsed()
         };
         pool.install(|| validate(&exe))?;
-        host_addressable(&exe)?;
+        // Each tile's bytes: checked here, allocated below.
+        let extents = crate::model::layout::tile_extents(&exe);
+        host_addressable(&exe, &extents)?;
         load.checks = lap();
         let system = crate::model::collective::replica_system(&exe)?;
         let costs = pool.install(|| StepCosts::of(&exe, &system))?;
@@ -248,7 +249,7 @@ impl Engine {
             })
             .collect::<Result<HashMap<_, _>, RuntimeError>>()?;
         load.rearrangements = lap();
-        let memory = memory::allocate(&exe);
+        let memory = memory::allocate(&exe, &extents);
         load.memory = lap();
         let tiles = Tiles {
             memory,
@@ -699,8 +700,10 @@ mod tests {
             b.tensor_mapped("far", DType::F32, &[4], mapping);
             b.executable().clone()
         };
-        assert_eq!(host_addressable(&with_offset(1 << 20)), Ok(()));
-        let err = host_addressable(&with_offset(u64::from(u32::MAX) - 8)).unwrap_err();
+        let check =
+            |exe: Executable| host_addressable(&exe, &crate::model::layout::tile_extents(&exe));
+        assert_eq!(check(with_offset(1 << 20)), Ok(()));
+        let err = check(with_offset(u64::from(u32::MAX) - 8)).unwrap_err();
         assert!(
             err.to_string()
                 .contains("IPU 0 tile 3 holds 4294967303 bytes"),

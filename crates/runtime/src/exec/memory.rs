@@ -4,7 +4,6 @@
 //! agree with these.
 
 use crate::error::RuntimeError;
-use crate::model::layout::tile_extents;
 use crate::program::executable::{Executable, Tensor, TensorId};
 
 /// The tiles' memories on the host: one zeroed allocation holding every tile's bytes (a
@@ -109,10 +108,10 @@ impl std::ops::IndexMut<usize> for HostTiles {
     }
 }
 
-/// The tiles' memories, as long as the model says each tile's tensors span, with every
-/// tensor's initial contents written.
-pub(crate) fn allocate(exe: &Executable) -> HostTiles {
-    let mut memory = HostTiles::zeroed(tile_extents(exe).into_iter().map(|b| b as usize));
+/// The tiles' memories, each as long as `extents` (what [`crate::model::layout::tile_extents`] gives) says its
+/// tensors span, with every tensor's initial contents written.
+pub(crate) fn allocate(exe: &Executable, extents: &[u64]) -> HostTiles {
+    let mut memory = HostTiles::zeroed(extents.iter().map(|&b| b as usize));
     for (i, t) in exe.tensors.iter().enumerate() {
         if let Some(init) = &t.init {
             write(exe, &mut memory, TensorId(i as u32), init);
