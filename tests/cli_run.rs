@@ -689,3 +689,51 @@ fn the_busiest_tile_says_what_it_holds_at_its_peak() {
         "{live} {tile:?}"
     );
 }
+
+/// `--profile` and `--trace` need a run on the IPU Model: on the reference engine, and for
+/// a module that places nothing on the IPU, they are refused before anything runs or is
+/// written.
+#[test]
+fn profile_without_the_ipu_model_is_refused_before_running() {
+    let inputs = vector_add_inputs();
+    let run = |module: &str, dir: &Path, extra: &[&str]| {
+        let outdir = dir.join("out");
+        let profile = dir.join("p.json");
+        let mut args = vec![
+            "run",
+            module,
+            "--inputs",
+            &inputs,
+            "--outdir",
+            outdir.to_str().unwrap(),
+            "--profile",
+            profile.to_str().unwrap(),
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect::<Vec<_>>();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let out = ipuxla(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(!out.status.success());
+        assert!(!outdir.exists() && !profile.exists(), "nothing is written");
+        stderr(&out)
+    };
+    let dir = scratch("profile-refused");
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = run(
+        &case("seed_vector_add/module.hlo"),
+        &dir,
+        &["--engine", "reference"],
+    );
+    assert!(
+        text.contains("the reference engine records no profile"),
+        "{text}"
+    );
+    let all_on_host = "HloModule all_on_host\n\nENTRY main {\n  pa.1 = f32[2]{0} parameter(0)\n  pb.1 = f32[2]{0} parameter(1)\n  pc.1 = f32[2]{0} parameter(2)\n  s = f32[2]{0} add(pa.1, pb.1), frontend_attributes={ipuxla.host=\"true\"}\n  ROOT t = f32[2]{0} add(s, pc.1), frontend_attributes={ipuxla.host=\"true\"}\n}\n";
+    let (dir, hlo) = hlo_file("profile-host", "all.hlo", all_on_host);
+    let text = run(hlo.to_str().unwrap(), &dir, &[]);
+    assert!(
+        text.contains("places no instruction on the IPU (no_ipu_placement)"),
+        "{text}"
+    );
+}

@@ -20,6 +20,16 @@ pub enum Engine {
     Reference,
 }
 
+impl Engine {
+    /// The name `--engine` takes, as the run's last line says it.
+    fn name(self) -> &'static str {
+        match self {
+            Engine::Reference => "reference",
+            Engine::IpuModel => "ipu-model",
+        }
+    }
+}
+
 /// What is kept of an output produced every iteration of a device loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OutfeedModeArg {
@@ -294,6 +304,21 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
             "--max-host-memory bounds the reference engine's values on a plain run; the ipu-model engine limits each value to 8 GiB, and runs with --replicas or --iterations do not take it yet"
         );
     }
+    // Before anything runs: a run with nothing on the IPU Model would write its outputs,
+    // then have no profile to write.
+    if args.profile.is_some() || args.trace.is_some() {
+        if args.engine == Engine::Reference {
+            bail!(
+                "--profile, --trace: the reference engine records no profile; run on the ipu-model engine"
+            );
+        }
+        if host.as_ref().is_some_and(|split| split.device.is_none()) {
+            bail!(
+                "--profile, --trace: {} places no instruction on the IPU (no_ipu_placement): it runs on the host, with no profile",
+                args.file.display()
+            );
+        }
+    }
     if args.engine == Engine::Reference && !config.executable_cache_path.is_empty() {
         bail!(
             "executable_cache_path (--executable-cache-dir) keeps the IPU Model's executables; the reference engine compiles nothing (run on the ipu-model engine, or leave it out)"
@@ -465,23 +490,10 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
     outln!(
         "ran {} on the {} engine in {:.3} ms",
         args.file.display(),
-        match args.engine {
-            Engine::Reference => "reference",
-            Engine::IpuModel => "ipu-model",
-        },
+        args.engine.name(),
         elapsed.as_secs_f64() * 1e3
     );
-    if let Some(run) = device {
-        crate::progress::finish();
-        out!("{}", super::summary::summary(&run));
-        write_profile(args.profile.as_deref(), &run.profile)?;
-        write_trace(args.trace.as_deref(), &[("IPU Model".into(), &run.profile)])?;
-    } else if args.profile.is_some() || args.trace.is_some() {
-        bail!(
-            "--profile, --trace: the reference engine records no profile; run on the ipu-model engine"
-        );
-    }
-    Ok(())
+    report_device_run(&args, device.as_ref())
 }
 
 /// Refuses what a stored executable cannot do: a config other than the one it was compiled
@@ -696,22 +708,28 @@ fn run_training(
         "trained {file} as a {}-stage pipeline ({} updates of {accumulation} micro-batches) on the {} engine in {:.3} ms",
         tp.pipeline.stages.len(),
         n / accumulation,
-        match args.engine {
-            Engine::Reference => "reference",
-            Engine::IpuModel => "ipu-model",
-        },
+        args.engine.name(),
         elapsed.as_secs_f64() * 1e3
     );
-    if let Some(run) = device {
-        out!("{}", super::summary::summary(&run));
-        write_profile(args.profile.as_deref(), &run.profile)?;
-        write_trace(args.trace.as_deref(), &[("IPU Model".into(), &run.profile)])?;
-    } else if args.profile.is_some() || args.trace.is_some() {
-        bail!(
-            "--profile, --trace: the reference engine records no profile; run on the ipu-model engine"
-        );
+    report_device_run(args, device.as_ref())
+}
+
+/// Prints the IPU Model's summary of a run and writes its `--profile` and `--trace`
+/// (`device`: `None` when nothing ran on the IPU Model, where `run` refused those two
+/// options before running).
+fn report_device_run(
+    args: &RunArgs,
+    device: Option<&crate::device::DeviceRun>,
+) -> anyhow::Result<()> {
+    match device {
+        Some(run) => {
+            crate::progress::finish();
+            out!("{}", super::summary::summary(run));
+            write_profile(args.profile.as_deref(), &run.profile)?;
+            write_trace(args.trace.as_deref(), &[("IPU Model".into(), &run.profile)])
+        }
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// `--replicas N`: the module on N replicas in lockstep, every output stacked replica
@@ -724,11 +742,6 @@ fn run_replicated(
     n: u64,
     processes: Option<crate::replicas::Processes<'_>>,
 ) -> anyhow::Result<()> {
-    if (args.profile.is_some() || args.trace.is_some()) && args.engine == Engine::Reference {
-        bail!(
-            "--profile, --trace: the reference engine records no profile; run on the ipu-model engine"
-        );
-    }
     let declared = xla_ir::shape_inference::collective::declared_devices(module);
     if let Some(d) = declared.filter(|&d| d as u64 != n) {
         bail!(
@@ -841,10 +854,7 @@ fn run_replicated(
     outln!(
         "ran {} on {n} replicas{across} on the {} engine in {:.3} ms",
         args.file.display(),
-        match args.engine {
-            Engine::Reference => "reference",
-            Engine::IpuModel => "ipu-model",
-        },
+        args.engine.name(),
         elapsed.as_secs_f64() * 1e3
     );
     if let Some(run) = device {
