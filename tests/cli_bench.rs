@@ -224,3 +224,38 @@ fn the_builder_cases_in_the_fixtures_are_what_the_builder_writes() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be used with"));
 }
+
+/// `--scaling`: a row per stack with its layers and instructions; no layers, and the
+/// options of benching cases, are refused.
+#[test]
+fn scaling_compiles_stacks_and_refuses_what_it_would_ignore() {
+    let out = ipuxla(&["bench", "--scaling", "1", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = rows.as_array().expect("an array of rows");
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["layers"], 1);
+    assert!(rows[0]["instructions"].as_u64().unwrap() > 0, "{rows:?}");
+    assert_eq!(rows[0]["ratio_to_first"], 1.0);
+    let zero = ipuxla(&["bench", "--scaling", "0"]);
+    assert!(String::from_utf8_lossy(&zero.stderr).contains("at least one layer"));
+    for extra in [
+        &["--runs", "3"][..],
+        &["--warmup", "2"],
+        &["--file", "module.opt.hlo"],
+        &["fixtures/conformance/bench_mlp_train_b256"],
+    ] {
+        let mut args = vec!["bench", "--scaling", "1"];
+        args.extend_from_slice(extra);
+        let out = ipuxla(&args);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("cannot be used with"),
+            "{extra:?}"
+        );
+    }
+}

@@ -35,8 +35,14 @@ pub struct BenchArgs {
     pub config: Option<PathBuf>,
     /// Instead of cases: compile encoder stacks of these numbers of layers (built with the
     /// HLO builder, the bench encoder's layer) and report how compile time grows, e.g.
-    /// `--scaling 1,12`.
-    #[arg(long, value_delimiter = ',', value_name = "LAYERS")]
+    /// `--scaling 1,12` (no cases, `--file`, `--runs` or `--warmup`: it compiles only,
+    /// and the stacks are built, not read).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "LAYERS",
+        conflicts_with_all = ["cases", "file", "runs", "warmup"]
+    )]
     pub scaling: Vec<usize>,
     /// Compile each case and estimate its run without running it: compile and estimate
     /// times, simulated cycles, bytes exchanged and peak tile memory, and the roofline
