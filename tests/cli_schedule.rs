@@ -81,3 +81,32 @@ fn unknown_algorithms_are_named() {
         "{err}"
     );
 }
+
+/// LOOK_AHEAD's limits are taken where they act (look-ahead, choose-best, optimal) and
+/// refused for an algorithm that does not search; `--compare` runs every algorithm, so a
+/// chosen one is refused beside it.
+#[test]
+fn search_limits_and_compare_refuse_what_would_not_act() {
+    let file = fixture("seed_vector_add/module.hlo");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["schedule", file.as_str()];
+        args.extend_from_slice(extra);
+        ipuxla(&args)
+    };
+    for algorithm in ["look-ahead", "choose-best", "optimal"] {
+        let out = run(&["--algorithm", algorithm, "--lookahead-depth", "2"]);
+        assert!(out.status.success(), "{algorithm}");
+    }
+    let out = run(&["--algorithm", "post-order", "--search-space-size", "8"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("post-order does not search"), "{err}");
+    assert!(
+        run(&["--compare", "--lookahead-depth", "2"])
+            .status
+            .success()
+    );
+    let out = run(&["--compare", "--algorithm", "clustering"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be used with"));
+}

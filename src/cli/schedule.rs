@@ -16,17 +16,19 @@ pub struct ScheduleArgs {
     #[arg(long, default_value = "choose-best", value_parser = parse_algorithm)]
     pub algorithm: Algorithm,
     /// One row per algorithm: peak live bytes and scheduling time.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "algorithm")]
     pub compare: bool,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
-    /// LOOK_AHEAD's depth (`maximum_scheduler_lookahead_depth`).
-    #[arg(long, default_value_t = 5)]
-    pub lookahead_depth: usize,
-    /// LOOK_AHEAD's node budget (`maximum_scheduler_search_space_size`).
-    #[arg(long, default_value_t = 64)]
-    pub search_space_size: usize,
+    /// LOOK_AHEAD's depth (`maximum_scheduler_lookahead_depth`; default 5). Acts on
+    /// look-ahead, choose-best and optimal (which falls back to choose-best).
+    #[arg(long)]
+    pub lookahead_depth: Option<usize>,
+    /// LOOK_AHEAD's node budget (`maximum_scheduler_search_space_size`; default 64). Acts
+    /// where `--lookahead-depth` does.
+    #[arg(long)]
+    pub search_space_size: Option<usize>,
 }
 
 /// An algorithm from its command-line name, or an error listing the names.
@@ -39,10 +41,18 @@ pub fn parse_algorithm(s: &str) -> Result<Algorithm, String> {
 
 /// Runs `ipuxla schedule`.
 pub fn run(args: ScheduleArgs) -> anyhow::Result<()> {
+    let given = args.lookahead_depth.is_some() || args.search_space_size.is_some();
+    if given && !args.compare && !args.algorithm.uses_limits() {
+        anyhow::bail!(
+            "--lookahead-depth, --search-space-size: {} does not search; they act on look-ahead, choose-best and optimal",
+            args.algorithm.name()
+        );
+    }
     let module = super::load_module(&args.file)?;
+    let defaults = Limits::default();
     let limits = Limits {
-        depth: args.lookahead_depth,
-        search_size: args.search_space_size,
+        depth: args.lookahead_depth.unwrap_or(defaults.depth),
+        search_size: args.search_space_size.unwrap_or(defaults.search_size),
     };
     if args.compare {
         let mut rows = Vec::new();

@@ -80,6 +80,16 @@ impl Algorithm {
         }
     }
 
+    /// Whether LOOK_AHEAD's [`Limits`] act on this algorithm: LOOK_AHEAD itself, CHOOSE_BEST
+    /// (it runs LOOK_AHEAD among its candidates) and OPTIMAL (CHOOSE_BEST on computations
+    /// too large for it).
+    pub fn uses_limits(self) -> bool {
+        matches!(
+            self,
+            Algorithm::ChooseBest | Algorithm::LookAhead | Algorithm::Optimal
+        )
+    }
+
     /// From a command-line name or the seed's `SchedulingAlgorithm` name.
     pub fn from_name(s: &str) -> Option<Algorithm> {
         let canon = s.to_ascii_lowercase().replace('_', "-");
