@@ -737,3 +737,66 @@ fn profile_without_the_ipu_model_is_refused_before_running() {
         "{text}"
     );
 }
+
+/// Flags that would not act are refused before anything runs: the compile's flags on the
+/// reference engine (it compiles nothing), pipelining flags on a module without stages or
+/// without --iterations.
+#[test]
+fn flags_that_would_not_act_are_refused() {
+    let inputs = vector_add_inputs();
+    let module = case("seed_vector_add/module.hlo");
+    let refused = |extra: &[&str], needle: &str| {
+        let outdir = scratch("not-acting");
+        let mut args = vec![
+            "run",
+            module.as_str(),
+            "--inputs",
+            inputs.as_str(),
+            "--outdir",
+            outdir.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let out = ipuxla(&args);
+        assert!(!out.status.success(), "{extra:?} was taken");
+        let text = stderr(&out);
+        assert!(text.contains(needle), "{extra:?}: {text}");
+        assert!(!outdir.exists(), "{extra:?}: nothing is written");
+    };
+    refused(
+        &[
+            "--engine",
+            "reference",
+            "--matmul-amp",
+            "0.5",
+            "--scheduler",
+            "post-order",
+        ],
+        "--matmul-amp, --scheduler: choose how the module compiles for the IPU; the reference engine compiles nothing",
+    );
+    refused(
+        &["--engine", "reference", "--tiles-per-ipu", "4"],
+        "--tiles-per-ipu: chooses how the module compiles",
+    );
+    refused(
+        &["--pipeline-schedule", "sequential", "--iterations", "2"],
+        "module.hlo has no stages",
+    );
+    let staged = "HloModule staged\n\nENTRY main {\n  x = f32[2]{0} parameter(0)\n  a = f32[2]{0} negate(x), frontend_attributes={ipu_stage=\"0\"}\n  ROOT b = f32[2]{0} abs(a), frontend_attributes={ipu_stage=\"1\"}\n}\n";
+    let (dir, hlo) = hlo_file("staged", "staged.hlo", staged);
+    let out = ipuxla(&[
+        "run",
+        hlo.to_str().unwrap(),
+        "--inputs",
+        &format!("0={}", case("seed_vector_add/inputs/0.npy")),
+        "--outdir",
+        dir.join("out").to_str().unwrap(),
+        "--device-mapping",
+        "1,0",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("staged.hlo has stages but runs without --iterations"),
+        "{}",
+        stderr(&out)
+    );
+}

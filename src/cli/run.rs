@@ -257,6 +257,33 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
     if let Some(stored) = &stored {
         check_stored(&args, &config, stored)?;
     }
+    let pipelining: Vec<&str> = [
+        ("--pipeline-schedule", args.pipeline_schedule.is_some()),
+        ("--device-mapping", args.device_mapping.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(name, given)| given.then_some(name))
+    .collect();
+    let staged = module.entry_computation().order().iter().any(|&i| {
+        module
+            .entry_computation()
+            .instr(i)
+            .frontend_attributes
+            .contains_key(compiler::STAGE_ATTRIBUTE)
+    });
+    if !pipelining.is_empty() && args.optimizer.is_none() && (!staged || args.iterations.is_none())
+    {
+        bail!(
+            "{}: pipelining acts on a module with `ipu_stage` attributes run with --iterations, or on a loss module trained with --optimizer; {} {}",
+            pipelining.join(", "),
+            args.file.display(),
+            if staged {
+                "has stages but runs without --iterations"
+            } else {
+                "has no stages"
+            }
+        );
+    }
     if args.estimate_only && args.iterations.is_some() {
         bail!(
             "--estimate-only estimates one run of the module as written; the config's device_loop.iterations_per_loop asks for a device loop (run it, or leave the key out)"
@@ -318,6 +345,24 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
                 args.file.display()
             );
         }
+    }
+    let mut compiling = args.target.given_for_compiling();
+    compiling.extend(&pipelining);
+    if args.engine == Engine::Reference && !compiling.is_empty() {
+        bail!(
+            "{}: {} how the module compiles for the IPU; the reference engine compiles nothing (run on the ipu-model engine, or leave {})",
+            compiling.join(", "),
+            if compiling.len() == 1 {
+                "chooses"
+            } else {
+                "choose"
+            },
+            if compiling.len() == 1 {
+                "it out"
+            } else {
+                "them out"
+            }
+        );
     }
     if args.engine == Engine::Reference && !config.executable_cache_path.is_empty() {
         bail!(

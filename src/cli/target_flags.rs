@@ -153,6 +153,29 @@ impl TargetFlags {
         Ok(c)
     }
 
+    /// The flags given besides `--config`, by name: each chooses how the module compiles
+    /// for the IPU, so none acts on a run that compiles nothing.
+    pub fn given_for_compiling(&self) -> Vec<&'static str> {
+        let mut given: Vec<&'static str> = [
+            ("--num-ipus", self.num_ipus.is_some()),
+            ("--selection-order", self.selection_order.is_some()),
+            ("--allow-recompute", self.allow_recompute),
+            ("--matmul-amp", self.matmul_amp.is_some()),
+            ("--conv-amp", self.conv_amp.is_some()),
+            ("--matmul-partial-type", self.matmul_partial_type.is_some()),
+            ("--conv-partial-type", self.conv_partial_type.is_some()),
+            ("--ipu-version", self.ipu_version.is_some()),
+            ("--tiles-per-ipu", self.tiles_per_ipu.is_some()),
+            ("--no-streaming-memory", self.no_streaming_memory),
+            ("--device", self.device.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(name, given)| given.then_some(name))
+        .collect();
+        given.extend(self.passes.given());
+        given
+    }
+
     /// Applies the options `ipuxla convert` wrote into `module`'s header (read from `file`)
     /// where neither the flags nor the config chose: the IPU count, the stage-to-IPU
     /// mapping, the planner options and the device loop.

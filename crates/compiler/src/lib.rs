@@ -27,7 +27,7 @@ pub use config::IpuConfig;
 pub use error::CompileError;
 pub use lower::{
     Compiled, DeviceLoop, Feed, HostBuffer, ParameterRole, PipelineLayout, PipelinePhase,
-    UPLOAD_STREAM, replication,
+    STAGE_ATTRIBUTE, UPLOAD_STREAM, replication,
 };
 pub use passes::{PassOptions, PipelineReport};
 
