@@ -690,40 +690,37 @@ fn the_busiest_tile_says_what_it_holds_at_its_peak() {
     );
 }
 
+/// Runs `module` on the vector-add inputs with `extra` flags, expecting a refusal before
+/// anything runs: no output directory, no `p.json` profile beside it; returns stderr.
+fn refused_before_running(module: &str, dir: &Path, extra: &[&str]) -> String {
+    let (outdir, profile) = (dir.join("out"), dir.join("p.json"));
+    let inputs = vector_add_inputs();
+    let mut args = vec!["run", module, "--inputs", &inputs];
+    args.extend(["--outdir", outdir.to_str().unwrap()]);
+    args.extend(extra.iter().map(|e| match *e {
+        "PROFILE" => profile.to_str().unwrap(),
+        e => e,
+    }));
+    let out = ipuxla(&args);
+    assert!(!out.status.success(), "{extra:?} was taken");
+    assert!(
+        !outdir.exists() && !profile.exists(),
+        "{extra:?}: nothing is written"
+    );
+    stderr(&out)
+}
+
 /// `--profile` and `--trace` need a run on the IPU Model: on the reference engine, and for
 /// a module that places nothing on the IPU, they are refused before anything runs or is
 /// written.
 #[test]
 fn profile_without_the_ipu_model_is_refused_before_running() {
-    let inputs = vector_add_inputs();
-    let run = |module: &str, dir: &Path, extra: &[&str]| {
-        let outdir = dir.join("out");
-        let profile = dir.join("p.json");
-        let mut args = vec![
-            "run",
-            module,
-            "--inputs",
-            &inputs,
-            "--outdir",
-            outdir.to_str().unwrap(),
-            "--profile",
-            profile.to_str().unwrap(),
-        ]
-        .into_iter()
-        .map(String::from)
-        .collect::<Vec<_>>();
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let out = ipuxla(&args.iter().map(String::as_str).collect::<Vec<_>>());
-        assert!(!out.status.success());
-        assert!(!outdir.exists() && !profile.exists(), "nothing is written");
-        stderr(&out)
-    };
     let dir = scratch("profile-refused");
-    std::fs::create_dir_all(&dir).unwrap();
-    let text = run(
-        &case("seed_vector_add/module.hlo"),
+    let module = case("seed_vector_add/module.hlo");
+    let text = refused_before_running(
+        &module,
         &dir,
-        &["--engine", "reference"],
+        &["--engine", "reference", "--profile", "PROFILE"],
     );
     assert!(
         text.contains("the reference engine records no profile"),
@@ -731,7 +728,7 @@ fn profile_without_the_ipu_model_is_refused_before_running() {
     );
     let all_on_host = "HloModule all_on_host\n\nENTRY main {\n  pa.1 = f32[2]{0} parameter(0)\n  pb.1 = f32[2]{0} parameter(1)\n  pc.1 = f32[2]{0} parameter(2)\n  s = f32[2]{0} add(pa.1, pb.1), frontend_attributes={ipuxla.host=\"true\"}\n  ROOT t = f32[2]{0} add(s, pc.1), frontend_attributes={ipuxla.host=\"true\"}\n}\n";
     let (dir, hlo) = hlo_file("profile-host", "all.hlo", all_on_host);
-    let text = run(hlo.to_str().unwrap(), &dir, &[]);
+    let text = refused_before_running(hlo.to_str().unwrap(), &dir, &["--trace", "PROFILE"]);
     assert!(
         text.contains("places no instruction on the IPU (no_ipu_placement)"),
         "{text}"
@@ -743,60 +740,37 @@ fn profile_without_the_ipu_model_is_refused_before_running() {
 /// without --iterations.
 #[test]
 fn flags_that_would_not_act_are_refused() {
-    let inputs = vector_add_inputs();
+    let dir = scratch("not-acting");
     let module = case("seed_vector_add/module.hlo");
-    let refused = |extra: &[&str], needle: &str| {
-        let outdir = scratch("not-acting");
-        let mut args = vec![
-            "run",
-            module.as_str(),
-            "--inputs",
-            inputs.as_str(),
-            "--outdir",
-            outdir.to_str().unwrap(),
-        ];
-        args.extend_from_slice(extra);
-        let out = ipuxla(&args);
-        assert!(!out.status.success(), "{extra:?} was taken");
-        let text = stderr(&out);
+    for (extra, needle) in [
+        (
+            &[
+                "--engine",
+                "reference",
+                "--matmul-amp",
+                "0.5",
+                "--scheduler",
+                "post-order",
+            ][..],
+            "--matmul-amp, --scheduler: choose how the module compiles for the IPU; the reference engine compiles nothing",
+        ),
+        (
+            &["--engine", "reference", "--tiles-per-ipu", "4"],
+            "--tiles-per-ipu: chooses how the module compiles",
+        ),
+        (
+            &["--pipeline-schedule", "sequential", "--iterations", "2"],
+            "module.hlo has no stages",
+        ),
+    ] {
+        let text = refused_before_running(&module, &dir, extra);
         assert!(text.contains(needle), "{extra:?}: {text}");
-        assert!(!outdir.exists(), "{extra:?}: nothing is written");
-    };
-    refused(
-        &[
-            "--engine",
-            "reference",
-            "--matmul-amp",
-            "0.5",
-            "--scheduler",
-            "post-order",
-        ],
-        "--matmul-amp, --scheduler: choose how the module compiles for the IPU; the reference engine compiles nothing",
-    );
-    refused(
-        &["--engine", "reference", "--tiles-per-ipu", "4"],
-        "--tiles-per-ipu: chooses how the module compiles",
-    );
-    refused(
-        &["--pipeline-schedule", "sequential", "--iterations", "2"],
-        "module.hlo has no stages",
-    );
-    let staged = "HloModule staged\n\nENTRY main {\n  x = f32[2]{0} parameter(0)\n  a = f32[2]{0} negate(x), frontend_attributes={ipu_stage=\"0\"}\n  ROOT b = f32[2]{0} abs(a), frontend_attributes={ipu_stage=\"1\"}\n}\n";
+    }
+    let staged = "HloModule staged\n\nENTRY main {\n  pa.1 = f32[2]{0} parameter(0)\n  pb.1 = f32[2]{0} parameter(1)\n  pc.1 = f32[2]{0} parameter(2)\n  a = f32[2]{0} add(pa.1, pb.1), frontend_attributes={ipu_stage=\"0\"}\n  ROOT b = f32[2]{0} add(a, pc.1), frontend_attributes={ipu_stage=\"1\"}\n}\n";
     let (dir, hlo) = hlo_file("staged", "staged.hlo", staged);
-    let out = ipuxla(&[
-        "run",
-        hlo.to_str().unwrap(),
-        "--inputs",
-        &format!("0={}", case("seed_vector_add/inputs/0.npy")),
-        "--outdir",
-        dir.join("out").to_str().unwrap(),
-        "--device-mapping",
-        "1,0",
-    ]);
-    assert!(!out.status.success());
+    let text = refused_before_running(hlo.to_str().unwrap(), &dir, &["--device-mapping", "1,0"]);
     assert!(
-        stderr(&out).contains("staged.hlo has stages but runs without --iterations"),
-        "{}",
-        stderr(&out)
+        text.contains("staged.hlo has stages but runs without --iterations"),
+        "{text}"
     );
 }
