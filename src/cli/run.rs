@@ -87,7 +87,8 @@ pub struct RunArgs {
     /// data their costliest branch (the summary says which). `--profile` writes it.
     #[arg(long, conflicts_with_all = ["inputs", "outdir", "overwrite", "engine"])]
     pub estimate_only: bool,
-    /// The engine that computes the results.
+    /// The engine that computes the results. The reference engine compiles nothing: the
+    /// compile's flags, --profile and --trace are refused with it.
     #[arg(long, value_enum, ignore_case = true, default_value_t = Engine::IpuModel)]
     pub engine: Engine,
     /// The reference engine: the most bytes of values it holds at once (`512M`, `4G`, or
@@ -138,7 +139,8 @@ pub struct RunArgs {
     #[arg(long, default_value = "")]
     pub infeed: String,
     /// How a module with `ipu_stage` attributes pipelines under --iterations
-    /// (`pipelining.pipeline_schedule`; default grouped).
+    /// (`pipelining.pipeline_schedule`; default grouped); refused where no pipeline is
+    /// built (no stages, or no --iterations, and no --optimizer).
     #[arg(long, value_enum, ignore_case = true)]
     pub pipeline_schedule: Option<PipelineScheduleArg>,
     /// The IPU of each pipeline stage, e.g. `3,2,1,0` (`pipelining.device_mapping`;
@@ -181,7 +183,8 @@ pub struct RunArgs {
     /// by their stages' modules and options.
     #[arg(long, value_name = "DIR")]
     pub executable_cache_dir: Option<PathBuf>,
-    /// Write the run's profile (cycles and bytes per step, memory per tile) as JSON.
+    /// Write the run's profile (cycles and bytes per step, memory per tile) as JSON (the
+    /// IPU Model's: refused before running when nothing would run on it).
     #[arg(long, value_name = "FILE.json")]
     pub profile: Option<PathBuf>,
     /// Write the run as a Chrome/Perfetto trace (open in ui.perfetto.dev): one process per
