@@ -752,11 +752,11 @@ fn flags_that_would_not_act_are_refused() {
                 "--scheduler",
                 "post-order",
             ][..],
-            "--matmul-amp, --scheduler: choose how the module compiles for the IPU; the reference engine compiles nothing",
+            "--matmul-amp, --scheduler: the reference engine compiles nothing, so compile flags would not act",
         ),
         (
             &["--engine", "reference", "--tiles-per-ipu", "4"],
-            "--tiles-per-ipu: chooses how the module compiles",
+            "--tiles-per-ipu: the reference engine compiles nothing",
         ),
         (
             &["--pipeline-schedule", "sequential", "--iterations", "2"],

@@ -112,3 +112,12 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         }
     }
 }
+
+/// The names of the flags given, from `(name, given)` pairs: for refusing flags that would
+/// not act.
+fn given(flags: &[(&'static str, bool)]) -> Vec<&'static str> {
+    flags
+        .iter()
+        .filter_map(|&(name, given)| given.then_some(name))
+        .collect()
+}

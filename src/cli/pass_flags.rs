@@ -33,14 +33,11 @@ impl PassFlags {
 
     /// The flags given, by name (each acts only where a module compiles).
     pub fn given(&self) -> Vec<&'static str> {
-        [
+        super::given(&[
             ("--dump-to", self.dump_to.is_some()),
             ("--stop-after", self.stop_after.is_some()),
             ("--scheduler", self.scheduler.is_some()),
-        ]
-        .into_iter()
-        .filter_map(|(name, given)| given.then_some(name))
-        .collect()
+        ])
     }
 
     /// The pipeline options the flags ask for.

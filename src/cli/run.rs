@@ -260,20 +260,11 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
     if let Some(stored) = &stored {
         check_stored(&args, &config, stored)?;
     }
-    let pipelining: Vec<&str> = [
+    let pipelining = super::given(&[
         ("--pipeline-schedule", args.pipeline_schedule.is_some()),
         ("--device-mapping", args.device_mapping.is_some()),
-    ]
-    .into_iter()
-    .filter_map(|(name, given)| given.then_some(name))
-    .collect();
-    let staged = module.entry_computation().order().iter().any(|&i| {
-        module
-            .entry_computation()
-            .instr(i)
-            .frontend_attributes
-            .contains_key(compiler::STAGE_ATTRIBUTE)
-    });
+    ]);
+    let staged = compiler::has_pipeline_stages(module.entry_computation());
     if !pipelining.is_empty() && args.optimizer.is_none() && (!staged || args.iterations.is_none())
     {
         bail!(
@@ -353,18 +344,8 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<()> {
     compiling.extend(&pipelining);
     if args.engine == Engine::Reference && !compiling.is_empty() {
         bail!(
-            "{}: {} how the module compiles for the IPU; the reference engine compiles nothing (run on the ipu-model engine, or leave {})",
-            compiling.join(", "),
-            if compiling.len() == 1 {
-                "chooses"
-            } else {
-                "choose"
-            },
-            if compiling.len() == 1 {
-                "it out"
-            } else {
-                "them out"
-            }
+            "{}: the reference engine compiles nothing, so compile flags would not act (run on the ipu-model engine, or leave them out)",
+            compiling.join(", ")
         );
     }
     if args.engine == Engine::Reference && !config.executable_cache_path.is_empty() {

@@ -156,7 +156,7 @@ impl TargetFlags {
     /// The flags given besides `--config`, by name: each chooses how the module compiles
     /// for the IPU, so none acts on a run that compiles nothing.
     pub fn given_for_compiling(&self) -> Vec<&'static str> {
-        let mut given: Vec<&'static str> = [
+        let mut given = super::given(&[
             ("--num-ipus", self.num_ipus.is_some()),
             ("--selection-order", self.selection_order.is_some()),
             ("--allow-recompute", self.allow_recompute),
@@ -168,10 +168,7 @@ impl TargetFlags {
             ("--tiles-per-ipu", self.tiles_per_ipu.is_some()),
             ("--no-streaming-memory", self.no_streaming_memory),
             ("--device", self.device.is_some()),
-        ]
-        .into_iter()
-        .filter_map(|(name, given)| given.then_some(name))
-        .collect();
+        ]);
         given.extend(self.passes.given());
         given
     }

@@ -27,7 +27,7 @@ pub use config::IpuConfig;
 pub use error::CompileError;
 pub use lower::{
     Compiled, DeviceLoop, Feed, HostBuffer, ParameterRole, PipelineLayout, PipelinePhase,
-    STAGE_ATTRIBUTE, UPLOAD_STREAM, replication,
+    UPLOAD_STREAM, has_pipeline_stages, replication,
 };
 pub use passes::{PassOptions, PipelineReport};
 

@@ -30,7 +30,8 @@ use codegen::DType;
 pub use device_loop::{DeviceLoop, ParameterRole, UPLOAD_STREAM};
 pub use feeds::{Feed, name_feeds};
 use mapping::Piece;
-pub use pipeline::STAGE_ATTRIBUTE;
+pub(crate) use pipeline::STAGE_ATTRIBUTE;
+pub use pipeline::has_pipeline_stages;
 pub(crate) use pipeline::stages_of as propagated_stages;
 use runtime::{
     Direction, Executable, ExecutableBuilder, Interval, Program, Rearrange, Target, TensorId,

@@ -26,18 +26,25 @@ use xla_ir::ids::InstrId;
 /// The attribute that names an instruction's pipeline stage.
 pub const STAGE_ATTRIBUTE: &str = "ipu_stage";
 
-/// The stage of every instruction of `comp`, when any carries `ipu_stage`.
-pub(crate) fn stages_of(comp: &Computation) -> Option<HashMap<InstrId, usize>> {
-    let explicit = |i: InstrId| {
-        comp.instr(i)
-            .frontend_attributes
-            .get(STAGE_ATTRIBUTE)
-            .and_then(|v| v.trim().parse::<usize>().ok())
-    };
+/// The pipeline stage `ipu_stage` gives instruction `i` of `comp`, if any.
+fn explicit_stage(comp: &Computation, i: InstrId) -> Option<usize> {
+    comp.instr(i)
+        .frontend_attributes
+        .get(STAGE_ATTRIBUTE)
+        .and_then(|v| v.trim().parse::<usize>().ok())
+}
+
+/// Whether any instruction of `comp` carries a pipeline stage (`ipu_stage`): the entry
+/// computation of such a module pipelines under a device loop.
+pub fn has_pipeline_stages(comp: &Computation) -> bool {
     comp.order()
         .iter()
-        .any(|&i| explicit(i).is_some())
-        .then(|| sharding::propagate(comp, explicit))
+        .any(|&i| explicit_stage(comp, i).is_some())
+}
+
+/// The stage of every instruction of `comp`, when any carries `ipu_stage`.
+pub(crate) fn stages_of(comp: &Computation) -> Option<HashMap<InstrId, usize>> {
+    has_pipeline_stages(comp).then(|| sharding::propagate(comp, |i| explicit_stage(comp, i)))
 }
 
 /// Stages' programs `(IPU, program)` side by side: one `Parallel` branch per IPU, running
