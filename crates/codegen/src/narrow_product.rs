@@ -93,6 +93,9 @@ fn blocked<const R: usize, const N: usize>(rows: &[&[f32]], columns: &[f32], out
 /// row and column, each row's and each column's vector loaded once for all of their
 /// `R × N` sums, which run side by side (one sum alone waits on each of its additions).
 /// Each sum adds its terms in the order [`dots`] does, whatever `R`.
+// The loops over the constants `R` and `N` unroll fully, so the accumulators stay in
+// registers; their indices also address the columns, which iterators would obscure.
+#[allow(clippy::needless_range_loop)]
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn dots_fma<const R: usize, const N: usize>(
