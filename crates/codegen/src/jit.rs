@@ -12,6 +12,8 @@ use crate::halves;
 use crate::kernel::{DType, ElementwiseKernel, Expr, KernelSpec, ReduceKernel, ReduceOp};
 use crate::lower::{ExprLowering, Helpers, clif_type, vectorizable};
 use crate::reference::{self, Scalar};
+pub use crate::shared_jit::KERNELS_PER_SHARED_MODULE;
+use crate::shared_jit::SharedJit;
 use crate::types::{check_elementwise, expr_type};
 use cranelift_codegen::Context;
 use cranelift_codegen::ir::{
@@ -23,6 +25,7 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
 use smallvec::SmallVec;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 extern "C" fn host_fmod(a: f32, b: f32) -> f32 {
     a % b
@@ -52,7 +55,7 @@ struct HelperIds {
 }
 
 /// Owns the JIT module; compiles one kernel at a time.
-struct Compiler {
+pub(crate) struct Compiler {
     module: Option<JITModule>,
     ctx: Context,
     fctx: FunctionBuilderContext,
@@ -64,7 +67,7 @@ fn jit_error(e: impl std::fmt::Display) -> CodegenError {
 }
 
 impl Compiler {
-    fn new() -> Result<Compiler, CodegenError> {
+    pub(crate) fn new() -> Result<Compiler, CodegenError> {
         let mut flags = settings::builder();
         flags.set("opt_level", "speed").map_err(jit_error)?;
         flags
@@ -394,7 +397,10 @@ impl Compiler {
 impl Compiler {
     /// C (m×n) = A (m×k) · B (k×n), f32, row-major: 4 rows × 8 columns at a time in eight
     /// f32x4 accumulators (register blocking), scalar loops for the edges.
-    fn matmul(&mut self, k: &crate::kernel::MatMulKernel) -> Result<*const u8, CodegenError> {
+    pub(crate) fn matmul(
+        &mut self,
+        k: &crate::kernel::MatMulKernel,
+    ) -> Result<*const u8, CodegenError> {
         use cranelift_codegen::ir::condcodes::IntCC;
         let (m, kk, n) = (k.m as i64, k.k as i64, k.n as i64);
         let (m4, n8) = (m / 4 * 4, n / 8 * 8);
@@ -530,11 +536,60 @@ impl Compiler {
     }
 }
 
+/// Type-checks `spec` and compiles it with `compiler` under `mode` (see
+/// [`KernelCache::compile_with`]).
+pub(crate) fn compile_entry(
+    compiler: &mut Compiler,
+    spec: &KernelSpec,
+    mode: FloatMode,
+) -> Result<Entry, CodegenError> {
+    let mut status = false;
+    let mut esr = None;
+    let code = match spec {
+        KernelSpec::Elementwise(k) => {
+            check_elementwise(k)?;
+            let (run, checked) = crate::fp::guarded(k, mode);
+            status = checked;
+            esr = mode.esr;
+            check_elementwise(&run)?;
+            Code::Jit(CodePtr(compiler.elementwise(&run)?))
+        }
+        KernelSpec::Reduce(k) => {
+            check_reduce(k)?;
+            Code::Jit(CodePtr(compiler.reduce(k)?))
+        }
+        KernelSpec::MatMul(k) => {
+            if !k.input.is_float() {
+                return Err(CodegenError::Type(format!(
+                    "matrix products take f32 or f16 operands, not {:?}",
+                    k.input
+                )));
+            }
+            let partials_fit =
+                k.partials == DType::F32 || (k.partials == DType::F16 && k.input == DType::F16);
+            if !partials_fit {
+                return Err(CodegenError::Type(format!(
+                    "{:?} partials of {:?} operands: partials are f32, or f16 for f16 operands",
+                    k.partials, k.input
+                )));
+            }
+            Code::NativeMatMul
+        }
+    };
+    Ok(Entry {
+        spec: spec.clone(),
+        code,
+        status,
+        esr,
+    })
+}
+
 impl Drop for Compiler {
     fn drop(&mut self) {
         if let Some(module) = self.module.take() {
-            // SAFETY: every function pointer handed out borrows the cache that owns this
-            // compiler (`CompiledKernel<'_>`), so none outlives the code freed here.
+            // SAFETY: every function pointer handed out borrows a cache that owns this
+            // compiler or holds the `SharedJit` owning it (`CompiledKernel<'_>`), so none
+            // outlives the code freed here.
             unsafe { module.free_memory() };
         }
     }
@@ -632,23 +687,27 @@ fn check_reduce(kernel: &ReduceKernel) -> Result<(), CodegenError> {
 pub struct KernelId(pub u32);
 
 /// How a kernel runs: JIT-compiled code, or the native matrix-product codelet.
+#[derive(Clone, Copy)]
 enum Code {
     Jit(CodePtr),
     JitMatMul(CodePtr),
     NativeMatMul,
 }
 
+#[derive(Clone, Copy)]
 struct CodePtr(*const u8);
 
 // SAFETY: the pointer is to finalized, immutable machine code that stays mapped until the
-// owning `KernelCache` drops; calling it from several threads at once is sound because the
+// module holding it is freed (a `KernelCache`'s own, or a `SharedJit` every cache holding
+// the pointer keeps alive); calling it from several threads at once is sound because the
 // code keeps no state of its own (it reads and writes only the buffers passed in).
 unsafe impl Send for CodePtr {}
 unsafe impl Sync for CodePtr {}
 
 /// A compiled kernel in its table: the spec as written, its code, and how the code was
 /// guarded (see [`crate::fp`]).
-struct Entry {
+#[derive(Clone)]
+pub(crate) struct Entry {
     spec: KernelSpec,
     code: Code,
     /// The code writes a status output after the spec's outputs.
@@ -682,6 +741,15 @@ impl KernelTable {
         }
     }
 
+    /// Where the kernel's code starts (null for the native matrix product).
+    #[cfg(test)]
+    pub(crate) fn code_address(&self, id: KernelId) -> usize {
+        match self.entries[id.0 as usize].code {
+            Code::Jit(CodePtr(p)) | Code::JitMatMul(CodePtr(p)) => p as usize,
+            Code::NativeMatMul => 0,
+        }
+    }
+
     /// Number of compiled kernels.
     pub fn len(&self) -> usize {
         self.entries.len()
@@ -694,23 +762,47 @@ impl KernelTable {
 }
 
 /// Compiles kernels once per distinct spec and keeps them until dropped (which frees the
-/// code with Cranelift's `free_memory`).
+/// code with Cranelift's `free_memory`, or lets the shared module go, see
+/// [`KernelCache::shared`]).
 pub struct KernelCache {
-    compiler: Compiler,
+    jit: Jit,
     index: HashMap<(KernelSpec, FloatMode), KernelId>,
     table: KernelTable,
 }
 
+/// The JIT module a cache compiles into.
+enum Jit {
+    /// Its own, freed with it (boxed: a compiler's contexts take 8 KiB).
+    Own(Box<Compiler>),
+    /// One shared with the process's other shared caches.
+    Shared(Arc<SharedJit>),
+}
+
 impl KernelCache {
-    /// A cache compiling for this machine (host ISA with its detected CPU features).
+    /// A cache compiling for this machine (host ISA with its detected CPU features) into a
+    /// module of its own.
     pub fn new() -> Result<KernelCache, CodegenError> {
-        Ok(KernelCache {
-            compiler: Compiler::new()?,
+        Ok(KernelCache::with(Jit::Own(Box::new(Compiler::new()?))))
+    }
+
+    /// A cache compiling into the process's shared module: a kernel another shared cache
+    /// compiled there is taken, not compiled again (an engine's kernels mostly repeat
+    /// those of the engines loaded before it: 95 % of the differential campaign's). The
+    /// module's code lives while any cache holding it does; a module that has compiled
+    /// [`KERNELS_PER_SHARED_MODULE`] kernels takes no new caches, so the process keeps at
+    /// most that many kernels' code beside the ones live caches hold.
+    pub fn shared() -> Result<KernelCache, CodegenError> {
+        Ok(KernelCache::with(Jit::Shared(SharedJit::current()?)))
+    }
+
+    fn with(jit: Jit) -> KernelCache {
+        KernelCache {
+            jit,
             index: HashMap::new(),
             table: KernelTable {
                 entries: Vec::new(),
             },
-        })
+        }
     }
 
     /// Type-checks and compiles `spec`, or returns the id it already has.
@@ -729,46 +821,12 @@ impl KernelCache {
         if let Some(id) = self.index.get(&key) {
             return Ok(*id);
         }
-        let mut status = false;
-        let mut esr = None;
-        let code = match spec {
-            KernelSpec::Elementwise(k) => {
-                check_elementwise(k)?;
-                let (run, checked) = crate::fp::guarded(k, mode);
-                status = checked;
-                esr = mode.esr;
-                check_elementwise(&run)?;
-                Code::Jit(CodePtr(self.compiler.elementwise(&run)?))
-            }
-            KernelSpec::Reduce(k) => {
-                check_reduce(k)?;
-                Code::Jit(CodePtr(self.compiler.reduce(k)?))
-            }
-            KernelSpec::MatMul(k) => {
-                if !k.input.is_float() {
-                    return Err(CodegenError::Type(format!(
-                        "matrix products take f32 or f16 operands, not {:?}",
-                        k.input
-                    )));
-                }
-                let partials_fit =
-                    k.partials == DType::F32 || (k.partials == DType::F16 && k.input == DType::F16);
-                if !partials_fit {
-                    return Err(CodegenError::Type(format!(
-                        "{:?} partials of {:?} operands: partials are f32, or f16 for f16 operands",
-                        k.partials, k.input
-                    )));
-                }
-                Code::NativeMatMul
-            }
+        let entry = match &mut self.jit {
+            Jit::Own(compiler) => compile_entry(compiler, spec, mode)?,
+            Jit::Shared(shared) => shared.entry(spec, mode)?,
         };
         let id = KernelId(self.table.entries.len() as u32);
-        self.table.entries.push(Entry {
-            spec: spec.clone(),
-            code,
-            status,
-            esr,
-        });
+        self.table.entries.push(entry);
         self.index.insert(key, id);
         Ok(id)
     }
@@ -786,7 +844,10 @@ impl KernelCache {
                 k.input
             )));
         }
-        let code = self.compiler.matmul(k)?;
+        let code = match &mut self.jit {
+            Jit::Own(compiler) => compiler.matmul(k)?,
+            Jit::Shared(shared) => shared.with_compiler(|c| c.matmul(k))??,
+        };
         let id = KernelId(self.table.entries.len() as u32);
         self.table.entries.push(Entry {
             spec: KernelSpec::MatMul(k.clone()),

@@ -17,6 +17,7 @@ mod lower;
 pub mod math;
 mod narrow_product;
 pub mod reference;
+mod shared_jit;
 pub mod types;
 
 pub use fp::{FloatMode, FpException};

@@ -199,9 +199,10 @@ impl Engine {
         let system = crate::model::collective::replica_system(&exe)?;
         let costs = pool.install(|| StepCosts::of(&exe, &system))?;
         load.costs = lap();
-        let mut kernels = KernelCache::new().map_err(|e| run_error(e.to_string()))?;
-        // Kernels compile one after another (one JIT module); the compute sets then load
-        // in parallel.
+        let mut kernels = KernelCache::shared().map_err(|e| run_error(e.to_string()))?;
+        // Kernels compile one after another into the process's shared JIT module (where
+        // most are found, compiled by engines loaded before); the compute sets then load in
+        // parallel.
         let kernel_ids = (0..exe.compute_sets.len())
             .map(|cs| LoadedComputeSet::compile_kernels(&exe, cs, &mut kernels))
             .collect::<Result<Vec<_>, RuntimeError>>()?;
