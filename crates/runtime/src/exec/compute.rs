@@ -15,6 +15,7 @@ use crate::program::executable::{Executable, Region, TensorId};
 use codegen::{KernelCache, KernelId, KernelSpec, KernelTable, MatRef};
 use rustc_hash::FxHashSet;
 use smallvec::SmallVec;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What a loaded vertex runs.
@@ -480,12 +481,13 @@ impl LoadedComputeSet {
         kernels: &mut KernelCache,
     ) -> Result<Vec<KernelId>, RuntimeError> {
         let cs = &exe.compute_sets[cs_index];
-        // Vertices of one compute set mostly share a kernel: compare before hashing.
-        let mut last: Option<(&KernelSpec, KernelId)> = None;
+        // Vertices of one compute set mostly share a kernel, most often one `Arc`: compare
+        // before hashing (`Arc`'s equality tries the pointers first).
+        let mut last: Option<(&Arc<KernelSpec>, KernelId)> = None;
         let mut ids = Vec::with_capacity(cs.vertices.len());
         for (i, v) in cs.vertices.iter().enumerate() {
             let kernel = match last {
-                Some((spec, id)) if *spec == *v.kernel => id,
+                Some((spec, id)) if *spec == v.kernel => id,
                 _ => kernels
                     .compile_with(&v.kernel, exe.floating_point)
                     .map_err(|e| RuntimeError::Kernel {
