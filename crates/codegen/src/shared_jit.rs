@@ -92,17 +92,89 @@ mod tests {
     use crate::kernel::{BinaryOp, ElementwiseKernel, Expr};
 
     fn add(dtype: crate::DType) -> KernelSpec {
+        binary(BinaryOp::Add, dtype)
+    }
+
+    fn binary(op: BinaryOp, dtype: crate::DType) -> KernelSpec {
         KernelSpec::Elementwise(ElementwiseKernel {
             inputs: vec![dtype, dtype],
             outputs: vec![(
                 dtype,
-                Expr::Binary(
-                    BinaryOp::Add,
-                    Box::new(Expr::Input(0)),
-                    Box::new(Expr::Input(1)),
-                ),
+                Expr::Binary(op, Box::new(Expr::Input(0)), Box::new(Expr::Input(1))),
             )],
         })
+    }
+
+    /// Threads compiling kernels into the shared module while others run the ones
+    /// compiled before (new code is made executable beside running code): every result
+    /// right, every thread's `a op b` in f32 against the host's.
+    #[test]
+    fn threads_compile_and_run_shared_kernels_at_once() {
+        let ops = [
+            BinaryOp::Add,
+            BinaryOp::Sub,
+            BinaryOp::Mul,
+            BinaryOp::Max,
+            BinaryOp::Min,
+        ];
+        let host = |op: BinaryOp, a: f32, b: f32| match op {
+            BinaryOp::Add => a + b,
+            BinaryOp::Sub => a - b,
+            BinaryOp::Mul => a * b,
+            BinaryOp::Max => a.max(b),
+            _ => a.min(b),
+        };
+        std::thread::scope(|scope| {
+            for thread in 0..4usize {
+                scope.spawn(move || {
+                    for round in 0..25usize {
+                        let mut cache = crate::KernelCache::shared().unwrap();
+                        let op = ops[(thread + round) % ops.len()];
+                        // A spec no other thread or round compiles: the op on a chain of
+                        // `round` additions of zero.
+                        let mut expr = Expr::Input(0);
+                        for _ in 0..round + thread * 25 {
+                            expr = Expr::Binary(
+                                BinaryOp::Add,
+                                Box::new(expr),
+                                Box::new(Expr::Binary(
+                                    BinaryOp::Sub,
+                                    Box::new(Expr::Input(1)),
+                                    Box::new(Expr::Input(1)),
+                                )),
+                            );
+                        }
+                        let spec = KernelSpec::Elementwise(ElementwiseKernel {
+                            inputs: vec![crate::DType::F32; 2],
+                            outputs: vec![(
+                                crate::DType::F32,
+                                Expr::Binary(op, Box::new(expr), Box::new(Expr::Input(1))),
+                            )],
+                        });
+                        let plain = cache.compile(&binary(op, crate::DType::F32)).unwrap();
+                        let chained = cache.compile(&spec).unwrap();
+                        let a: Vec<f32> = (0..64).map(|i| i as f32 - 20.5).collect();
+                        let b: Vec<f32> = (0..64).map(|i| (i * 7 % 13) as f32).collect();
+                        let bytes = |v: &[f32]| -> Vec<u8> {
+                            v.iter().flat_map(|x| x.to_le_bytes()).collect()
+                        };
+                        let (ab, bb) = (bytes(&a), bytes(&b));
+                        for id in [plain, chained] {
+                            let mut out = vec![0u8; 256];
+                            cache
+                                .table()
+                                .get(id)
+                                .run_elementwise(&[&ab, &bb], &mut [&mut out], 64)
+                                .unwrap();
+                            for (i, c) in out.chunks_exact(4).enumerate() {
+                                let got = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                                assert_eq!(got, host(op, a[i], b[i]), "{op:?} thread {thread}");
+                            }
+                        }
+                    }
+                });
+            }
+        });
     }
 
     /// A kernel compiled by one shared cache is the same code in the next, which keeps it
