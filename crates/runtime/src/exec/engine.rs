@@ -609,7 +609,13 @@ impl Host for Running<'_> {
                         s.dtype
                     )));
                 }
-                memory::write(self.exe, &mut self.tiles.memory, tensor, &buffer);
+                memory::write_parallel(
+                    self.exe,
+                    &mut self.tiles.memory,
+                    tensor,
+                    &buffer,
+                    self.pool,
+                );
             }
             Direction::DeviceToHost => {
                 let data = self.tiles.read_tensor(self.exe, self.system, tensor);
