@@ -4,9 +4,12 @@
 //! is on by default) match the reference evaluator's (rtol and atol 1e-4; 4e-3 for f16
 //! results and results an f16 value flows into, [`f16_reaches`]); an element that misses
 //! may instead match the evaluator's value with every order-dependent sum ([`sums`]) and
-//! every function the kernels approximate ([`functions`]) at either end of its error bound.
+//! every function the kernels approximate ([`functions`]) at either end of its error bound,
+//! or with every product added to a value rounded once, as a fused multiply-add
+//! ([`contractions`]).
 //! Shared by `tests/differential.rs` and the `fuzz/` differential target.
 
+mod contractions;
 mod functions;
 mod sums;
 
@@ -145,26 +148,36 @@ fn generated(seed: u64, options: &generate::Options) -> Result<xla_ir::Module, S
     Ok(module)
 }
 
-/// The evaluator's results (per device) with every order-dependent sum and approximated
-/// function at its lower, then its upper end ([`sums::perturbed`]): computed once a check
-/// needs them.
+/// The evaluator's results (per device) for the module's other admissible roundings: every
+/// order-dependent sum and approximated function at its lower, then its upper end
+/// ([`sums::perturbed`]), then every product added to a value fused
+/// ([`contractions::contracted`]); computed once a check needs them.
 #[derive(Default)]
 struct Ends(Option<Vec<Vec<Vec<ArrayLiteral>>>>);
 
+/// What each of [`Ends`]' results is, for messages.
+const ENDS: [&str; 3] = [
+    "every order-dependent sum and approximated function at the lower end of its error bound",
+    "every order-dependent sum and approximated function at the upper end of its error bound",
+    "every product added to a value rounded once (a fused multiply-add)",
+];
+
 impl Ends {
-    /// The two ends' results, `evaluate` giving each device's outputs for a module.
+    /// The results of [`ENDS`] in order, `evaluate` giving each device's outputs for a module.
     fn of<E: std::fmt::Display>(
         &mut self,
         module: &Module,
         evaluate: impl Fn(&Module) -> Result<Vec<Vec<ArrayLiteral>>, E>,
     ) -> Result<&[Vec<Vec<ArrayLiteral>>], String> {
         if self.0.is_none() {
+            let modules = [
+                sums::perturbed(module, sums::End::Lower)?,
+                sums::perturbed(module, sums::End::Upper)?,
+                contractions::contracted(module)?,
+            ];
             let mut ends = Vec::new();
-            for end in [sums::End::Lower, sums::End::Upper] {
-                let moved = sums::perturbed(module, end)?;
-                ends.push(evaluate(&moved).map_err(|e| {
-                    format!("evaluator, sums and functions at their {end:?} end: {e}")
-                })?);
+            for (moved, what) in modules.iter().zip(ENDS) {
+                ends.push(evaluate(moved).map_err(|e| format!("evaluator, {what}: {e}"))?);
             }
             self.0 = Some(ends);
         }
@@ -176,9 +189,8 @@ impl Ends {
 /// f16 result or one f16 arithmetic reaches (`halves[k]`, see [`f16_reaches`]): the device
 /// computes f16 chains in f32, as XLA's CPU does, and divides by an f16 constant as XLA's
 /// simplifier does, by its reciprocal rounded to f16); `what` names the run. An element that
-/// misses is also held against `ends()`, the evaluator's outputs with every
-/// order-dependent sum and approximated function at either end of its error bound, and
-/// passes if it matches one.
+/// misses is also held against `ends()`, the evaluator's outputs under [`ENDS`]' other
+/// admissible roundings, and passes if it matches one.
 fn compare(
     what: &str,
     got: &[ArrayLiteral],
@@ -202,23 +214,24 @@ fn compare(
             moved = Some(ends()?);
         }
         let ends = moved.as_deref().expect("just filled");
-        // Elements that miss at both ends too (each list is in element order).
-        let at_end = |end: &[ArrayLiteral]| {
-            differing_elements(got, &end[k], &spec).map_err(|e| format!("{what}, output {k}: {e}"))
-        };
-        let (low, high) = (at_end(&ends[0])?, at_end(&ends[1])?);
-        let matches_an_end =
-            |i: usize| low.binary_search(&i).is_err() || high.binary_search(&i).is_err();
+        // Elements that miss every end too (each list is in element order).
+        let misses = (ends.iter())
+            .map(|end| {
+                differing_elements(got, &end[k], &spec)
+                    .map_err(|e| format!("{what}, output {k}: {e}"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let matches_an_end = |i: usize| misses.iter().any(|m| m.binary_search(&i).is_err());
         if let Some(&i) = differing.iter().find(|&&i| !matches_an_end(i)) {
             let text = |a: &ArrayLiteral| a.data.element_text(i);
+            let alternatives: Vec<String> = (ends.iter().zip(ENDS))
+                .map(|(end, what)| format!("{} with {what}", text(&end[k])))
+                .collect();
             return Err(format!(
-                "{what}, output {k}: element {i} is {}, expected {} ({spec}; {} and {} with \
-                 every order-dependent sum and approximated function at the lower and upper \
-                 end of its error bound)",
+                "{what}, output {k}: element {i} is {}, expected {} ({spec}; {})",
                 text(got),
                 text(want),
-                text(&ends[0][k]),
-                text(&ends[1][k]),
+                alternatives.join("; ")
             ));
         }
     }
@@ -360,6 +373,7 @@ ENTRY main {
             floors,
             [
                 &ArrayLiteral::scalar_f32(-1.0),
+                &ArrayLiteral::scalar_f32(0.0),
                 &ArrayLiteral::scalar_f32(0.0)
             ]
         );

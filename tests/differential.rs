@@ -79,6 +79,22 @@ fn generated_replicated_modules_match_the_evaluator_on_the_ipu_model() {
     );
 }
 
+/// Seeds the campaign found failing where the compiler was right and the check too strict,
+/// each checked as the campaign checked it (size 24).
+#[test]
+fn campaign_seeds_the_check_once_refused_pass() {
+    let at_24 = |replicas: usize| generate::Options {
+        instructions: 24,
+        f16: true,
+        replicas,
+        ..Default::default()
+    };
+    // Replicated seed 919663 (4 devices): `tanh(x · x + x)` at x = -0.9998 cancels, and the
+    // JIT's fused multiply-add differs from the evaluator's twice-rounded sum by 0.16 % at
+    // an output after two more cancellations (`differential::contractions`).
+    ipuxla::differential::check_replicated(919663, &at_24(4)).unwrap();
+}
+
 #[test]
 #[ignore = "prints a generated module: IPUXLA_FUZZ_FIRST=SEED cargo test --test differential -- --ignored --nocapture"]
 fn print_a_generated_module() {
