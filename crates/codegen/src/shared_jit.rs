@@ -32,7 +32,11 @@ pub(crate) struct SharedJit {
 
 struct Inner {
     compiler: Compiler,
-    compiled: HashMap<(KernelSpec, FloatMode), Entry>,
+    /// Kernels compiled by spec, per floating-point mode (looked up by reference).
+    compiled: HashMap<FloatMode, HashMap<KernelSpec, Entry>>,
+    /// Code compiled here in all: the kernels above and code not cached by spec
+    /// ([`SharedJit::with_compiler`]).
+    code: usize,
 }
 
 impl SharedJit {
@@ -45,7 +49,7 @@ impl SharedJit {
         if let Some(shared) = current.as_ref()
             && shared
                 .lock()
-                .is_ok_and(|inner| inner.compiled.len() < KERNELS_PER_SHARED_MODULE)
+                .is_ok_and(|inner| inner.code < KERNELS_PER_SHARED_MODULE)
         {
             return Ok(Arc::clone(shared));
         }
@@ -53,6 +57,7 @@ impl SharedJit {
             inner: Mutex::new(Inner {
                 compiler: Compiler::new()?,
                 compiled: HashMap::new(),
+                code: 0,
             }),
         });
         *current = Some(Arc::clone(&fresh));
@@ -62,21 +67,24 @@ impl SharedJit {
     /// `spec` compiled under `mode`: the entry compiled before, or compiled now.
     pub(crate) fn entry(&self, spec: &KernelSpec, mode: FloatMode) -> Result<Entry, CodegenError> {
         let mut inner = self.lock()?;
-        let key = (spec.clone(), mode);
-        if let Some(entry) = inner.compiled.get(&key) {
+        if let Some(entry) = inner.compiled.get(&mode).and_then(|specs| specs.get(spec)) {
             return Ok(entry.clone());
         }
         let entry = compile_entry(&mut inner.compiler, spec, mode)?;
-        inner.compiled.insert(key, entry.clone());
+        inner.code += 1;
+        (inner.compiled.entry(mode).or_default()).insert(spec.clone(), entry.clone());
         Ok(entry)
     }
 
-    /// Runs `f` with the module's compiler (code that is not cached by spec).
+    /// Runs `f` with the module's compiler (code that is not cached by spec), counting
+    /// what it compiles as one kernel towards [`KERNELS_PER_SHARED_MODULE`].
     pub(crate) fn with_compiler<R>(
         &self,
         f: impl FnOnce(&mut Compiler) -> R,
     ) -> Result<R, CodegenError> {
-        Ok(f(&mut self.lock()?.compiler))
+        let mut inner = self.lock()?;
+        inner.code += 1;
+        Ok(f(&mut inner.compiler))
     }
 
     fn lock(&self) -> Result<MutexGuard<'_, Inner>, CodegenError> {
