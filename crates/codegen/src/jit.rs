@@ -766,7 +766,7 @@ impl KernelTable {
 /// [`KernelCache::shared`]).
 pub struct KernelCache {
     jit: Jit,
-    index: HashMap<(KernelSpec, FloatMode), KernelId>,
+    index: HashMap<FloatMode, HashMap<KernelSpec, KernelId>>,
     table: KernelTable,
 }
 
@@ -817,8 +817,8 @@ impl KernelCache {
         spec: &KernelSpec,
         mode: FloatMode,
     ) -> Result<KernelId, CodegenError> {
-        let key = (spec.clone(), mode);
-        if let Some(id) = self.index.get(&key) {
+        // Looked up by reference: a spec is cloned only when it is new here.
+        if let Some(id) = self.index.get(&mode).and_then(|specs| specs.get(spec)) {
             return Ok(*id);
         }
         let entry = match &mut self.jit {
@@ -827,7 +827,7 @@ impl KernelCache {
         };
         let id = KernelId(self.table.entries.len() as u32);
         self.table.entries.push(entry);
-        self.index.insert(key, id);
+        (self.index.entry(mode).or_default()).insert(spec.clone(), id);
         Ok(id)
     }
 
@@ -986,7 +986,7 @@ impl CompiledKernel<'_> {
         };
         if !has_f16 {
             // On the stack: this runs once per vertex, hundreds of thousands of times a run.
-            let ins: SmallVec<[*const u8; 8]> = inputs.iter().map(|b| b.as_ptr()).collect();
+            let ins: SmallVec<[*const u8; 16]> = inputs.iter().map(|b| b.as_ptr()).collect();
             let mut outs: SmallVec<[*mut u8; 4]> =
                 outputs.iter_mut().map(|b| b.as_mut_ptr()).collect();
             if self.status {
@@ -1015,7 +1015,7 @@ impl CompiledKernel<'_> {
             let mut start = 0;
             while start < n {
                 let len = CHUNK.min(n - start);
-                let mut ins: SmallVec<[*const u8; 8]> = SmallVec::new();
+                let mut ins: SmallVec<[*const u8; 16]> = SmallVec::new();
                 let mut j = 0;
                 for ((t, buf), &f16) in k.inputs.iter().zip(inputs).zip(&in_f16) {
                     if f16 == 1 {

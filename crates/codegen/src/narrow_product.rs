@@ -35,57 +35,78 @@ pub(crate) fn narrow_product(
     if !(1..=MAX_COLUMNS).contains(&n) || contiguous_column || a.cs != 1 || k == 0 {
         return false;
     }
-    let mut columns = vec![0f32; n * k];
+    // The gathered columns go in a per-thread buffer, reused from one call to the next:
+    // a run makes thousands of these products.
+    let mut columns = COLUMNS.take();
+    columns.clear();
+    columns.resize(n * k, 0.0);
     for (j, column) in columns.chunks_exact_mut(k).enumerate() {
         let first = b.at as isize + j as isize * b.cs;
         for (d, x) in column.iter_mut().enumerate() {
             *x = b.data[(first + d as isize * b.rs) as usize];
         }
     }
-    let rows = (0..m).map(|r| {
+    let row = |r: usize| {
         let start = (a.at as isize + r as isize * a.rs) as usize;
         &a.data[start..start + k]
-    });
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-        let rows: Vec<&[f32]> = rows.collect();
-        let out = &mut c[..m * n];
-        match n {
-            1 => blocked::<4, 1>(&rows, &columns, out),
-            2 => blocked::<4, 2>(&rows, &columns, out),
-            3 => blocked::<3, 3>(&rows, &columns, out),
-            4 => blocked::<2, 4>(&rows, &columns, out),
-            5 => blocked::<2, 5>(&rows, &columns, out),
-            6 => blocked::<2, 6>(&rows, &columns, out),
-            7 => blocked::<1, 7>(&rows, &columns, out),
-            _ => blocked::<1, 8>(&rows, &columns, out),
-        }
-        return true;
-    }
-    let out = c[..m * n].chunks_exact_mut(n);
-    for (row, out) in rows.zip(out) {
-        dots(row, &columns, out);
-    }
+    };
+    let out = &mut c[..m * n];
+    product(m, n, row, &columns, out);
+    COLUMNS.set(columns);
     true
 }
 
-/// [`dots_fma`] over `rows` `R` at a time, then one at a time; `out` holds `rows.len() × N`.
-#[cfg(target_arch = "x86_64")]
-fn blocked<const R: usize, const N: usize>(rows: &[&[f32]], columns: &[f32], out: &mut [f32]) {
-    let whole = rows.len() / R * R;
-    for (block, out) in rows[..whole]
-        .chunks_exact(R)
-        .zip(out.chunks_exact_mut(R * N))
-    {
-        // SAFETY: the caller detected AVX2 and FMA.
-        unsafe { dots_fma::<R, N>(block, columns, out) };
+thread_local! {
+    /// [`narrow_product`]'s gathered columns.
+    static COLUMNS: std::cell::Cell<Vec<f32>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// `out` (m × n, row-major) = the `m` rows `row(r)` against the `n` columns stored one
+/// after another.
+fn product<'a>(
+    m: usize,
+    n: usize,
+    row: impl Fn(usize) -> &'a [f32],
+    columns: &[f32],
+    out: &mut [f32],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        match n {
+            1 => blocked::<4, 1>(m, row, columns, out),
+            2 => blocked::<4, 2>(m, row, columns, out),
+            3 => blocked::<3, 3>(m, row, columns, out),
+            4 => blocked::<2, 4>(m, row, columns, out),
+            5 => blocked::<2, 5>(m, row, columns, out),
+            6 => blocked::<2, 6>(m, row, columns, out),
+            7 => blocked::<1, 7>(m, row, columns, out),
+            _ => blocked::<1, 8>(m, row, columns, out),
+        }
+        return;
     }
-    for (row, out) in rows[whole..]
-        .chunks_exact(1)
-        .zip(out[whole * N..].chunks_exact_mut(N))
-    {
+    for (r, out) in out.chunks_exact_mut(n).enumerate() {
+        dots(row(r), columns, out);
+    }
+}
+
+/// [`dots_fma`] over the `m` rows `row(r)`, `R` at a time, then one at a time; `out` holds
+/// `m × N`.
+#[cfg(target_arch = "x86_64")]
+fn blocked<'a, const R: usize, const N: usize>(
+    m: usize,
+    row: impl Fn(usize) -> &'a [f32],
+    columns: &[f32],
+    out: &mut [f32],
+) {
+    let whole = m / R * R;
+    for (first, out) in (0..whole).step_by(R).zip(out.chunks_exact_mut(R * N)) {
+        let block: [&[f32]; R] = std::array::from_fn(|i| row(first + i));
+        // SAFETY: the caller detected AVX2 and FMA.
+        unsafe { dots_fma::<R, N>(&block, columns, out) };
+    }
+    for (r, out) in (whole..m).zip(out[whole * N..].chunks_exact_mut(N)) {
         // SAFETY: as above.
-        unsafe { dots_fma::<1, N>(row, columns, out) };
+        unsafe { dots_fma::<1, N>(&[row(r)], columns, out) };
     }
 }
 

@@ -130,6 +130,12 @@ fn offsets(shape: &[usize], dims: &[usize]) -> Vec<usize> {
         .collect()
 }
 
+/// The `len` offsets from `first` of `offsets`, for `(first, len)`: a block's share of one
+/// dimension.
+fn span(offsets: &[usize], (first, len): (usize, usize)) -> &[usize] {
+    &offsets[first..first + len]
+}
+
 /// Offsets as one strided run when they step evenly (an operand row or column): the step.
 fn even_step(offsets: &[usize]) -> Option<isize> {
     let [first, second, ..] = offsets else {
@@ -345,11 +351,10 @@ impl Lowerer<'_> {
         for blk in &blocks {
             starts.push((a_at, b_at, c_at));
             let (a0, b0, c0) = (a_at, b_at, c_at);
-            let part = |v: &[usize], r: (usize, usize)| v[r.0..r.0 + r.1].to_vec();
-            let (ms, ks, ns) = (part(&l_m, blk.m), part(&l_k, blk.k), part(&r_n, blk.n));
-            let rks = part(&r_k, blk.k);
-            let (row, col) = ((&ks[..], even_step(&ks)), (&ns[..], even_step(&ns)));
-            let (a_rows, b_rows) = ((&ms[..], even_step(&ms)), (&rks[..], even_step(&rks)));
+            let (ms, ks, ns) = (span(&l_m, blk.m), span(&l_k, blk.k), span(&r_n, blk.n));
+            let rks = span(&r_k, blk.k);
+            let (row, col) = ((ks, even_step(ks)), (ns, even_step(ns)));
+            let (a_rows, b_rows) = ((ms, even_step(ms)), (rks, even_step(rks)));
             for bi in blk.b.0..blk.b.0 + blk.b.1 {
                 a_at = push_offset_rows(&mut a_runs, l_b[bi], a_rows, row, a_at);
                 b_at = push_offset_rows(&mut b_runs, r_b[bi], b_rows, col, b_at);

@@ -300,7 +300,7 @@ impl LoadedVertex {
         // SAFETY: every range lies within `mem` (asserted above) and no output range
         // overlaps an input or another output (`overlaps` is false), so the shared and
         // mutable slices below never alias; `mem` stays borrowed mutably for their lifetime.
-        let mut ins: SmallVec<[&[u8]; 4]> = self
+        let mut ins: SmallVec<[&[u8]; 16]> = self
             .inputs
             .iter()
             .map(|&r| unsafe { std::slice::from_raw_parts(base.add(r.0 as usize), range(r).len()) })
@@ -308,7 +308,7 @@ impl LoadedVertex {
         for s in self.scratch() {
             ins[s.input] = &results(s.cs)[s.bytes.0..s.bytes.1];
         }
-        let mut same: SmallVec<[Option<SameBytes>; 4]> = SmallVec::new();
+        let mut same: SmallVec<[Option<SameBytes>; 16]> = SmallVec::new();
         for w in self.windowed() {
             let bytes = w.bytes(windows);
             ins[w.input] = bytes;
