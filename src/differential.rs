@@ -11,6 +11,7 @@
 
 mod contractions;
 mod functions;
+pub mod shrink;
 mod sums;
 
 use crate::corpus::differing_elements;
@@ -33,16 +34,30 @@ pub const VARIANTS: [&str; 5] = [
 pub fn check(seed: u64, options: &generate::Options) -> Result<(), String> {
     let module = generated(seed, options)?;
     let inputs = generate::inputs(&module, seed);
+    check_module(&module, &inputs, variant_of(seed))
+}
+
+/// The [`VARIANTS`] entry seed `seed` compiles with.
+pub fn variant_of(seed: u64) -> &'static str {
+    VARIANTS[(seed % VARIANTS.len() as u64) as usize]
+}
+
+/// Checks `module` on `inputs` as [`check`] checks a generated one, the fourth compile
+/// with `variant` (one of [`VARIANTS`]).
+pub fn check_module(
+    module: &Module,
+    inputs: &[xla_ir::Literal],
+    variant: &str,
+) -> Result<(), String> {
     let want: Vec<ArrayLiteral> = crate::device_loop::leaves(
-        xla_ir::eval::evaluate(&module, &inputs).map_err(|e| format!("evaluator: {e}"))?,
+        xla_ir::eval::evaluate(module, inputs).map_err(|e| format!("evaluator: {e}"))?,
     );
-    let halves = f16_reaches(&module);
-    let evaluate = |m: &Module| xla_ir::eval::evaluate(m, &inputs).map(crate::device_loop::leaves);
+    let halves = f16_reaches(module);
+    let evaluate = |m: &Module| xla_ir::eval::evaluate(m, inputs).map(crate::device_loop::leaves);
     let mut ends = Ends::default();
-    // The full IPU, 4 tiles, 4 tiles recomputing and 4 tiles with the seed's variant
-    // (outlining is on by default).
-    let variant = VARIANTS[(seed % VARIANTS.len() as u64) as usize];
-    // The four compiles schedule alike computations alike: each is scheduled once.
+    // The full IPU, 4 tiles, 4 tiles recomputing and 4 tiles with `variant` (outlining is
+    // on by default). The four compiles schedule alike computations alike: each is
+    // scheduled once.
     compiler::schedule::remembering(|| {
         for (tiles, recompute, varied) in [
             (0, false, false),
@@ -68,10 +83,10 @@ pub fn check(seed: u64, options: &generate::Options) -> Result<(), String> {
                     String::new()
                 }
             );
-            let run = crate::device::run_on_ipu_model(&module, &config, &inputs)
+            let run = crate::device::run_on_ipu_model(module, &config, inputs)
                 .map_err(|e| format!("{what}: {e:#}"))?;
             compare(&what, &run.outputs, &want, &halves, || {
-                ends.of(&module, |m| evaluate(m).map(|o| vec![o]))
+                ends.of(module, |m| evaluate(m).map(|o| vec![o]))
                     .map(|e| e.iter().map(|end| end[0].clone()).collect())
             })?;
         }
@@ -85,12 +100,21 @@ pub fn check(seed: u64, options: &generate::Options) -> Result<(), String> {
 pub fn check_replicated(seed: u64, options: &generate::Options) -> Result<(), String> {
     let module = generated(seed, options)?;
     let inputs = generate::device_inputs(&module, seed, options.replicas);
-    let want: Vec<Vec<ArrayLiteral>> = xla_ir::eval::evaluate_replicated(&module, &inputs)
+    check_replicated_module(&module, &inputs)
+}
+
+/// Checks `module` on as many devices as `inputs` has lists (each device's arguments) as
+/// [`check_replicated`] checks a generated one.
+pub fn check_replicated_module(
+    module: &Module,
+    inputs: &[Vec<xla_ir::Literal>],
+) -> Result<(), String> {
+    let want: Vec<Vec<ArrayLiteral>> = xla_ir::eval::evaluate_replicated(module, inputs)
         .map_err(|e| format!("evaluator: {e}"))?
         .into_iter()
         .map(crate::device_loop::leaves)
         .collect();
-    let halves = f16_reaches(&module);
+    let halves = f16_reaches(module);
     let mut ends = Ends::default();
     // Both compiles schedule alike computations alike: each is scheduled once.
     compiler::schedule::remembering(|| {
@@ -98,10 +122,10 @@ pub fn check_replicated(seed: u64, options: &generate::Options) -> Result<(), St
             let mut config = compiler::IpuConfig::default();
             config.ipu_model.tiles_per_ipu = tiles;
             let run = crate::replicas::run_replicated_on_ipu_model(
-                &module,
+                module,
                 &config,
                 &compiler::PassOptions::default(),
-                &inputs,
+                inputs,
             )
             .map_err(|e| format!("IPU Model ({tiles} tiles per device): {e:#}"))?;
             if run.outputs.len() != want.len() {
@@ -119,14 +143,14 @@ pub fn check_replicated(seed: u64, options: &generate::Options) -> Result<(), St
                     &halves,
                     || {
                         let on_devices = |m: &Module| {
-                            xla_ir::eval::evaluate_replicated(m, &inputs).map(|devices| {
+                            xla_ir::eval::evaluate_replicated(m, inputs).map(|devices| {
                                 devices
                                     .into_iter()
                                     .map(crate::device_loop::leaves)
                                     .collect()
                             })
                         };
-                        ends.of(&module, on_devices)
+                        ends.of(module, on_devices)
                             .map(|e| e.iter().map(|end| end[d].clone()).collect())
                     },
                 )?;

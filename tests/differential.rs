@@ -2,8 +2,12 @@
 //! back to itself, and its outputs on the IPU Model (a full ipu2 and 4 tiles) match the
 //! reference evaluator's. `IPUXLA_FUZZ_CASES` sets how many seeds (default 48; the long
 //! campaign: `IPUXLA_FUZZ_CASES=100000 IPUXLA_FUZZ_FIRST=N IPUXLA_FUZZ_SIZE=24 cargo test
-//! --release --test differential`). A failure prints its seed and module.
+//! --release --test differential`). A failure prints its seed and module, and the module
+//! shrunk (`ipuxla::differential::shrink`), also written to
+//! `target/tmp/fuzz-failures/seed-S-D-devices.hlo`: a fixture for
+//! `fixtures/fuzz-regressions/differential/`.
 
+use ipuxla::differential::{self, shrink};
 use xla_ir::generate;
 
 fn env(name: &str, default: u64) -> u64 {
@@ -25,22 +29,22 @@ fn options() -> generate::Options {
 }
 
 /// Checks `cases` seeds from `first` with `check`, each under `options_of(seed)`; fails
-/// listing every seed that did not pass, with its devices, what differed and its module.
-fn check_seeds(
-    first: u64,
-    cases: u64,
-    options_of: impl Fn(u64) -> generate::Options,
-    check: fn(u64, &generate::Options) -> Result<(), String>,
-) {
+/// listing every seed that did not pass, with its devices, what differed and its module,
+/// shrunk ([`differential::shrink`]) and written under `CARGO_TARGET_TMPDIR`'s
+/// `fuzz-failures/` for a regression fixture.
+fn check_seeds(first: u64, cases: u64, options_of: impl Fn(u64) -> generate::Options) {
     let mut failures = Vec::new();
     for seed in first..first + cases {
         let options = options_of(seed);
-        if let Err(e) = check(seed, &options) {
-            let module = generate::module(seed, &options)
-                .map(|m| m.to_string())
-                .unwrap_or_default();
+        let outcome = match options.replicas {
+            1 => differential::check(seed, &options),
+            _ => differential::check_replicated(seed, &options),
+        };
+        if let Err(e) = outcome {
+            let module = generate::module(seed, &options).expect("it was checked");
+            let shrunk = shrunk(seed, &options, &module);
             failures.push(format!(
-                "seed {seed} ({} devices): {e}\n{module}",
+                "seed {seed} ({} devices): {e}\n{module}\n{shrunk}",
                 options.replicas
             ));
         }
@@ -53,11 +57,40 @@ fn check_seeds(
     );
 }
 
+/// Shrinks the failing `module` of `seed` and writes it for a fixture; says where.
+fn shrunk(seed: u64, options: &generate::Options, module: &xla_ir::Module) -> String {
+    let devices = options.replicas;
+    let case = shrink::Case {
+        module: module.clone(),
+        inputs: match devices {
+            1 => vec![generate::inputs(module, seed)],
+            _ => generate::device_inputs(module, seed, devices),
+        },
+    };
+    let variant = differential::variant_of(seed);
+    let check = |c: &shrink::Case| match devices {
+        1 => differential::check_module(&c.module, &c.inputs[0], variant),
+        _ => differential::check_replicated_module(&c.module, &c.inputs),
+    };
+    let small = shrink::shrink(&case, &check);
+    let about = match devices {
+        1 => format!("seed {seed} of the differential campaign, shrunk (variant {variant})"),
+        _ => format!("replicated seed {seed} of the differential campaign, shrunk"),
+    };
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("fuzz-failures");
+    let path = dir.join(format!("seed-{seed}-{devices}-devices.hlo"));
+    let text = shrink::fixture_text(&small, seed, &about);
+    match std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, &text)) {
+        Ok(()) => format!("shrunk, written to {}:\n{text}", path.display()),
+        Err(e) => format!("shrunk (not written to {}: {e}):\n{text}", path.display()),
+    }
+}
+
 #[test]
 fn generated_modules_match_the_evaluator_on_the_ipu_model() {
     let first = env("IPUXLA_FUZZ_FIRST", 0);
     let cases = env("IPUXLA_FUZZ_CASES", 48);
-    check_seeds(first, cases, |_| options(), ipuxla::differential::check);
+    check_seeds(first, cases, |_| options());
 }
 
 /// Modules on several devices with collectives among them: `IPUXLA_FUZZ_REPLICATED` seeds
@@ -71,12 +104,7 @@ fn generated_replicated_modules_match_the_evaluator_on_the_ipu_model() {
         replicas: if seed.is_multiple_of(2) { 2 } else { 4 },
         ..options()
     };
-    check_seeds(
-        first,
-        cases,
-        on_devices,
-        ipuxla::differential::check_replicated,
-    );
+    check_seeds(first, cases, on_devices);
 }
 
 /// Seeds the campaign found failing where the compiler was right and the check too strict,
@@ -92,7 +120,7 @@ fn campaign_seeds_the_check_once_refused_pass() {
     // Replicated seed 919663 (4 devices): `tanh(x · x + x)` at x = -0.9998 cancels, and the
     // JIT's fused multiply-add differs from the evaluator's twice-rounded sum by 0.16 % at
     // an output after two more cancellations (`differential::contractions`).
-    ipuxla::differential::check_replicated(919663, &at_24(4)).unwrap();
+    differential::check_replicated(919663, &at_24(4)).unwrap();
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! Every module under `fixtures/fuzz-regressions/` (bugs the differential campaign found,
 //! reduced, inputs as constants) gives the reference evaluator's results bit for bit on the
-//! IPU Model, on a full ipu2 and on 4 tiles.
+//! IPU Model, on a full ipu2 and on 4 tiles; every one under its `differential/` (failures
+//! shrunk by `differential::shrink`) passes the differential check; every text under its
+//! `parser/` is refused as it should be.
 
 mod common;
 
@@ -54,5 +56,39 @@ fn parser_fuzz_regressions_are_refused_with_their_errors() {
             Ok(m) => xla_ir::verify(&m).expect_err(&file).to_string(),
         };
         assert!(err.contains(want.trim()), "{file}: {err}");
+    }
+}
+
+/// Every module under `fixtures/fuzz-regressions/differential/` (failures of the
+/// differential check, shrunk by `ipuxla::differential::shrink`; the first line names the
+/// seed whose generated inputs it takes, and its devices) passes the check: on one device
+/// with each of the check's variants, on several as the replicated check runs it.
+#[test]
+fn shrunk_differential_failures_pass_the_check() {
+    use ipuxla::differential;
+    use xla_ir::generate;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/fuzz-regressions/differential");
+    let files: Vec<String> = common::file_names(&dir)
+        .into_iter()
+        .filter(|f| f.ends_with(".hlo"))
+        .collect();
+    assert!(!files.is_empty());
+    for file in files {
+        let text = std::fs::read_to_string(dir.join(&file)).unwrap();
+        let (seed, devices) = differential::shrink::fixture_origin(&text)
+            .unwrap_or_else(|| panic!("{file}: no `/* fuzz seed=S devices=D: ... */` line"));
+        let module = xla_ir::parse_module(&text).unwrap();
+        if devices == 1 {
+            let inputs = generate::inputs(&module, seed);
+            for variant in differential::VARIANTS {
+                differential::check_module(&module, &inputs, variant)
+                    .unwrap_or_else(|e| panic!("{file} ({variant}): {e}"));
+            }
+        } else {
+            let inputs = generate::device_inputs(&module, seed, devices);
+            differential::check_replicated_module(&module, &inputs)
+                .unwrap_or_else(|e| panic!("{file}: {e}"));
+        }
     }
 }
