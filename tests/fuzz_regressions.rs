@@ -6,16 +6,26 @@
 
 mod common;
 
+/// The `.hlo` files under `fixtures/fuzz-regressions/` + `sub`, each with its text (at
+/// least one).
+fn hlo_files(sub: &str) -> (std::path::PathBuf, Vec<(String, String)>) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/fuzz-regressions")
+        .join(sub);
+    let files: Vec<(String, String)> = (common::file_names(&dir).into_iter())
+        .filter(|f| f.ends_with(".hlo"))
+        .map(|f| {
+            let text = std::fs::read_to_string(dir.join(&f)).unwrap();
+            (f, text)
+        })
+        .collect();
+    assert!(!files.is_empty(), "no .hlo files in {}", dir.display());
+    (dir, files)
+}
+
 #[test]
 fn fuzz_regressions_match_the_evaluator_bit_for_bit() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/fuzz-regressions");
-    let files: Vec<String> = common::file_names(&dir)
-        .into_iter()
-        .filter(|f| f.ends_with(".hlo"))
-        .collect();
-    assert!(!files.is_empty());
-    for file in files {
-        let text = std::fs::read_to_string(dir.join(&file)).unwrap();
+    for (file, text) in hlo_files("").1 {
         let module = xla_ir::parse_module(&text).unwrap();
         let want = common::leaves(xla_ir::eval::evaluate(&module, &[]).unwrap());
         for tiles in [0, 4] {
@@ -41,15 +51,8 @@ fn fuzz_regressions_match_the_evaluator_bit_for_bit() {
 /// panic the parser or verifier) is refused with the words of its `.error` file.
 #[test]
 fn parser_fuzz_regressions_are_refused_with_their_errors() {
-    let dir =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/fuzz-regressions/parser");
-    let files: Vec<String> = common::file_names(&dir)
-        .into_iter()
-        .filter(|f| f.ends_with(".hlo"))
-        .collect();
-    assert!(!files.is_empty());
-    for file in files {
-        let text = std::fs::read_to_string(dir.join(&file)).unwrap();
+    let (dir, files) = hlo_files("parser");
+    for (file, text) in files {
         let want = std::fs::read_to_string(dir.join(file.replace(".hlo", ".error"))).unwrap();
         let err = match xla_ir::parse_module(&text) {
             Err(e) => e.to_string(),
@@ -67,15 +70,7 @@ fn parser_fuzz_regressions_are_refused_with_their_errors() {
 fn shrunk_differential_failures_pass_the_check() {
     use ipuxla::differential;
     use xla_ir::generate;
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/fuzz-regressions/differential");
-    let files: Vec<String> = common::file_names(&dir)
-        .into_iter()
-        .filter(|f| f.ends_with(".hlo"))
-        .collect();
-    assert!(!files.is_empty());
-    for file in files {
-        let text = std::fs::read_to_string(dir.join(&file)).unwrap();
+    for (file, text) in hlo_files("differential").1 {
         let (seed, devices) = differential::shrink::fixture_origin(&text)
             .unwrap_or_else(|| panic!("{file}: no `/* fuzz seed=S devices=D: ... */` line"));
         let module = xla_ir::parse_module(&text).unwrap();
