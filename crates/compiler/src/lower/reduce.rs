@@ -107,25 +107,53 @@ struct Item {
     out: usize,
 }
 
+/// A stage vertex as planned: costed, and made into a [`Vertex`] only when its stage is
+/// chosen (the transformer's reductions plan 180 000 of them, for two candidate stages).
+#[derive(Clone, Copy)]
+struct Planned {
+    /// `ipu * tiles_per_ipu + tile`.
+    tile: usize,
+    /// Whether it writes a piece of a stretch (the plain kernel) rather than a partial (the
+    /// kernel that may finish a row).
+    piece: bool,
+    input: Region,
+    output: Region,
+    run_length: usize,
+}
+
+impl Planned {
+    /// The vertex, with the kernels `(finishing, plain)`, on IPUs of `tpi` tiles.
+    fn made(&self, kernels: (&Arc<KernelSpec>, &Arc<KernelSpec>), tpi: usize) -> Vertex {
+        Vertex {
+            kernel: Arc::clone(if self.piece { kernels.1 } else { kernels.0 }),
+            ipu: self.tile / tpi,
+            tile: self.tile % tpi,
+            inputs: smallvec::smallvec![self.input],
+            outputs: smallvec::smallvec![self.output],
+            run_length: self.run_length,
+            grain: 0,
+        }
+    }
+}
+
 /// The vertices reducing `items` (consecutive in the input `tensors.0`) into the partials
-/// `tensors.1` (with `kernels.0`) or the pieces `tensors.2` (with `kernels.1`): consecutive items on one tile with one length and
-/// one destination form the runs of vertices spread over the tile's workers, a run each
-/// while workers remain (PopLibs' `distributeReductionsBetweenWorkers`,
+/// `tensors.1` or the pieces `tensors.2` (pieces take the plain kernel: only their
+/// combination finishes a row): consecutive items on one tile with one length and one
+/// destination form the runs of vertices spread over the tile's workers, a run each while
+/// workers remain (PopLibs' `distributeReductionsBetweenWorkers`,
 /// lib/popops/reduction/ReductionConnection.cpp).
 fn stage_vertices(
     items: &[Item],
     tensors: (TensorId, TensorId, Option<TensorId>),
-    kernels: (&Arc<KernelSpec>, &Arc<KernelSpec>),
     target: &Target,
-) -> Vec<Vertex> {
+) -> Vec<Planned> {
     let (input, partials, pieces) = tensors;
     let slot = |it: &Item| match it.piece {
         Some(p) => (pieces.expect("pieces have a tensor"), p),
         None => (partials, it.out),
     };
-    let tpi = target.tiles_per_ipu;
     // The runs `i..j` of items first, so the vertices (each run's items split among up to
-    // one vertex a worker context) are allocated once: the transformer's make 180 000.
+    // one vertex a worker context) are allocated once.
     let mut runs = Vec::new();
     let mut i = 0;
     while i < items.len() {
@@ -149,27 +177,20 @@ fn stage_vertices(
         let (dst, at) = slot(&items[i]);
         let len = items[i].len;
         for (a, c) in mapping::worker_split(j - i, target.worker_contexts, 1) {
-            vertices.push(Vertex {
-                // Pieces take the plain kernel: only their combination finishes a row.
-                kernel: Arc::clone(if dst == partials {
-                    kernels.0
-                } else {
-                    kernels.1
-                }),
-                ipu: items[i].tile / tpi,
-                tile: items[i].tile % tpi,
-                inputs: smallvec::smallvec![Region {
+            vertices.push(Planned {
+                tile: items[i].tile,
+                piece: dst != partials,
+                input: Region {
                     tensor: input,
                     start: elem + a * len,
                     len: c * len,
-                }],
-                outputs: smallvec::smallvec![Region {
+                },
+                output: Region {
                     tensor: dst,
                     start: at + a,
                     len: c,
-                }],
+                },
                 run_length: len,
-                grain: 0,
             });
         }
         elem += (j - i) * len;
@@ -177,15 +198,15 @@ fn stage_vertices(
     vertices
 }
 
-/// The cycles a compute set of these reduce vertices takes: its busiest tile's.
-fn compute_cycles(vertices: &[Vertex], target: &Target) -> u64 {
+/// The cycles a compute set of reduce vertices takes: its busiest tile's. `vertices` are
+/// `(tile, kernel, input elements, output elements)`.
+fn compute_cycles<'k>(
+    vertices: impl Iterator<Item = (usize, &'k KernelSpec, usize, usize)>,
+    target: &Target,
+) -> u64 {
     // Each tile's vertices in the order given (a stable sort by tile).
-    let mut costs: Vec<((usize, usize), VertexCost)> = vertices
-        .iter()
-        .map(|v| {
-            let cost = vertex_cost(&v.kernel, v.inputs[0].len, v.outputs[0].len, target);
-            ((v.ipu, v.tile), cost)
-        })
+    let mut costs: Vec<(usize, VertexCost)> = vertices
+        .map(|(tile, kernel, ins, outs)| (tile, vertex_cost(kernel, ins, outs, target)))
         .collect();
     // Stage vertices come in tile order: most need no sort.
     if !costs.is_sorted_by_key(|&(tile, _)| tile) {
@@ -200,6 +221,33 @@ fn compute_cycles(vertices: &[Vertex], target: &Target) -> u64 {
         })
         .max()
         .unwrap_or(0)
+}
+
+/// [`compute_cycles`] of planned stage vertices with the kernels `(finishing, plain)`.
+fn planned_cycles(
+    vertices: &[Planned],
+    kernels: (&KernelSpec, &KernelSpec),
+    target: &Target,
+) -> u64 {
+    let kernel = |v: &Planned| if v.piece { kernels.1 } else { kernels.0 };
+    compute_cycles(
+        vertices
+            .iter()
+            .map(|v| (v.tile, kernel(v), v.input.len, v.output.len)),
+        target,
+    )
+}
+
+/// [`compute_cycles`] of vertices made.
+fn vertex_cycles(vertices: &[Vertex], target: &Target) -> u64 {
+    let tpi = target.tiles_per_ipu;
+    compute_cycles(
+        vertices.iter().map(|v| {
+            let tile = v.ipu * tpi + v.tile;
+            (tile, &*v.kernel, v.inputs[0].len, v.outputs[0].len)
+        }),
+        target,
+    )
 }
 
 impl Lowerer<'_> {
@@ -406,7 +454,8 @@ impl Lowerer<'_> {
             })
             .collect();
         let into = |pieces| (t.tensor, partials.tensor, pieces);
-        let unsplit = stage_vertices(&whole, into(None), (&last, &plain), &self.target);
+        let kernels = (&last, &plain);
+        let unsplit = stage_vertices(&whole, into(None), &self.target);
         // Tiles with idle workers cut their stretches into pieces, combined on the tile in a
         // compute set of their own, when that is faster than leaving the workers idle.
         let pieces = pieces_for_workers(&segments, self.target.worker_contexts);
@@ -464,16 +513,20 @@ impl Lowerer<'_> {
         };
         // Costed before the pieces' tensor exists: only the regions' lengths count.
         let unmade = TensorId(u32::MAX);
+        let cycles = |v: &[Planned]| planned_cycles(v, (&**kernels.0, &**kernels.1), &self.target);
         let split = (!combines.is_empty())
-            .then(|| stage_vertices(&items, into(Some(unmade)), (&last, &plain), &self.target))
+            .then(|| stage_vertices(&items, into(Some(unmade)), &self.target))
             .filter(|split| {
-                compute_cycles(split, &self.target)
+                cycles(split)
                     + self.target.internal_sync_cycles
-                    + compute_cycles(&combine(unmade), &self.target)
-                    < compute_cycles(&unsplit, &self.target)
+                    + vertex_cycles(&combine(unmade), &self.target)
+                    < cycles(&unsplit)
             });
-        let (vertices, stage) = if let Some(mut split) = split {
+        let made =
+            |v: &[Planned]| -> Vec<Vertex> { v.iter().map(|v| v.made(kernels, tpi)).collect() };
+        let (vertices, stage) = if let Some(split) = split {
             let piece_arr = self.arr_mapped(&format!("{name}.pieces"), &pshape(first), piece_tiles);
+            let mut split = made(&split);
             for region in split.iter_mut().flat_map(|v| v.outputs.iter_mut()) {
                 if region.tensor == unmade {
                     region.tensor = piece_arr.tensor;
@@ -485,7 +538,7 @@ impl Lowerer<'_> {
             self.use_tensor(piece_arr.tensor);
             (combine(piece_arr.tensor), "pieces")
         } else {
-            (unsplit, "partials")
+            (made(&unsplit), "partials")
         };
         self.use_tensor(t.tensor);
         let cs = self.b.compute_set(&format!("{name}.{stage}"), vertices);

@@ -60,60 +60,107 @@ fn ordered(pieces: &[Piece], lifetimes: &[Lifetime], order: Order) -> Vec<u32> {
     keys.iter().map(|k| k.5).collect()
 }
 
-/// A placed piece: its bytes `[begin, end)` and its tensor's lifetime's ends at hand (the
-/// walk tests them for every block it passes).
-#[derive(Clone, Copy)]
-struct Block {
-    begin: u64,
-    end: u64,
-    first: u64,
-    until: u64,
-    tensor: u32,
+/// The placed pieces, ordered by where they begin, field by field: the walk first picks
+/// out, eight at a time and without a branch, the pieces live in the piece's steps (about
+/// one in four on the bench cases' tiles; a branch per piece mispredicted that often), and
+/// tests only those against the offset.
+#[derive(Default)]
+struct Placed {
+    begin: Vec<u64>,
+    end: Vec<u64>,
+    /// Each piece's tensor's first and last live steps.
+    first: Vec<u64>,
+    until: Vec<u64>,
+    tensor: Vec<u32>,
     /// Whether the tensor is live in several spans (else `first..=until` is its one span).
-    several: bool,
+    several: Vec<bool>,
+}
+
+impl Placed {
+    fn with_capacity(n: usize) -> Placed {
+        Placed {
+            begin: Vec::with_capacity(n),
+            end: Vec::with_capacity(n),
+            first: Vec::with_capacity(n),
+            until: Vec::with_capacity(n),
+            tensor: Vec::with_capacity(n),
+            several: Vec::with_capacity(n),
+        }
+    }
+
+    /// The lowest offset from which `bytes` meet no placed piece live in a step of `life`
+    /// (of `tensor`'s pieces, several when the tensor has several spans): each placed piece
+    /// that begins below the end of the bytes from the offset found so far and ends past
+    /// it, and is live with it, moves the offset to its end. The pieces are in the order
+    /// they begin, so the walk ends at the first live one at or past that end.
+    fn lowest_free(
+        &self,
+        bytes: u64,
+        life: &Lifetime,
+        several: bool,
+        lifetimes: &[Lifetime],
+    ) -> u64 {
+        const CHUNK: usize = 8;
+        let (from, to) = (life.first, life.until);
+        let mut at = 0;
+        for start in (0..self.begin.len()).step_by(CHUNK) {
+            if self.begin[start] >= at + bytes {
+                break;
+            }
+            let stop = (start + CHUNK).min(self.begin.len());
+            let mut live = 0u32;
+            for (j, (&first, &until)) in (self.first[start..stop].iter())
+                .zip(&self.until[start..stop])
+                .enumerate()
+            {
+                live |= u32::from((until >= from) & (first <= to)) << j;
+            }
+            while live != 0 {
+                let k = start + live.trailing_zeros() as usize;
+                live &= live - 1;
+                if self.begin[k] >= at + bytes {
+                    return at;
+                }
+                // Both of one span: their ends overlap, so they meet.
+                if self.end[k] > at
+                    && ((!several && !self.several[k])
+                        || lifetimes[self.tensor[k] as usize].meets(life))
+                {
+                    at = self.end[k];
+                }
+            }
+        }
+        at
+    }
+
+    /// Places a piece at `at`, among the others by where it begins.
+    fn insert(&mut self, at: u64, bytes: u64, life: &Lifetime, tensor: u32, several: bool) {
+        let k = self.begin.partition_point(|&b| b <= at);
+        self.begin.insert(k, at);
+        self.end.insert(k, at + bytes);
+        self.first.insert(k, life.first);
+        self.until.insert(k, life.until);
+        self.tensor.insert(k, tensor);
+        self.several.insert(k, several);
+    }
 }
 
 /// First fit in `order`: each piece at the lowest offset past every placed piece it meets
-/// that begins below the end of its bytes from there. The placed pieces are kept by
-/// `begin`, so the walk ends at the first one at or past that end, live or not. (In step
+/// that begins below the end of its bytes from there ([`Placed::lowest_free`]). (In step
 /// order pieces no later piece can meet could be forgotten; in size order none can, and a
 /// walk past them all is still cheaper than listing each piece's neighbours in time and
 /// sorting them, measured on the bench cases.)
 fn place(pieces: &[Piece], lifetimes: &[Lifetime], order: &[u32]) -> TilePlan {
     let mut offsets = vec![0u64; pieces.len()];
     let mut peak: Option<(u64, u32)> = None;
-    let mut blocks: Vec<Block> = Vec::with_capacity(pieces.len());
+    let mut placed = Placed::with_capacity(pieces.len());
     for &k in order {
         let p = pieces[k as usize];
         let life = &lifetimes[p.tensor as usize];
         let several = life.spans.len() > 1;
-        let mut at = 0;
-        for b in &blocks {
-            if b.begin >= at + p.bytes {
-                break;
-            }
-            // Both of one span: their ends overlap, so they meet.
-            if b.end > at
-                && b.until >= life.first
-                && life.until >= b.first
-                && ((!several && !b.several) || lifetimes[b.tensor as usize].meets(life))
-            {
-                at = b.end;
-            }
-        }
+        let at = placed.lowest_free(p.bytes, life, several, lifetimes);
         offsets[k as usize] = at;
-        let place = blocks.partition_point(|b| b.begin <= at);
-        blocks.insert(
-            place,
-            Block {
-                begin: at,
-                end: at + p.bytes,
-                first: life.first,
-                until: life.until,
-                tensor: p.tensor,
-                several,
-            },
-        );
+        placed.insert(at, p.bytes, life, p.tensor, several);
         if peak.is_none_or(|(end, _)| at + p.bytes > end) {
             peak = Some((at + p.bytes, p.tensor));
         }
