@@ -250,10 +250,11 @@ fn beam_search(
                 .expect("every prefix was judged, now or before");
             work += (level + 1) as u64 + judgement.pushes;
             let mut lowest = u64::MAX;
-            for (completion_peak, rest) in &judgement.completions {
-                let peak = e.peak.max(*completion_peak);
+            for (way, &completion_peak) in judgement.peaks.iter().enumerate() {
+                let peak = e.peak.max(completion_peak);
                 if peak < best.0 {
                     let prefix = nodes_of(&arena, first + k);
+                    let rest = completion(orders, st, way);
                     best = (peak, [&prefix[..], &rest[..]].concat());
                 }
                 lowest = lowest.min(peak);
@@ -275,11 +276,13 @@ fn beam_search(
     best
 }
 
-/// Where a scheduled set leads: its three completions (each with the most bytes live
-/// during its own steps, and its order) and the pushes judging it took after reaching the
-/// set. It depends on the set alone, not on the order that reached it.
+/// Where a scheduled set leads: the most bytes live during the steps of each of its three
+/// completions ([`completion`]), and the pushes judging it took after reaching the set. It
+/// depends on the set alone, not on the order that reached it, and so do the completions:
+/// one is made again only when it beats the incumbent (kept, the orders were most of the
+/// search's allocations).
 struct Judgement {
-    completions: [(u64, Vec<usize>); 3],
+    peaks: [u64; 3],
     pushes: u64,
 }
 
@@ -325,27 +328,41 @@ impl PostOrders {
     }
 }
 
-/// Completes the schedule `st` holds three ways (each counted on a copy of its tally):
-/// the two [`PostOrders`] and a list scheduler freeing the most bytes first.
+/// Judges the schedule `st` holds by completing it three ways ([`completion`]), each
+/// counted on a copy of its tally.
 fn judge(orders: &PostOrders, st: &State) -> Judgement {
-    let complete = |order: &[usize]| {
-        let rest: Vec<usize> = order
-            .iter()
-            .copied()
-            .filter(|&v| !st.scheduled[v])
-            .collect();
-        (st.tally().clone().peak_of(&rest), rest)
+    let unscheduled = |order: &[usize]| -> (u64, usize) {
+        let mut tally = st.tally().clone();
+        let (mut peak, mut pushes) = (0, 0);
+        for &v in order.iter().filter(|&&v| !st.scheduled[v]) {
+            peak = peak.max(tally.push(v).0);
+            pushes += 1;
+        }
+        (peak, pushes)
     };
-    let heaviest = complete(&orders.heaviest);
-    let largest_cone = complete(&orders.largest_cone);
+    let (heaviest, heaviest_pushes) = unscheduled(&orders.heaviest);
+    let (largest_cone, largest_cone_pushes) = unscheduled(&orders.largest_cone);
     // The list order's peak is known as it chooses; the budget counts its pushes twice,
     // as it always has (once choosing, once completing).
     let (listed, listed_peak) = list_order_and_peak(st);
-    let pushes = (heaviest.1.len() + largest_cone.1.len() + 2 * listed.len()) as u64;
+    let pushes = (heaviest_pushes + largest_cone_pushes + 2 * listed.len()) as u64;
     Judgement {
-        completions: [heaviest, largest_cone, (listed_peak, listed)],
+        peaks: [heaviest, largest_cone, listed_peak],
         pushes,
     }
+}
+
+/// Completion `way` of the schedule `st` holds: the unscheduled nodes in the order of the
+/// two [`PostOrders`] (0, 1), or of a list scheduler freeing the most bytes first (2).
+fn completion(orders: &PostOrders, st: &State, way: usize) -> Vec<usize> {
+    let post_order = match way {
+        0 => &orders.heaviest,
+        1 => &orders.largest_cone,
+        _ => return list_order_and_peak(st).0,
+    };
+    (post_order.iter().copied())
+        .filter(|&v| !st.scheduled[v])
+        .collect()
 }
 
 /// The nodes of prefix `p`, first to last.

@@ -74,12 +74,6 @@ impl<'g> Tally<'g> {
         }
         self.live = self.live + freed - self.g.defined_bytes(v);
     }
-
-    /// The most bytes live during any step of `order` (nodes not counted yet, in an order
-    /// valid from here), counting them.
-    pub fn peak_of(&mut self, order: &[usize]) -> u64 {
-        order.iter().map(|&v| self.push(v).0).max().unwrap_or(0)
-    }
 }
 
 /// Scheduled nodes, live bytes, and what is ready.
