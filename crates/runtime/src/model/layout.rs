@@ -6,6 +6,7 @@ use crate::error::{CodeSplit, RuntimeError};
 use crate::model::code::TileCode;
 use crate::model::profile::{TensorSize, TileAtPeak, TileMemory, TileTensor};
 use crate::program::executable::{Executable, Rearrange, Region, Run, RunSource, Tensor, TensorId};
+use crate::program::runs::RunBlock;
 use std::cell::Cell;
 
 /// Bytes each tile needs (`ipu * tiles_per_ipu + tile`): the end of the last tensor
@@ -316,27 +317,41 @@ fn span_read(run: Run) -> Option<(usize, usize, usize)> {
     }
 }
 
+/// The spans a block's runs read, `(source, a, b)`: one for a block whose runs' spans
+/// overlap or touch, as they join (a K part's rows, a copy in long runs), else one a run.
+fn block_spans(b: &RunBlock) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+    let first = span_read(b.first);
+    let whole = first.filter(|&(_, a, e)| b.count == 1 || b.src_step.unsigned_abs() <= e - a);
+    let joined = whole.map(|(k, a, e)| {
+        let (_, a1, e1) = span_read(b.last()).expect("a block's runs read one source");
+        (k, a.min(a1), e.max(e1))
+    });
+    let each = (first.is_some() && joined.is_none()).then(|| b.runs().filter_map(span_read));
+    joined.into_iter().chain(each.into_iter().flatten())
+}
+
 /// Per source, the element ranges its runs read, sorted and merged (a strided run counts
 /// as the whole span it steps over; ranges that touch are one).
 pub(crate) fn read_intervals(r: &Rearrange) -> Vec<Vec<(usize, usize)>> {
     let range = source_ranges(r);
-    let mut runs = vec![0usize; r.sources.len()];
+    let mut spans = vec![0usize; r.sources.len()];
     for b in r.runs.blocks() {
-        if let Some((k, ..)) = span_read(b.first) {
-            runs[k] += b.count;
+        if let Some((k, a, e)) = span_read(b.first) {
+            let joined = b.count == 1 || b.src_step.unsigned_abs() <= e - a;
+            spans[k] += if joined { 1 } else { b.count };
         }
     }
-    // A source whose window is dense in runs marks them in a bitmap (a few words a run);
+    // A source whose window is dense in spans marks them in a bitmap (a few words a span);
     // a sparse one sorts its spans.
     let mut reads: Vec<Reads> = range
         .iter()
-        .zip(&runs)
+        .zip(&spans)
         .map(|(&(lo, hi), &n)| match hi.saturating_sub(lo).div_ceil(64) {
             words if words > 0 && words <= 4 * n + 64 => Reads::Marked(Marks::new(lo, hi)),
             _ => Reads::Spans(Vec::with_capacity(n)),
         })
         .collect();
-    for (k, a, b) in r.runs.iter().filter_map(span_read) {
+    for (k, a, b) in r.runs.blocks().iter().flat_map(block_spans) {
         match &mut reads[k] {
             Reads::Marked(m) => m.mark(a, b),
             Reads::Spans(s) => s.push((a, b)),
@@ -830,6 +845,56 @@ mod tests {
             let want: Vec<Vec<(usize, usize)>> = (0..2)
                 .map(|k| {
                     let s: Vec<(usize, usize)> = (r.runs.iter().filter_map(span_read))
+                        .filter(|&(j, ..)| j == k)
+                        .map(|(_, a, b)| (a, b))
+                        .collect();
+                    merged(s)
+                })
+                .collect();
+            assert_eq!(read_intervals(&r), want, "case {case}");
+        }
+    }
+
+    /// Blocks of runs stepping through a source (overlapping, touching, apart, backwards)
+    /// read what their runs read one by one.
+    #[test]
+    fn blocks_read_what_their_runs_read() {
+        let mut next = numbers(7);
+        for case in 0..400 {
+            let mut runs = Vec::new();
+            for _ in 0..1 + next(4) {
+                let stride = [1isize, 3, -1, -2, 0][next(5)];
+                let len = 1 + next(20);
+                let reach = (len - 1) * stride.unsigned_abs();
+                let count = 1 + next(30);
+                let width = reach as isize + 1;
+                let step = [0, 1, width / 2, width - 1, width, width + 1, 3 * width][next(7)]
+                    * if next(3) == 0 { -1 } else { 1 };
+                let span = count as isize * step.abs() + width;
+                let base = (span + reach as isize) as usize + next(500);
+                for i in 0..count as isize {
+                    let start = (base as isize + i * step) as usize;
+                    runs.push(Run {
+                        source: RunSource::Tensor {
+                            k: next(2) as u32 * u32::from(case % 2 == 0),
+                            start,
+                            stride,
+                        },
+                        dst_start: 7 * i as usize,
+                        len,
+                    });
+                }
+            }
+            let r = Rearrange {
+                name: "r".into(),
+                dst: TensorId(0),
+                sources: vec![TensorId(1), TensorId(2)],
+                fill: Vec::new(),
+                runs: runs.clone().into(),
+            };
+            let want: Vec<Vec<(usize, usize)>> = (0..2)
+                .map(|k| {
+                    let s: Vec<(usize, usize)> = (runs.iter().copied().filter_map(span_read))
                         .filter(|&(j, ..)| j == k)
                         .map(|(_, a, b)| (a, b))
                         .collect();
