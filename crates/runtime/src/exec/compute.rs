@@ -269,20 +269,15 @@ impl LoadedVertex {
             return self.run_viewed(views, k, mem, table, windows);
         }
         if self.overlaps {
-            // Inputs are copied out first, so a vertex may update in place.
-            let mut inputs: Vec<Vec<u8>> = self
-                .inputs
-                .iter()
-                .map(|&r| mem[range(r)].to_vec())
-                .collect();
+            // A vertex that updates in place writes its results aside, copied over its
+            // inputs once it has read them all.
+            let mut ins: Vec<&[u8]> = self.inputs.iter().map(|&r| &mem[range(r)]).collect();
             for s in self.scratch() {
-                inputs[s.input] = results(s.cs)[s.bytes.0..s.bytes.1].to_vec();
+                ins[s.input] = &results(s.cs)[s.bytes.0..s.bytes.1];
             }
             for w in self.windowed() {
-                inputs[w.input] = w.bytes(windows).to_vec();
+                ins[w.input] = w.bytes(windows);
             }
-            // The copies are this vertex's own: no names.
-            let ins: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
             let mut outputs: Vec<Vec<u8>> = self
                 .outputs
                 .iter()
