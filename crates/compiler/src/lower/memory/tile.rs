@@ -60,107 +60,153 @@ fn ordered(pieces: &[Piece], lifetimes: &[Lifetime], order: Order) -> Vec<u32> {
     keys.iter().map(|k| k.5).collect()
 }
 
-/// The placed pieces, ordered by where they begin, field by field: the walk first picks
-/// out, eight at a time and without a branch, the pieces live in the piece's steps (about
-/// one in four on the bench cases' tiles; a branch per piece mispredicted that often), and
-/// tests only those against the offset.
-#[derive(Default)]
-struct Placed {
-    begin: Vec<u64>,
-    end: Vec<u64>,
-    /// Each piece's tensor's first and last live steps.
-    first: Vec<u64>,
-    until: Vec<u64>,
-    tensor: Vec<u32>,
+/// A placed piece: its bytes `[begin, end)` and its tensor's lifetime's ends at hand (a
+/// walk tests them for every piece it passes).
+#[derive(Clone, Copy)]
+struct Block {
+    begin: u64,
+    end: u64,
+    first: u64,
+    until: u64,
+    tensor: u32,
     /// Whether the tensor is live in several spans (else `first..=until` is its one span).
-    several: Vec<bool>,
+    several: bool,
+}
+
+/// Placed pieces by where they begin: the pieces of one stretch of steps ([`Placed`] keeps
+/// one per stretch).
+#[derive(Default)]
+struct Stretch(Vec<Block>);
+
+impl Stretch {
+    /// Walks on from piece `*from` while pieces begin below the end of `bytes` from `*at`:
+    /// each one live with `piece` that ends past `*at` moves `*at` to its end. Whether `*at`
+    /// moved.
+    fn walk(&self, from: &mut usize, at: &mut u64, bytes: u64, piece: &Live) -> bool {
+        let mut moved = false;
+        while let Some(b) = self.0.get(*from).filter(|b| b.begin < *at + bytes) {
+            *from += 1;
+            // Both of one span: their ends overlap, so they meet.
+            if b.end > *at
+                && b.until >= piece.life.first
+                && piece.life.until >= b.first
+                && ((!piece.several && !b.several)
+                    || piece.lifetimes[b.tensor as usize].meets(piece.life))
+            {
+                *at = b.end;
+                moved = true;
+            }
+        }
+        moved
+    }
+
+    /// Places `block` among the others by where it begins.
+    fn insert(&mut self, block: Block) {
+        let k = self.0.partition_point(|b| b.begin <= block.begin);
+        self.0.insert(k, block);
+    }
+}
+
+/// A piece's tensor's lifetime, and every tensor's (to test tensors of several spans).
+struct Live<'a, 'l> {
+    life: &'a Lifetime<'l>,
+    several: bool,
+    lifetimes: &'a [Lifetime<'l>],
+}
+
+/// The placed pieces, in stretches of steps: a piece is kept in every stretch its tensor's
+/// first to last live step reaches, and looks only at the stretches its own reaches. Only
+/// pieces live in a step of one of them can meet it; on the bench cases' tiles about one
+/// placed piece in four is live with the next one placed, and a walk over all of them was
+/// the lowering's largest cost.
+struct Placed {
+    /// The first step of each stretch after the first.
+    cuts: Vec<u64>,
+    stretches: Vec<Stretch>,
+    /// Each stretch's walk's position, for the piece being placed.
+    cursors: Vec<usize>,
 }
 
 impl Placed {
-    fn with_capacity(n: usize) -> Placed {
+    /// Stretches of about [`PIECES_PER_STRETCH`] pieces' first steps each, for `pieces`.
+    fn for_pieces(pieces: &[Piece], lifetimes: &[Lifetime]) -> Placed {
+        const PIECES_PER_STRETCH: usize = 24;
+        let mut firsts: Vec<u64> = (pieces.iter())
+            .map(|p| lifetimes[p.tensor as usize].first)
+            .collect();
+        firsts.sort_unstable();
+        let count = (pieces.len() / PIECES_PER_STRETCH).clamp(1, 64);
+        let mut cuts: Vec<u64> = (1..count)
+            .map(|j| firsts[j * firsts.len() / count])
+            .collect();
+        cuts.dedup();
+        let stretches = (0..=cuts.len()).map(|_| Stretch::default()).collect();
         Placed {
-            begin: Vec::with_capacity(n),
-            end: Vec::with_capacity(n),
-            first: Vec::with_capacity(n),
-            until: Vec::with_capacity(n),
-            tensor: Vec::with_capacity(n),
-            several: Vec::with_capacity(n),
+            cursors: vec![0; cuts.len() + 1],
+            cuts,
+            stretches,
         }
     }
 
-    /// The lowest offset from which `bytes` meet no placed piece live in a step of `life`
-    /// (of `tensor`'s pieces, several when the tensor has several spans): each placed piece
-    /// that begins below the end of the bytes from the offset found so far and ends past
-    /// it, and is live with it, moves the offset to its end. The pieces are in the order
-    /// they begin, so the walk ends at the first live one at or past that end.
-    fn lowest_free(
-        &self,
-        bytes: u64,
-        life: &Lifetime,
-        several: bool,
-        lifetimes: &[Lifetime],
-    ) -> u64 {
-        const CHUNK: usize = 8;
-        let (from, to) = (life.first, life.until);
+    /// The stretches `life` reaches.
+    fn reached(&self, life: &Lifetime) -> std::ops::RangeInclusive<usize> {
+        let of = |step: u64| self.cuts.partition_point(|&c| c <= step);
+        of(life.first)..=of(life.until)
+    }
+
+    /// The lowest offset from which `bytes` meet no placed piece live with `piece`: the
+    /// walks of the stretches it reaches, again while one moves the offset (a walk stops at
+    /// the first piece beginning at or past the end of the bytes, and goes on from there
+    /// when the offset moves). Each move is to the end of a piece the bytes would meet, so
+    /// the offset never passes the lowest free one, and stops there.
+    fn lowest_free(&mut self, bytes: u64, piece: &Live) -> u64 {
+        let reached = self.reached(piece.life);
+        self.cursors[reached.clone()].fill(0);
         let mut at = 0;
-        for start in (0..self.begin.len()).step_by(CHUNK) {
-            if self.begin[start] >= at + bytes {
-                break;
+        loop {
+            let mut moved = false;
+            for s in reached.clone() {
+                moved |= self.stretches[s].walk(&mut self.cursors[s], &mut at, bytes, piece);
             }
-            let stop = (start + CHUNK).min(self.begin.len());
-            let mut live = 0u32;
-            for (j, (&first, &until)) in (self.first[start..stop].iter())
-                .zip(&self.until[start..stop])
-                .enumerate()
-            {
-                live |= u32::from((until >= from) & (first <= to)) << j;
-            }
-            while live != 0 {
-                let k = start + live.trailing_zeros() as usize;
-                live &= live - 1;
-                if self.begin[k] >= at + bytes {
-                    return at;
-                }
-                // Both of one span: their ends overlap, so they meet.
-                if self.end[k] > at
-                    && ((!several && !self.several[k])
-                        || lifetimes[self.tensor[k] as usize].meets(life))
-                {
-                    at = self.end[k];
-                }
+            if !moved {
+                return at;
             }
         }
-        at
     }
 
-    /// Places a piece at `at`, among the others by where it begins.
-    fn insert(&mut self, at: u64, bytes: u64, life: &Lifetime, tensor: u32, several: bool) {
-        let k = self.begin.partition_point(|&b| b <= at);
-        self.begin.insert(k, at);
-        self.end.insert(k, at + bytes);
-        self.first.insert(k, life.first);
-        self.until.insert(k, life.until);
-        self.tensor.insert(k, tensor);
-        self.several.insert(k, several);
+    /// Places a piece of `tensor` at `at`.
+    fn insert(&mut self, at: u64, bytes: u64, piece: &Live, tensor: u32) {
+        let block = Block {
+            begin: at,
+            end: at + bytes,
+            first: piece.life.first,
+            until: piece.life.until,
+            tensor,
+            several: piece.several,
+        };
+        for s in self.reached(piece.life) {
+            self.stretches[s].insert(block);
+        }
     }
 }
 
 /// First fit in `order`: each piece at the lowest offset past every placed piece it meets
-/// that begins below the end of its bytes from there ([`Placed::lowest_free`]). (In step
-/// order pieces no later piece can meet could be forgotten; in size order none can, and a
-/// walk past them all is still cheaper than listing each piece's neighbours in time and
-/// sorting them, measured on the bench cases.)
+/// that begins below the end of its bytes from there ([`Placed::lowest_free`]).
 fn place(pieces: &[Piece], lifetimes: &[Lifetime], order: &[u32]) -> TilePlan {
     let mut offsets = vec![0u64; pieces.len()];
     let mut peak: Option<(u64, u32)> = None;
-    let mut placed = Placed::with_capacity(pieces.len());
+    let mut placed = Placed::for_pieces(pieces, lifetimes);
     for &k in order {
         let p = pieces[k as usize];
         let life = &lifetimes[p.tensor as usize];
-        let several = life.spans.len() > 1;
-        let at = placed.lowest_free(p.bytes, life, several, lifetimes);
+        let piece = Live {
+            life,
+            several: life.spans.len() > 1,
+            lifetimes,
+        };
+        let at = placed.lowest_free(p.bytes, &piece);
         offsets[k as usize] = at;
-        placed.insert(at, p.bytes, life, p.tensor, several);
+        placed.insert(at, p.bytes, &piece, p.tensor);
         if peak.is_none_or(|(end, _)| at + p.bytes > end) {
             peak = Some((at + p.bytes, p.tensor));
         }
@@ -175,9 +221,11 @@ mod tests {
     use super::*;
 
     /// Random tiles: pieces of random sizes and one or several spans each (several pieces
-    /// of one tensor among them).
+    /// of one tensor among them); one in eight of up to 300 tensors, so the placed pieces
+    /// fall in many stretches of steps.
     fn random_tile(next: &mut impl FnMut(u64) -> u64) -> (Vec<Piece>, Vec<Vec<(u64, u64)>>) {
-        let tensors = 1 + next(40) as usize;
+        let most = if next(8) == 0 { 300 } else { 40 };
+        let tensors = 1 + next(most) as usize;
         let spans: Vec<Vec<(u64, u64)>> = (0..tensors)
             .map(|_| {
                 disjoint(
