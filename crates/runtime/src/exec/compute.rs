@@ -765,6 +765,10 @@ impl LoadedComputeSet {
                 for &r in v.inputs.iter().chain(&v.outputs) {
                     prefetch::lines(mem, range(r));
                 }
+                // Read before anything else the vertex does: a miss each otherwise.
+                if let Some(extra) = &v.extra {
+                    prefetch::object(&**extra);
+                }
             }
         };
         for_each_active_ahead(memory, &self.slot, &self.spread, pool, ahead, run_tile)
