@@ -986,13 +986,24 @@ impl CompiledKernel<'_> {
         };
         if !has_f16 {
             // On the stack: this runs once per vertex, hundreds of thousands of times a run.
-            let ins: SmallVec<[*const u8; 16]> = inputs.iter().map(|b| b.as_ptr()).collect();
+            // Filled in place (a collected `SmallVec` was copied out again).
+            let (mut on_stack, mut on_heap) = ([std::ptr::null(); 16], Vec::new());
+            let ins: &mut [*const u8] = match inputs.len() {
+                n if n <= on_stack.len() => &mut on_stack[..n],
+                n => {
+                    on_heap.resize(n, std::ptr::null());
+                    &mut on_heap
+                }
+            };
+            for (slot, b) in ins.iter_mut().zip(inputs) {
+                *slot = b.as_ptr();
+            }
             let mut outs: SmallVec<[*mut u8; 4]> =
                 outputs.iter_mut().map(|b| b.as_mut_ptr()).collect();
             if self.status {
                 outs.push(status.as_mut_ptr() as *mut u8);
             }
-            call(&ins, &outs, n);
+            call(ins, &outs, n);
             return first_exception(&status, 0);
         }
         // Each f16 operand's chunk is widened into its own slot of one per-thread buffer
