@@ -80,8 +80,9 @@ struct Extra {
     views: Option<[Option<View>; 2]>,
     /// Inputs read from another compute set's batch scratch instead of tile memory:
     /// `(input, compute set, byte range there)`. See
-    /// [`crate::exec::shortcuts::scratch_reads`].
-    scratch: Vec<ScratchInput>,
+    /// [`crate::exec::shortcuts::scratch_reads`]. Inline: read at every run, and a vector's
+    /// own allocation was a second miss after the box's.
+    scratch: SmallVec<[ScratchInput; 2]>,
     /// For a codelet: inputs read from kept windows instead of tile memory. See
     /// [`crate::exec::shortcuts::operand_views`].
     windowed: Box<[WindowInput]>,
@@ -779,7 +780,7 @@ impl LoadedComputeSet {
                 }
                 // Read before anything else the vertex does: a miss each otherwise.
                 if let Some(extra) = &v.extra {
-                    prefetch::object(&**extra);
+                    prefetch::object::<Extra>(extra);
                 }
             }
         };

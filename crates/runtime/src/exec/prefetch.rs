@@ -26,11 +26,16 @@ pub(crate) fn lines(bytes: &[u8], range: std::ops::Range<usize>) {
     }
 }
 
-/// Asks for the first line of `value` (a boxed part of a vertex, say, which lies apart
-/// from the vertex).
+/// Asks for the lines of `value` (a boxed part of a vertex, say, which lies apart from the
+/// vertex), at most [`MAX_LINES`].
 #[inline]
 pub(crate) fn object<T>(value: &T) {
-    hint((value as *const T).cast());
+    let (at, size): (*const u8, usize) = ((value as *const T).cast(), std::mem::size_of::<T>());
+    // Every line from its first byte's to its last's (a value need not start a line).
+    for offset in (0..size.min(MAX_LINES * LINE)).step_by(LINE) {
+        hint(at.wrapping_add(offset));
+    }
+    hint(at.wrapping_add(size.saturating_sub(1)));
 }
 
 /// The prefetch instruction for the byte at `_at` (none on other architectures).
