@@ -323,14 +323,19 @@ impl LoadedVertex {
                 len: bytes.len(),
             });
         }
-        let mut outs: SmallVec<[&mut [u8]; 2]> = self
-            .outputs
-            .iter()
-            .map(|&r| unsafe {
-                std::slice::from_raw_parts_mut(base.add(r.0 as usize), range(r).len())
-            })
-            .collect();
-        self.call(ins, &mut outs, table, codelets, (step, &same))
+        let (mut on_stack, mut on_heap): ([&mut [u8]; 4], Vec<&mut [u8]>) = Default::default();
+        let outs: &mut [&mut [u8]] = match self.outputs.len() {
+            n if n <= on_stack.len() => &mut on_stack[..n],
+            n => {
+                on_heap.resize_with(n, Default::default);
+                &mut on_heap
+            }
+        };
+        for (slot, &r) in outs.iter_mut().zip(&self.outputs) {
+            *slot =
+                unsafe { std::slice::from_raw_parts_mut(base.add(r.0 as usize), range(r).len()) };
+        }
+        self.call(ins, outs, table, codelets, (step, &same))
     }
 }
 
@@ -771,7 +776,7 @@ impl LoadedComputeSet {
             }
             Ok(())
         };
-        // The next tile's regions are asked for while this tile's vertices run (see
+        // A later tile's regions are asked for while this tile's vertices run (see
         // `prefetch`): its first reads would otherwise each wait on memory.
         let ahead = |mem: &[u8], s: usize| {
             for v in self.tiles.get(s) {

@@ -1,7 +1,7 @@
 //! Asking the host's caches for bytes a moment before they are read. Each tile's memory
 //! lies apart from the others, so a step that does a little work on each of 1 472 tiles
 //! starts every tile's work with misses the hardware prefetchers cannot foresee (a
-//! different place in a large allocation each time); naming the next tile's bytes while
+//! different place in a large allocation each time); naming a later tile's bytes while
 //! this tile's work runs overlaps them with it. A hint only: nothing is read, nothing can
 //! fault, no result changes.
 
