@@ -842,17 +842,22 @@ mod tests {
                 fill: Vec::new(),
                 runs: runs.into(),
             };
-            let want: Vec<Vec<(usize, usize)>> = (0..2)
-                .map(|k| {
-                    let s: Vec<(usize, usize)> = (r.runs.iter().filter_map(span_read))
-                        .filter(|&(j, ..)| j == k)
-                        .map(|(_, a, b)| (a, b))
-                        .collect();
-                    merged(s)
-                })
-                .collect();
+            let want = read_one_by_one(&r.runs.iter().collect::<Vec<_>>());
             assert_eq!(read_intervals(&r), want, "case {case}");
         }
+    }
+
+    /// What `runs` read of sources 0 and 1, run by run, merged.
+    fn read_one_by_one(runs: &[Run]) -> Vec<Vec<(usize, usize)>> {
+        (0..2)
+            .map(|k| {
+                let s: Vec<(usize, usize)> = (runs.iter().copied().filter_map(span_read))
+                    .filter(|&(j, ..)| j == k)
+                    .map(|(_, a, b)| (a, b))
+                    .collect();
+                merged(s)
+            })
+            .collect()
     }
 
     /// Blocks of runs stepping through a source (overlapping, touching, apart, backwards)
@@ -892,15 +897,7 @@ mod tests {
                 fill: Vec::new(),
                 runs: runs.clone().into(),
             };
-            let want: Vec<Vec<(usize, usize)>> = (0..2)
-                .map(|k| {
-                    let s: Vec<(usize, usize)> = (runs.iter().copied().filter_map(span_read))
-                        .filter(|&(j, ..)| j == k)
-                        .map(|(_, a, b)| (a, b))
-                        .collect();
-                    merged(s)
-                })
-                .collect();
+            let want = read_one_by_one(&runs);
             assert_eq!(read_intervals(&r), want, "case {case}");
         }
     }
