@@ -986,15 +986,9 @@ impl CompiledKernel<'_> {
         };
         if !has_f16 {
             // On the stack: this runs once per vertex, hundreds of thousands of times a run.
-            // Filled in place (a collected `SmallVec` was copied out again).
             let (mut on_stack, mut on_heap) = ([std::ptr::null(); 16], Vec::new());
-            let ins: &mut [*const u8] = match inputs.len() {
-                n if n <= on_stack.len() => &mut on_stack[..n],
-                n => {
-                    on_heap.resize(n, std::ptr::null());
-                    &mut on_heap
-                }
-            };
+            let ins =
+                crate::slots::slots(&mut on_stack, &mut on_heap, inputs.len(), std::ptr::null);
             for (slot, b) in ins.iter_mut().zip(inputs) {
                 *slot = b.as_ptr();
             }

@@ -18,6 +18,7 @@ pub mod math;
 mod narrow_product;
 pub mod reference;
 mod shared_jit;
+pub mod slots;
 pub mod types;
 
 pub use fp::{FloatMode, FpException};

@@ -331,17 +331,17 @@ impl PostOrders {
 /// Judges the schedule `st` holds by completing it three ways ([`completion`]), each
 /// counted on a copy of its tally.
 fn judge(orders: &PostOrders, st: &State) -> Judgement {
-    let unscheduled = |order: &[usize]| -> (u64, usize) {
+    let completed = |order: &[usize]| -> (u64, usize) {
         let mut tally = st.tally().clone();
         let (mut peak, mut pushes) = (0, 0);
-        for &v in order.iter().filter(|&&v| !st.scheduled[v]) {
+        for v in unscheduled_in(order, st) {
             peak = peak.max(tally.push(v).0);
             pushes += 1;
         }
         (peak, pushes)
     };
-    let (heaviest, heaviest_pushes) = unscheduled(&orders.heaviest);
-    let (largest_cone, largest_cone_pushes) = unscheduled(&orders.largest_cone);
+    let (heaviest, heaviest_pushes) = completed(&orders.heaviest);
+    let (largest_cone, largest_cone_pushes) = completed(&orders.largest_cone);
     // The list order's peak is known as it chooses; the budget counts its pushes twice,
     // as it always has (once choosing, once completing).
     let (listed, listed_peak) = list_order_and_peak(st);
@@ -360,9 +360,12 @@ fn completion(orders: &PostOrders, st: &State, way: usize) -> Vec<usize> {
         1 => &orders.largest_cone,
         _ => return list_order_and_peak(st).0,
     };
-    (post_order.iter().copied())
-        .filter(|&v| !st.scheduled[v])
-        .collect()
+    unscheduled_in(post_order, st).collect()
+}
+
+/// The nodes of `order` that `st` has not scheduled, in that order.
+fn unscheduled_in<'a>(order: &'a [usize], st: &'a State) -> impl Iterator<Item = usize> + 'a {
+    order.iter().copied().filter(|&v| !st.scheduled[v])
 }
 
 /// The nodes of prefix `p`, first to last.

@@ -12,6 +12,7 @@ use crate::model::layout::RegionFinder;
 use crate::model::steps::ComputeCost;
 use crate::program::codelet::{CodeletRef, SameBytes};
 use crate::program::executable::{Executable, Region, TensorId};
+use codegen::slots::slots;
 use codegen::{KernelCache, KernelId, KernelSpec, KernelTable, MatRef};
 use rustc_hash::FxHashSet;
 use smallvec::SmallVec;
@@ -296,16 +297,8 @@ impl LoadedVertex {
         // SAFETY: every range lies within `mem` (asserted above) and no output range
         // overlaps an input or another output (`overlaps` is false), so the shared and
         // mutable slices below never alias; `mem` stays borrowed mutably for their lifetime.
-        // In an array on the stack, filled in place: a `SmallVec` of them collected and
-        // returned was a quarter kilobyte copied per vertex (8 % of the MLP's run).
         let (mut on_stack, mut on_heap) = ([&[][..]; INLINE_INPUTS], Vec::new());
-        let ins: &mut [&[u8]] = match self.inputs.len() {
-            n if n <= INLINE_INPUTS => &mut on_stack[..n],
-            n => {
-                on_heap.resize(n, &[][..]);
-                &mut on_heap
-            }
-        };
+        let ins = slots(&mut on_stack, &mut on_heap, self.inputs.len(), || &[][..]);
         for (slot, &r) in ins.iter_mut().zip(&self.inputs) {
             *slot = unsafe { std::slice::from_raw_parts(base.add(r.0 as usize), range(r).len()) };
         }
@@ -324,13 +317,12 @@ impl LoadedVertex {
             });
         }
         let (mut on_stack, mut on_heap): ([&mut [u8]; 4], Vec<&mut [u8]>) = Default::default();
-        let outs: &mut [&mut [u8]] = match self.outputs.len() {
-            n if n <= on_stack.len() => &mut on_stack[..n],
-            n => {
-                on_heap.resize_with(n, Default::default);
-                &mut on_heap
-            }
-        };
+        let outs = slots(
+            &mut on_stack,
+            &mut on_heap,
+            self.outputs.len(),
+            Default::default,
+        );
         for (slot, &r) in outs.iter_mut().zip(&self.outputs) {
             *slot =
                 unsafe { std::slice::from_raw_parts_mut(base.add(r.0 as usize), range(r).len()) };

@@ -66,9 +66,9 @@ pub(crate) fn for_each_active<E: Send>(
 }
 
 /// [`for_each_active`], calling `ahead(tile's memory, its slot)` before each tile's `f`
-/// with the active tile two on in the range (and with the second before the first): a hint to fetch what it will read (one tile
-/// on was too late where tiles have little work: the MLP's and transformer's compute
-/// -5 %, three on no better).
+/// with the active tile two on in the range (and with the second before the first): a
+/// hint to fetch what it will read (one tile on was too late where tiles have little
+/// work: the MLP's and transformer's compute -5 %, three on no better).
 pub(crate) fn for_each_active_ahead<E: Send>(
     memory: &mut HostTiles,
     slot: &[u32],

@@ -321,13 +321,19 @@ fn span_read(run: Run) -> Option<(usize, usize, usize)> {
 /// overlap or touch, as they join (a K part's rows, a copy in long runs), else one a run.
 fn block_spans(b: &RunBlock) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
     let first = span_read(b.first);
-    let whole = first.filter(|&(_, a, e)| b.count == 1 || b.src_step.unsigned_abs() <= e - a);
+    let whole = first.filter(|&(_, a, e)| runs_join(b, e - a));
     let joined = whole.map(|(k, a, e)| {
         let (_, a1, e1) = span_read(b.last()).expect("a block's runs read one source");
         (k, a.min(a1), e.max(e1))
     });
     let each = (first.is_some() && joined.is_none()).then(|| b.runs().filter_map(span_read));
     joined.into_iter().chain(each.into_iter().flatten())
+}
+
+/// Whether the spans of `b`'s runs, each `width` elements, overlap or touch one after the
+/// other (so they read one span).
+fn runs_join(b: &RunBlock, width: usize) -> bool {
+    b.count == 1 || b.src_step.unsigned_abs() <= width
 }
 
 /// Per source, the element ranges its runs read, sorted and merged (a strided run counts
@@ -337,8 +343,7 @@ pub(crate) fn read_intervals(r: &Rearrange) -> Vec<Vec<(usize, usize)>> {
     let mut spans = vec![0usize; r.sources.len()];
     for b in r.runs.blocks() {
         if let Some((k, a, e)) = span_read(b.first) {
-            let joined = b.count == 1 || b.src_step.unsigned_abs() <= e - a;
-            spans[k] += if joined { 1 } else { b.count };
+            spans[k] += if runs_join(b, e - a) { 1 } else { b.count };
         }
     }
     // A source whose window is dense in spans marks them in a bitmap (a few words a span);
