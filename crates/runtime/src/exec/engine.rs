@@ -11,8 +11,9 @@ use crate::exec::copy::{LoadedRearrange, Scratch};
 use crate::exec::memory::{self, f32_bytes, f32_bytes_mut};
 use crate::exec::rendezvous::{Arrival, Rendezvous};
 use crate::exec::shortcuts::HostPlan;
+use crate::exec::shortcuts::operand_views::OperandViews;
 use crate::model::profile::Profile;
-use crate::model::steps::StepCosts;
+use crate::model::steps::{StepCosts, compute_set_costs};
 use crate::model::timeline::{self, Host};
 use crate::model::validate::validate;
 use crate::program::collective::CollectiveKind;
@@ -91,22 +92,112 @@ pub struct HostTimes {
 }
 
 /// Host time loading an executable spent, by phase (where a bench case's `load_ms` goes).
+/// The phases overlap: the kernels are compiled beside the operand views and the compute
+/// sets' costs, and the other steps' costs are found beside the rest of the host plan and
+/// the rearrangements; the load takes less than their sum.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct LoadTimes {
     /// Checking the executable (`validate`).
     pub checks: Duration,
-    /// The IPU Model's costs of every step (what an estimate also computes). The costs
-    /// and the kernels are made at the same time: the load takes less than their sum.
+    /// The IPU Model's costs of every step (what an estimate also computes): the compute
+    /// sets', then the others' beside the host plan.
     pub costs: Duration,
-    /// JIT-compiling the kernels (beside the costs).
+    /// JIT-compiling the kernels (beside the operand views and the compute sets' costs).
     pub kernels: Duration,
     /// The host's plan: operand views, loading the compute sets, kept results, scratch
     /// reads.
     pub host_plan: Duration,
-    /// Loading the rearrangements and copies (where each writes).
+    /// Loading the rearrangements and copies (where each writes), beside the costs.
     pub rearrangements: Duration,
     /// Allocating tile memory.
     pub memory: Duration,
+}
+
+/// `f()` and the time it took.
+fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+    let t = Instant::now();
+    (f(), t.elapsed())
+}
+
+/// What loading the tiles (everything but the costs) reads.
+struct TilesLoad<'a> {
+    exe: &'a Executable,
+    system: &'a System,
+    shortcuts: bool,
+    pool: &'a rayon::ThreadPool,
+}
+
+impl TilesLoad<'_> {
+    /// Plans the host's shortcuts into the loaded `compute_sets` (the operand `views`
+    /// planned) and loads the rearrangements and copies, timing each phase in `load`
+    /// (adding to its `host_plan`); returns the tiles given their memory (allocated once
+    /// the costs found that it fits) and `kernels`.
+    fn load(
+        &self,
+        views: OperandViews,
+        compute_sets: Vec<LoadedComputeSet>,
+        kernels: KernelCache,
+        load: &mut LoadTimes,
+    ) -> Result<impl FnOnce(memory::HostTiles) -> Tiles + use<>, RuntimeError> {
+        let (exe, system) = (self.exe, self.system);
+        let started = Instant::now();
+        let (compute_sets, plan) =
+            HostPlan::plan(exe, views, compute_sets, self.shortcuts, self.pool);
+        load.host_plan += started.elapsed();
+        let started = Instant::now();
+        // Planning a rearrangement's writes walks every piece it writes: in parallel.
+        let rearranges = self.pool.install(|| {
+            exe.rearranges
+                .par_iter()
+                .zip(&plan.kept_windows)
+                .zip(&plan.scratch_reads.skipped)
+                .map(|((r, &kept), &skipped)| {
+                    let writes = !kept && !skipped;
+                    LoadedRearrange::with_writes(system, &exe.tensors, r, writes, &plan.results)
+                })
+                .collect::<Result<Vec<_>, RuntimeError>>()
+        })?;
+        // Kept windows hold f32 values, an f16 window widened (see `operand_views`).
+        let kept = rearranges
+            .iter()
+            .zip(&exe.rearranges)
+            .zip(&plan.kept_windows)
+            .map(|((r, rearrange), &kept)| match kept {
+                true => {
+                    let size = exe.tensors[rearrange.dst.0 as usize].dtype.size();
+                    r.window_bytes().map(|b| vec![0f32; b / size]).collect()
+                }
+                false => Vec::new(),
+            })
+            .collect();
+        let kept_dst = exe
+            .rearranges
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| plan.kept_windows[*i])
+            .map(|(i, r)| (r.dst, i))
+            .collect();
+        let copies = copies(exe)
+            .into_iter()
+            .map(|(src, dst)| {
+                let r = copy_as_rearrangement(exe, src, dst);
+                Ok(((src, dst), LoadedRearrange::new(system, &exe.tensors, &r)?))
+            })
+            .collect::<Result<HashMap<_, _>, RuntimeError>>()?;
+        load.rearrangements = started.elapsed();
+        Ok(move |memory| Tiles {
+            memory,
+            kernels,
+            compute_sets,
+            rearranges,
+            copies,
+            scratch: Scratch::default(),
+            plan,
+            kept,
+            gathered_halves: Vec::new(),
+            kept_dst,
+        })
+    }
 }
 
 /// A loaded executable with its device memory.
@@ -199,84 +290,56 @@ impl Engine {
         load.checks = lap();
         let system = crate::model::collective::replica_system(&exe)?;
         let mut kernels = KernelCache::shared().map_err(|e| run_error(e.to_string()))?;
-        // Kernels compile one after another into the process's shared JIT module (where
-        // most are found, compiled by engines loaded before), beside the costs (which
-        // take every other host thread); the compute sets then load in parallel.
-        let ((costs, costs_took), (kernel_ids, kernels_took)) = pool.install(|| {
+        // Loading's phases overlap where their serial stretches leave a host thread free:
+        // the kernels (compiled one after another into the process's shared JIT module,
+        // where most are found, compiled by engines loaded before) beside the operand views
+        // and the compute sets' costs; then the compute sets load (their tiles weighed by
+        // those costs); then the other steps' costs (the exchange's: most of the costing)
+        // beside the rest of the host plan and the rearrangements.
+        let (kernel_ids, ((views, views_took), (compute_costs, compute_costs_took))) = pool
+            .install(|| {
+                rayon::join(
+                    || {
+                        let (ids, took) = timed(|| {
+                            (0..exe.compute_sets.len())
+                                .map(|cs| LoadedComputeSet::compile_kernels(&exe, cs, &mut kernels))
+                                .collect::<Result<Vec<_>, RuntimeError>>()
+                        });
+                        load.kernels = took;
+                        ids
+                    },
+                    || {
+                        rayon::join(
+                            || timed(|| HostPlan::views(&exe, options.shortcuts)),
+                            || timed(|| compute_set_costs(&exe)),
+                        )
+                    },
+                )
+            });
+        let kernel_ids = kernel_ids?;
+        lap();
+        let compute_sets = pool
+            .install(|| HostPlan::load_compute_sets(&exe, &views, &compute_costs, &kernel_ids))?;
+        load.host_plan = views_took + lap();
+        let ((costs, costs_took), tiles) = pool.install(|| {
             rayon::join(
+                || timed(|| StepCosts::given(&exe, &system, compute_costs)),
                 || {
-                    let t = Instant::now();
-                    (StepCosts::of(&exe, &system), t.elapsed())
-                },
-                || {
-                    let t = Instant::now();
-                    let ids = (0..exe.compute_sets.len())
-                        .map(|cs| LoadedComputeSet::compile_kernels(&exe, cs, &mut kernels))
-                        .collect::<Result<Vec<_>, RuntimeError>>();
-                    (ids, t.elapsed())
+                    let loading = TilesLoad {
+                        exe: &exe,
+                        system: &system,
+                        shortcuts: options.shortcuts,
+                        pool: &pool,
+                    };
+                    loading.load(views, compute_sets, kernels, &mut load)
                 },
             )
         });
-        let (costs, kernel_ids) = (costs?, kernel_ids?);
-        (load.costs, load.kernels) = (costs_took, kernels_took);
+        let (costs, tiles) = (costs?, tiles?);
+        load.costs = compute_costs_took + costs_took;
         lap();
-        let (compute_sets, plan) =
-            HostPlan::plan(&exe, &costs, &kernel_ids, options.shortcuts, &pool)?;
-        load.host_plan = lap();
-        // Planning a rearrangement's writes walks every piece it writes: in parallel.
-        let rearranges = pool.install(|| {
-            exe.rearranges
-                .par_iter()
-                .zip(&plan.kept_windows)
-                .zip(&plan.scratch_reads.skipped)
-                .map(|((r, &kept), &skipped)| {
-                    let writes = !kept && !skipped;
-                    LoadedRearrange::with_writes(&system, &exe.tensors, r, writes, &plan.results)
-                })
-                .collect::<Result<Vec<_>, RuntimeError>>()
-        })?;
-        // Kept windows hold f32 values, an f16 window widened (see `operand_views`).
-        let kept = rearranges
-            .iter()
-            .zip(&exe.rearranges)
-            .zip(&plan.kept_windows)
-            .map(|((r, rearrange), &kept)| match kept {
-                true => {
-                    let size = exe.tensors[rearrange.dst.0 as usize].dtype.size();
-                    r.window_bytes().map(|b| vec![0f32; b / size]).collect()
-                }
-                false => Vec::new(),
-            })
-            .collect();
-        let kept_dst = exe
-            .rearranges
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| plan.kept_windows[*i])
-            .map(|(i, r)| (r.dst, i))
-            .collect();
-        let copies = copies(&exe)
-            .into_iter()
-            .map(|(src, dst)| {
-                let r = copy_as_rearrangement(&exe, src, dst);
-                Ok(((src, dst), LoadedRearrange::new(&system, &exe.tensors, &r)?))
-            })
-            .collect::<Result<HashMap<_, _>, RuntimeError>>()?;
-        load.rearrangements = lap();
-        let memory = memory::allocate(&exe, &extents);
+        let tiles = tiles(memory::allocate(&exe, &extents));
         load.memory = lap();
-        let tiles = Tiles {
-            memory,
-            kernels,
-            compute_sets,
-            rearranges,
-            copies,
-            scratch: Scratch::default(),
-            plan,
-            kept,
-            gathered_halves: Vec::new(),
-            kept_dst,
-        };
         Ok(Engine {
             exe,
             system,

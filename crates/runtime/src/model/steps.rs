@@ -117,14 +117,28 @@ pub(crate) fn reach_of(exe: &Executable, tensors: impl IntoIterator<Item = Tenso
     Reach { ipus, tiles }
 }
 
+/// The cost of every compute set of `exe` (validated), in parallel.
+pub(crate) fn compute_set_costs(exe: &Executable) -> Vec<ComputeCost> {
+    (0..exe.compute_sets.len())
+        .into_par_iter()
+        .map(|cs| compute_set_cost(exe, cs))
+        .collect()
+}
+
 impl StepCosts {
     /// Costs every step of `exe` (validated) on `system`; compute sets and rearrangements
     /// are costed in parallel.
     pub(crate) fn of(exe: &Executable, system: &System) -> Result<StepCosts, RuntimeError> {
-        let compute_sets: Vec<ComputeCost> = (0..exe.compute_sets.len())
-            .into_par_iter()
-            .map(|cs| compute_set_cost(exe, cs))
-            .collect();
+        StepCosts::given(exe, system, compute_set_costs(exe))
+    }
+
+    /// [`StepCosts::of`], the compute sets' costs already found ([`compute_set_costs`]):
+    /// loading weighs its host threads' shares by them while the other steps are costed.
+    pub(crate) fn given(
+        exe: &Executable,
+        system: &System,
+        compute_sets: Vec<ComputeCost>,
+    ) -> Result<StepCosts, RuntimeError> {
         let (rearranges, rearrange_tiles): (Vec<CopyCost>, Vec<TakingPart>) = exe
             .rearranges
             .par_iter()

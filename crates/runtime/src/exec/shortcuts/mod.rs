@@ -22,7 +22,7 @@ pub(crate) mod scratch_reads;
 
 use crate::error::RuntimeError;
 use crate::exec::compute::LoadedComputeSet;
-use crate::model::steps::StepCosts;
+use crate::model::steps::ComputeCost;
 use crate::program::executable::{Executable, TensorId};
 use codegen::KernelId;
 use kept_results::KeptResult;
@@ -43,35 +43,46 @@ pub(crate) struct HostPlan {
 }
 
 impl HostPlan {
+    /// The operand views of `exe` (validated), with `shortcuts`: planned first, beside the
+    /// kernels, as the compute sets load with them.
+    pub(crate) fn views(exe: &Executable, shortcuts: bool) -> OperandViews {
+        match shortcuts {
+            true => OperandViews::plan(exe),
+            false => OperandViews::none(exe),
+        }
+    }
+
     /// Loads every compute set of `exe` (kernels compiled as `kernels`, tiles weighed by
-    /// `costs`) and, with `shortcuts`, plans every shortcut into them.
+    /// the compute sets' `costs`), reading operands through `views` ([`HostPlan::views`]).
+    pub(crate) fn load_compute_sets(
+        exe: &Executable,
+        views: &OperandViews,
+        costs: &[ComputeCost],
+        kernels: &[Vec<KernelId>],
+    ) -> Result<Vec<LoadedComputeSet>, RuntimeError> {
+        kernels
+            .par_iter()
+            .enumerate()
+            .map(|(cs, ids)| LoadedComputeSet::load(exe, cs, views, ids, &costs[cs]))
+            .collect()
+    }
+
+    /// With `shortcuts`, plans every other shortcut into the loaded `compute_sets`
+    /// ([`HostPlan::load_compute_sets`] with `views`).
     pub(crate) fn plan(
         exe: &Executable,
-        costs: &StepCosts,
-        kernels: &[Vec<KernelId>],
+        views: OperandViews,
+        mut compute_sets: Vec<LoadedComputeSet>,
         shortcuts: bool,
         pool: &rayon::ThreadPool,
-    ) -> Result<(Vec<LoadedComputeSet>, HostPlan), RuntimeError> {
-        let views = match shortcuts {
-            true => pool.install(|| OperandViews::plan(exe)),
-            false => OperandViews::none(exe),
-        };
-        let mut compute_sets = pool.install(|| {
-            kernels
-                .par_iter()
-                .enumerate()
-                .map(|(cs, ids)| {
-                    LoadedComputeSet::load(exe, cs, &views, ids, &costs.compute_sets[cs])
-                })
-                .collect::<Result<Vec<_>, RuntimeError>>()
-        })?;
+    ) -> (Vec<LoadedComputeSet>, HostPlan) {
         if !shortcuts {
             let plan = HostPlan {
                 kept_windows: views.kept,
                 results: FxHashMap::default(),
                 scratch_reads: ScratchReads::none(exe),
             };
-            return Ok((compute_sets, plan));
+            return (compute_sets, plan);
         }
         let results = kept_results::plan(exe, &mut compute_sets, &views.kept);
         let scratch_reads =
@@ -81,6 +92,6 @@ impl HostPlan {
             results,
             scratch_reads,
         };
-        Ok((compute_sets, plan))
+        (compute_sets, plan)
     }
 }
