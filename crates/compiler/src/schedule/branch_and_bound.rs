@@ -11,9 +11,9 @@
 //! a node with all its operands live plus what it defines.
 
 use super::graph::Graph;
-use super::state::{SetHasher, State};
-use smallvec::SmallVec;
+use super::state::{SetHasher, State, node_key};
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::hash::BuildHasherDefault;
 
 /// The best of `incumbent` and what `work` pushes of branch and bound find.
@@ -28,7 +28,8 @@ pub fn improve(g: &Graph, incumbent: (u64, Vec<usize>), work: u64) -> (u64, Vec<
         floor,
         work,
         seen: HashMap::default(),
-        set: vec![0; g.len().div_ceil(64)],
+        keys: (0..g.len() as u64).map(node_key).collect(),
+        set: 0,
         path: Vec::with_capacity(g.len()),
         children: vec![Vec::new(); g.len()],
     };
@@ -57,11 +58,14 @@ struct Search<'g> {
     best: (u64, Vec<usize>),
     floor: u64,
     work: u64,
-    /// The lowest peak each visited set of scheduled nodes was reached with (sets of up to
-    /// 256 nodes kept inline: the search inserts one at nearly every node it visits).
-    seen: HashMap<SmallVec<[u64; 4]>, u64, BuildHasherDefault<SetHasher>>,
-    /// The scheduled set as bits.
-    set: Vec<u64>,
+    /// The lowest peak each visited set of scheduled nodes was reached with, by the set's
+    /// hash (the search looks one up at nearly every node it visits; two sets of one 64-bit
+    /// hash are as unlikely as in the beam's table of sets).
+    seen: HashMap<u64, u64, BuildHasherDefault<SetHasher>>,
+    /// A well-mixed key per node.
+    keys: Vec<u64>,
+    /// The scheduled set's hash: the XOR of its nodes' keys.
+    set: u64,
     path: Vec<usize>,
     /// The children of the prefix at each depth, a buffer per depth kept between visits.
     children: Vec<Vec<(u64, u64, usize)>>,
@@ -83,22 +87,25 @@ impl Search<'_> {
         if self.exhausted() {
             return;
         }
-        match self.seen.get_mut(&self.set[..]) {
-            Some(before) if *before <= peak => return,
-            Some(before) => *before = peak,
-            None => {
-                self.seen.insert(SmallVec::from_slice(&self.set), peak);
+        match self.seen.entry(self.set) {
+            Entry::Occupied(before) if *before.get() <= peak => return,
+            Entry::Occupied(mut before) => *before.get_mut() = peak,
+            Entry::Vacant(slot) => {
+                slot.insert(peak);
             }
         }
         let depth = self.st.done;
         let mut children = std::mem::take(&mut self.children[depth]);
         children.clear();
         // Sorted by the whole key (nodes differ), so the order the ready nodes come in
-        // does not matter.
+        // does not matter. A child that reaches the incumbent's peak is never tried (the
+        // incumbent only gets lower), so it is not sorted either.
         for k in 0..self.st.ready_unordered().len() {
             let v = self.st.ready_unordered()[k];
             let (t, live) = self.st.try_push(v);
-            children.push((peak.max(t), live, v));
+            if peak.max(t) < self.best.0 {
+                children.push((peak.max(t), live, v));
+            }
         }
         children.sort_unstable();
         for &(child_peak, _, v) in &children {
@@ -106,11 +113,11 @@ impl Search<'_> {
                 break;
             }
             self.st.push(v);
-            self.set[v / 64] ^= 1 << (v % 64);
+            self.set ^= self.keys[v];
             self.path.push(v);
             self.descend(child_peak);
             self.path.pop();
-            self.set[v / 64] ^= 1 << (v % 64);
+            self.set ^= self.keys[v];
             self.st.pop(v);
         }
         self.children[depth] = children;

@@ -36,7 +36,7 @@ use super::branch_and_bound;
 use super::graph::Graph;
 use super::liveness::peak_liveness_bytes;
 use super::post_order::{Weights, post_order_by};
-use super::state::{SetHasher, State};
+use super::state::{SetHasher, State, node_key};
 use super::xla::list_order_and_peak;
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -164,7 +164,7 @@ fn beam_search(
     judged: &mut Judged,
 ) -> (u64, Vec<usize>) {
     let n = g.len();
-    let keys: Vec<u64> = (0..n as u64).map(splitmix).collect();
+    let keys: Vec<u64> = (0..n as u64).map(node_key).collect();
     let mut arena: Vec<Prefix> = Vec::new();
     // The beam: each prefix with the state it leaves (no prefix is replayed from scratch;
     // the work budget still counts the replays, as it always has, so that the beam's
@@ -377,9 +377,4 @@ fn nodes_of(arena: &[Prefix], mut p: usize) -> Vec<usize> {
     }
     out.reverse();
     out
-}
-
-/// A well-mixed 64-bit key per node (SplitMix64), so a set's hash is the XOR of its nodes'.
-fn splitmix(x: u64) -> u64 {
-    super::state::mix(x.wrapping_add(0x9e37_79b9_7f4a_7c15))
 }

@@ -260,6 +260,12 @@ impl Hasher for SetHasher {
     }
 }
 
+/// A well-mixed 64-bit key for node `v` (SplitMix64), so a set's hash is the XOR of its
+/// nodes' keys, kept as nodes are scheduled and unscheduled.
+pub fn node_key(v: u64) -> u64 {
+    mix(v.wrapping_add(0x9e37_79b9_7f4a_7c15))
+}
+
 /// SplitMix64's finaliser: every input bit reaches every output bit.
 pub fn mix(z: u64) -> u64 {
     let z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
