@@ -141,44 +141,44 @@ impl Planned {
 /// combination finishes a row): consecutive items on one tile with one length and one
 /// destination form the runs of vertices spread over the tile's workers, a run each while
 /// workers remain (PopLibs' `distributeReductionsBetweenWorkers`,
-/// lib/popops/reduction/ReductionConnection.cpp).
+/// lib/popops/reduction/ReductionConnection.cpp). Made as they are read: a candidate stage
+/// is costed without being stored (the transformer's reductions plan 180 000 vertices).
 fn stage_vertices(
     items: &[Item],
     tensors: (TensorId, TensorId, Option<TensorId>),
-    target: &Target,
-) -> Vec<Planned> {
+    workers: usize,
+) -> impl Iterator<Item = Planned> + '_ {
     let (input, partials, pieces) = tensors;
-    let slot = |it: &Item| match it.piece {
+    let slot = move |it: &Item| match it.piece {
         Some(p) => (pieces.expect("pieces have a tensor"), p),
         None => (partials, it.out),
     };
-    // The runs `i..j` of items first, so the vertices (each run's items split among up to
-    // one vertex a worker context) are allocated once.
-    let mut runs = Vec::new();
-    let mut i = 0;
-    while i < items.len() {
-        let (dst, at) = slot(&items[i]);
+    // Each run of items: its first, how many, and its first input element.
+    let (mut i, mut elem) = (0, 0);
+    let runs = std::iter::from_fn(move || {
+        let first = items.get(i)?;
+        let (dst, at) = slot(first);
         let mut j = i + 1;
         while j < items.len()
-            && items[j].tile == items[i].tile
-            && items[j].len == items[i].len
+            && items[j].tile == first.tile
+            && items[j].len == first.len
             && slot(&items[j]) == (dst, at + (j - i))
         {
             j += 1;
         }
-        runs.push((i, j));
+        let run = (first, j - i, elem);
+        elem += (j - i) * first.len;
         i = j;
-    }
-    let workers = target.worker_contexts.max(1);
-    let count = runs.iter().map(|&(i, j)| (j - i).min(workers)).sum();
-    let mut vertices = Vec::with_capacity(count);
-    let mut elem = 0;
-    for (i, j) in runs {
-        let (dst, at) = slot(&items[i]);
-        let len = items[i].len;
-        for (a, c) in mapping::worker_split(j - i, target.worker_contexts, 1) {
-            vertices.push(Planned {
-                tile: items[i].tile,
+        Some(run)
+    });
+    runs.flat_map(move |(first, count, elem)| {
+        let (dst, at) = slot(first);
+        let len = first.len;
+        let tile = first.tile;
+        mapping::worker_split(count, workers, 1)
+            .into_iter()
+            .map(move |(a, c)| Planned {
+                tile,
                 piece: dst != partials,
                 input: Region {
                     tensor: input,
@@ -191,49 +191,65 @@ fn stage_vertices(
                     len: c,
                 },
                 run_length: len,
-            });
-        }
-        elem += (j - i) * len;
-    }
-    vertices
+            })
+    })
 }
 
-/// The cycles a compute set of reduce vertices takes: its busiest tile's. `vertices` are
-/// `(tile, kernel, input elements, output elements)`.
-fn compute_cycles<'k>(
-    vertices: impl Iterator<Item = (usize, &'k KernelSpec, usize, usize)>,
-    target: &Target,
-) -> u64 {
-    // Each tile's vertices in the order given (a stable sort by tile).
-    let mut costs: Vec<(usize, VertexCost)> = vertices
-        .map(|(tile, kernel, ins, outs)| (tile, vertex_cost(kernel, ins, outs, target)))
-        .collect();
-    // Stage vertices come in tile order: most need no sort.
-    if !costs.is_sorted_by_key(|&(tile, _)| tile) {
-        costs.sort_by_key(|&(tile, _)| tile);
+/// The cycles a compute set of reduce vertices takes: its busiest tile's. `vertices()`
+/// gives `(tile, kernel, input elements, output elements)` of each.
+fn compute_cycles<'k, I>(vertices: impl Fn() -> I, target: &Target) -> u64
+where
+    I: Iterator<Item = (usize, &'k KernelSpec, usize, usize)>,
+{
+    let cost = |(tile, kernel, ins, outs)| (tile, vertex_cost(kernel, ins, outs, target));
+    let workers = target.worker_contexts;
+    // Stage vertices come in tile order: each tile's are costed as they come.
+    let mut on_tile: Vec<VertexCost> = Vec::new();
+    let (mut tile, mut busiest) = (None, 0);
+    for (t, c) in vertices().map(cost) {
+        if tile != Some(t) {
+            if tile.is_some_and(|last| t < last) {
+                return unordered_cycles(vertices().map(cost), workers);
+            }
+            if !on_tile.is_empty() {
+                busiest = busiest.max(tile_cycles(&on_tile, workers));
+                on_tile.clear();
+            }
+            tile = Some(t);
+        }
+        on_tile.push(c);
     }
+    if !on_tile.is_empty() {
+        busiest = busiest.max(tile_cycles(&on_tile, workers));
+    }
+    busiest
+}
+
+/// [`compute_cycles`] of vertices not in tile order: each tile's in the order given (a
+/// stable sort by tile).
+fn unordered_cycles(vertices: impl Iterator<Item = (usize, VertexCost)>, workers: usize) -> u64 {
+    let mut costs: Vec<(usize, VertexCost)> = vertices.collect();
+    costs.sort_by_key(|&(tile, _)| tile);
     let mut on_tile: Vec<VertexCost> = Vec::new();
     (costs.chunk_by(|a, b| a.0 == b.0))
         .map(|tile| {
             on_tile.clear();
             on_tile.extend(tile.iter().map(|&(_, cost)| cost));
-            tile_cycles(&on_tile, target.worker_contexts)
+            tile_cycles(&on_tile, workers)
         })
         .max()
         .unwrap_or(0)
 }
 
 /// [`compute_cycles`] of planned stage vertices with the kernels `(finishing, plain)`.
-fn planned_cycles(
-    vertices: &[Planned],
+fn planned_cycles<I: Iterator<Item = Planned>>(
+    vertices: impl Fn() -> I,
     kernels: (&KernelSpec, &KernelSpec),
     target: &Target,
 ) -> u64 {
-    let kernel = |v: &Planned| if v.piece { kernels.1 } else { kernels.0 };
+    let kernel = move |v: &Planned| if v.piece { kernels.1 } else { kernels.0 };
     compute_cycles(
-        vertices
-            .iter()
-            .map(|v| (v.tile, kernel(v), v.input.len, v.output.len)),
+        || vertices().map(move |v| (v.tile, kernel(&v), v.input.len, v.output.len)),
         target,
     )
 }
@@ -242,10 +258,12 @@ fn planned_cycles(
 fn vertex_cycles(vertices: &[Vertex], target: &Target) -> u64 {
     let tpi = target.tiles_per_ipu;
     compute_cycles(
-        vertices.iter().map(|v| {
-            let tile = v.ipu * tpi + v.tile;
-            (tile, &*v.kernel, v.inputs[0].len, v.outputs[0].len)
-        }),
+        || {
+            vertices.iter().map(|v| {
+                let tile = v.ipu * tpi + v.tile;
+                (tile, &*v.kernel, v.inputs[0].len, v.outputs[0].len)
+            })
+        },
         target,
     )
 }
@@ -455,7 +473,6 @@ impl Lowerer<'_> {
             .collect();
         let into = |pieces| (t.tensor, partials.tensor, pieces);
         let kernels = (&last, &plain);
-        let unsplit = stage_vertices(&whole, into(None), &self.target);
         // Tiles with idle workers cut their stretches into pieces, combined on the tile in a
         // compute set of their own, when that is faster than leaving the workers idle.
         let pieces = pieces_for_workers(&segments, self.target.worker_contexts);
@@ -513,32 +530,32 @@ impl Lowerer<'_> {
         };
         // Costed before the pieces' tensor exists: only the regions' lengths count.
         let unmade = TensorId(u32::MAX);
-        let cycles = |v: &[Planned]| planned_cycles(v, (&**kernels.0, &**kernels.1), &self.target);
-        let split = (!combines.is_empty())
-            .then(|| stage_vertices(&items, into(Some(unmade)), &self.target))
-            .filter(|split| {
-                cycles(split)
-                    + self.target.internal_sync_cycles
-                    + vertex_cycles(&combine(unmade), &self.target)
-                    < cycles(&unsplit)
-            });
-        let made =
-            |v: &[Planned]| -> Vec<Vertex> { v.iter().map(|v| v.made(kernels, tpi)).collect() };
-        let (vertices, stage) = if let Some(split) = split {
+        let workers = self.target.worker_contexts;
+        let cycles = |items: &[Item], pieces| {
+            let vertices = || stage_vertices(items, into(pieces), workers);
+            planned_cycles(vertices, (&**kernels.0, &**kernels.1), &self.target)
+        };
+        let split = !combines.is_empty()
+            && cycles(&items, Some(unmade))
+                + self.target.internal_sync_cycles
+                + vertex_cycles(&combine(unmade), &self.target)
+                < cycles(&whole, None);
+        let made = |items: &[Item], pieces| -> Vec<Vertex> {
+            let vertices = || stage_vertices(items, into(pieces), workers);
+            let mut made = Vec::with_capacity(vertices().count());
+            made.extend(vertices().map(|v| v.made(kernels, tpi)));
+            made
+        };
+        let (vertices, stage) = if split {
             let piece_arr = self.arr_mapped(&format!("{name}.pieces"), &pshape(first), piece_tiles);
-            let mut split = made(&split);
-            for region in split.iter_mut().flat_map(|v| v.outputs.iter_mut()) {
-                if region.tensor == unmade {
-                    region.tensor = piece_arr.tensor;
-                }
-            }
+            let split = made(&items, Some(piece_arr.tensor));
             self.use_tensor(t.tensor);
             let cs = self.b.compute_set(&format!("{name}.partials"), split);
             self.emit(Program::Execute(cs));
             self.use_tensor(piece_arr.tensor);
             (combine(piece_arr.tensor), "pieces")
         } else {
-            (made(&unsplit), "partials")
+            (made(&whole, None), "partials")
         };
         self.use_tensor(t.tensor);
         let cs = self.b.compute_set(&format!("{name}.{stage}"), vertices);

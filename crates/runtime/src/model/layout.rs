@@ -317,17 +317,81 @@ fn span_read(run: Run) -> Option<(usize, usize, usize)> {
     }
 }
 
-/// The spans a block's runs read, `(source, a, b)`: one for a block whose runs' spans
-/// overlap or touch, as they join (a K part's rows, a copy in long runs), else one a run.
-fn block_spans(b: &RunBlock) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
-    let first = span_read(b.first);
-    let whole = first.filter(|&(_, a, e)| runs_join(b, e - a));
-    let joined = whole.map(|(k, a, e)| {
-        let (_, a1, e1) = span_read(b.last()).expect("a block's runs read one source");
-        (k, a.min(a1), e.max(e1))
+/// The spans `r`'s runs read, `(source, a, b)`, as spans and strided blocks of them: a
+/// block whose runs' spans overlap or touch is one span (a K part's rows, a copy in long
+/// runs); the others are strided blocks, those of one source, step and count lying side by
+/// side made one (a transpose's blocks, a column of runs each, together read whole rows:
+/// a BERT layer's operand gathers step through 3 million runs' spans in a few thousand
+/// blocks), and one whose spans then touch is a span too.
+fn read_spans(r: &Rearrange) -> (Vec<(usize, usize, usize)>, Vec<Strided>) {
+    let mut spans = Vec::new();
+    let mut strided = Vec::new();
+    for b in r.runs.blocks() {
+        let Some((k, a, e)) = span_read(b.first) else {
+            continue;
+        };
+        if runs_join(b, e - a) {
+            let (_, a1, e1) = span_read(b.last()).expect("a block's runs read one source");
+            spans.push((k, a.min(a1), e.max(e1)));
+            continue;
+        }
+        let step = b.src_step.unsigned_abs();
+        let start = match b.src_step < 0 {
+            true => a - (b.count - 1) * step,
+            false => a,
+        };
+        strided.push(Strided {
+            k,
+            step,
+            count: b.count,
+            start,
+            width: e - a,
+        });
+    }
+    // Blocks of one source, step and count by where they start: a block that starts
+    // within or right after the one before widens it.
+    strided.sort_unstable();
+    let mut joined: Vec<Strided> = Vec::with_capacity(strided.len());
+    for s in strided {
+        match joined.last_mut() {
+            Some(j)
+                if (j.k, j.step, j.count) == (s.k, s.step, s.count)
+                    && s.start <= j.start + j.width =>
+            {
+                j.width = j.width.max(s.start - j.start + s.width);
+            }
+            _ => joined.push(s),
+        }
+    }
+    joined.retain(|j| {
+        let whole = j.width >= j.step;
+        if whole {
+            spans.push((j.k, j.start, j.start + (j.count - 1) * j.step + j.width));
+        }
+        !whole
     });
-    let each = (first.is_some() && joined.is_none()).then(|| b.runs().filter_map(span_read));
-    joined.into_iter().chain(each.into_iter().flatten())
+    (spans, joined)
+}
+
+/// Spans of one source that do not touch: `count` of `width` elements, the first at
+/// `start`, each `step` elements after the one before (`step > width`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Strided {
+    k: usize,
+    step: usize,
+    count: usize,
+    start: usize,
+    width: usize,
+}
+
+impl Strided {
+    /// Its spans, `(source, a, b)`.
+    fn spans(self) -> impl Iterator<Item = (usize, usize, usize)> {
+        (0..self.count).map(move |i| {
+            let a = self.start + i * self.step;
+            (self.k, a, a + self.width)
+        })
+    }
 }
 
 /// Whether the spans of `b`'s runs, each `width` elements, overlap or touch one after the
@@ -340,12 +404,10 @@ fn runs_join(b: &RunBlock, width: usize) -> bool {
 /// as the whole span it steps over; ranges that touch are one).
 pub(crate) fn read_intervals(r: &Rearrange) -> Vec<Vec<(usize, usize)>> {
     let range = source_ranges(r);
+    let (joined, strided) = read_spans(r);
     let mut spans = vec![0usize; r.sources.len()];
-    for b in r.runs.blocks() {
-        if let Some((k, a, e)) = span_read(b.first) {
-            spans[k] += if runs_join(b, e - a) { 1 } else { b.count };
-        }
-    }
+    joined.iter().for_each(|&(k, ..)| spans[k] += 1);
+    strided.iter().for_each(|s| spans[s.k] += s.count);
     // A source whose window is dense in spans marks them in a bitmap (a few words a span);
     // a sparse one sorts its spans.
     let mut reads: Vec<Reads> = range
@@ -356,7 +418,8 @@ pub(crate) fn read_intervals(r: &Rearrange) -> Vec<Vec<(usize, usize)>> {
             _ => Reads::Spans(Vec::with_capacity(n)),
         })
         .collect();
-    for (k, a, b) in r.runs.blocks().iter().flat_map(block_spans) {
+    let each = strided.into_iter().flat_map(Strided::spans);
+    for (k, a, b) in joined.into_iter().chain(each) {
         match &mut reads[k] {
             Reads::Marked(m) => m.mark(a, b),
             Reads::Spans(s) => s.push((a, b)),
@@ -904,6 +967,54 @@ mod tests {
             };
             let want = read_one_by_one(&runs);
             assert_eq!(read_intervals(&r), want, "case {case}");
+        }
+    }
+
+    /// Blocks of one step and count side by side (a transpose's columns of runs), apart,
+    /// overlapping and backwards, read what their runs read one by one; side by side,
+    /// they are made one block, and one span once they cover their rows.
+    #[test]
+    fn strided_blocks_side_by_side_read_as_one() {
+        let mut next = numbers(17);
+        let rearrange = |runs: &[Run]| Rearrange {
+            name: "r".into(),
+            dst: TensorId(0),
+            sources: vec![TensorId(1), TensorId(2)],
+            fill: Vec::new(),
+            runs: runs.to_vec().into(),
+        };
+        // A column of `rows` runs of `width` elements of source `k`, the first at `start`,
+        // each `step` after the last (backwards: the last first).
+        let column = |k: u32, start: usize, width, step: usize, rows: usize, backwards| {
+            (0..rows)
+                .map(|i| {
+                    let i = if backwards { rows - 1 - i } else { i };
+                    Run::reading(k, (start + i * step, 1), 0, width)
+                })
+                .collect::<Vec<Run>>()
+        };
+        // A transpose of a 300 x 64 source in columns of 8: one span.
+        let runs: Vec<Run> = (0..8)
+            .flat_map(|c| column(0, c * 8, 8, 64, 300, c % 2 == 1))
+            .collect();
+        let r = rearrange(&runs);
+        let (spans, strided) = read_spans(&r);
+        assert_eq!((spans, strided), (vec![(0, 0, 300 * 64)], vec![]));
+        assert_eq!(read_intervals(&r), read_one_by_one(&runs));
+        for case in 0..300 {
+            let step = 8 + next(40);
+            let rows = 1 + next(20);
+            let mut runs = Vec::new();
+            for _ in 0..1 + next(6) {
+                let k = next(2) as u32;
+                let width = 1 + next(step - 1);
+                let start = next(2 * step);
+                let rows = if next(4) == 0 { 1 + next(20) } else { rows };
+                let step = if next(5) == 0 { step + 1 } else { step };
+                runs.extend(column(k, start, width, step, rows, next(2) == 0));
+            }
+            let r = rearrange(&runs);
+            assert_eq!(read_intervals(&r), read_one_by_one(&runs), "case {case}");
         }
     }
 

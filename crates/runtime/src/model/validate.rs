@@ -279,7 +279,8 @@ fn check_codelet_vertex(
 
 /// Checks a rearrangement's runs stay inside their tensors and types agree.
 fn check_rearranges(exe: &Executable) -> Result<(), RuntimeError> {
-    check_each(&exe.rearranges, |r| {
+    // The marks of `written_twice`, one buffer per host thread's share.
+    check_each_with(&exe.rearranges, Vec::new, |marks, r| {
         let here = format!("rearrangement {}", r.name);
         let d = tensor(exe, r.dst, &here)?;
         for s in &r.sources {
@@ -337,7 +338,7 @@ fn check_rearranges(exe: &Executable) -> Result<(), RuntimeError> {
                 d.name, d.elements
             )));
         }
-        if !in_order && let Some(twice) = written_twice(r.runs.iter(), d.elements) {
+        if !in_order && let Some(twice) = written_twice(r.runs.iter(), d.elements, marks) {
             return Err(invalid(format!(
                 "{here}: element {twice} of {} is written by two runs (and so another by none)",
                 d.name
@@ -431,23 +432,44 @@ fn read_span(start: i128, stride: isize, len: usize) -> Option<(i128, i128)> {
 }
 
 /// The first destination element that two of `runs` (each within `elements`) write.
-fn written_twice(runs: impl Iterator<Item = Run>, elements: usize) -> Option<usize> {
-    let mut marks = vec![0u64; elements.div_ceil(64)];
-    for run in runs {
+/// `marks` is a bit per element, all clear, and left so: each call clears what it set
+/// rather than allocating its own (a fresh megabyte or more for each large rearrangement,
+/// page faults to fill and unmapping to give back: a sixth of a BERT layer's checks).
+fn written_twice(
+    runs: impl Iterator<Item = Run>,
+    elements: usize,
+    marks: &mut Vec<u64>,
+) -> Option<usize> {
+    let words = elements.div_ceil(64);
+    if marks.len() < words {
+        marks.resize(words, 0);
+    }
+    // The words set, to clear.
+    let (mut low, mut high) = (usize::MAX, 0);
+    let mut twice = None;
+    'runs: for run in runs {
         let (mut at, end) = (run.dst_start, run.dst_start + run.len);
+        if at < end {
+            low = low.min(at / 64);
+            high = high.max((end - 1) / 64 + 1);
+        }
         while at < end {
             let (word, bit) = (at / 64, at % 64);
             let upto = (end - word * 64).min(64);
             let mask = (u64::MAX >> (64 - (upto - bit))) << bit;
             let already = marks[word] & mask;
             if already != 0 {
-                return Some(word * 64 + already.trailing_zeros() as usize);
+                twice = Some(word * 64 + already.trailing_zeros() as usize);
+                break 'runs;
             }
             marks[word] |= mask;
             at = word * 64 + upto;
         }
     }
-    None
+    if low < high {
+        marks[low..high].fill(0);
+    }
+    twice
 }
 
 /// Bytes `begin..end` of tile `tile`'s memory (`ipu * tiles_per_ipu + tile`) written by
@@ -466,7 +488,17 @@ fn check_each<T: Sync, R: Send>(
     items: &[T],
     check: impl Fn(&T) -> Result<R, RuntimeError> + Sync + Send,
 ) -> Result<Vec<R>, RuntimeError> {
-    let results: Vec<Result<R, RuntimeError>> = items.par_iter().map(&check).collect();
+    check_each_with(items, || (), |(), item| check(item))
+}
+
+/// [`check_each`] with a scratch value `init` makes for each host thread's share of the
+/// items, which every check of that share is given.
+fn check_each_with<T: Sync, R: Send, S>(
+    items: &[T],
+    init: impl Fn() -> S + Sync + Send,
+    check: impl Fn(&mut S, &T) -> Result<R, RuntimeError> + Sync + Send,
+) -> Result<Vec<R>, RuntimeError> {
+    let results: Vec<Result<R, RuntimeError>> = items.par_iter().map_init(init, check).collect();
     results.into_iter().collect()
 }
 
@@ -912,6 +944,29 @@ pub fn validate(exe: &Executable) -> Result<(), RuntimeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn written_twice_finds_the_first_overlap_and_leaves_its_marks_clear() {
+        let fill = |dst_start, len| Run {
+            source: RunSource::Fill,
+            dst_start,
+            len,
+        };
+        let mut marks = Vec::new();
+        // Out of order, each element once: no overlap, across word boundaries.
+        let once = [fill(130, 70), fill(0, 63), fill(63, 67)];
+        assert_eq!(written_twice(once.into_iter(), 200, &mut marks), None);
+        assert!(marks.iter().all(|&w| w == 0), "no mark is left set");
+        // The second run writes elements 100-109 again: the first of them is named, and
+        // the search stops there with its marks cleared.
+        let twice = [fill(90, 30), fill(100, 10), fill(0, 90)];
+        assert_eq!(written_twice(twice.into_iter(), 200, &mut marks), Some(100));
+        assert!(marks.iter().all(|&w| w == 0), "no mark is left set");
+        // The same marks serve a larger destination next.
+        let larger = [fill(500, 500), fill(0, 500)];
+        assert_eq!(written_twice(larger.into_iter(), 1000, &mut marks), None);
+        assert!(marks.len() >= 1000 / 64 && marks.iter().all(|&w| w == 0));
+    }
 
     #[test]
     fn writes_sort_by_tile_then_memory_as_a_whole_sort_would() {
