@@ -457,11 +457,39 @@ impl LoadedRearrange {
         buf: &mut [u8],
         pool: &rayon::ThreadPool,
     ) {
+        let copy = |part: &mut [u8], bytes: &[u8]| part.copy_from_slice(bytes);
+        self.gather_as(memory, k, (buf, 1), copy, pool);
+    }
+
+    /// [`LoadedRearrange::gather`] of an f16 window into f32 values, each segment widened
+    /// as it is read (one pass over the window, on every thread).
+    pub(crate) fn gather_widened(
+        &self,
+        memory: &HostTiles,
+        k: usize,
+        window: &mut [f32],
+        pool: &rayon::ThreadPool,
+    ) {
+        let widen = |part: &mut [f32], bytes: &[u8]| codegen::halves::widen_into(bytes, part);
+        self.gather_as(memory, k, (window, 2), widen, pool);
+    }
+
+    /// Puts each segment of source `k`'s window into `buf`, whose element `i` holds the
+    /// window's bytes from `i * unit` (`put(part, bytes)` fills `part` from `bytes`).
+    fn gather_as<T: Send>(
+        &self,
+        memory: &HostTiles,
+        k: usize,
+        (buf, unit): (&mut [T], usize),
+        put: impl Fn(&mut [T], &[u8]) + Sync,
+        pool: &rayon::ThreadPool,
+    ) {
         let segments = &self.windows[k].gather;
-        let copy = |part: &mut [u8], base: usize, segments: &[Segment]| {
+        let copy = |part: &mut [T], base: usize, segments: &[Segment]| {
             for s in segments {
-                part[s.at - base..s.at - base + s.bytes]
-                    .copy_from_slice(&memory[s.tile][s.offset..s.offset + s.bytes]);
+                let at = (s.at - base) / unit;
+                let bytes = &memory[s.tile][s.offset..s.offset + s.bytes];
+                put(&mut part[at..at + s.bytes / unit], bytes);
             }
         };
         if self.windows[k].bytes < PARALLEL_GATHER_BYTES {
@@ -477,7 +505,7 @@ impl LoadedRearrange {
         let (mut rest, mut base) = (buf, 0);
         for chunk in segments.chunks(per) {
             let last = chunk.last().expect("chunks are not empty");
-            let (part, tail) = rest.split_at_mut(last.at + last.bytes - base);
+            let (part, tail) = rest.split_at_mut((last.at + last.bytes - base) / unit);
             parts.push((part, base, chunk));
             (rest, base) = (tail, last.at + last.bytes);
         }

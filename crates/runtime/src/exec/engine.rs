@@ -194,7 +194,6 @@ impl TilesLoad<'_> {
             scratch: Scratch::default(),
             plan,
             kept,
-            gathered_halves: Vec::new(),
             kept_dst,
         })
     }
@@ -228,8 +227,6 @@ struct Tiles {
     plan: HostPlan,
     /// By rearrangement: its kept windows (empty for the others), as f32 values.
     kept: Vec<Vec<Vec<f32>>>,
-    /// An f16 kept window's bytes as gathered, before they are widened.
-    gathered_halves: Vec<u8>,
     /// The rearrangement each unwritten destination tensor would be written by.
     kept_dst: HashMap<TensorId, usize>,
 }
@@ -634,10 +631,7 @@ impl Host for Running<'_> {
             let dst = &self.exe.tensors[self.exe.rearranges[id].dst.0 as usize];
             for (k, window) in tiles.kept[id].iter_mut().enumerate() {
                 if dst.dtype == DType::F16 {
-                    let bytes = &mut tiles.gathered_halves;
-                    bytes.resize(window.len() * 2, 0);
-                    r.gather(&tiles.memory, k, bytes, self.pool);
-                    codegen::halves::widen_into(bytes, window);
+                    r.gather_widened(&tiles.memory, k, window, self.pool);
                 } else {
                     r.gather(&tiles.memory, k, f32_bytes_mut(window), self.pool);
                 }
