@@ -82,8 +82,8 @@ pub struct BenchResult {
     /// Loading: checks, JIT compilation of the kernels, tile memory, ms.
     pub load_ms: f64,
     /// Where loading's time went, by phase (`load_checks_ms`, `load_costs_ms`, ... in the
-    /// JSON; the costs and the kernels are made at the same time, and the rest of `load_ms`
-    /// is moving the executable into the engine).
+    /// JSON; the phases overlap, see [`runtime::LoadTimes`], and the rest of `load_ms` is
+    /// moving the executable into the engine).
     pub load_times: runtime::LoadTimes,
     /// Median host time of one run (feeding inputs to reading results), ms.
     pub run_ms_median: f64,
