@@ -149,15 +149,25 @@ pub(crate) fn plan(
                 .extend(batches.rows(s));
         }
     }
-    // Only a tensor the batched rows tile exactly.
+    // Only a tensor the batched rows tile exactly; rows that follow each other in the
+    // scratch too are one piece (a vertex result as wide as its batch: one piece, not one
+    // a row).
     kept.retain(|t, k| {
         k.pieces.sort_unstable();
         let mut next = 0;
-        k.pieces.iter().all(|&(start, len, _)| {
+        let tiles = k.pieces.iter().all(|&(start, len, _)| {
             let ok = start == next;
             next = start + len;
             ok
-        }) && next == exe.tensors[t.0 as usize].elements
+        }) && next == exe.tensors[t.0 as usize].elements;
+        k.pieces.dedup_by(|row, piece| {
+            let follows = piece.0 + piece.1 == row.0 && piece.2 + piece.1 == row.2;
+            if follows {
+                piece.1 += row.1;
+            }
+            follows
+        });
+        tiles
     });
     let tensors: FxHashSet<TensorId> = kept.keys().copied().collect();
     for cs in compute_sets.iter_mut() {
