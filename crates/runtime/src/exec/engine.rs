@@ -128,10 +128,10 @@ struct TilesLoad<'a> {
 }
 
 impl TilesLoad<'_> {
-    /// Plans the host's shortcuts into the loaded `compute_sets` (the operand `views`
-    /// planned) and loads the rearrangements and copies, timing each phase in `load`
-    /// (adding to its `host_plan`); returns the tiles given their memory (allocated once
-    /// the costs found that it fits) and `kernels`.
+    /// Plans the host's shortcuts into the loaded `compute_sets` (with the operand `views`
+    /// planned before) and loads the rearrangements and copies, timing each phase in
+    /// `load` (adding to its `host_plan`). Returns what makes the tiles (with `kernels`)
+    /// from their memory, allocated once the costs have found that it fits.
     fn load(
         &self,
         views: OperandViews,
