@@ -140,13 +140,19 @@ pub(crate) fn plan(
         cs.relayout_batches(&first_read[ci]);
         let (batches, scatters) = cs.batched();
         for s in scatters.iter().filter(|s| eligible(s.dst.0)) {
-            kept.entry(s.dst.0)
+            let pieces = &mut kept
+                .entry(s.dst.0)
                 .or_insert_with(|| KeptResult {
                     compute_set: ci,
                     pieces: Vec::new(),
                 })
-                .pieces
-                .extend(batches.rows(s));
+                .pieces;
+            for row in batches.rows(s) {
+                match pieces.last_mut() {
+                    Some(piece) if follows(piece, &row) => piece.1 += row.1,
+                    _ => pieces.push(row),
+                }
+            }
         }
     }
     // Only a tensor the batched rows tile exactly; rows that follow each other in the
@@ -161,11 +167,11 @@ pub(crate) fn plan(
             ok
         }) && next == exe.tensors[t.0 as usize].elements;
         k.pieces.dedup_by(|row, piece| {
-            let follows = piece.0 + piece.1 == row.0 && piece.2 + piece.1 == row.2;
-            if follows {
+            let joined = follows(piece, row);
+            if joined {
                 piece.1 += row.1;
             }
-            follows
+            joined
         });
         tiles
     });
@@ -174,6 +180,12 @@ pub(crate) fn plan(
         cs.keep_results(&tensors);
     }
     kept
+}
+
+/// Whether `row` (`(first element, elements, first scratch element)`) starts where `piece`
+/// ends, in the tensor and in the scratch: the two are one piece.
+fn follows(piece: &(usize, usize, usize), row: &(usize, usize, usize)) -> bool {
+    piece.0 + piece.1 == row.0 && piece.2 + piece.1 == row.2
 }
 
 /// Calls `read(batch)` for the result each run of `block` starts in, in order (the result
