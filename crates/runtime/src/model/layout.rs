@@ -404,9 +404,9 @@ fn runs_join(b: &RunBlock, width: usize) -> bool {
 /// as the whole span it steps over; ranges that touch are one).
 pub(crate) fn read_intervals(r: &Rearrange) -> Vec<Vec<(usize, usize)>> {
     let range = source_ranges(r);
-    let (joined, strided) = read_spans(r);
+    let (whole, strided) = read_spans(r);
     let mut spans = vec![0usize; r.sources.len()];
-    joined.iter().for_each(|&(k, ..)| spans[k] += 1);
+    whole.iter().for_each(|&(k, ..)| spans[k] += 1);
     strided.iter().for_each(|s| spans[s.k] += s.count);
     // A source whose window is dense in spans marks them in a bitmap (a few words a span);
     // a sparse one sorts its spans.
@@ -419,7 +419,7 @@ pub(crate) fn read_intervals(r: &Rearrange) -> Vec<Vec<(usize, usize)>> {
         })
         .collect();
     let each = strided.into_iter().flat_map(Strided::spans);
-    for (k, a, b) in joined.into_iter().chain(each) {
+    for (k, a, b) in whole.into_iter().chain(each) {
         match &mut reads[k] {
             Reads::Marked(m) => m.mark(a, b),
             Reads::Spans(s) => s.push((a, b)),

@@ -434,7 +434,7 @@ fn read_span(start: i128, stride: isize, len: usize) -> Option<(i128, i128)> {
 /// The first destination element that two of `runs` (each within `elements`) write.
 /// `marks` is a bit per element, all clear, and left so: each call clears what it set
 /// rather than allocating its own (a fresh megabyte or more for each large rearrangement,
-/// page faults to fill and unmapping to give back: a sixth of a BERT layer's checks).
+/// page faults to fill, and unmapping it interrupted the other cores to flush their TLBs).
 fn written_twice(
     runs: impl Iterator<Item = Run>,
     elements: usize,
