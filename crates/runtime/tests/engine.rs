@@ -1435,9 +1435,14 @@ fn batched_partials_read_from_the_host_scratch_match_partials_written_to_the_til
 /// A product split over K (2 parts) and N (2 parts) on tiles 0..3: each K part's partials
 /// (one block per N part) go to a K-part tensor in result order on tiles 0 and 1, which an
 /// element-wise add sums into `out`. With `stream_part`, the first K-part tensor is also
-/// streamed out (so it must be written). Returns the engine, the K-part tensors, the K
-/// parts' values and the product.
-fn k_split_product(stream_part: bool) -> (Engine, [TensorId; 2], [Vec<f32>; 2], Vec<f32>) {
+/// streamed out (so it must be written). With `twice`, all of it is a function called twice,
+/// `x` doubled in place between the calls (so `out` is streamed twice, the second time
+/// twice the product). Returns the engine, the K-part tensors, the K parts' values and the
+/// product (the first call's).
+fn k_split_product(
+    stream_part: bool,
+    twice: bool,
+) -> (Engine, [TensorId; 2], [Vec<f32>; 2], Vec<f32>) {
     use runtime::{Rearrange, Run, RunSource};
     let (m, k, n) = (3, 4, 6);
     let (kh, h) = (k / 2, n / 2);
@@ -1558,6 +1563,12 @@ fn k_split_product(stream_part: bool) -> (Engine, [TensorId; 2], [Vec<f32>; 2], 
     if stream_part {
         program.push(stream_out(&mut b, "k0", parts[0], m * n));
     }
+    if twice {
+        let f = b.function(Program::Sequence(program));
+        let v = b.elementwise_vertices(&add_kernel(), &[x, x], &[x]);
+        let double = b.compute_set("double x", v);
+        program = vec![Program::Call(f), Program::Execute(double), Program::Call(f)];
+    }
     let exe = b.finish(Program::Sequence(program));
     let part = |kp: usize| -> Vec<f32> {
         (0..m * n)
@@ -1579,8 +1590,8 @@ fn k_split_product(stream_part: bool) -> (Engine, [TensorId; 2], [Vec<f32>; 2], 
 
 #[test]
 fn k_parts_summed_from_the_host_scratch_match_k_parts_written_to_the_tiles() {
-    let (mut scratch, parts, values, want) = k_split_product(false);
-    let (mut written, _, _, _) = k_split_product(true);
+    let (mut scratch, parts, values, want) = k_split_product(false, false);
+    let (mut written, _, _, _) = k_split_product(true, false);
     // The K parts read back as if written, and every step costs the same either way.
     check_against_written(
         &mut scratch,
@@ -1591,6 +1602,34 @@ fn k_parts_summed_from_the_host_scratch_match_k_parts_written_to_the_tiles() {
         (7, 3),
     );
     // The K parts are summed from the scratch unless one must be written (streamed).
+    let host_only = |e: &Engine| parts.map(|p| e.host_only_tensors().contains(&p));
+    assert_eq!(host_only(&scratch), [true, true]);
+    assert_eq!(host_only(&written), [false, true]);
+}
+
+#[test]
+fn k_parts_summed_from_the_scratch_in_a_function_called_twice_read_each_calls_product() {
+    let (mut scratch, parts, values, want) = k_split_product(false, true);
+    let (mut written, _, _, _) = k_split_product(true, true);
+    let doubled = |v: &[f32]| -> Vec<f32> { v.iter().map(|x| 2.0 * x).collect() };
+    let [(mut io_scratch, p_scratch), (mut io_written, p_written)] =
+        run_each([&mut scratch, &mut written]);
+    for io in [&mut io_scratch, &mut io_written] {
+        let outs: Vec<Vec<f32>> = io.take("out").iter().map(|b| f32_values(b)).collect();
+        assert_eq!(outs, [want.clone(), doubled(&want)]);
+    }
+    // After the run the K parts read as the second call wrote them.
+    for (p, v) in parts.iter().zip(&values) {
+        assert_eq!(f32_values(&scratch.read_tensor(*p)), doubled(v));
+        assert_eq!(f32_values(&written.read_tensor(*p)), doubled(v));
+    }
+    // Every step but the written one's extra stream costs the same.
+    let others = |p: &runtime::Profile| -> Vec<_> {
+        let steps = p.steps.iter().filter(|s| !s.name.contains("k0"));
+        steps.map(|s| (s.name.clone(), s.cycles)).collect()
+    };
+    assert_eq!(others(&p_scratch), others(&p_written));
+    // The function's K parts are summed from the scratch, as in the main program.
     let host_only = |e: &Engine| parts.map(|p| e.host_only_tensors().contains(&p));
     assert_eq!(host_only(&scratch), [true, true]);
     assert_eq!(host_only(&written), [false, true]);

@@ -11,9 +11,12 @@
 //! [`Engine::read_tensor`] reads its destination as it would have been written.
 //!
 //! This is only sound when the scratch still holds what the rearrangement would have read
-//! when the summing compute set runs: the product runs once in the whole program, the
-//! summing compute set runs once, after the rearrangement in the same sequence, with only
-//! rearrangements and other compute sets between them.
+//! when the summing compute set runs: the product, the rearrangement and the summing
+//! compute set each appear once in the program, the sum after the rearrangement in the
+//! same sequence, with only rearrangements and other compute sets between them. That
+//! sequence may run many times (a loop's body, a function called from several places, as
+//! the encoder's layers are): each time, the sum reads what the product wrote last, which
+//! is what the rearrangement read just before.
 //!
 //! [`Engine::read_tensor`]: crate::exec::engine::Engine::read_tensor
 
@@ -247,8 +250,6 @@ fn scratch_offset(r: &Rearrange, kept: &KeptResult, elements: usize) -> Option<u
 /// sequences: `(sequence, index)` per occurrence.
 struct Places<'e> {
     sequences: Vec<&'e [Program]>,
-    /// By sequence: it lies in a function (which may run from several calls).
-    in_function: Vec<bool>,
     executions: FxHashMap<usize, Vec<(usize, usize)>>,
     rearranges: FxHashMap<usize, Vec<(usize, usize)>>,
 }
@@ -257,24 +258,20 @@ impl<'e> Places<'e> {
     fn of(exe: &'e Executable) -> Places<'e> {
         let mut places = Places {
             sequences: Vec::new(),
-            in_function: Vec::new(),
             executions: FxHashMap::default(),
             rearranges: FxHashMap::default(),
         };
-        places.walk(std::slice::from_ref(&exe.program), false);
+        places.walk(std::slice::from_ref(&exe.program));
         for f in &exe.functions {
-            places.walk(std::slice::from_ref(f), true);
+            places.walk(std::slice::from_ref(f));
         }
         places
     }
 
-    fn walk(&mut self, list: &'e [Program], in_function: bool) {
+    fn walk(&mut self, list: &'e [Program]) {
         let seq = self.sequences.len();
         self.sequences.push(list);
-        self.in_function.push(in_function);
-        let walk = |p: &'e Program, places: &mut Places<'e>| {
-            places.walk(std::slice::from_ref(p), in_function)
-        };
+        let walk = |p: &'e Program, places: &mut Places<'e>| places.walk(std::slice::from_ref(p));
         for (i, p) in list.iter().enumerate() {
             match p {
                 Program::Execute(c) => self
@@ -287,7 +284,7 @@ impl<'e> Places<'e> {
                     .entry(r.0 as usize)
                     .or_default()
                     .push((seq, i)),
-                Program::Sequence(ps) => self.walk(ps, in_function),
+                Program::Sequence(ps) => self.walk(ps),
                 Program::Repeat { body, .. } => walk(body, self),
                 Program::RepeatWhileTrue {
                     condition, body, ..
@@ -315,9 +312,9 @@ impl<'e> Places<'e> {
         }
     }
 
-    /// True when compute set `product` runs once, rearrangement `r` once, and compute set
-    /// `sum` once, after `r` in the same sequence of the main program (not a function),
-    /// with only rearrangements and compute sets other than `product` between them.
+    /// True when compute set `product`, rearrangement `r` and compute set `sum` each appear
+    /// once in the program (in the main program or a function), `sum` after `r` in the same
+    /// sequence with only rearrangements and compute sets other than `product` between them.
     fn in_order(&self, product: usize, r: usize, sum: usize) -> bool {
         let once = |m: &FxHashMap<usize, Vec<(usize, usize)>>, k: usize| match m.get(&k) {
             Some(v) if v.len() == 1 => Some(v[0]),
@@ -331,7 +328,6 @@ impl<'e> Places<'e> {
             return false;
         };
         rs == ss
-            && !self.in_function[rs]
             && ri < si
             && self.sequences[rs][ri + 1..si].iter().all(|p| match p {
                 Program::Rearrange(_) => true,
