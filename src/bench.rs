@@ -98,6 +98,9 @@ pub struct BenchResult {
     pub host_exchange_ms: f64,
     /// See `host_compute_ms`.
     pub host_streams_ms: f64,
+    /// The same by family of steps (a compute set's, rearrangement's or stream's name
+    /// without its instruction numbers), slowest first.
+    pub host_steps: Vec<HostStepFamily>,
     /// Estimating the same executable's profile without running it
     /// ([`LoadedModule::estimate`]: checks and costs), ms.
     pub estimate_ms: f64,
@@ -117,6 +120,78 @@ pub struct BenchResult {
     pub outputs: OutputCheck,
     /// XLA's figures, when the case records them.
     pub xla: Option<XlaFigures>,
+}
+
+/// Host time a run spent on one family of steps: every compute set, rearrangement or
+/// stream whose name is the same but for its instructions' numbers (the encoder's 72
+/// `dot_general.N.result` rearrangements are one family, `dot_general.result`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostStepFamily {
+    /// What kind of steps.
+    pub kind: runtime::HostStepKind,
+    /// The names without their numbers (streams: `stream in`, `stream out`).
+    pub family: String,
+    /// Mean host time a run, ms.
+    pub ms: f64,
+    /// Executions a run (mean).
+    pub per_run: f64,
+}
+
+impl HostStepFamily {
+    /// `times` (added over `runs` runs of `exe`) by family, slowest first.
+    pub fn of(times: &runtime::HostTimes, exe: &runtime::Executable, runs: usize) -> Vec<Self> {
+        let runs = runs.max(1) as f64;
+        let mut families: Vec<HostStepFamily> = Vec::new();
+        let mut index = std::collections::HashMap::new();
+        for step in times.by_step(exe) {
+            let family = step_family(step.kind, step.name);
+            let i = *index.entry((step.kind, family.clone())).or_insert_with(|| {
+                families.push(HostStepFamily {
+                    kind: step.kind,
+                    family,
+                    ms: 0.0,
+                    per_run: 0.0,
+                });
+                families.len() - 1
+            });
+            families[i].ms += ms(step.time.time) / runs;
+            families[i].per_run += f64::from(step.time.runs) / runs;
+        }
+        families.sort_by(|a, b| b.ms.total_cmp(&a.ms));
+        families
+    }
+
+    /// As JSON: `{"kind", "step", "ms", "per_run"}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let kind = match self.kind {
+            runtime::HostStepKind::Compute => "compute",
+            runtime::HostStepKind::Exchange => "exchange",
+            runtime::HostStepKind::Stream => "stream",
+        };
+        serde_json::json!({
+            "kind": kind,
+            "step": self.family,
+            "ms": self.ms,
+            "per_run": self.per_run,
+        })
+    }
+}
+
+/// A step's name without the instruction numbers the lowering put in it: its dot-separated
+/// parts that are numbers dropped (`dot_general.72.result` → `dot_general.result`); a
+/// stream's trailing number dropped (`in7` → `stream in`).
+fn step_family(kind: runtime::HostStepKind, name: &str) -> String {
+    if kind == runtime::HostStepKind::Stream {
+        return format!(
+            "stream {}",
+            name.trim_end_matches(|c: char| c.is_ascii_digit())
+        );
+    }
+    let number = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
+    name.split('.')
+        .filter(|p| !number(p))
+        .collect::<Vec<_>>()
+        .join(".")
 }
 
 /// A duration in milliseconds.
@@ -156,6 +231,7 @@ impl BenchResult {
             "host_compute_ms": self.host_compute_ms,
             "host_exchange_ms": self.host_exchange_ms,
             "host_streams_ms": self.host_streams_ms,
+            "host_steps": self.host_steps.iter().map(HostStepFamily::to_json).collect::<Vec<_>>(),
             "estimate_ms": self.estimate_ms,
             "simulated_cycles": self.simulated_cycles,
             "peak_tile_bytes": self.peak_tile_bytes,
@@ -213,17 +289,16 @@ pub fn bench_case(dir: &Path, options: &BenchOptions) -> anyhow::Result<BenchRes
         loaded.run_prepared(&prepared)?;
     }
     let mut times = Vec::with_capacity(options.runs);
-    let mut host = [0f64; 3];
+    let mut host = runtime::HostTimes::default();
     for _ in 0..options.runs.max(1) {
         let t = Instant::now();
         outputs_and_profile = loaded.run_prepared(&prepared)?;
         times.push(ms(t.elapsed()));
-        let h = loaded.host_times();
-        host[0] += ms(h.compute);
-        host[1] += ms(h.exchange);
-        host[2] += ms(h.streams);
+        host.add(&loaded.host_times());
     }
-    let host = host.map(|ms| ms / times.len() as f64);
+    let runs = times.len() as f64;
+    let per_run = |d| ms(d) / runs;
+    let host_steps = HostStepFamily::of(&host, loaded.engine().executable(), times.len());
     times.sort_by(f64::total_cmp);
     let (outputs, profile) = outputs_and_profile;
     let t = Instant::now();
@@ -251,9 +326,10 @@ pub fn bench_case(dir: &Path, options: &BenchOptions) -> anyhow::Result<BenchRes
         run_ms_median: median(&times),
         run_ms_min: times[0],
         runs: times.len(),
-        host_compute_ms: host[0],
-        host_exchange_ms: host[1],
-        host_streams_ms: host[2],
+        host_compute_ms: per_run(host.compute),
+        host_exchange_ms: per_run(host.exchange),
+        host_streams_ms: per_run(host.streams),
+        host_steps,
         estimate_ms,
         simulated_cycles: profile.total_cycles,
         bytes_exchanged: profile.totals.bytes_exchanged,
@@ -468,4 +544,28 @@ pub fn compile_scaling(layers: &[usize], config: &IpuConfig) -> anyhow::Result<V
         });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use runtime::HostStepKind::{Compute, Exchange, Stream};
+
+    #[test]
+    fn a_step_family_is_its_name_without_instruction_numbers() {
+        assert_eq!(
+            step_family(Exchange, "dot_general.72.result"),
+            "dot_general.result"
+        );
+        assert_eq!(step_family(Compute, "add.363"), "add");
+        assert_eq!(
+            step_family(Compute, "reduce_sum.4.partials"),
+            "reduce_sum.partials"
+        );
+        assert_eq!(
+            step_family(Exchange, "copy outlined.arg1 -> outlined.arg1.relayout"),
+            "copy outlined.arg1 -> outlined.arg1.relayout"
+        );
+        assert_eq!(step_family(Stream, "in12"), "stream in");
+    }
 }

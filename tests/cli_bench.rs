@@ -62,6 +62,28 @@ fn json_has_the_figures_and_ratios_of_each_case() {
             phases > 0.0 && phases <= load,
             "phases {phases} ms of {load} ms"
         );
+        // A run's host time by family of steps: slowest first, adding up to the kinds'
+        // times (the stream families to `host_streams_ms`).
+        let steps = c["host_steps"].as_array().expect("host_steps");
+        let ms = |s: &serde_json::Value| s["ms"].as_f64().unwrap();
+        assert!(steps.windows(2).all(|w| ms(&w[0]) >= ms(&w[1])), "{c}");
+        let of_kind =
+            |kind: &str| -> f64 { steps.iter().filter(|s| s["kind"] == kind).map(ms).sum() };
+        for (kind, key) in [
+            ("compute", "host_compute_ms"),
+            ("stream", "host_streams_ms"),
+        ] {
+            let total = c[key].as_f64().unwrap();
+            assert!(
+                (of_kind(kind) - total).abs() <= 1e-6 * total.max(1.0),
+                "{kind} in {c}"
+            );
+        }
+        assert!(
+            steps
+                .iter()
+                .any(|s| s["step"] == "stream out" && s["per_run"] == 1.0)
+        );
     }
     assert_eq!(cases[0]["name"], "seed_sum4");
 }

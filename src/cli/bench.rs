@@ -18,7 +18,9 @@ pub struct BenchArgs {
     /// with the HLO builder) under the current directory.
     pub cases: Vec<PathBuf>,
     /// Print JSON: one object per case, an array for several; it adds where the host time of
-    /// loading and of a run went, by phase (`load_costs_ms`, `host_compute_ms`, ...).
+    /// loading and of a run went, by phase (`load_costs_ms`, `host_compute_ms`, ...), and a
+    /// run's by family of steps (`host_steps`: each compute set, rearrangement or stream
+    /// name without its instruction numbers, slowest first).
     #[arg(long)]
     pub json: bool,
     /// Timed runs per case; the median and minimum are reported.

@@ -8,6 +8,7 @@ use crate::error::RuntimeError;
 use crate::exec::collective;
 use crate::exec::compute::LoadedComputeSet;
 use crate::exec::copy::{LoadedRearrange, Scratch};
+use crate::exec::host_times::HostTimes;
 use crate::exec::memory::{self, f32_bytes, f32_bytes_mut};
 use crate::exec::rendezvous::{Arrival, Rendezvous};
 use crate::exec::shortcuts::HostPlan;
@@ -78,17 +79,6 @@ impl Default for EngineOptions {
             shortcuts: true,
         }
     }
-}
-
-/// Host time a run spent, by kind of step.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct HostTimes {
-    /// Running compute sets (vertices).
-    pub compute: Duration,
-    /// Carrying out copies and rearrangements (the exchange).
-    pub exchange: Duration,
-    /// Host stream transfers.
-    pub streams: Duration,
 }
 
 /// Host time loading an executable spent, by phase (where a bench case's `load_ms` goes).
@@ -363,7 +353,7 @@ impl Engine {
     /// Where the host's time went in the last run (the simulator's own cost, not the
     /// device's: that is the profile).
     pub fn host_times(&self) -> HostTimes {
-        self.host
+        self.host.clone()
     }
 
     /// The executable being run.
@@ -447,7 +437,7 @@ impl Engine {
         io: &mut HostIo,
         seat: Option<Seat<'_>>,
     ) -> Result<Profile, RuntimeError> {
-        self.host = HostTimes::default();
+        self.host = HostTimes::for_executable(&self.exe);
         // The steps run on a pool thread: each superstep's parallel work then starts where
         // it is, instead of being handed from this thread to the pool and back (two context
         // switches per superstep, thousands per run).
@@ -618,7 +608,7 @@ impl Host for Running<'_> {
             &results,
             self.pool,
         )?;
-        self.times.compute += t.elapsed();
+        self.times.compute_set(cs, t.elapsed());
         Ok(())
     }
 
@@ -639,7 +629,7 @@ impl Host for Running<'_> {
         } else if !tiles.plan.scratch_reads.skipped[id] {
             tiles.apply(Written::Rearrange(id), self.pool);
         }
-        self.times.exchange += t.elapsed();
+        self.times.rearrange(id, t.elapsed());
         Ok(())
     }
 
@@ -696,7 +686,7 @@ impl Host for Running<'_> {
                     .push(data);
             }
         }
-        self.times.streams += t0.elapsed();
+        self.times.stream(stream, t0.elapsed());
         Ok(())
     }
 

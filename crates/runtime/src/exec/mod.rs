@@ -8,6 +8,7 @@ pub(crate) mod collective;
 pub(crate) mod compute;
 pub(crate) mod copy;
 pub(crate) mod engine;
+pub(crate) mod host_times;
 pub(crate) mod memory;
 pub(crate) mod parallel;
 pub(crate) mod prefetch;
