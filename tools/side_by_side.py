@@ -3,6 +3,12 @@
 runs the case's `module.hlo` (in a fresh process), then `ipuxla bench` compiles and runs the
 same module, in the same minute; prints one Markdown table of both and their ratios.
 
+Then a second table: where ipuxla's run went (`host_steps` of `ipuxla bench --json`) beside
+XLA's whole run: the products (matrix products and convolutions), the sums of their K parts,
+the host streams (work XLA's run does not do: it keeps its arrays on the device and does not
+split K), and XLA's own rate on a plain f32 matrix product of this machine (timed in the same
+process as the case), the time the case's FLOPs take at that rate.
+
 Usage: python3 tools/side_by_side.py [CASE_DIR ...] [--runs N] [--ipuxla PATH]
 
 Default cases: `../shared/conformance/bench_*` when present (with the corpus's inputs), else
@@ -53,8 +59,37 @@ for _ in range(runs):
     t = time.perf_counter()
     jax.block_until_ready(exe.execute(args))
     ts.append((time.perf_counter() - t) * 1e3)
-print(json.dumps({"compile_ms": compile_ms, "run_ms_median": statistics.median(ts)}))
+# XLA's own f32 matrix product rate on this machine, the same minute (1024^3, best of 9).
+a = jax.device_put(rng.uniform(-1, 1, (1024, 1024)).astype(np.float32))
+mm = jax.jit(lambda x, y: x @ y)
+jax.block_until_ready(mm(a, a))
+best = min(
+    (lambda t: (jax.block_until_ready(mm(a, a)), time.perf_counter() - t)[1])(time.perf_counter())
+    for _ in range(9)
+)
+print(json.dumps({
+    "compile_ms": compile_ms,
+    "run_ms_median": statistics.median(ts),
+    "gemm_gflops": 2 * 1024**3 / best / 1e9,
+}))
 """
+
+
+def products_sums_streams(ours):
+    """ipuxla's host ms a run on products (matrix products and convolutions), K-part sums,
+    host streams, and the rest, from `host_steps`."""
+    products = sums = streams = rest = 0.0
+    for s in ours["host_steps"]:
+        step, ms = s["step"], s["ms"]
+        if s["kind"] == "stream":
+            streams += ms
+        elif s["kind"] == "compute" and step.endswith(".sum"):
+            sums += ms
+        elif s["kind"] == "compute" and step in ("dot", "dot_general", "conv_general_dilated"):
+            products += ms
+        else:
+            rest += ms
+    return products, sums, streams, rest
 
 
 def main():
@@ -111,6 +146,25 @@ def main():
             f"| {ours['run_ms_median']:.2f} | {ours['run_ms_median'] / xla['run_ms_median']:.2f} "
             f"| {ours['simulated_cycles']:,} | {ours['peak_tile_bytes']:,} |".replace(",", " ")
         )
+    print()
+    print(
+        "| case | XLA run ms | GFLOP | at XLA's gemm rate ms | ipuxla products ms "
+        "| K-part sums ms | streams ms | sums + streams × XLA | (products at XLA's rate) + "
+        "sums + streams × XLA | the rest ms |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name, xla, ours in rows:
+        products, sums, streams, rest = products_sums_streams(ours)
+        gflop = ours["flops"] / 1e9
+        at_rate = gflop / xla["gemm_gflops"] * 1e3
+        x = xla["run_ms_median"]
+        print(
+            f"| {name} | {x:.2f} | {gflop:.2f} | {at_rate:.2f} | {products:.2f} | {sums:.2f} "
+            f"| {streams:.2f} | {(sums + streams) / x:.2f} | {(at_rate + sums + streams) / x:.2f} "
+            f"| {rest:.2f} |"
+        )
+    gemm = [xla["gemm_gflops"] for _, xla, _ in rows]
+    print(f"\nXLA's f32 1024³ product on this machine: {min(gemm):.0f}-{max(gemm):.0f} GFLOP/s")
 
 
 if __name__ == "__main__":

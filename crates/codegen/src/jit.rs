@@ -576,11 +576,21 @@ pub(crate) fn compile_entry(
             Code::NativeMatMul
         }
     };
+    let plain = match spec {
+        KernelSpec::Elementwise(k) => {
+            let f16 = (k.inputs.iter())
+                .chain(k.outputs.iter().map(|(t, _)| t))
+                .any(|t| *t == DType::F16);
+            !f16 && !status && esr.is_none() && matches!(code, Code::Jit(_))
+        }
+        _ => false,
+    };
     Ok(Entry {
         spec: spec.clone(),
         code,
         status,
         esr,
+        plain,
     })
 }
 
@@ -714,6 +724,9 @@ pub(crate) struct Entry {
     status: bool,
     /// f16 outputs round stochastically with this seed.
     esr: Option<u64>,
+    /// An element-wise kernel without f16 operands, status or stochastic rounding: its
+    /// code can be called straight ([`PlainElementwise`]).
+    plain: bool,
 }
 
 /// Compiled kernels, shareable across threads (what an engine runs).
@@ -727,6 +740,7 @@ pub struct CompiledKernel<'t> {
     code: &'t Code,
     status: bool,
     esr: Option<u64>,
+    plain: bool,
 }
 
 impl KernelTable {
@@ -738,6 +752,7 @@ impl KernelTable {
             code: &e.code,
             status: e.status,
             esr: e.esr,
+            plain: e.plain,
         }
     }
 
@@ -854,6 +869,7 @@ impl KernelCache {
             code: Code::JitMatMul(CodePtr(code)),
             status: false,
             esr: None,
+            plain: false,
         });
         Ok(id)
     }
@@ -912,10 +928,64 @@ fn size_error(what: &str, k: usize, have: usize, need: usize) -> CodegenError {
     ))
 }
 
-impl CompiledKernel<'_> {
+/// An element-wise kernel's code, called straight: no f16 operand to convert, no
+/// floating-point status to read, no stochastic rounding to seed
+/// ([`CompiledKernel::plain_elementwise`]). A tile's share of an element-wise op is often a
+/// few dozen elements, so what [`CompiledKernel::run_elementwise`] checks and sets up on
+/// every call cost the host more than the arithmetic.
+#[derive(Clone, Copy)]
+pub struct PlainElementwise<'t> {
+    code: extern "C" fn(*const *const u8, *const *mut u8, u64),
+    inputs: usize,
+    outputs: usize,
+    /// The code lives as long as its table.
+    table: std::marker::PhantomData<&'t KernelTable>,
+}
+
+impl PlainElementwise<'_> {
+    /// Runs the kernel on `n` elements.
+    ///
+    /// # Safety
+    /// `ins` and `outs` hold one pointer per input and output of the kernel (checked), each
+    /// addressing at least `n` elements of that operand's type, valid for reads (inputs) or
+    /// writes (outputs) for the call; no output overlaps an input or another output.
+    pub unsafe fn call(&self, ins: &[*const u8], outs: &[*mut u8], n: usize) {
+        assert!(
+            ins.len() == self.inputs && outs.len() == self.outputs,
+            "one pointer per operand"
+        );
+        (self.code)(ins.as_ptr(), outs.as_ptr(), n as u64);
+    }
+}
+
+impl<'t> CompiledKernel<'t> {
     /// The kernel's spec.
     pub fn spec(&self) -> &KernelSpec {
         self.spec
+    }
+
+    /// The code to call straight ([`PlainElementwise`]) when this is an element-wise kernel
+    /// on f32 and integer operands, with no floating-point status or stochastic rounding;
+    /// it computes what [`CompiledKernel::run_elementwise`] does.
+    pub fn plain_elementwise(&self) -> Option<PlainElementwise<'t>> {
+        let (true, KernelSpec::Elementwise(k), Code::Jit(code)) =
+            (self.plain, self.spec, self.code)
+        else {
+            return None;
+        };
+        // SAFETY: the code was generated for this spec's signature without a status
+        // output (`plain`: no status): inputs, outputs, element count.
+        let code = unsafe {
+            std::mem::transmute::<*const u8, extern "C" fn(*const *const u8, *const *mut u8, u64)>(
+                code.0,
+            )
+        };
+        Some(PlainElementwise {
+            code,
+            inputs: k.inputs.len(),
+            outputs: k.outputs.len(),
+            table: std::marker::PhantomData,
+        })
     }
 
     /// Runs an element-wise kernel on `n` elements; every buffer must hold at least `n`

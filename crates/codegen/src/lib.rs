@@ -23,7 +23,8 @@ pub mod types;
 
 pub use fp::{FloatMode, FpException};
 pub use jit::{
-    CompiledKernel, KernelCache, KernelId, KernelTable, MatRef, gemm_f32, gemm_f32_refs,
+    CompiledKernel, KernelCache, KernelId, KernelTable, MatRef, PlainElementwise, gemm_f32,
+    gemm_f32_refs,
 };
 pub use kernel::{
     BinaryOp, CmpOp, DType, ElementwiseKernel, Expr, KernelSpec, MatMulKernel, ReduceKernel,

@@ -143,6 +143,24 @@ fn check(cache: &mut KernelCache, kernel: ElementwiseKernel) {
             let mut outs: Vec<&mut [u8]> = ref_out.iter_mut().map(|b| &mut b[..]).collect();
             reference::run_elementwise(&kernel, &ins, &mut outs, n);
         }
+        // The code called straight gives the same bytes; every kernel without f16 has it.
+        let table = cache.table();
+        let f16 = (kernel.inputs.iter())
+            .chain(kernel.outputs.iter().map(|(t, _)| t))
+            .any(|t| *t == DType::F16);
+        match table.get(id).plain_elementwise() {
+            Some(plain) => {
+                let mut plain_out: Vec<Vec<u8>> =
+                    jit_out.iter().map(|b| vec![0; b.len()]).collect();
+                let in_ptrs: Vec<*const u8> = ins.iter().map(|b| b.as_ptr()).collect();
+                let out_ptrs: Vec<*mut u8> = plain_out.iter_mut().map(|b| b.as_mut_ptr()).collect();
+                // SAFETY: one pointer per operand, each buffer holding n elements of its
+                // type; the outputs are fresh buffers.
+                unsafe { plain.call(&in_ptrs, &out_ptrs, n) };
+                assert_eq!(plain_out, jit_out, "{kernel:?}, n = {n}");
+            }
+            None => assert!(f16, "{kernel:?} has no plain code"),
+        }
         for (o, (t, _)) in kernel.outputs.iter().enumerate() {
             for i in 0..n {
                 let got = load(*t, &jit_out[o], i);

@@ -13,7 +13,7 @@ use crate::model::steps::ComputeCost;
 use crate::program::codelet::{CodeletRef, SameBytes};
 use crate::program::executable::{Executable, Region, TensorId};
 use codegen::slots::slots;
-use codegen::{KernelCache, KernelId, KernelSpec, KernelTable, MatRef};
+use codegen::{KernelCache, KernelId, KernelSpec, KernelTable, MatRef, PlainElementwise};
 use rustc_hash::FxHashSet;
 use smallvec::SmallVec;
 use std::sync::Arc;
@@ -267,6 +267,10 @@ impl LoadedVertex {
         results: &(dyn Fn(usize) -> &'r [u8] + Sync),
         (step, phase): (u64, u64),
     ) -> Result<(), String> {
+        if let Some(plain) = self.plain(table) {
+            self.run_plain(plain, mem);
+            return Ok(());
+        }
         if let (Some(views), Work::Kernel(k)) = (self.views(), self.work) {
             return self.run_viewed(views, k, mem, table, windows);
         }
@@ -335,6 +339,9 @@ impl LoadedVertex {
 /// bench cases).
 const INLINE_INPUTS: usize = 16;
 
+/// Outputs a plain element-wise call takes on the stack ([`LoadedVertex::run_plain`]).
+const INLINE_OUTPUTS: usize = 4;
+
 impl LoadedVertex {
     /// This vertex and `next` (on the same tile) as one host call, when `next` continues
     /// every region of this one in tile memory with the same element-wise or reduction
@@ -370,6 +377,52 @@ impl LoadedVertex {
             (self.elements + next.elements, self.runs + next.runs),
         );
         (!joined.overlaps).then_some(joined)
+    }
+
+    /// The kernel to call straight ([`PlainElementwise`]): an element-wise vertex on its
+    /// tile's memory alone (nothing read elsewhere, no place to name, no output over an
+    /// input) whose kernel has no f16 operand, status or stochastic rounding.
+    fn plain<'t>(&self, table: &'t KernelTable) -> Option<PlainElementwise<'t>> {
+        match self.work {
+            Work::Kernel(k)
+                if self.shape == Shape::Elementwise
+                    && self.extra.is_none()
+                    && !self.overlaps
+                    && self.inputs.len() <= INLINE_INPUTS
+                    && self.outputs.len() <= INLINE_OUTPUTS =>
+            {
+                table.get(k).plain_elementwise()
+            }
+            _ => None,
+        }
+    }
+
+    /// Runs the vertex through its plain kernel ([`LoadedVertex::plain`]).
+    fn run_plain(&self, plain: PlainElementwise<'_>, mem: &mut [u8]) {
+        self.assert_in(mem);
+        let base = mem.as_mut_ptr();
+        let mut ins = [std::ptr::null::<u8>(); INLINE_INPUTS];
+        for (slot, &(b, _)) in ins.iter_mut().zip(&self.inputs) {
+            // SAFETY: `b` lies within `mem` (asserted above).
+            *slot = unsafe { base.add(b as usize) };
+        }
+        let mut outs = [std::ptr::null_mut::<u8>(); INLINE_OUTPUTS];
+        for (slot, &(b, _)) in outs.iter_mut().zip(&self.outputs) {
+            // SAFETY: as above.
+            *slot = unsafe { base.add(b as usize) };
+        }
+        // SAFETY: every range lies within `mem` (asserted); no output overlaps an input or
+        // another output (`overlaps` is false); each range holds `elements` elements of its
+        // operand's type (validation: an element-wise vertex's regions are all as long as
+        // its output, and a joined vertex's ranges are its parts' side by side); `mem` is
+        // borrowed mutably for the call.
+        unsafe {
+            plain.call(
+                &ins[..self.inputs.len()],
+                &outs[..self.outputs.len()],
+                self.elements as usize,
+            )
+        };
     }
 
     /// The invariant the raw-pointer slices below rely on.
