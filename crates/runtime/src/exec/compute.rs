@@ -268,7 +268,7 @@ impl LoadedVertex {
         (step, phase): (u64, u64),
     ) -> Result<(), String> {
         if let Some(plain) = self.plain(table) {
-            self.run_plain(plain, mem);
+            self.run_plain(plain, mem, results);
             return Ok(());
         }
         if let (Some(views), Work::Kernel(k)) = (self.views(), self.work) {
@@ -380,13 +380,14 @@ impl LoadedVertex {
     }
 
     /// The kernel to call straight ([`PlainElementwise`]): an element-wise vertex on its
-    /// tile's memory alone (nothing read elsewhere, no place to name, no output over an
-    /// input) whose kernel has no f16 operand, status or stochastic rounding.
+    /// tile's memory and batch scratches alone (no kept window, no place to name, no output
+    /// over an input) whose kernel has no f16 operand, status or stochastic rounding.
     fn plain<'t>(&self, table: &'t KernelTable) -> Option<PlainElementwise<'t>> {
+        let elsewhere = |x: &Extra| x.views.is_some() || !x.windowed.is_empty() || x.origin.is_some();
         match self.work {
             Work::Kernel(k)
                 if self.shape == Shape::Elementwise
-                    && self.extra.is_none()
+                    && !self.extra.as_deref().is_some_and(elsewhere)
                     && !self.overlaps
                     && self.inputs.len() <= INLINE_INPUTS
                     && self.outputs.len() <= INLINE_OUTPUTS =>
@@ -397,8 +398,14 @@ impl LoadedVertex {
         }
     }
 
-    /// Runs the vertex through its plain kernel ([`LoadedVertex::plain`]).
-    fn run_plain(&self, plain: PlainElementwise<'_>, mem: &mut [u8]) {
+    /// Runs the vertex through its plain kernel ([`LoadedVertex::plain`]); `results(cs)`
+    /// is compute set `cs`'s batch scratch, which its scratch inputs read.
+    fn run_plain<'r>(
+        &self,
+        plain: PlainElementwise<'_>,
+        mem: &mut [u8],
+        results: &(dyn Fn(usize) -> &'r [u8] + Sync),
+    ) {
         self.assert_in(mem);
         let base = mem.as_mut_ptr();
         let mut ins = [std::ptr::null::<u8>(); INLINE_INPUTS];
@@ -406,15 +413,20 @@ impl LoadedVertex {
             // SAFETY: `b` lies within `mem` (asserted above).
             *slot = unsafe { base.add(b as usize) };
         }
+        for s in self.scratch() {
+            ins[s.input] = results(s.cs)[s.bytes.0..s.bytes.1].as_ptr();
+        }
         let mut outs = [std::ptr::null_mut::<u8>(); INLINE_OUTPUTS];
         for (slot, &(b, _)) in outs.iter_mut().zip(&self.outputs) {
             // SAFETY: as above.
             *slot = unsafe { base.add(b as usize) };
         }
-        // SAFETY: every range lies within `mem` (asserted); no output overlaps an input or
-        // another output (`overlaps` is false); each range holds `elements` elements of its
-        // operand's type (validation: an element-wise vertex's regions are all as long as
-        // its output, and a joined vertex's ranges are its parts' side by side); `mem` is
+        // SAFETY: every range lies within `mem` (asserted) or is a scratch input's slice of
+        // another compute set's scratch (which no output can overlap); no output overlaps
+        // an input or another output (`overlaps` is false); each range holds `elements`
+        // elements of its operand's type (validation: an element-wise vertex's regions are
+        // all as long as its output, and a joined vertex's ranges are its parts' side by
+        // side; a scratch input's bytes are its region's, `scratch_reads`); `mem` is
         // borrowed mutably for the call.
         unsafe {
             plain.call(
