@@ -144,7 +144,7 @@ impl HostStepFamily {
         let mut families: Vec<HostStepFamily> = Vec::new();
         let mut index = std::collections::HashMap::new();
         for step in times.by_step(exe) {
-            let family = step_family(step.kind, step.name);
+            let family = step_family(step.kind, &step.name);
             let i = *index.entry((step.kind, family.clone())).or_insert_with(|| {
                 families.push(HostStepFamily {
                     kind: step.kind,
@@ -177,9 +177,10 @@ impl HostStepFamily {
     }
 }
 
-/// A step's name without the instruction numbers the lowering put in it: its dot-separated
-/// parts that are numbers dropped (`dot_general.72.result` → `dot_general.result`); a
-/// stream's trailing number dropped (`in7` → `stream in`).
+/// A step's name without the instruction numbers the lowering put in it: every `.N` (a dot
+/// and digits up to a dot, a space or the end) dropped (`dot_general.72.result` →
+/// `dot_general.result`, `copy slice.150 -> outlined.0.arg7` → `copy slice ->
+/// outlined.arg7`); a stream's trailing number dropped (`in7` → `stream in`).
 fn step_family(kind: runtime::HostStepKind, name: &str) -> String {
     if kind == runtime::HostStepKind::Stream {
         return format!(
@@ -187,11 +188,27 @@ fn step_family(kind: runtime::HostStepKind, name: &str) -> String {
             name.trim_end_matches(|c: char| c.is_ascii_digit())
         );
     }
-    let number = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
-    name.split('.')
-        .filter(|p| !number(p))
-        .collect::<Vec<_>>()
-        .join(".")
+    let bytes = name.as_bytes();
+    let mut family = String::with_capacity(name.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'.' {
+            let digits = bytes[i + 1..]
+                .iter()
+                .take_while(|b| b.is_ascii_digit())
+                .count();
+            let end = i + 1 + digits;
+            if digits > 0 && matches!(bytes.get(end), None | Some(b'.' | b' ')) {
+                i = end;
+                continue;
+            }
+        }
+        // Whole characters: a name may hold any UTF-8.
+        let c = name[i..].chars().next().expect("i is a character boundary");
+        family.push(c);
+        i += c.len_utf8();
+    }
+    family
 }
 
 /// A duration in milliseconds.
@@ -566,6 +583,11 @@ mod tests {
             step_family(Exchange, "copy outlined.arg1 -> outlined.arg1.relayout"),
             "copy outlined.arg1 -> outlined.arg1.relayout"
         );
+        assert_eq!(
+            step_family(Exchange, "copy slice.150 -> outlined.0.arg7"),
+            "copy slice -> outlined.arg7"
+        );
+        assert_eq!(step_family(Compute, "x.5e.2 é.3"), "x.5e é");
         assert_eq!(step_family(Stream, "in12"), "stream in");
     }
 }

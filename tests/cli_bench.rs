@@ -63,7 +63,7 @@ fn json_has_the_figures_and_ratios_of_each_case() {
             "phases {phases} ms of {load} ms"
         );
         // A run's host time by family of steps: slowest first, adding up to the kinds'
-        // times (the stream families to `host_streams_ms`).
+        // times (the stream families to `host_streams_ms`; no collectives here).
         let steps = c["host_steps"].as_array().expect("host_steps");
         let ms = |s: &serde_json::Value| s["ms"].as_f64().unwrap();
         assert!(steps.windows(2).all(|w| ms(&w[0]) >= ms(&w[1])), "{c}");
@@ -71,6 +71,7 @@ fn json_has_the_figures_and_ratios_of_each_case() {
             |kind: &str| -> f64 { steps.iter().filter(|s| s["kind"] == kind).map(ms).sum() };
         for (kind, key) in [
             ("compute", "host_compute_ms"),
+            ("exchange", "host_exchange_ms"),
             ("stream", "host_streams_ms"),
         ] {
             let total = c[key].as_f64().unwrap();

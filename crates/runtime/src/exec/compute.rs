@@ -383,7 +383,8 @@ impl LoadedVertex {
     /// tile's memory and batch scratches alone (no kept window, no place to name, no output
     /// over an input) whose kernel has no f16 operand, status or stochastic rounding.
     fn plain<'t>(&self, table: &'t KernelTable) -> Option<PlainElementwise<'t>> {
-        let elsewhere = |x: &Extra| x.views.is_some() || !x.windowed.is_empty() || x.origin.is_some();
+        let elsewhere =
+            |x: &Extra| x.views.is_some() || !x.windowed.is_empty() || x.origin.is_some();
         match self.work {
             Work::Kernel(k)
                 if self.shape == Shape::Elementwise

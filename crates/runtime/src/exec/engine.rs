@@ -636,7 +636,7 @@ impl Host for Running<'_> {
     fn copy(&mut self, src: TensorId, dst: TensorId) -> Result<(), RuntimeError> {
         let t = Instant::now();
         self.tiles.apply(Written::Copy(src, dst), self.pool);
-        self.times.exchange += t.elapsed();
+        self.times.copy(src, dst, t.elapsed());
         Ok(())
     }
 

@@ -3,7 +3,9 @@
 //! The simulator's own cost, not the device's (that is the profile's): what a user reads
 //! to see which compute set or rearrangement the host spends its time on.
 
-use crate::program::executable::Executable;
+use crate::program::executable::{Executable, TensorId};
+use rustc_hash::FxHashMap;
+use std::borrow::Cow;
 use std::time::Duration;
 
 /// Host time a run spent, by kind of step and by step.
@@ -11,15 +13,17 @@ use std::time::Duration;
 pub struct HostTimes {
     /// Running compute sets (vertices).
     pub compute: Duration,
-    /// Carrying out copies and rearrangements (the exchange).
+    /// Carrying out copies, rearrangements and collectives (the exchange; collectives are
+    /// not kept step by step).
     pub exchange: Duration,
     /// Host stream transfers.
     pub streams: Duration,
     /// By compute set (the executable's order): its executions' time.
     pub compute_sets: Vec<StepTime>,
-    /// By rearrangement (the executable's order). Copies of whole tensors
-    /// (`Program::Copy`) count only in `exchange`.
+    /// By rearrangement (the executable's order).
     pub rearranges: Vec<StepTime>,
+    /// By copy of a whole tensor (`Program::Copy`): `(source, destination)`.
+    pub copies: FxHashMap<(TensorId, TensorId), StepTime>,
     /// By host stream (the executable's order).
     pub stream_copies: Vec<StepTime>,
 }
@@ -38,6 +42,11 @@ impl StepTime {
         self.time += d;
         self.runs += 1;
     }
+
+    fn add_all(&mut self, other: &StepTime) {
+        self.time += other.time;
+        self.runs += other.runs;
+    }
 }
 
 /// Which kind of step a [`HostStep`] is.
@@ -52,12 +61,13 @@ pub enum HostStepKind {
 }
 
 /// One named step's host time ([`HostTimes::by_step`]).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct HostStep<'e> {
     /// What kind of step.
     pub kind: HostStepKind,
-    /// The compute set's, rearrangement's or stream's name in the executable.
-    pub name: &'e str,
+    /// The compute set's, rearrangement's or stream's name in the executable; a copy's as
+    /// the profile names it (`copy SOURCE -> DESTINATION`).
+    pub name: Cow<'e, str>,
     /// Its time and executions.
     pub time: StepTime,
 }
@@ -85,6 +95,12 @@ impl HostTimes {
         self.rearranges[r].add(d);
     }
 
+    /// The copy of tensor `src` to `dst` took `d`.
+    pub(crate) fn copy(&mut self, src: TensorId, dst: TensorId, d: Duration) {
+        self.exchange += d;
+        self.copies.entry((src, dst)).or_default().add(d);
+    }
+
     /// Stream `s`'s transfer took `d`.
     pub(crate) fn stream(&mut self, s: usize, d: Duration) {
         self.streams += d;
@@ -105,9 +121,11 @@ impl HostTimes {
                 mine.resize(theirs.len(), StepTime::default());
             }
             for (m, t) in mine.iter_mut().zip(theirs) {
-                m.time += t.time;
-                m.runs += t.runs;
+                m.add_all(t);
             }
+        }
+        for (k, t) in &other.copies {
+            self.copies.entry(*k).or_default().add_all(t);
         }
     }
 
@@ -118,7 +136,7 @@ impl HostTimes {
                 .filter(|(_, t)| t.runs > 0)
                 .map(|(i, &time)| HostStep {
                     kind,
-                    name: name(i),
+                    name: Cow::Borrowed(name(i)),
                     time,
                 })
                 .collect::<Vec<_>>()
@@ -131,6 +149,14 @@ impl HostTimes {
         }));
         steps.extend(named(HostStepKind::Stream, &self.stream_copies, &|i| {
             &exe.streams[i].name
+        }));
+        let tensor = |t: TensorId| &exe.tensors[t.0 as usize].name;
+        let mut copies: Vec<_> = self.copies.iter().collect();
+        copies.sort_unstable_by_key(|(k, _)| **k);
+        steps.extend(copies.into_iter().map(|(&(src, dst), &time)| HostStep {
+            kind: HostStepKind::Exchange,
+            name: Cow::Owned(format!("copy {} -> {}", tensor(src), tensor(dst))),
+            time,
         }));
         steps
     }
@@ -151,11 +177,13 @@ mod tests {
         one.compute_set(1, ms(3));
         one.compute_set(1, ms(2));
         one.rearrange(0, ms(4));
+        one.copy(TensorId(3), TensorId(1), ms(1));
         let mut total = HostTimes::default();
         total.add(&one);
         total.add(&one);
         assert_eq!(total.compute, ms(10));
-        assert_eq!(total.exchange, ms(8));
+        assert_eq!(total.exchange, ms(10));
+        assert_eq!(total.copies[&(TensorId(3), TensorId(1))].runs, 2);
         assert_eq!(total.compute_sets[0], StepTime::default());
         let twice = StepTime {
             time: ms(10),
