@@ -170,8 +170,8 @@ fn bench_cases_estimate_what_they_run_with_the_recorded_cycles_and_peaks() {
         ("bench_cnn_train_b32", 73_814, 27_660, 190_869_504u64),
         (
             "bench_encoder_stack12_fwd",
-            1_257_991,
-            54_080,
+            1_253_215,
+            53_736,
             2_617_245_696,
         ),
         ("bench_mlp_train_b256", 149_777, 22_440, 257_818_624),

@@ -77,6 +77,41 @@ fn outlining_changes_no_result() {
     }
 }
 
+/// The corpus's 12-layer encoder slices each layer's weights out of stacked parameters and
+/// passes them to the outlined layer: a slice is a view (as Poplar's is), so none is made
+/// on its own; each is copied straight from its stack into the layer's argument at its call.
+#[test]
+fn slices_passed_to_an_outlined_layer_are_copied_straight_into_its_arguments() {
+    let path = format!(
+        "{}/fixtures/conformance/bench_encoder_stack12_fwd/module.hlo",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let module = ipuxla::xla_ir::parse_module(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let slices = |outlining: bool| -> Vec<String> {
+        let p = ipuxla::device::estimate_on_ipu_model(
+            &module,
+            &config(outlining),
+            &PassOptions::default(),
+        )
+        .unwrap()
+        .profile;
+        let slices = p.steps.iter().filter(|s| s.name.starts_with("slice"));
+        slices.map(|s| s.name.clone()).collect()
+    };
+    let outlined = slices(true);
+    assert_eq!(outlined.len(), 12 * 12, "{outlined:?}");
+    for name in &outlined {
+        assert!(
+            name.contains(" -> outlined"),
+            "{name}: a slice made on its own"
+        );
+    }
+    // Inlined, the layers' vertices read the slices: each is made.
+    let inlined = slices(false);
+    assert_eq!(inlined.len(), 12 * 12);
+    assert!(inlined.iter().all(|name| !name.contains(" -> ")));
+}
+
 /// `fixtures/outlining/NAME`, parsed.
 fn fixture(name: &str) -> ipuxla::xla_ir::Module {
     let path = format!("{}/fixtures/outlining/{name}", env!("CARGO_MANIFEST_DIR"));

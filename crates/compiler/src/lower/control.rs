@@ -208,10 +208,7 @@ impl Lowerer<'_> {
         callee: CompId,
         args: Vec<Value>,
     ) -> Result<Value, CompileError> {
-        let shared = crate::outline::is_function_call(instr)
-            && self.function_calls.get(&callee).copied().unwrap_or(0) > 1
-            && !crate::outline::computation_has_effects(self.module, callee);
-        if shared {
+        if self.is_shared_call(instr, callee) {
             return self.shared_call(callee, args);
         }
         self.begin();
@@ -220,6 +217,36 @@ impl Lowerer<'_> {
         let f = self.b.function(body);
         self.emit(Program::Call(f));
         Ok(out)
+    }
+
+    /// True when `instr`, a call of `callee`, calls a shared function ([`Lowerer::call`]).
+    pub(crate) fn is_shared_call(&self, instr: &Instruction, callee: CompId) -> bool {
+        crate::outline::is_function_call(instr)
+            && self.function_calls.get(&callee).copied().unwrap_or(0) > 1
+            && !crate::outline::computation_has_effects(self.module, callee)
+    }
+
+    /// Copies `src` into `dst` (an argument into a shared function's input): a deferred
+    /// slice's rearrangement writing `dst` instead when `src` is one (see
+    /// `movement::Deferred`), else a copy.
+    fn copy_argument(&mut self, src: TensorId, dst: TensorId) {
+        if let Some(d) = self.deferred.get_mut(&src) {
+            // The slice's own tensor is never written: it is live only where it is copied
+            // (counted there by the liveness report, as a copy's source), not from the
+            // slice's step to the call.
+            let life = &mut self.life[src.0 as usize];
+            if !d.copied {
+                life.first = self.step;
+            }
+            life.last = self.step;
+            d.copied = true;
+            let d = d.clone();
+            let name = format!("{} -> {}", d.name, self.b.tensor_info(dst).name);
+            self.rearrange_into(dst, d.sources, d.runs, Vec::new(), &name);
+            return;
+        }
+        self.use_tensor(src);
+        self.emit(Program::Copy { src, dst });
     }
 
     /// A call of a shared function: the arguments copied into the function's inputs (laid
@@ -242,7 +269,10 @@ impl Lowerer<'_> {
             .map(|(i, a)| self.fresh_like(a, &format!("{name}.arg{i}"), self.step))
             .collect();
         for (a, p) in args.iter().zip(&params) {
-            self.write_back(a, p);
+            for (src, dst) in a.leaves().iter().zip(p.leaves()) {
+                self.use_tensor(dst.tensor);
+                self.copy_argument(src.tensor, dst.tensor);
+            }
         }
         let body_start = self.step;
         self.begin();
@@ -269,11 +299,7 @@ impl Lowerer<'_> {
         let copied_at = self.step;
         for (a, p) in args.iter().zip(&f.params) {
             for (src, dst) in a.leaves().iter().zip(p.leaves()) {
-                self.use_tensor(src.tensor);
-                self.emit(Program::Copy {
-                    src: src.tensor,
-                    dst: dst.tensor,
-                });
+                self.copy_argument(src.tensor, dst.tensor);
             }
         }
         let start = self.step;

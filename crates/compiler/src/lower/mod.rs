@@ -229,6 +229,9 @@ pub(crate) struct Lowerer<'m> {
     function_calls: HashMap<CompId, usize>,
     /// Functions compiled once and shared, by callee and placement (`tile_base`, `tiles`).
     shared_functions: HashMap<(CompId, usize, usize), control::SharedFunction>,
+    /// Slices read only as shared functions' arguments, never made: the copy of each into
+    /// an argument is the slice's rearrangement writing the argument (`movement::Deferred`).
+    deferred: HashMap<TensorId, movement::Deferred>,
     /// Steps a tensor is live in beside its `Life` (a shared function's tensors, in each
     /// later call), by tensor index.
     pub also_live: HashMap<usize, Vec<(u64, u64)>>,
@@ -343,6 +346,7 @@ impl<'m> Lowerer<'m> {
             step_names: Vec::new(),
             function_calls: control::function_calls(module),
             shared_functions: HashMap::new(),
+            deferred: HashMap::new(),
             also_live: HashMap::new(),
             conv_plans: conv_codelet::ConvPlans::default(),
         })

@@ -6,8 +6,26 @@
 
 use super::{Arr, Here, Lowerer, Scope, Value};
 use crate::CompileError;
-use runtime::{Run, RunSource, Runs};
+use runtime::{Run, RunSource, Runs, TensorId};
 use xla_ir::{ArrayShape, Op};
+
+/// A slice never made: its tensor is not written, and each copy of it into a shared
+/// function's argument is its rearrangement writing the argument instead (Poplar's static
+/// slice is a view; made and then copied, a layer's weights crossed tile memory twice and
+/// every layer's slice lived from the program's start to its call). Only for a slice of a
+/// parameter of the entry computation (never written after its stream) read by nothing
+/// but shared calls' arguments; the rearrangement keeps the parameter live to each copy.
+#[derive(Debug, Clone)]
+pub(crate) struct Deferred {
+    /// The rearrangement's sources.
+    pub sources: Vec<TensorId>,
+    /// Its runs (a copy moves element `e` to element `e`, so they fit the argument too).
+    pub runs: Runs,
+    /// The slice's name.
+    pub name: String,
+    /// Copied into an argument already (its tensor's life then starts there).
+    pub copied: bool,
+}
 
 /// Where one destination element comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -343,6 +361,31 @@ impl Lowerer<'_> {
         })
     }
 
+    /// True when the slice `here` is deferred ([`Deferred`]): its operand is a parameter of
+    /// the entry computation and every reader of it is a shared function's call.
+    fn slice_is_deferred(&self, here: Here) -> bool {
+        let comp = here.comp;
+        let Some(&id) = (comp.order().iter()).find(|&&i| std::ptr::eq(comp.instr(i), here.instr))
+        else {
+            return false;
+        };
+        let entry = std::ptr::eq(comp, self.module.computation(self.module.entry));
+        let of_parameter = (here.instr.operands.first())
+            .is_some_and(|&p| matches!(comp.instr(p).op, Op::Parameter { .. }));
+        let mut readers = (comp.order().iter())
+            .map(|&i| comp.instr(i))
+            .filter(|instr| instr.operands.contains(&id))
+            .peekable();
+        entry
+            && of_parameter
+            && comp.root != id
+            && readers.peek().is_some()
+            && readers.all(|instr| match instr.op {
+                Op::Call { to_apply } => self.is_shared_call(instr, to_apply),
+                _ => false,
+            })
+    }
+
     /// Lowers broadcast, transpose, slice, concatenate, pad and reverse.
     pub(crate) fn movement(
         &mut self,
@@ -388,12 +431,26 @@ impl Lowerer<'_> {
                     .collect();
                 let stride = sl.last().map_or(1, |&(_, s)| s as isize);
                 let mut src = vec![0; sl.len()];
-                self.affinely_rearranged(name, &shape, &operands[0], stride, |o| {
+                let first = |o: &[usize]| {
                     for (k, &(start, stride)) in sl.iter().enumerate() {
                         src[k] = start + o[k] * stride;
                     }
                     (0, flat(d0, &src))
-                })
+                };
+                if self.slice_is_deferred(here) {
+                    let out = self.linear_arr(name, &shape);
+                    let dims: Vec<usize> = shape.dims.iter().map(|&d| d as usize).collect();
+                    let deferred = Deferred {
+                        sources: vec![operands[0].tensor],
+                        runs: affine_runs(&dims, stride, first),
+                        name: name.clone(),
+                        copied: false,
+                    };
+                    self.deferred.insert(out.tensor, deferred);
+                    out
+                } else {
+                    self.affinely_rearranged(name, &shape, &operands[0], stride, first)
+                }
             }
             Op::Concatenate { dimension } => {
                 self.concatenated(name, &shape, &operands, *dimension as usize)
