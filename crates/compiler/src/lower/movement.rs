@@ -365,20 +365,22 @@ impl Lowerer<'_> {
     /// the entry computation and every reader of it is a shared function's call.
     fn slice_is_deferred(&self, here: Here) -> bool {
         let comp = here.comp;
+        let entry = std::ptr::eq(comp, self.module.computation(self.module.entry));
+        let of_parameter = (here.instr.operands.first())
+            .is_some_and(|&p| matches!(comp.instr(p).op, Op::Parameter { .. }));
+        // Only then the walks over the computation (most slices are of other values).
+        if !entry || !of_parameter {
+            return false;
+        }
         let Some(&id) = (comp.order().iter()).find(|&&i| std::ptr::eq(comp.instr(i), here.instr))
         else {
             return false;
         };
-        let entry = std::ptr::eq(comp, self.module.computation(self.module.entry));
-        let of_parameter = (here.instr.operands.first())
-            .is_some_and(|&p| matches!(comp.instr(p).op, Op::Parameter { .. }));
         let mut readers = (comp.order().iter())
             .map(|&i| comp.instr(i))
             .filter(|instr| instr.operands.contains(&id))
             .peekable();
-        entry
-            && of_parameter
-            && comp.root != id
+        comp.root != id
             && readers.peek().is_some()
             && readers.all(|instr| match instr.op {
                 Op::Call { to_apply } => self.is_shared_call(instr, to_apply),
