@@ -196,3 +196,35 @@ fn the_reference_engine_refuses_the_flags() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// An f16 element-wise chain (the corpus's `f16_elementwise_chain`: products, sums, `tanh`,
+/// `exp`, `sqrt`, a comparison and a select, 25 ops) fuses into a few compute sets with every
+/// f16 op's value rounded to f16, as the IPU's f16 arithmetic rounds it: the results are
+/// the evaluator's bit for bit (each op rounded as it is stored there). Under a
+/// floating-point mode each f16 op is its own compute set again (exceptions and stochastic
+/// rounding are checked where results are stored), with the same results.
+#[test]
+fn f16_chains_fuse_with_every_op_rounded_and_stay_apart_under_a_floating_point_mode() {
+    let text =
+        std::fs::read_to_string(fixture("conformance/f16_elementwise_chain/module.hlo")).unwrap();
+    let module = xla_ir::parse_module(&text).unwrap();
+    let inputs = common::arguments(&module);
+    let want = leaves(xla_ir::eval::evaluate(&module, &inputs).unwrap());
+    let oflo = FloatingPointBehaviour {
+        oflo: true,
+        ..Default::default()
+    };
+    let mut sets = Vec::new();
+    for fp in [FloatingPointBehaviour::default(), oflo] {
+        let options = ipuxla::compiler::passes::PassOptions::default();
+        let estimate =
+            ipuxla::device::estimate_on_ipu_model(&module, &config(fp), &options).unwrap();
+        sets.push(estimate.compute_sets);
+        let run = ipuxla::device::run_on_ipu_model(&module, &config(fp), &inputs).unwrap();
+        assert_eq!(leaves_of(run.outputs), want, "{fp:?}");
+    }
+    assert!(
+        sets[0] <= 4 && sets[1] >= 15,
+        "compute sets fused and not: {sets:?}"
+    );
+}

@@ -46,6 +46,20 @@ pub fn narrow_into(values: &[f32], bytes: &mut [u8]) {
     }
 }
 
+/// Rounds each value to the nearest f16 (ties to even) and back to f32, in place: what
+/// storing it as f16 and reading it again gives ([`narrow_into`] then [`widen_into`]).
+pub fn round_in_place(values: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("f16c") && std::arch::is_x86_feature_detected!("avx") {
+        // SAFETY: the CPU has F16C and AVX (checked above).
+        unsafe { x86::round(values) };
+        return;
+    }
+    for v in values {
+        *v = f16::from_f32(*v).to_f32();
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use half::f16;
@@ -70,6 +84,25 @@ mod x86 {
         }
         for j in i..n {
             out[j] = f16::from_bits(u16::from_le_bytes([bytes[2 * j], bytes[2 * j + 1]])).to_f32();
+        }
+    }
+
+    /// The CPU must have F16C and AVX.
+    #[target_feature(enable = "f16c,avx")]
+    pub(super) unsafe fn round(values: &mut [f32]) {
+        let n = values.len();
+        let mut i = 0;
+        while i + 8 <= n {
+            // SAFETY: values i..i + 8 lie in the slice; the loads and stores are unaligned.
+            unsafe {
+                let at = values.as_mut_ptr().add(i);
+                let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(at));
+                _mm256_storeu_ps(at, _mm256_cvtph_ps(h));
+            }
+            i += 8;
+        }
+        for v in &mut values[i..] {
+            *v = f16::from_f32(*v).to_f32();
         }
     }
 
@@ -146,6 +179,13 @@ mod tests {
                     let h = u16::from_le_bytes([out[offset + 2 * i], out[offset + 2 * i + 1]]);
                     assert_eq!(b.to_bits(), f16::from_bits(h).to_f32().to_bits());
                 }
+                // Rounding in place is the narrowing and widening back, bit for bit.
+                let mut rounded = values[..len].to_vec();
+                round_in_place(&mut rounded);
+                assert_eq!(
+                    rounded.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    back.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+                );
             }
         }
     }

@@ -152,7 +152,10 @@ impl Compiler {
         sig
     }
 
-    fn elementwise(&mut self, kernel: &ElementwiseKernel) -> Result<*const u8, CodegenError> {
+    pub(crate) fn elementwise(
+        &mut self,
+        kernel: &ElementwiseKernel,
+    ) -> Result<*const u8, CodegenError> {
         let inputs: Vec<DType> = kernel.inputs.iter().map(|t| jit_type(*t)).collect();
         let outputs: Vec<(DType, &Expr)> = kernel
             .outputs
@@ -545,6 +548,7 @@ pub(crate) fn compile_entry(
 ) -> Result<Entry, CodegenError> {
     let mut status = false;
     let mut esr = None;
+    let mut stages = Vec::new();
     let code = match spec {
         KernelSpec::Elementwise(k) => {
             check_elementwise(k)?;
@@ -552,7 +556,20 @@ pub(crate) fn compile_entry(
             status = checked;
             esr = mode.esr;
             check_elementwise(&run)?;
-            Code::Jit(CodePtr(compiler.elementwise(&run)?))
+            // Rounded f16 values inside a fused expression: in stages, rounded with F16C
+            // between them, unless a status or stochastic rounding is to be computed too
+            // (then the rounding is inline, `math::round_to_f16`).
+            match crate::stages::split(&run).filter(|_| !status && esr.is_none()) {
+                Some(staged) => {
+                    for stage in &staged.stages {
+                        check_elementwise(stage)?;
+                        stages.push(CodePtr(compiler.elementwise(stage)?));
+                    }
+                    check_elementwise(&staged.last)?;
+                    Code::Jit(CodePtr(compiler.elementwise(&staged.last)?))
+                }
+                None => Code::Jit(CodePtr(compiler.elementwise(&run)?)),
+            }
         }
         KernelSpec::Reduce(k) => {
             check_reduce(k)?;
@@ -581,13 +598,14 @@ pub(crate) fn compile_entry(
             let f16 = (k.inputs.iter())
                 .chain(k.outputs.iter().map(|(t, _)| t))
                 .any(|t| *t == DType::F16);
-            !f16 && !status && esr.is_none() && matches!(code, Code::Jit(_))
+            !f16 && !status && esr.is_none() && stages.is_empty() && matches!(code, Code::Jit(_))
         }
         _ => false,
     };
     Ok(Entry {
         spec: spec.clone(),
         code,
+        stages,
         status,
         esr,
         plain,
@@ -720,6 +738,9 @@ unsafe impl Sync for CodePtr {}
 pub(crate) struct Entry {
     spec: KernelSpec,
     code: Code,
+    /// An element-wise kernel with rounded f16 values inside: the code of its stages
+    /// ([`crate::stages`]), run before `code` (the last stage) on each chunk.
+    stages: Vec<CodePtr>,
     /// The code writes a status output after the spec's outputs.
     status: bool,
     /// f16 outputs round stochastically with this seed.
@@ -738,6 +759,7 @@ pub struct KernelTable {
 pub struct CompiledKernel<'t> {
     spec: &'t KernelSpec,
     code: &'t Code,
+    stages: &'t [CodePtr],
     status: bool,
     esr: Option<u64>,
     plain: bool,
@@ -750,6 +772,7 @@ impl KernelTable {
         CompiledKernel {
             spec: &e.spec,
             code: &e.code,
+            stages: &e.stages,
             status: e.status,
             esr: e.esr,
             plain: e.plain,
@@ -867,6 +890,7 @@ impl KernelCache {
         self.table.entries.push(Entry {
             spec: KernelSpec::MatMul(k.clone()),
             code: Code::JitMatMul(CodePtr(code)),
+            stages: Vec::new(),
             status: false,
             esr: None,
             plain: false,
@@ -878,12 +902,6 @@ impl KernelCache {
     pub fn table(&self) -> &KernelTable {
         &self.table
     }
-}
-
-/// A buffer of f32 values standing in for an f16 buffer during a call (F16C-accelerated
-/// slice conversion where the CPU has it).
-fn widen(t: DType, bytes: &[u8], n: usize) -> Option<Vec<f32>> {
-    (t == DType::F16).then(|| halves::widened(bytes, n))
 }
 
 /// Writes f32 values as f16 bytes (round to nearest even).
@@ -902,7 +920,8 @@ thread_local! {
     /// Per host thread: the f32 copies of a matrix product's operands, reused from one
     /// vertex to the next (a run multiplies on hundreds of thousands of vertices).
     static OPERANDS: std::cell::Cell<[Vec<f32>; 2]> = Default::default();
-    /// Per host thread: the f32 chunks of an element-wise kernel's f16 operands.
+    /// Per host thread: the f32 chunks of an element-wise kernel's f16 operands, and a
+    /// reduction's f16 input widened.
     static WIDE: std::cell::Cell<Vec<f32>> = Default::default();
 }
 
@@ -1054,7 +1073,7 @@ impl<'t> CompiledKernel<'t> {
         } else {
             Vec::new()
         };
-        if !has_f16 {
+        if !has_f16 && self.stages.is_empty() {
             // On the stack: this runs once per vertex, hundreds of thousands of times a run.
             let (mut on_stack, mut on_heap) = ([std::ptr::null(); 16], Vec::new());
             let ins =
@@ -1071,21 +1090,26 @@ impl<'t> CompiledKernel<'t> {
             return first_exception(&status, 0);
         }
         // Each f16 operand's chunk is widened into its own slot of one per-thread buffer
-        // (inputs' slots first, then outputs'), reused from one vertex to the next.
+        // (inputs' slots first, then outputs', then the stages'), reused from one vertex to
+        // the next.
         let chunk = CHUNK.min(n);
         let slot_of = |types: &mut dyn Iterator<Item = DType>| -> SmallVec<[usize; 8]> {
             types.map(|t| usize::from(t == DType::F16)).collect()
         };
         let in_f16 = slot_of(&mut k.inputs.iter().copied());
         let out_f16 = slot_of(&mut k.outputs.iter().map(|(t, _)| *t));
-        let slots = in_f16.iter().chain(&out_f16).sum::<usize>();
+        let slots = in_f16.iter().chain(&out_f16).sum::<usize>() + self.stages.len();
         let mut wide = WIDE.take();
         if wide.len() < slots * chunk {
             wide.resize(slots * chunk, 0.0);
         }
         let mut parts: SmallVec<[&mut [f32]; 8]> =
             wide[..slots * chunk].chunks_mut(chunk).collect();
-        let (in_parts, out_parts) = parts.split_at_mut(in_f16.iter().sum());
+        let (in_parts, rest) = parts.split_at_mut(in_f16.iter().sum());
+        let (out_parts, stage_parts) = rest.split_at_mut(out_f16.iter().sum());
+        let stage_ptrs: SmallVec<[*mut u8; 8]> = (stage_parts.iter_mut())
+            .map(|p| p.as_mut_ptr() as *mut u8)
+            .collect();
         let ran = (|| {
             let mut start = 0;
             while start < n {
@@ -1099,6 +1123,26 @@ impl<'t> CompiledKernel<'t> {
                         j += 1;
                     } else {
                         ins.push(buf[start * t.size()..].as_ptr());
+                    }
+                }
+                // Each stage reads the inputs and the stages before it (its code reads no
+                // pointer past those), and its rounded chunk is the later stages' input.
+                ins.extend(stage_ptrs.iter().map(|p| *p as *const u8));
+                for (code, &out) in self.stages.iter().zip(&stage_ptrs) {
+                    // SAFETY: the stage's code was generated for its kernel (`stages::split`):
+                    // the kernel's inputs, then one f32 input per earlier stage, one f32 output, no
+                    // status; each pointer addresses at least `len` elements of its type
+                    // (the stage chunks hold `chunk` ≥ `len` f32 values).
+                    // The chunk is then rounded through the same pointer: `len` f32 values
+                    // nothing else reads or writes meanwhile.
+                    unsafe {
+                        let f: extern "C" fn(*const *const u8, *const *mut u8, u64) =
+                            std::mem::transmute(code.0);
+                        f(ins.as_ptr(), [out].as_ptr(), len as u64);
+                        halves::round_in_place(std::slice::from_raw_parts_mut(
+                            out as *mut f32,
+                            len,
+                        ));
                     }
                 }
                 let mut outs: SmallVec<[*mut u8; 4]> = SmallVec::new();
@@ -1163,15 +1207,30 @@ impl<'t> CompiledKernel<'t> {
         if output.len() < need_out {
             return Err(size_error("output", 0, output.len(), need_out));
         }
-        let wide = widen(k.input, input, run_length * runs);
-        let src = wide
-            .as_ref()
-            .map_or(input.as_ptr(), |w| w.as_ptr() as *const u8);
+        let n = run_length * runs;
+        // f16 input is widened into the thread's buffer, reused from one vertex to the next.
+        let mut wide = match k.input {
+            DType::F16 => WIDE.take(),
+            _ => Vec::new(),
+        };
+        let src = match k.input {
+            DType::F16 => {
+                if wide.len() < n {
+                    wide.resize(n, 0.0);
+                }
+                halves::widen_into(input, &mut wide[..n]);
+                wide.as_ptr() as *const u8
+            }
+            _ => input.as_ptr(),
+        };
         // SAFETY: sizes checked above (f16 input widened to f32); the code reads
         // run_length × runs input elements and writes `runs` partials.
         unsafe {
             let f: extern "C" fn(*const u8, *mut u8, u64, u64) = std::mem::transmute(code.0);
             f(src, output.as_mut_ptr(), run_length as u64, runs as u64);
+        }
+        if k.input == DType::F16 {
+            WIDE.set(wide);
         }
         Ok(())
     }

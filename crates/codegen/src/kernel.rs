@@ -94,6 +94,10 @@ pub enum UnaryOp {
     Popcnt,
     /// Leading zero bits.
     Clz,
+    /// x rounded to the nearest f16 value (ties to even), still held as f32: the result of
+    /// an f16 op inside a fused expression, which the IPU's f16 arithmetic rounds as it
+    /// computes (see [`crate::math::round_to_f16`]).
+    RoundF16,
 }
 
 /// Operations of two operands of one type.

@@ -19,6 +19,7 @@ mod narrow_product;
 pub mod reference;
 mod shared_jit;
 pub mod slots;
+mod stages;
 pub mod types;
 
 pub use fp::{FloatMode, FpException};

@@ -131,6 +131,12 @@ impl Emitter for ClifEmitter<'_, '_> {
     fn isra(&mut self, a: Value, s: u8) -> Value {
         self.b.ins().sshr_imm_s(a, s as i64)
     }
+    fn imax(&mut self, a: Value, b: Value) -> Value {
+        self.b.ins().smax(a, b)
+    }
+    fn imin(&mut self, a: Value, b: Value) -> Value {
+        self.b.ins().smin(a, b)
+    }
     fn to_int(&mut self, a: Value) -> Value {
         let t = self.itype();
         self.b.ins().fcvt_to_sint_sat(t, a)
@@ -340,6 +346,7 @@ impl ExprLowering<'_> {
                 UnaryOp::Cos => math::cos(&mut e, v),
                 UnaryOp::Tan => math::tan(&mut e, v),
                 UnaryOp::Erf => math::erf(&mut e, v),
+                UnaryOp::RoundF16 => math::round_to_f16(&mut e, v),
                 UnaryOp::IsFinite => {
                     let a = e.b.ins().fabs(v);
                     let inf = e.b.ins().f32const(f32::INFINITY);

@@ -80,6 +80,10 @@ pub trait Emitter {
     fn ishl(&mut self, a: Self::I, s: u8) -> Self::I;
     /// a >> s (arithmetic).
     fn isra(&mut self, a: Self::I, s: u8) -> Self::I;
+    /// The larger of a and b (signed).
+    fn imax(&mut self, a: Self::I, b: Self::I) -> Self::I;
+    /// The smaller of a and b (signed).
+    fn imin(&mut self, a: Self::I, b: Self::I) -> Self::I;
     /// Float to integer, truncating and saturating (NaN → 0).
     fn to_int(&mut self, a: Self::F) -> Self::I;
     /// Integer to float.
@@ -159,6 +163,12 @@ impl Emitter for HostEmitter {
     }
     fn isra(&mut self, a: i32, s: u8) -> i32 {
         a >> s
+    }
+    fn imax(&mut self, a: i32, b: i32) -> i32 {
+        a.max(b)
+    }
+    fn imin(&mut self, a: i32, b: i32) -> i32 {
+        a.min(b)
     }
     fn to_int(&mut self, a: f32) -> i32 {
         a as i32
@@ -434,6 +444,43 @@ pub fn log1p<E: Emitter>(e: &mut E, x: E::F) -> E::F {
     let threshold = e.f(0.414_213_57);
     let is_small = e.lt(ax, threshold);
     e.select(is_small, small, large)
+}
+
+/// x rounded to the nearest f16 value, ties to even, and kept as f32: what narrowing to f16
+/// and widening back gives ([`crate::halves`]: F16C's `vcvtps2ph` and `vcvtph2ps`), so an
+/// f16 op's result inside a fused expression is what it would be stored and read back. A
+/// NaN stays a NaN of its payload, quieted (the narrowing at the kernel's output quiets
+/// it and drops the same low payload bits either way).
+pub fn round_to_f16<E: Emitter>(e: &mut E, x: E::F) -> E::F {
+    // |x| + M - M rounds |x| to a multiple of M's ulp, half to even, in one addition:
+    // M = 2^(k + 13) for |x|'s binade 2^k leaves f16's 11 significant bits; k is held to
+    // [-14, 16]: below, f16's subnormals are multiples of 2^-24; above, the result is
+    // past f16's range anyway (and M stays finite).
+    let bits = e.float_to_bits(x);
+    let magnitude_bits = e.i(0x7fff_ffff);
+    let magnitude_bits = e.iand(bits, magnitude_bits);
+    let magnitude = e.bits_to_float(magnitude_bits);
+    let exponent_bits = e.i(0x7f80_0000);
+    let binade = e.iand(bits, exponent_bits);
+    let (lowest, highest) = (e.i(0x3880_0000), e.i(0x4780_0000));
+    let binade = e.imax(binade, lowest);
+    let binade = e.imin(binade, highest);
+    let shift = e.i(13 << 23);
+    let m = e.iadd(binade, shift);
+    let m = e.bits_to_float(m);
+    let sum = e.add(magnitude, m);
+    let rounded = e.sub(sum, m);
+    // Past f16's largest finite value (65504): infinity. (A NaN stays a NaN: it compares
+    // false.) Then x's sign, -0 included.
+    let largest = e.f(65504.0);
+    let overflows = e.lt(largest, rounded);
+    let inf = e.f(f32::INFINITY);
+    let rounded = e.select(overflows, inf, rounded);
+    let rounded = e.float_to_bits(rounded);
+    let sign = e.i(i32::MIN);
+    let sign = e.iand(bits, sign);
+    let signed = e.ior(rounded, sign);
+    e.bits_to_float(signed)
 }
 
 /// tanh x: a polynomial near 0, 1 - 2/(e^2|x| + 1) elsewhere.
@@ -1052,6 +1099,81 @@ mod tests {
             f(&mut HostEmitter, worst.1),
             reference(worst.1 as f64)
         );
+    }
+
+    #[test]
+    fn rounding_to_f16_is_narrowing_and_widening_back() {
+        let round_trip = |x: f32| {
+            crate::halves::widened(
+                &{
+                    let mut b = [0u8; 2];
+                    crate::halves::narrow_into(&[x], &mut b);
+                    b
+                },
+                1,
+            )[0]
+        };
+        // The edges: f16's largest value and where rounding passes it, its smallest normal
+        // and subnormal, ties on both sides of each, f32's extremes and subnormals.
+        let mut values: Vec<f32> = vec![
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            65504.0,
+            65519.99,
+            65520.0,
+            -65520.0,
+            65536.0,
+            1e10,
+            f32::MAX,
+            f32::MIN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::MIN_POSITIVE,
+            1e-40,
+            -1e-45,
+            6.103_515_6e-5,
+            6.097_555e-5,
+            5.960_464_5e-8,
+            2.980_232_2e-8,
+            -2.980_232_3e-8,
+            8.940_697e-8,
+            1.000_488_3,
+            1.000_976_6,
+            1.001_464_8,
+            2049.0,
+            2051.0,
+        ];
+        // Every f32 whose low 13 bits are a tie, just below or above one, and random bits.
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..if cfg!(debug_assertions) {
+            100_000
+        } else {
+            2_000_000
+        } {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let bits = state as u32;
+            values.push(f32::from_bits(bits));
+            let tie = (bits & !0x1fff) | 0x1000;
+            values.extend([tie, tie - 1, tie + 1].map(f32::from_bits));
+        }
+        for x in values {
+            let got = round_to_f16(&mut HostEmitter, x);
+            if x.is_nan() {
+                assert!(got.is_nan(), "{x:?}");
+                continue;
+            }
+            let want = round_trip(x);
+            assert_eq!(
+                got.to_bits(),
+                want.to_bits(),
+                "{x:e} ({:#010x})",
+                x.to_bits()
+            );
+        }
     }
 
     #[test]

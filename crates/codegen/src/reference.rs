@@ -96,6 +96,7 @@ fn float_unary(op: UnaryOp, x: f32) -> f32 {
         UnaryOp::Cos => math::cos(&mut HostEmitter, x),
         UnaryOp::Tan => math::tan(&mut HostEmitter, x),
         UnaryOp::Erf => math::erf(&mut HostEmitter, x),
+        UnaryOp::RoundF16 => math::round_to_f16(&mut HostEmitter, x),
         UnaryOp::Not | UnaryOp::IsFinite | UnaryOp::Popcnt | UnaryOp::Clz => {
             unreachable!("type-checked: {op:?} is not a float op")
         }

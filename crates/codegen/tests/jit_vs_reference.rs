@@ -143,11 +143,13 @@ fn check(cache: &mut KernelCache, kernel: ElementwiseKernel) {
             let mut outs: Vec<&mut [u8]> = ref_out.iter_mut().map(|b| &mut b[..]).collect();
             reference::run_elementwise(&kernel, &ins, &mut outs, n);
         }
-        // The code called straight gives the same bytes; every kernel without f16 has it.
+        // The code called straight gives the same bytes; every kernel without f16 has it
+        // (an f16 value rounded inside the expression counts: it runs in stages).
         let table = cache.table();
         let f16 = (kernel.inputs.iter())
             .chain(kernel.outputs.iter().map(|(t, _)| t))
-            .any(|t| *t == DType::F16);
+            .any(|t| *t == DType::F16)
+            || format!("{:?}", kernel.outputs).contains("RoundF16");
         match table.get(id).plain_elementwise() {
             Some(plain) => {
                 let mut plain_out: Vec<Vec<u8>> =
@@ -180,7 +182,7 @@ fn check(cache: &mut KernelCache, kernel: ElementwiseKernel) {
     }
 }
 
-const UNARY: [UnaryOp; 24] = [
+const UNARY: [UnaryOp; 25] = [
     UnaryOp::Abs,
     UnaryOp::Neg,
     UnaryOp::Sign,
@@ -205,6 +207,7 @@ const UNARY: [UnaryOp; 24] = [
     UnaryOp::IsFinite,
     UnaryOp::Popcnt,
     UnaryOp::Clz,
+    UnaryOp::RoundF16,
 ];
 
 const BINARY: [BinaryOp; 15] = [
@@ -369,6 +372,54 @@ fn select_clamp_and_fused_expressions() {
         ElementwiseKernel {
             inputs: vec![DType::F16, DType::S32, DType::Pred],
             outputs: vec![(DType::F16, mixed)],
+        },
+    );
+    // A fused f16 GELU: every f16 op's value rounded (`RoundF16`), so it runs in stages
+    // rounded with F16C; a second output reads an f32 input beside the rounded values and
+    // writes f32, a third compares a rounded value.
+    let r = |e: Expr| Expr::unary(UnaryOp::RoundF16, e);
+    let cube = r(Expr::binary(
+        BinaryOp::Mul,
+        r(Expr::binary(BinaryOp::Mul, x(), x())),
+        x(),
+    ));
+    let inner = r(Expr::binary(
+        BinaryOp::Mul,
+        Expr::f32(0.797_9),
+        r(Expr::binary(
+            BinaryOp::Add,
+            x(),
+            r(Expr::binary(BinaryOp::Mul, Expr::f32(0.044_7), cube)),
+        )),
+    ));
+    let f16_gelu = Expr::binary(
+        BinaryOp::Mul,
+        r(Expr::binary(BinaryOp::Mul, Expr::f32(0.5), x())),
+        r(Expr::binary(
+            BinaryOp::Add,
+            Expr::f32(1.0),
+            r(Expr::unary(UnaryOp::Tanh, inner)),
+        )),
+    );
+    let scaled = Expr::binary(
+        BinaryOp::Mul,
+        r(Expr::unary(UnaryOp::Exp, x())),
+        Expr::input(1),
+    );
+    let positive = Expr::compare(
+        CmpOp::Gt,
+        r(Expr::binary(BinaryOp::Sub, x(), y())),
+        Expr::f32(0.0),
+    );
+    check(
+        &mut cache,
+        ElementwiseKernel {
+            inputs: vec![DType::F16, DType::F32],
+            outputs: vec![
+                (DType::F16, f16_gelu),
+                (DType::F32, scaled),
+                (DType::Pred, positive),
+            ],
         },
     );
 }

@@ -183,11 +183,17 @@ pub(crate) fn is_lazy_constant(comp: &Computation, id: InstrId) -> bool {
     matches!(comp.instr(id).op, Op::Constant { .. }) || scalar_constant(comp, id).is_some()
 }
 
-/// Element-wise instructions that fold into their single element-wise user. f16 results
-/// are not fused: each f16 op rounds its result, as XLA computes them. Nor are operands of
-/// activations: an activation's formula reads its operand several times, which would
-/// repeat a fused operand's whole expression.
-pub(crate) fn fusion_candidates(module: &Module, comp: &Computation) -> HashSet<InstrId> {
+/// Element-wise instructions that fold into their single element-wise user. An f16 result
+/// folds as its value rounded to f16 (`RoundF16`: each f16 op rounds its result, as XLA
+/// computes them and as the IPU's f16 arithmetic does), only with `f16` (no floating-point
+/// mode: exceptions and stochastic rounding are checked where results are stored). Nor are
+/// operands of activations folded: an activation's formula reads its operand several times,
+/// which would repeat a fused operand's whole expression.
+pub(crate) fn fusion_candidates(
+    module: &Module,
+    comp: &Computation,
+    f16: bool,
+) -> HashSet<InstrId> {
     let mut uses: HashMap<InstrId, Vec<InstrId>> = HashMap::new();
     for &i in comp.order() {
         for &o in &comp.instr(i).operands {
@@ -200,7 +206,7 @@ pub(crate) fn fusion_candidates(module: &Module, comp: &Computation) -> HashSet<
         .copied()
         .filter(|&i| {
             Some(i) != root
-                && element_type(comp, i) != Some(ElementType::F16)
+                && (f16 || element_type(comp, i) != Some(ElementType::F16))
                 && is_jit_elementwise(module, comp, i)
                 && matches!(uses.get(&i).map(Vec::as_slice), Some([u])
                     if is_jit_elementwise(module, comp, *u) && activation(comp.instr(*u)).is_none())
@@ -251,7 +257,11 @@ impl ExprBuilder<'_> {
             return literal_expr(data, t);
         }
         if self.fused.contains(&id) {
-            return self.build(id);
+            let value = self.build(id);
+            return match element_type(self.comp, id) {
+                Some(ElementType::F16) => Expr::unary(KU::RoundF16, value),
+                _ => value,
+            };
         }
         self.input(id)
     }

@@ -655,7 +655,8 @@ impl<'m> Lowerer<'m> {
     pub fn computation(&mut self, id: CompId, args: Vec<Value>) -> Result<Value, CompileError> {
         let comp = self.module.computation(id);
         let shards = sharding::shards_of(comp);
-        let mut fused = elementwise::fusion_candidates(self.module, comp);
+        let f16 = !self.b.executable().floating_point.is_active();
+        let mut fused = elementwise::fusion_candidates(self.module, comp, f16);
         sharding::keep_fusion_on_one_ipu(comp, &shards, &mut fused);
         let mut scope = Scope {
             comp: id,

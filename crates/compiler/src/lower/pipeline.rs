@@ -172,7 +172,8 @@ impl Lowerer<'_> {
                 self.on_ipu(ipu, |l| l.onto_placement(&v));
             }
         }
-        let mut fused = elementwise::fusion_candidates(module, entry);
+        let f16 = !self.b.executable().floating_point.is_active();
+        let mut fused = elementwise::fusion_candidates(module, entry, f16);
         sharding::keep_fusion_on_one_ipu(entry, &stages, &mut fused);
         // An instruction reading the stage before is its own step, which reads the value
         // from this stage's buffer (filled a step earlier); fused into its user it would

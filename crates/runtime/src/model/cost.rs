@@ -24,6 +24,11 @@ pub fn unary_cost(op: UnaryOp) -> u64 {
         UnaryOp::Expm1 | UnaryOp::Log1p | UnaryOp::Erf => 30,
         UnaryOp::Cbrt => 35,
         UnaryOp::Sqrt | UnaryOp::Rsqrt => 6,
+        // The IPU's f16 arithmetic (`f16v4` instructions, ANCHORS.md §3) rounds every
+        // result to f16 as it computes it; the host's kernels hold f16 values as f32 and
+        // round an f16 op's result inside a fused expression explicitly, an instruction
+        // the IPU does not issue.
+        UnaryOp::RoundF16 => 0,
         _ => 1,
     }
 }

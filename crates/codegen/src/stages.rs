@@ -1,0 +1,204 @@
+//! Fused f16 chains split where their values round. A fused expression holds each f16 op's
+//! result as `RoundF16(x)` ([`UnaryOp::RoundF16`]); Cranelift 0.135 has no f16 conversion
+//! instructions, so rounding inside the generated code takes a dozen vector operations
+//! ([`crate::math::round_to_f16`]) and made the fused GELU slower than the unfused ops. So
+//! such a kernel runs in stages: each `RoundF16` node's operand is a kernel of its own
+//! writing an f32 chunk, which the run wrapper rounds in place with F16C
+//! ([`crate::halves::round_in_place`]: eight values per instruction, the narrowing and
+//! widening of a store and load), and later stages read it as an input. The values are
+//! the inline rounding's, bit for bit; the chunk stays in the cache between stages, where
+//! unfused ops each made a pass over tile memory.
+
+use crate::kernel::{DType, ElementwiseKernel, Expr, UnaryOp};
+
+/// A kernel split at its roundings: `stages[s]` computes the operand of the `s`-th
+/// `RoundF16` node (in evaluation order) as one f32 output from the kernel's inputs and the
+/// rounded values of the stages before it (inputs `n..n + s`, where `n` is the kernel's
+/// own input count); `last` computes the kernel's outputs from its inputs and every stage
+/// (inputs `n..n + stages.len()`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Staged {
+    /// One kernel per rounding, each with a single f32 output.
+    pub(crate) stages: Vec<ElementwiseKernel>,
+    /// The kernel's outputs, reading the stages' rounded values as inputs.
+    pub(crate) last: ElementwiseKernel,
+}
+
+/// `kernel` split at its `RoundF16` nodes, or `None` when it has none.
+pub(crate) fn split(kernel: &ElementwiseKernel) -> Option<Staged> {
+    if !kernel.outputs.iter().any(|(_, e)| rounds(e)) {
+        return None;
+    }
+    let n = kernel.inputs.len() as u32;
+    let mut bodies = Vec::new();
+    let outputs: Vec<(DType, Expr)> = (kernel.outputs.iter())
+        .map(|(t, e)| (*t, cut(e, n, &mut bodies)))
+        .collect();
+    let inputs = |stages: usize| -> Vec<DType> {
+        let mut inputs = kernel.inputs.clone();
+        inputs.extend(std::iter::repeat_n(DType::F32, stages));
+        inputs
+    };
+    let stages = (bodies.into_iter().enumerate())
+        .map(|(s, body)| ElementwiseKernel {
+            inputs: inputs(s),
+            outputs: vec![(DType::F32, body)],
+        })
+        .collect::<Vec<_>>();
+    let last = ElementwiseKernel {
+        inputs: inputs(stages.len()),
+        outputs,
+    };
+    Some(Staged { stages, last })
+}
+
+/// True when `e` holds a `RoundF16` node.
+fn rounds(e: &Expr) -> bool {
+    match e {
+        Expr::Unary(UnaryOp::RoundF16, _) => true,
+        Expr::Unary(_, x) | Expr::Convert(_, x) => rounds(x),
+        Expr::Binary(_, a, b) | Expr::Compare(_, a, b) => rounds(a) || rounds(b),
+        Expr::Select(a, b, c) | Expr::Clamp(a, b, c) => rounds(a) || rounds(b) || rounds(c),
+        Expr::Input(_) | Expr::F32(_) | Expr::S32(_) | Expr::U32(_) | Expr::Pred(_) => false,
+    }
+}
+
+/// `e` with every `RoundF16` node replaced by an input reading its stage; the stages'
+/// bodies are pushed to `bodies` operands first, so a stage reads only earlier ones.
+fn cut(e: &Expr, n: u32, bodies: &mut Vec<Expr>) -> Expr {
+    let mut cut_box = |x: &Expr| Box::new(cut(x, n, bodies));
+    match e {
+        Expr::Unary(UnaryOp::RoundF16, x) => {
+            let body = cut(x, n, bodies);
+            bodies.push(body);
+            Expr::Input(n + bodies.len() as u32 - 1)
+        }
+        Expr::Unary(op, x) => Expr::Unary(*op, cut_box(x)),
+        Expr::Convert(t, x) => Expr::Convert(*t, cut_box(x)),
+        Expr::Binary(op, a, b) => {
+            let a = cut_box(a);
+            Expr::Binary(*op, a, cut_box(b))
+        }
+        Expr::Compare(op, a, b) => {
+            let a = cut_box(a);
+            Expr::Compare(*op, a, cut_box(b))
+        }
+        Expr::Select(a, b, c) => {
+            let (a, b) = (cut_box(a), cut_box(b));
+            Expr::Select(a, b, cut_box(c))
+        }
+        Expr::Clamp(a, b, c) => {
+            let (a, b) = (cut_box(a), cut_box(b));
+            Expr::Clamp(a, b, cut_box(c))
+        }
+        leaf => leaf.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::BinaryOp;
+
+    fn round(x: Expr) -> Expr {
+        Expr::unary(UnaryOp::RoundF16, x)
+    }
+
+    /// `tanh(round(round(a · b) + c))` on f16 inputs: the product is the first stage, the
+    /// sum (reading it) the second, the tanh the last; a kernel without roundings is not
+    /// split.
+    #[test]
+    fn a_chain_splits_at_each_rounding_innermost_first() {
+        let (a, b, c) = (Expr::input(0), Expr::input(1), Expr::input(2));
+        let product = round(Expr::binary(BinaryOp::Mul, a.clone(), b.clone()));
+        let sum = round(Expr::binary(BinaryOp::Add, product, c.clone()));
+        let kernel = ElementwiseKernel {
+            inputs: vec![DType::F16; 3],
+            outputs: vec![(DType::F16, Expr::unary(UnaryOp::Tanh, sum))],
+        };
+        let staged = split(&kernel).expect("the kernel rounds twice");
+        let f16x3 = vec![DType::F16; 3];
+        assert_eq!(
+            staged.stages,
+            vec![
+                ElementwiseKernel {
+                    inputs: f16x3.clone(),
+                    outputs: vec![(DType::F32, Expr::binary(BinaryOp::Mul, a.clone(), b))],
+                },
+                ElementwiseKernel {
+                    inputs: [f16x3.clone(), vec![DType::F32]].concat(),
+                    outputs: vec![(DType::F32, Expr::binary(BinaryOp::Add, Expr::input(3), c))],
+                },
+            ]
+        );
+        assert_eq!(
+            staged.last,
+            ElementwiseKernel {
+                inputs: [f16x3, vec![DType::F32; 2]].concat(),
+                outputs: vec![(DType::F16, Expr::unary(UnaryOp::Tanh, Expr::input(4)))],
+            }
+        );
+        let plain = ElementwiseKernel {
+            inputs: vec![DType::F16],
+            outputs: vec![(DType::F16, Expr::unary(UnaryOp::Exp, a))],
+        };
+        assert_eq!(split(&plain), None);
+    }
+
+    /// Every f16 value through a fused chain (products, a sum, `exp`, `tanh`, a quotient,
+    /// each rounded): the stages rounded with F16C give the bits of the same kernel compiled
+    /// whole with its roundings inline (`math::round_to_f16`, which floating-point modes
+    /// with a status use), NaNs as NaNs.
+    #[test]
+    fn stages_give_the_bits_of_the_roundings_inline() {
+        use crate::jit::{Compiler, KernelCache};
+        use crate::kernel::KernelSpec;
+        let x = || Expr::input(0);
+        let square = round(Expr::binary(BinaryOp::Mul, x(), x()));
+        let e = round(Expr::unary(UnaryOp::Exp, square.clone()));
+        let t = round(Expr::unary(
+            UnaryOp::Tanh,
+            round(Expr::binary(BinaryOp::Add, x(), square)),
+        ));
+        let quotient = Expr::binary(BinaryOp::Div, t, round(Expr::binary(BinaryOp::Add, e, x())));
+        let kernel = ElementwiseKernel {
+            inputs: vec![DType::F16],
+            outputs: vec![(DType::F16, quotient)],
+        };
+        let n = 1 << 16;
+        let bytes: Vec<u8> = (0..=u16::MAX).flat_map(|b| b.to_le_bytes()).collect();
+        let wide = crate::halves::widened(&bytes, n);
+        let mut compiler = Compiler::new().unwrap();
+        let inline = compiler.elementwise(&kernel).unwrap();
+        let mut out = vec![0f32; n];
+        // SAFETY: the code was generated for this kernel (one input, one output, f16 seen
+        // as f32, no status); both buffers hold n f32 values.
+        unsafe {
+            let f: extern "C" fn(*const *const u8, *const *mut u8, u64) =
+                std::mem::transmute(inline);
+            f(
+                [wide.as_ptr() as *const u8].as_ptr(),
+                [out.as_mut_ptr() as *mut u8].as_ptr(),
+                n as u64,
+            );
+        }
+        let mut want = vec![0u8; 2 * n];
+        crate::halves::narrow_into(&out, &mut want);
+        let mut cache = KernelCache::new().unwrap();
+        let id = cache.compile(&KernelSpec::Elementwise(kernel)).unwrap();
+        let mut got = vec![0u8; 2 * n];
+        (cache.table().get(id))
+            .run_elementwise(&[&bytes], &mut [&mut got], n)
+            .unwrap();
+        let half =
+            |b: &[u8], i: usize| half::f16::from_bits(u16::from_le_bytes([b[2 * i], b[2 * i + 1]]));
+        for i in 0..n {
+            let (g, w) = (half(&got, i), half(&want, i));
+            assert!(
+                g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+                "x = {}: staged {g}, inline {w}",
+                half(&bytes, i)
+            );
+        }
+    }
+}
