@@ -167,15 +167,15 @@ fn zero_runs_is_refused() {
 #[test]
 fn bench_cases_estimate_what_they_run_with_the_recorded_cycles_and_peaks() {
     let want = [
-        ("bench_cnn_train_b32", 73_814, 27_660, 190_869_504u64),
+        ("bench_cnn_train_b32", 73_604, 27_660, 190_869_504u64),
         (
             "bench_encoder_stack12_fwd",
-            1_253_215,
-            53_736,
+            1_242_271,
+            53_568,
             2_617_245_696,
         ),
-        ("bench_mlp_train_b256", 149_777, 22_440, 257_818_624),
-        ("bench_transformer_fwd_bwd", 390_960, 52_144, 2_415_919_104),
+        ("bench_mlp_train_b256", 149_099, 22_568, 257_818_624),
+        ("bench_transformer_fwd_bwd", 389_214, 52_244, 2_415_919_104),
     ];
     let dirs: Vec<String> = want.iter().map(|(c, ..)| fixture(c)).collect();
     let mut args = vec!["bench", "--json"];

@@ -1,7 +1,8 @@
-//! Two lowering choices that change cycles and never values: a parameter read only in
+//! Three lowering choices that change cycles and never values: a parameter read only in
 //! whole-block slices (a stack of layers' weights) is allocated block by block, so each slice
-//! is an on-tile copy; and a reduction's constant init value is folded into the vertices that
-//! finish it (no step of its own), the sign of a zero sum as XLA gives it.
+//! is an on-tile copy; a reduction's constant init value is folded into the vertices that
+//! finish it (no step of its own), the sign of a zero sum as XLA gives it; and a product's K
+//! parts are summed by its one element-wise reader's kernel.
 
 mod common;
 
@@ -137,4 +138,44 @@ fn a_folded_init_gives_zero_sums_the_sign_xla_gives_them() {
             }
         }
     }
+}
+
+/// `d` (a product split over K) is read only by a bias add, `e` by two element-wise ops
+/// (the products differ in shape, so they are not outlined as one function).
+const PRODUCTS: &str = r#"HloModule deferred_sums
+ENTRY main {
+  x = f32[128,1024] parameter(0)
+  w = f32[1024,64] parameter(1)
+  v = f32[1024,32] parameter(2)
+  b = f32[64] parameter(3)
+  d = f32[128,64] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  bb = f32[128,64] broadcast(b), dimensions={1}
+  y = f32[128,64] add(d, bb)
+  e = f32[128,32] dot(x, v), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  t = f32[128,32] abs(e)
+  u = f32[128,32] multiply(e, t)
+  ROOT r = (f32[128,64], f32[128,32]) tuple(y, u)
+}
+"#;
+
+/// A product whose one reader is element-wise sums its K parts in that reader's kernel: no
+/// compute set of its own, one superstep fewer; a product read twice keeps its sum. The
+/// values are the evaluator's bit for bit (small integers: every sum is exact).
+#[test]
+fn a_products_k_parts_are_summed_by_its_one_element_wise_reader() {
+    let small = |salt: usize| move |i: usize| ((i * 7 + salt) % 5) as f32 - 2.0;
+    let args = [
+        f32s(&[128, 1024], small(0)),
+        f32s(&[1024, 64], small(1)),
+        f32s(&[1024, 32], small(2)),
+        f32s(&[64], small(3)),
+    ];
+    let run = run_exactly(PRODUCTS, &args, 1472);
+    let steps: Vec<&str> = run.profile.steps.iter().map(|s| s.name.as_str()).collect();
+    assert!(
+        steps.contains(&"e.sum"),
+        "the product read twice is summed on its own (split over K): {steps:?}"
+    );
+    assert!(!steps.contains(&"d.sum"), "{steps:?}");
+    assert!(steps.contains(&"y"), "{steps:?}");
 }

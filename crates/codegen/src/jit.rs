@@ -1130,11 +1130,11 @@ impl<'t> CompiledKernel<'t> {
                 ins.extend(stage_ptrs.iter().map(|p| *p as *const u8));
                 for (code, &out) in self.stages.iter().zip(&stage_ptrs) {
                     // SAFETY: the stage's code was generated for its kernel (`stages::split`):
-                    // the kernel's inputs, then one f32 input per earlier stage, one f32 output, no
-                    // status; each pointer addresses at least `len` elements of its type
-                    // (the stage chunks hold `chunk` ≥ `len` f32 values).
-                    // The chunk is then rounded through the same pointer: `len` f32 values
-                    // nothing else reads or writes meanwhile.
+                    // the kernel's inputs, then one f32 input per earlier stage, one f32
+                    // output, no status; each pointer addresses at least `len` elements of
+                    // its type (the stage chunks hold `chunk` ≥ `len` f32 values). The chunk
+                    // is then rounded through the same pointer: `len` f32 values nothing
+                    // else reads or writes meanwhile.
                     unsafe {
                         let f: extern "C" fn(*const *const u8, *const *mut u8, u64) =
                             std::mem::transmute(code.0);

@@ -212,7 +212,12 @@ struct Block {
 
 impl Lowerer<'_> {
     /// Lowers `dot`.
-    pub(crate) fn dot(&mut self, scope: &mut Scope, here: Here) -> Result<Value, CompileError> {
+    pub(crate) fn dot(
+        &mut self,
+        scope: &mut Scope,
+        here: Here,
+        id: xla_ir::ids::InstrId,
+    ) -> Result<Value, CompileError> {
         let Op::Dot { dims, .. } = &here.instr.op else {
             unreachable!("dispatched: dot")
         };
@@ -499,7 +504,19 @@ impl Lowerer<'_> {
                 shape,
             }));
         }
-        // The sum of the K parts (and the conversion to the result type).
+        // The sum of the K parts (and the conversion to the result type), or, when the
+        // product's one reader is element-wise, the parts left for its kernel to sum.
+        if scope.defer_sums.contains(&id) {
+            let sum = super::deferred_sums::PendingSum {
+                name,
+                stacked: stacked.tensor,
+                shape,
+                parts: p.pk,
+                linear,
+                partials,
+            };
+            return Ok(self.defer_sum(scope, id, sum));
+        }
         let sum = self.sum_of_parts(&name, stacked.tensor, &shape, p.pk, &linear, partials);
         Ok(Value::Array(sum))
     }

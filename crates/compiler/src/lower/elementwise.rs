@@ -114,7 +114,7 @@ pub(crate) fn is_jit_elementwise(_module: &Module, comp: &Computation, id: Instr
 }
 
 /// The activation an activation custom-call (GELU, swish, hard sigmoid) computes.
-fn activation(instr: &xla_ir::Instruction) -> Option<Result<Activation, String>> {
+pub(crate) fn activation(instr: &xla_ir::Instruction) -> Option<Result<Activation, String>> {
     match &instr.op {
         Op::CustomCall { target, .. } => {
             Activation::from_custom_call(target, instr.backend_config.as_deref())
@@ -333,6 +333,10 @@ impl Lowerer<'_> {
         };
         let expr = eb.build(id);
         let input_ids = eb.inputs;
+        let name = &here.instr.name;
+        if let Some(arr) = self.kernel_with_sums(scope, name, &shape, expr.clone(), &input_ids)? {
+            return Ok(Value::Array(arr));
+        }
         let mut inputs = Vec::new();
         for i in input_ids {
             inputs.push(self.array(scope, i)?);
@@ -350,10 +354,19 @@ impl Lowerer<'_> {
         elements: usize,
         dtype: DType,
     ) -> Vec<Piece> {
+        let mappings = inputs.iter().map(|a| self.mapping(a.tensor));
+        self.follow_mappings(mappings, elements, dtype)
+    }
+
+    /// [`Lowerer::follow_mapping`] of inputs mapped as `mappings`, in input order.
+    pub(crate) fn follow_mappings<'p>(
+        &self,
+        mappings: impl Iterator<Item = &'p [Piece]>,
+        elements: usize,
+        dtype: DType,
+    ) -> Vec<Piece> {
         let linear = self.linear_pieces(elements, dtype);
-        let best = inputs
-            .iter()
-            .map(|a| self.mapping(a.tensor))
+        let best = mappings
             .filter(|m| self.within_placement(m))
             .max_by_key(|m| mapping::tile_count(m));
         match best {
@@ -373,16 +386,33 @@ impl Lowerer<'_> {
     ) -> Arr {
         let n = shape.element_count() as usize;
         let pieces = self.follow_mapping(inputs, n, self.dtype(shape));
-        let inputs: Vec<Arr> = inputs
+        let operands: Vec<(runtime::TensorId, usize, DType)> = inputs
             .iter()
-            .map(|a| self.with_mapping(a, &pieces))
+            .map(|a| {
+                let a = self.with_mapping(a, &pieces);
+                (a.tensor, 0, self.dtype(&a.shape))
+            })
             .collect();
+        self.kernel_on(name, shape, pieces, &operands, outputs)
+    }
+
+    /// Runs an element-wise kernel of `outputs` expressions into a new tensor mapped as
+    /// `pieces`, its input `k` read from `operands[k]`: a tensor laid out as `pieces` from
+    /// its element `start` on, of the type given.
+    pub(crate) fn kernel_on(
+        &mut self,
+        name: &str,
+        shape: &xla_ir::ArrayShape,
+        pieces: Vec<Piece>,
+        operands: &[(runtime::TensorId, usize, DType)],
+        outputs: Vec<(DType, Expr)>,
+    ) -> Arr {
         let out = self.arr_mapped(name, shape, pieces.clone());
-        if n == 0 {
+        if shape.element_count() == 0 {
             return out;
         }
         let kernel = Arc::new(KernelSpec::Elementwise(ElementwiseKernel {
-            inputs: inputs.iter().map(|a| self.dtype(&a.shape)).collect(),
+            inputs: operands.iter().map(|&(_, _, t)| t).collect(),
             outputs,
         }));
         let tpi = self.target.tiles_per_ipu;
@@ -390,24 +420,24 @@ impl Lowerer<'_> {
         let vertices = pieces
             .iter()
             .map(|p| {
-                let region = |t| Region {
+                let region = |t, start: usize| Region {
                     tensor: t,
-                    start: p.start,
+                    start: start + p.start,
                     len: p.len,
                 };
                 Vertex {
                     kernel: Arc::clone(&kernel),
                     ipu: p.tile / tpi,
                     tile: p.tile % tpi,
-                    inputs: inputs.iter().map(|a| region(a.tensor)).collect(),
-                    outputs: smallvec::smallvec![region(out.tensor)],
+                    inputs: operands.iter().map(|&(t, s, _)| region(t, s)).collect(),
+                    outputs: smallvec::smallvec![region(out.tensor, 0)],
                     run_length: 0,
                     grain: WORKER_GRAIN,
                 }
             })
             .collect();
-        for a in &inputs {
-            self.use_tensor(a.tensor);
+        for &(t, _, _) in operands {
+            self.use_tensor(t);
         }
         let cs = self.b.compute_set(name, vertices);
         self.emit(Program::Execute(cs));

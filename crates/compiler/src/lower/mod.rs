@@ -8,6 +8,7 @@ pub(crate) mod codelet_split;
 mod collectives;
 mod control;
 pub(crate) mod conv_codelet;
+mod deferred_sums;
 mod device_loop;
 mod dot;
 pub(crate) mod elementwise;
@@ -185,6 +186,11 @@ pub(crate) struct Scope {
     pub fused: HashSet<InstrId>,
     /// The IPU of each instruction, where the computation is sharded (`sharding.rs`).
     pub shards: HashMap<InstrId, usize>,
+    /// Products whose K-part sum waits for their one element-wise reader
+    /// (`deferred_sums.rs`).
+    pub defer_sums: HashSet<InstrId>,
+    /// Those lowered, their sums not yet made.
+    pub pending_sums: HashMap<InstrId, deferred_sums::PendingSum>,
 }
 
 /// Lowers HLO into an executable.
@@ -658,11 +664,17 @@ impl<'m> Lowerer<'m> {
         let f16 = !self.b.executable().floating_point.is_active();
         let mut fused = elementwise::fusion_candidates(self.module, comp, f16);
         sharding::keep_fusion_on_one_ipu(comp, &shards, &mut fused);
+        let defer_sums = match shards.is_empty() {
+            true => deferred_sums::sums_to_defer(self.module, comp, f16),
+            false => HashSet::new(),
+        };
         let mut scope = Scope {
             comp: id,
             env: HashMap::new(),
             fused,
             shards,
+            defer_sums,
+            pending_sums: HashMap::new(),
         };
         for (&p, arg) in comp.parameters().iter().zip(args) {
             scope.env.insert(p, arg);
@@ -682,6 +694,12 @@ impl<'m> Lowerer<'m> {
 
     /// The value of an instruction already lowered, materialising constants on demand.
     pub fn value(&mut self, scope: &mut Scope, id: InstrId) -> Result<Value, CompileError> {
+        // A product whose sum waited for a reader that did not take it: made now.
+        if let Some(sum) = scope.pending_sums.remove(&id) {
+            let v = Value::Array(self.finish_sum(sum));
+            scope.env.insert(id, v.clone());
+            return Ok(v);
+        }
         if let Some(v) = scope.env.get(&id) {
             return Ok(v.clone());
         }
@@ -787,7 +805,7 @@ impl<'m> Lowerer<'m> {
             | Op::Pad { .. }
             | Op::Reverse { .. } => self.movement(scope, here),
             Op::Iota { .. } => self.folded_constant(here),
-            Op::Dot { .. } => self.dot(scope, here),
+            Op::Dot { .. } => self.dot(scope, here, id),
             Op::Reduce { .. } => self.reduce(scope, here),
             _ if elementwise::is_jit_elementwise(module, comp, id) => {
                 self.elementwise(scope, here, id)

@@ -19,7 +19,7 @@ use super::{
 use crate::CompileError;
 use crate::config::PipelineSchedule;
 use runtime::{FunctionId, Program, TensorId};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use xla_ir::Computation;
 use xla_ir::ids::InstrId;
 
@@ -192,6 +192,9 @@ impl Lowerer<'_> {
             env: HashMap::new(),
             fused,
             shards: stages.iter().map(|(&i, &s)| (i, ipu_of(s))).collect(),
+            // A stage's products are read across stages and buffers: their sums stay apart.
+            defer_sums: HashSet::new(),
+            pending_sums: HashMap::new(),
         };
         // By receiving stage: (the producer's tensor, the buffer the stage reads).
         let mut handoffs: Vec<Vec<(TensorId, TensorId)>> = Vec::with_capacity(count);

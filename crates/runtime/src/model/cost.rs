@@ -346,4 +346,18 @@ mod tests {
         let mixed = vertex_cost(&mixed, 4096, 1, &target);
         assert_eq!(mixed, VertexCost::Worker(VERTEX_OVERHEAD + 2048 * 2));
     }
+
+    /// An f16 op's rounding inside a fused expression is free: the IPU's f16 arithmetic
+    /// rounds as it computes, so a fused chain costs its ops and holds their code only.
+    #[test]
+    fn f16_roundings_in_a_fused_chain_cost_nothing() {
+        let x = || Box::new(Expr::Input(0));
+        let exp = Expr::Unary(UnaryOp::Exp, x());
+        let rounded = Expr::Unary(UnaryOp::RoundF16, Box::new(exp.clone()));
+        let chain = |e: Expr| Expr::Binary(BinaryOp::Mul, Box::new(e), x());
+        assert_eq!(
+            expr_instructions(&chain(rounded)),
+            expr_instructions(&chain(exp))
+        );
+    }
 }

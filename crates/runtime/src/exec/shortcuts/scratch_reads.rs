@@ -13,7 +13,7 @@
 //! This is only sound when the scratch still holds what the rearrangement would have read
 //! when the summing compute set runs: the product, the rearrangement and the summing
 //! compute set each appear once in the program, the sum after the rearrangement in the
-//! same sequence, with only rearrangements and other compute sets between them. That
+//! same sequence, with only rearrangements, copies and other compute sets between them. That
 //! sequence may run many times (a loop's body, a function called from several places, as
 //! the encoder's layers are): each time, the sum reads what the product wrote last, which
 //! is what the rearrangement read just before.
@@ -314,7 +314,8 @@ impl<'e> Places<'e> {
 
     /// True when compute set `product`, rearrangement `r` and compute set `sum` each appear
     /// once in the program (in the main program or a function), `sum` after `r` in the same
-    /// sequence with only rearrangements and compute sets other than `product` between them.
+    /// sequence with only rearrangements, copies and compute sets other than `product`
+    /// between them.
     fn in_order(&self, product: usize, r: usize, sum: usize) -> bool {
         let once = |m: &FxHashMap<usize, Vec<(usize, usize)>>, k: usize| match m.get(&k) {
             Some(v) if v.len() == 1 => Some(v[0]),
@@ -330,7 +331,8 @@ impl<'e> Places<'e> {
         rs == ss
             && ri < si
             && self.sequences[rs][ri + 1..si].iter().all(|p| match p {
-                Program::Rearrange(_) => true,
+                // Copies move tensors' bytes and run nothing: the scratch stays as it is.
+                Program::Rearrange(_) | Program::Copy { .. } => true,
                 Program::Execute(c) => c.0 as usize != product,
                 _ => false,
             })
