@@ -1442,6 +1442,7 @@ fn batched_partials_read_from_the_host_scratch_match_partials_written_to_the_til
 fn k_split_product(
     stream_part: bool,
     twice: bool,
+    copy_between: bool,
 ) -> (Engine, [TensorId; 2], [Vec<f32>; 2], Vec<f32>) {
     use runtime::{Rearrange, Run, RunSource};
     let (m, k, n) = (3, 4, 6);
@@ -1462,6 +1463,7 @@ fn k_split_product(
         )
     });
     let out = b.tensor("out", DType::F32, &[(0, 0, m * n / 2), (0, 1, m * n / 2)]);
+    let x_copy = b.tensor("x copy", DType::F32, &[(0, 0, m * k)]);
     let xv: Vec<f32> = (0..m * k).map(|i| i as f32 * 0.25 - 1.0).collect();
     let wv: Vec<f32> = (0..k * n).map(|i| (i % 7) as f32 - 3.0).collect();
     b.tensor_mut(x).init = Some(f32_bytes(&xv));
@@ -1560,6 +1562,14 @@ fn k_split_product(
             tensor: out,
         },
     ];
+    if copy_between {
+        // An on-tile copy between the K parts' rearrangements and their sum.
+        let copy = Program::Copy {
+            src: x,
+            dst: x_copy,
+        };
+        program.insert(5, copy);
+    }
     if stream_part {
         program.push(stream_out(&mut b, "k0", parts[0], m * n));
     }
@@ -1590,8 +1600,8 @@ fn k_split_product(
 
 #[test]
 fn k_parts_summed_from_the_host_scratch_match_k_parts_written_to_the_tiles() {
-    let (mut scratch, parts, values, want) = k_split_product(false, false);
-    let (mut written, _, _, _) = k_split_product(true, false);
+    let (mut scratch, parts, values, want) = k_split_product(false, false, false);
+    let (mut written, _, _, _) = k_split_product(true, false, false);
     // The K parts read back as if written, and every step costs the same either way.
     check_against_written(
         &mut scratch,
@@ -1609,8 +1619,8 @@ fn k_parts_summed_from_the_host_scratch_match_k_parts_written_to_the_tiles() {
 
 #[test]
 fn k_parts_summed_from_the_scratch_in_a_function_called_twice_read_each_calls_product() {
-    let (mut scratch, parts, values, want) = k_split_product(false, true);
-    let (mut written, _, _, _) = k_split_product(true, true);
+    let (mut scratch, parts, values, want) = k_split_product(false, true, false);
+    let (mut written, _, _, _) = k_split_product(true, true, false);
     let doubled = |v: &[f32]| -> Vec<f32> { v.iter().map(|x| 2.0 * x).collect() };
     let [(mut io_scratch, p_scratch), (mut io_written, p_written)] =
         run_each([&mut scratch, &mut written]);
@@ -1630,6 +1640,25 @@ fn k_parts_summed_from_the_scratch_in_a_function_called_twice_read_each_calls_pr
     };
     assert_eq!(others(&p_scratch), others(&p_written));
     // The function's K parts are summed from the scratch, as in the main program.
+    let host_only = |e: &Engine| parts.map(|p| e.host_only_tensors().contains(&p));
+    assert_eq!(host_only(&scratch), [true, true]);
+    assert_eq!(host_only(&written), [false, true]);
+}
+
+/// A copy between the K parts' rearrangements and their sum runs no compute set: the parts
+/// are still summed from the product's scratch, and read back as written.
+#[test]
+fn k_parts_summed_from_the_scratch_past_a_copy_match_k_parts_written() {
+    let (mut scratch, parts, values, want) = k_split_product(false, false, true);
+    let (mut written, _, _, _) = k_split_product(true, false, true);
+    check_against_written(
+        &mut scratch,
+        &mut written,
+        ("out", &want),
+        "k0",
+        &[(parts[0], &values[0]), (parts[1], &values[1])],
+        (8, 3),
+    );
     let host_only = |e: &Engine| parts.map(|p| e.host_only_tensors().contains(&p));
     assert_eq!(host_only(&scratch), [true, true]);
     assert_eq!(host_only(&written), [false, true]);
