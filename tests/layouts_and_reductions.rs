@@ -179,3 +179,37 @@ fn a_products_k_parts_are_summed_by_its_one_element_wise_reader() {
     assert!(!steps.contains(&"d.sum"), "{steps:?}");
     assert!(steps.contains(&"y"), "{steps:?}");
 }
+
+/// Each row of `x` less its maximum, squared: the broadcast of the row maxima is read only
+/// by the subtraction (fused into the square), or also returned (`also`).
+fn rows_module(also: bool) -> String {
+    let root = match also {
+        false => "ROOT z = f32[64,512] multiply(y, y)".to_string(),
+        true => "z = f32[64,512] multiply(y, y)\n  ROOT r = (f32[64,512], f32[64,512]) tuple(z, b)"
+            .to_string(),
+    };
+    format!(
+        "HloModule rows\nmax {{\n  a = f32[] parameter(0)\n  c = f32[] parameter(1)\n  \
+         ROOT m = f32[] maximum(a, c)\n}}\nENTRY main {{\n  x = f32[64,512] parameter(0)\n  \
+         lowest = f32[] constant(-inf)\n  m = f32[64] reduce(x, lowest), dimensions={{1}}, \
+         to_apply=max\n  b = f32[64,512] broadcast(m), dimensions={{0}}\n  \
+         y = f32[64,512] subtract(x, b)\n  {root}\n}}\n"
+    )
+}
+
+/// A broadcast of row maxima read only by an element-wise kernel is read in place: the
+/// kernel reads each row's maximum once (a step named after the broadcast moves the rows,
+/// not the broadcast), with the evaluator's values bit for bit; returned as well, it is
+/// made whole.
+#[test]
+fn a_broadcast_read_by_one_kernel_is_read_in_place_as_rows() {
+    let args = [f32s(&[64, 512], |i| ((i * 13) % 9) as f32 - 4.0)];
+    let moved = |also| {
+        let run = run_exactly(&rows_module(also), &args, 4);
+        let step = run.profile.steps.iter().find(|s| s.name == "b");
+        step.unwrap_or_else(|| panic!("a step named b: {:?}", run.profile.steps))
+            .bytes_moved
+    };
+    let (in_place, made) = (moved(false), moved(true));
+    assert!(in_place * 64 <= made, "{in_place} bytes against {made}");
+}

@@ -51,6 +51,7 @@ fn kernel(name: &str) -> ElementwiseKernel {
     ElementwiseKernel {
         inputs,
         outputs: vec![(t, expr)],
+        repeats: Vec::new(),
     }
 }
 

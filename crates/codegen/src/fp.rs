@@ -359,6 +359,7 @@ mod tests {
         let spec = KernelSpec::Elementwise(ElementwiseKernel {
             inputs: vec![DType::F32, DType::F32],
             outputs: vec![(DType::F32, Expr::binary(op, Expr::input(0), Expr::input(1)))],
+            repeats: Vec::new(),
         });
         let mut cache = KernelCache::new().unwrap();
         let id = cache.compile_with(&spec, mode).unwrap();

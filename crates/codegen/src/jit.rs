@@ -598,7 +598,11 @@ pub(crate) fn compile_entry(
             let f16 = (k.inputs.iter())
                 .chain(k.outputs.iter().map(|(t, _)| t))
                 .any(|t| *t == DType::F16);
-            !f16 && !status && esr.is_none() && stages.is_empty() && matches!(code, Code::Jit(_))
+            !f16 && !status
+                && esr.is_none()
+                && stages.is_empty()
+                && !k.repeats_any()
+                && matches!(code, Code::Jit(_))
         }
         _ => false,
     };
@@ -904,6 +908,32 @@ impl KernelCache {
     }
 }
 
+/// Fills `out` with elements `first..first + out.len()` of an input whose every element is
+/// repeated `repeat` times (element i is `src`'s element i / repeat), as the generated code
+/// reads them: f16 widened to f32, other types as they are stored.
+fn expand_repeated(src: &[u8], t: DType, repeat: usize, first: usize, out: &mut [f32]) {
+    let len = out.len();
+    let size = t.size();
+    let mut j = 0;
+    while j < len {
+        let e = (first + j) / repeat;
+        let end = ((e + 1) * repeat - first).min(len);
+        let x = &src[e * size..(e + 1) * size];
+        match t {
+            DType::F16 => {
+                out[j..end].fill(half::f16::from_bits(u16::from_le_bytes([x[0], x[1]])).to_f32())
+            }
+            _ => {
+                let bytes = f32_bytes_mut(out);
+                for b in bytes[j * size..end * size].chunks_exact_mut(size) {
+                    b.copy_from_slice(x);
+                }
+            }
+        }
+        j = end;
+    }
+}
+
 /// Writes f32 values as f16 bytes (round to nearest even).
 fn narrow(values: &[f32], bytes: &mut [u8]) {
     halves::narrow_into(values, bytes);
@@ -1044,8 +1074,9 @@ impl<'t> CompiledKernel<'t> {
             )));
         }
         for (i, (t, buf)) in k.inputs.iter().zip(inputs).enumerate() {
-            if buf.len() < n * t.size() {
-                return Err(size_error("input", i, buf.len(), n * t.size()));
+            let need = k.input_len(i, n) * t.size();
+            if buf.len() < need {
+                return Err(size_error("input", i, buf.len(), need));
             }
         }
         for (i, ((t, _), buf)) in k.outputs.iter().zip(outputs.iter()).enumerate() {
@@ -1066,14 +1097,16 @@ impl<'t> CompiledKernel<'t> {
             .iter()
             .chain(k.outputs.iter().map(|(t, _)| t))
             .any(|t| *t == DType::F16);
-        // f16 operands run in cache-sized chunks, converting each chunk at the boundary.
+        // f16 operands run in cache-sized chunks, converting each chunk at the boundary;
+        // so do repeated inputs, expanded a chunk at a time, and staged kernels.
+        let chunked = has_f16 || !self.stages.is_empty() || k.repeats_any();
         const CHUNK: usize = 2048;
         let mut status = if self.status {
-            vec![0u32; if has_f16 { CHUNK.min(n) } else { n }]
+            vec![0u32; if chunked { CHUNK.min(n) } else { n }]
         } else {
             Vec::new()
         };
-        if !has_f16 && self.stages.is_empty() {
+        if !chunked {
             // On the stack: this runs once per vertex, hundreds of thousands of times a run.
             let (mut on_stack, mut on_heap) = ([std::ptr::null(); 16], Vec::new());
             let ins =
@@ -1089,14 +1122,16 @@ impl<'t> CompiledKernel<'t> {
             call(ins, &outs, n);
             return first_exception(&status, 0);
         }
-        // Each f16 operand's chunk is widened into its own slot of one per-thread buffer
-        // (inputs' slots first, then outputs', then the stages'), reused from one vertex to
-        // the next.
+        // Each f16 or repeated operand's chunk is widened or expanded into its own slot of
+        // one per-thread buffer (inputs' slots first, then outputs', then the stages'),
+        // reused from one vertex to the next.
         let chunk = CHUNK.min(n);
         let slot_of = |types: &mut dyn Iterator<Item = DType>| -> SmallVec<[usize; 8]> {
             types.map(|t| usize::from(t == DType::F16)).collect()
         };
-        let in_f16 = slot_of(&mut k.inputs.iter().copied());
+        let in_f16: SmallVec<[usize; 8]> = (k.inputs.iter().enumerate())
+            .map(|(i, &t)| usize::from(t == DType::F16 || k.repeat(i) > 1))
+            .collect();
         let out_f16 = slot_of(&mut k.outputs.iter().map(|(t, _)| *t));
         let slots = in_f16.iter().chain(&out_f16).sum::<usize>() + self.stages.len();
         let mut wide = WIDE.take();
@@ -1116,8 +1151,12 @@ impl<'t> CompiledKernel<'t> {
                 let len = CHUNK.min(n - start);
                 let mut ins: SmallVec<[*const u8; 16]> = SmallVec::new();
                 let mut j = 0;
-                for ((t, buf), &f16) in k.inputs.iter().zip(inputs).zip(&in_f16) {
-                    if f16 == 1 {
+                for (i, ((t, buf), &f16)) in k.inputs.iter().zip(inputs).zip(&in_f16).enumerate() {
+                    if k.repeat(i) > 1 {
+                        expand_repeated(buf, *t, k.repeat(i), start, &mut in_parts[j][..len]);
+                        ins.push(in_parts[j].as_ptr() as *const u8);
+                        j += 1;
+                    } else if f16 == 1 {
                         halves::widen_into(&buf[start * 2..], &mut in_parts[j][..len]);
                         ins.push(in_parts[j].as_ptr() as *const u8);
                         j += 1;

@@ -262,6 +262,29 @@ pub struct ElementwiseKernel {
     pub inputs: Vec<DType>,
     /// Storage type and expression of each output.
     pub outputs: Vec<(DType, Expr)>,
+    /// Per input, how many consecutive elements read one element of it: element i reads
+    /// element i / R of an input repeated R times (a broadcast read in place, as PopLibs'
+    /// `BroadcastVectorInner` vertices read theirs), element i of the others. Empty: every
+    /// input read element by element.
+    #[serde(default)]
+    pub repeats: Vec<u32>,
+}
+
+impl ElementwiseKernel {
+    /// How many consecutive elements read one element of input `k` (1: one each).
+    pub fn repeat(&self, k: usize) -> usize {
+        self.repeats.get(k).map_or(1, |&r| r.max(1) as usize)
+    }
+
+    /// True when some input is read repeated ([`ElementwiseKernel::repeats`]).
+    pub fn repeats_any(&self) -> bool {
+        self.repeats.iter().any(|&r| r > 1)
+    }
+
+    /// Elements of input `k` a vertex of `n` elements reads.
+    pub fn input_len(&self, k: usize, n: usize) -> usize {
+        n.div_ceil(self.repeat(k))
+    }
 }
 
 /// Combining operations of a reduction.

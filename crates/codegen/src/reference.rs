@@ -345,7 +345,8 @@ pub fn run_elementwise(
                 .inputs
                 .iter()
                 .zip(inputs)
-                .map(|(t, bytes)| load(*t, bytes, i)),
+                .enumerate()
+                .map(|(k, (t, bytes))| load(*t, bytes, i / kernel.repeat(k))),
         );
         for ((t, e), out) in kernel.outputs.iter().zip(outputs.iter_mut()) {
             store(*t, out, i, eval(e, &values));

@@ -110,6 +110,7 @@ mod tests {
                 dtype,
                 Expr::Binary(op, Box::new(Expr::Input(0)), Box::new(Expr::Input(1))),
             )],
+            repeats: Vec::new(),
         })
     }
 
@@ -158,6 +159,7 @@ mod tests {
                                 crate::DType::F32,
                                 Expr::Binary(op, Box::new(expr), Box::new(Expr::Input(1))),
                             )],
+                            repeats: Vec::new(),
                         });
                         let plain = cache.compile(&binary(op, crate::DType::F32)).unwrap();
                         let chained = cache.compile(&spec).unwrap();

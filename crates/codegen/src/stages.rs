@@ -43,11 +43,13 @@ pub(crate) fn split(kernel: &ElementwiseKernel) -> Option<Staged> {
         .map(|(s, body)| ElementwiseKernel {
             inputs: inputs(s),
             outputs: vec![(DType::F32, body)],
+            repeats: Vec::new(),
         })
         .collect::<Vec<_>>();
     let last = ElementwiseKernel {
         inputs: inputs(stages.len()),
         outputs,
+        repeats: Vec::new(),
     };
     Some(Staged { stages, last })
 }
@@ -115,6 +117,7 @@ mod tests {
         let kernel = ElementwiseKernel {
             inputs: vec![DType::F16; 3],
             outputs: vec![(DType::F16, Expr::unary(UnaryOp::Tanh, sum))],
+            repeats: Vec::new(),
         };
         let staged = split(&kernel).expect("the kernel rounds twice");
         let f16x3 = vec![DType::F16; 3];
@@ -124,10 +127,12 @@ mod tests {
                 ElementwiseKernel {
                     inputs: f16x3.clone(),
                     outputs: vec![(DType::F32, Expr::binary(BinaryOp::Mul, a.clone(), b))],
+                    repeats: Vec::new()
                 },
                 ElementwiseKernel {
                     inputs: [f16x3.clone(), vec![DType::F32]].concat(),
                     outputs: vec![(DType::F32, Expr::binary(BinaryOp::Add, Expr::input(3), c))],
+                    repeats: Vec::new()
                 },
             ]
         );
@@ -136,11 +141,13 @@ mod tests {
             ElementwiseKernel {
                 inputs: [f16x3, vec![DType::F32; 2]].concat(),
                 outputs: vec![(DType::F16, Expr::unary(UnaryOp::Tanh, Expr::input(4)))],
+                repeats: Vec::new()
             }
         );
         let plain = ElementwiseKernel {
             inputs: vec![DType::F16],
             outputs: vec![(DType::F16, Expr::unary(UnaryOp::Exp, a))],
+            repeats: Vec::new(),
         };
         assert_eq!(split(&plain), None);
     }
@@ -164,6 +171,7 @@ mod tests {
         let kernel = ElementwiseKernel {
             inputs: vec![DType::F16],
             outputs: vec![(DType::F16, quotient)],
+            repeats: Vec::new(),
         };
         let n = 1 << 16;
         let bytes: Vec<u8> = (0..=u16::MAX).flat_map(|b| b.to_le_bytes()).collect();

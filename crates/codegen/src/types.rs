@@ -103,6 +103,13 @@ pub fn check_elementwise(kernel: &ElementwiseKernel) -> Result<(), CodegenError>
             "an element-wise kernel needs at least one output".into(),
         ));
     }
+    if !kernel.repeats.is_empty() && kernel.repeats.len() != kernel.inputs.len() {
+        return Err(CodegenError::Type(format!(
+            "{} repeat counts for {} inputs",
+            kernel.repeats.len(),
+            kernel.inputs.len()
+        )));
+    }
     for (i, (t, e)) in kernel.outputs.iter().enumerate() {
         let computed = expr_type(e, &kernel.inputs)?;
         if computed != t.compute() {

@@ -149,7 +149,8 @@ fn check(cache: &mut KernelCache, kernel: ElementwiseKernel) {
         let f16 = (kernel.inputs.iter())
             .chain(kernel.outputs.iter().map(|(t, _)| t))
             .any(|t| *t == DType::F16)
-            || format!("{:?}", kernel.outputs).contains("RoundF16");
+            || format!("{:?}", kernel.outputs).contains("RoundF16")
+            || kernel.repeats_any();
         match table.get(id).plain_elementwise() {
             Some(plain) => {
                 let mut plain_out: Vec<Vec<u8>> =
@@ -250,6 +251,7 @@ fn every_unary_op_on_every_type() {
                 ElementwiseKernel {
                     inputs: vec![t],
                     outputs: vec![(out, expr)],
+                    repeats: Vec::new(),
                 },
             );
             checked += 1;
@@ -273,6 +275,7 @@ fn every_binary_and_compare_op_on_every_type() {
                 ElementwiseKernel {
                     inputs: vec![t, t],
                     outputs: vec![(out, expr)],
+                    repeats: Vec::new(),
                 },
             );
         }
@@ -290,6 +293,7 @@ fn every_binary_and_compare_op_on_every_type() {
                 ElementwiseKernel {
                     inputs: vec![t, t],
                     outputs: vec![(DType::Pred, expr)],
+                    repeats: Vec::new(),
                 },
             );
         }
@@ -307,6 +311,7 @@ fn conversions_between_every_pair_of_types() {
                 ElementwiseKernel {
                     inputs: vec![from],
                     outputs: vec![(to, expr)],
+                    repeats: Vec::new(),
                 },
             );
         }
@@ -348,6 +353,7 @@ fn select_clamp_and_fused_expressions() {
             (DType::F32, relu_select),
             (DType::F32, clamp),
         ],
+        repeats: Vec::new(),
     };
     check(&mut cache, two_outputs);
     let int_clamp = Expr::Clamp(
@@ -360,6 +366,7 @@ fn select_clamp_and_fused_expressions() {
         ElementwiseKernel {
             inputs: vec![DType::S32],
             outputs: vec![(DType::S32, int_clamp)],
+            repeats: Vec::new(),
         },
     );
     let mixed = Expr::Select(
@@ -372,6 +379,7 @@ fn select_clamp_and_fused_expressions() {
         ElementwiseKernel {
             inputs: vec![DType::F16, DType::S32, DType::Pred],
             outputs: vec![(DType::F16, mixed)],
+            repeats: Vec::new(),
         },
     );
     // A fused f16 GELU: every f16 op's value rounded (`RoundF16`), so it runs in stages
@@ -420,6 +428,40 @@ fn select_clamp_and_fused_expressions() {
                 (DType::F32, scaled),
                 (DType::Pred, positive),
             ],
+            repeats: Vec::new(),
+        },
+    );
+    // Inputs read repeated (a broadcast read in place): each element of the repeated input
+    // serves `R` consecutive elements, for every storage type, through chunks (N > 2048)
+    // and with f16 values rounded in stages.
+    let minus_row = |t| ElementwiseKernel {
+        inputs: vec![t, t],
+        outputs: vec![(t, Expr::binary(BinaryOp::Sub, x(), y()))],
+        repeats: vec![1, 7],
+    };
+    for t in [DType::F32, DType::F16, DType::S32, DType::U32] {
+        check(&mut cache, minus_row(t));
+    }
+    check(
+        &mut cache,
+        ElementwiseKernel {
+            inputs: vec![DType::Pred, DType::F32, DType::F32],
+            outputs: vec![(
+                DType::F32,
+                Expr::Select(Box::new(x()), Box::new(y()), Box::new(Expr::input(2))),
+            )],
+            repeats: vec![384, 1, 3],
+        },
+    );
+    check(
+        &mut cache,
+        ElementwiseKernel {
+            inputs: vec![DType::F16, DType::F16],
+            outputs: vec![(
+                DType::F16,
+                Expr::unary(UnaryOp::Exp, r(Expr::binary(BinaryOp::Sub, x(), y()))),
+            )],
+            repeats: vec![1, 384],
         },
     );
 }
@@ -521,6 +563,7 @@ fn kernels_are_cached_and_bad_calls_are_errors() {
     let spec = KernelSpec::Elementwise(ElementwiseKernel {
         inputs: vec![DType::F32],
         outputs: vec![(DType::F32, Expr::unary(UnaryOp::Exp, Expr::input(0)))],
+        repeats: Vec::new(),
     });
     let a = cache.compile(&spec).unwrap();
     let b = cache.compile(&spec).unwrap();
@@ -541,6 +584,7 @@ fn kernels_are_cached_and_bad_calls_are_errors() {
     let ill_typed = KernelSpec::Elementwise(ElementwiseKernel {
         inputs: vec![DType::S32],
         outputs: vec![(DType::F32, Expr::unary(UnaryOp::Exp, Expr::input(0)))],
+        repeats: Vec::new(),
     });
     assert!(
         cache

@@ -28,6 +28,7 @@ fn add_kernel() -> KernelSpec {
             DType::F32,
             Expr::binary(BinaryOp::Add, Expr::input(0), Expr::input(1)),
         )],
+        repeats: Vec::new(),
     })
 }
 
@@ -318,6 +319,7 @@ fn repeat_ten_times_from_an_infeed_to_an_outfeed() {
                 Expr::unary(UnaryOp::Abs, Expr::input(0)),
             ),
         )],
+        repeats: Vec::new(),
     });
     let vertices = b.elementwise_vertices(&square, &[x], &[y]);
     let cs = b.compute_set("square", vertices);
@@ -526,6 +528,7 @@ fn if_and_repeat_while_true_follow_device_values() {
             DType::F32,
             Expr::binary(BinaryOp::Add, Expr::input(0), Expr::f32(1.0)),
         )],
+        repeats: Vec::new(),
     });
     let below = KernelSpec::Elementwise(ElementwiseKernel {
         inputs: vec![DType::F32],
@@ -533,6 +536,7 @@ fn if_and_repeat_while_true_follow_device_values() {
             DType::Pred,
             Expr::compare(codegen::CmpOp::Lt, Expr::input(0), Expr::f32(5.0)),
         )],
+        repeats: Vec::new(),
     });
     let one = |t| Region {
         tensor: t,

@@ -601,6 +601,7 @@ fn sum_kernel(parts: usize, partials: DType, out_type: DType) -> KernelSpec {
     KernelSpec::Elementwise(ElementwiseKernel {
         inputs: vec![partials; parts],
         outputs: vec![(out_type, expr)],
+        repeats: Vec::new(),
     })
 }
 

@@ -334,6 +334,9 @@ impl Lowerer<'_> {
         let expr = eb.build(id);
         let input_ids = eb.inputs;
         let name = &here.instr.name;
+        if let Some(arr) = self.kernel_with_views(scope, name, &shape, expr.clone(), &input_ids)? {
+            return Ok(Value::Array(arr));
+        }
         if let Some(arr) = self.kernel_with_sums(scope, name, &shape, expr.clone(), &input_ids)? {
             return Ok(Value::Array(arr));
         }
@@ -414,6 +417,7 @@ impl Lowerer<'_> {
         let kernel = Arc::new(KernelSpec::Elementwise(ElementwiseKernel {
             inputs: operands.iter().map(|&(_, _, t)| t).collect(),
             outputs,
+            repeats: Vec::new(),
         }));
         let tpi = self.target.tiles_per_ipu;
         // One multi-vertex a piece, its elements shared between the tile's workers.

@@ -3,6 +3,7 @@
 //! shares (tensor creation, program emission, liveness steps).
 
 mod allocation;
+mod broadcast_views;
 pub(crate) mod codelet;
 pub(crate) mod codelet_split;
 mod collectives;
@@ -191,6 +192,9 @@ pub(crate) struct Scope {
     pub defer_sums: HashSet<InstrId>,
     /// Those lowered, their sums not yet made.
     pub pending_sums: HashMap<InstrId, deferred_sums::PendingSum>,
+    /// Broadcasts their element-wise readers read in place, with their repeats
+    /// (`broadcast_views.rs`): made only if something else asks for them.
+    pub views: HashMap<InstrId, usize>,
 }
 
 /// Lowers HLO into an executable.
@@ -664,9 +668,12 @@ impl<'m> Lowerer<'m> {
         let f16 = !self.b.executable().floating_point.is_active();
         let mut fused = elementwise::fusion_candidates(self.module, comp, f16);
         sharding::keep_fusion_on_one_ipu(comp, &shards, &mut fused);
-        let defer_sums = match shards.is_empty() {
-            true => deferred_sums::sums_to_defer(self.module, comp, f16),
-            false => HashSet::new(),
+        let (defer_sums, views) = match shards.is_empty() {
+            true => (
+                deferred_sums::sums_to_defer(self.module, comp, f16),
+                broadcast_views::broadcast_views(self.module, comp),
+            ),
+            false => (HashSet::new(), HashMap::new()),
         };
         let mut scope = Scope {
             comp: id,
@@ -675,6 +682,7 @@ impl<'m> Lowerer<'m> {
             shards,
             defer_sums,
             pending_sums: HashMap::new(),
+            views,
         };
         for (&p, arg) in comp.parameters().iter().zip(args) {
             scope.env.insert(p, arg);
@@ -683,6 +691,7 @@ impl<'m> Lowerer<'m> {
             if scope.env.contains_key(&i)
                 || scope.fused.contains(&i)
                 || elementwise::is_lazy_constant(comp, i)
+                || scope.views.contains_key(&i)
             {
                 continue;
             }

@@ -195,6 +195,7 @@ impl Lowerer<'_> {
             // A stage's products are read across stages and buffers: their sums stay apart.
             defer_sums: HashSet::new(),
             pending_sums: HashMap::new(),
+            views: HashMap::new(),
         };
         // By receiving stage: (the producer's tensor, the buffer the stage reads).
         let mut handoffs: Vec<Vec<(TensorId, TensorId)>> = Vec::with_capacity(count);

@@ -31,7 +31,7 @@ use xxhash_rust::xxh3::{xxh3_64, xxh3_128};
 pub const MAGIC: &[u8; 8] = b"IPUXLA\x00X";
 
 /// The layout of the header and sections; a file of another version is not read.
-pub const FORMAT_VERSION: u32 = 6;
+pub const FORMAT_VERSION: u32 = 7;
 
 /// Why a stored executable cannot be used.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -632,6 +632,9 @@ impl LoadedComputeSet {
                 })
                 .collect();
             let shape = match &*v.kernel {
+                // A repeated input is not element for element: such vertices stay apart (a
+                // joined one would read the second part's input at the first's repeat).
+                KernelSpec::Elementwise(k) if k.repeats_any() => Shape::Other,
                 KernelSpec::Elementwise(_) => Shape::Elementwise,
                 KernelSpec::Reduce(_) => Shape::Reduce(v.run_length as u32),
                 KernelSpec::MatMul(_) => Shape::Other,

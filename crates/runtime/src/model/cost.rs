@@ -325,6 +325,7 @@ mod tests {
         KernelSpec::Elementwise(ElementwiseKernel {
             inputs: vec![t],
             outputs: vec![(t, Expr::Unary(UnaryOp::Exp, Box::new(Expr::Input(0))))],
+            repeats: Vec::new(),
         })
     }
 
@@ -342,6 +343,7 @@ mod tests {
         let mixed = KernelSpec::Elementwise(ElementwiseKernel {
             inputs: vec![DType::F16, DType::F32],
             outputs: vec![(DType::F16, Expr::Input(0))],
+            repeats: Vec::new(),
         });
         let mixed = vertex_cost(&mixed, 4096, 1, &target);
         assert_eq!(mixed, VertexCost::Worker(VERTEX_OVERHEAD + 2048 * 2));

@@ -152,8 +152,11 @@ fn check_vertex(
     // How many regions the kernel takes, and whether the vertex's lengths fit it.
     let (ins, outs, lengths_ok) = match &*v.kernel {
         KernelSpec::Elementwise(k) => {
+            // Every region as long as the output, but a repeated input's: one element a
+            // repeat.
             let n = v.outputs.first().map_or(0, |r| r.len);
-            let same = v.inputs.iter().chain(&v.outputs).all(|r| r.len == n);
+            let same = v.outputs.iter().all(|r| r.len == n)
+                && (v.inputs.iter().enumerate()).all(|(i, r)| r.len == k.input_len(i, n));
             (k.inputs.len(), k.outputs.len(), same)
         }
         KernelSpec::Reduce(_) => {
