@@ -1602,23 +1602,29 @@ fn k_split_product(
     (Engine::load(exe).unwrap(), parts, values, want)
 }
 
-#[test]
-fn k_parts_summed_from_the_host_scratch_match_k_parts_written_to_the_tiles() {
-    let (mut scratch, parts, values, want) = k_split_product(false, false, false);
-    let (mut written, _, _, _) = k_split_product(true, false, false);
-    // The K parts read back as if written, and every step costs the same either way.
+/// The K-split product (with an on-tile copy between its parts' rearrangements and their
+/// sum, or not) summed from the host scratch against the same with a K part written (it
+/// is streamed): the K parts read back as if written, every step before the stream costs
+/// the same either way, and the parts are summed from the scratch unless written.
+fn scratch_sums_match_written_ones(copy_between: bool) {
+    let (mut scratch, parts, values, want) = k_split_product(false, false, copy_between);
+    let (mut written, _, _, _) = k_split_product(true, false, copy_between);
     check_against_written(
         &mut scratch,
         &mut written,
         ("out", &want),
         "k0",
         &[(parts[0], &values[0]), (parts[1], &values[1])],
-        (7, 3),
+        (7 + usize::from(copy_between), 3),
     );
-    // The K parts are summed from the scratch unless one must be written (streamed).
     let host_only = |e: &Engine| parts.map(|p| e.host_only_tensors().contains(&p));
     assert_eq!(host_only(&scratch), [true, true]);
     assert_eq!(host_only(&written), [false, true]);
+}
+
+#[test]
+fn k_parts_summed_from_the_host_scratch_match_k_parts_written_to_the_tiles() {
+    scratch_sums_match_written_ones(false);
 }
 
 #[test]
@@ -1653,19 +1659,7 @@ fn k_parts_summed_from_the_scratch_in_a_function_called_twice_read_each_calls_pr
 /// are still summed from the product's scratch, and read back as written.
 #[test]
 fn k_parts_summed_from_the_scratch_past_a_copy_match_k_parts_written() {
-    let (mut scratch, parts, values, want) = k_split_product(false, false, true);
-    let (mut written, _, _, _) = k_split_product(true, false, true);
-    check_against_written(
-        &mut scratch,
-        &mut written,
-        ("out", &want),
-        "k0",
-        &[(parts[0], &values[0]), (parts[1], &values[1])],
-        (8, 3),
-    );
-    let host_only = |e: &Engine| parts.map(|p| e.host_only_tensors().contains(&p));
-    assert_eq!(host_only(&scratch), [true, true]);
-    assert_eq!(host_only(&written), [false, true]);
+    scratch_sums_match_written_ones(true);
 }
 
 /// Two branches on two IPUs: `x + x` twice on IPU 0, `y + y` once on IPU 1. Run side by side
