@@ -1129,18 +1129,18 @@ impl<'t> CompiledKernel<'t> {
         let slot_of = |types: &mut dyn Iterator<Item = DType>| -> SmallVec<[usize; 8]> {
             types.map(|t| usize::from(t == DType::F16)).collect()
         };
-        let in_f16: SmallVec<[usize; 8]> = (k.inputs.iter().enumerate())
+        let in_slots: SmallVec<[usize; 8]> = (k.inputs.iter().enumerate())
             .map(|(i, &t)| usize::from(t == DType::F16 || k.repeat(i) > 1))
             .collect();
         let out_f16 = slot_of(&mut k.outputs.iter().map(|(t, _)| *t));
-        let slots = in_f16.iter().chain(&out_f16).sum::<usize>() + self.stages.len();
+        let slots = in_slots.iter().chain(&out_f16).sum::<usize>() + self.stages.len();
         let mut wide = WIDE.take();
         if wide.len() < slots * chunk {
             wide.resize(slots * chunk, 0.0);
         }
         let mut parts: SmallVec<[&mut [f32]; 8]> =
             wide[..slots * chunk].chunks_mut(chunk).collect();
-        let (in_parts, rest) = parts.split_at_mut(in_f16.iter().sum());
+        let (in_parts, rest) = parts.split_at_mut(in_slots.iter().sum());
         let (out_parts, stage_parts) = rest.split_at_mut(out_f16.iter().sum());
         let stage_ptrs: SmallVec<[*mut u8; 8]> = (stage_parts.iter_mut())
             .map(|p| p.as_mut_ptr() as *mut u8)
@@ -1151,12 +1151,13 @@ impl<'t> CompiledKernel<'t> {
                 let len = CHUNK.min(n - start);
                 let mut ins: SmallVec<[*const u8; 16]> = SmallVec::new();
                 let mut j = 0;
-                for (i, ((t, buf), &f16)) in k.inputs.iter().zip(inputs).zip(&in_f16).enumerate() {
+                for (i, ((t, buf), &slot)) in k.inputs.iter().zip(inputs).zip(&in_slots).enumerate()
+                {
                     if k.repeat(i) > 1 {
                         expand_repeated(buf, *t, k.repeat(i), start, &mut in_parts[j][..len]);
                         ins.push(in_parts[j].as_ptr() as *const u8);
                         j += 1;
-                    } else if f16 == 1 {
+                    } else if slot == 1 {
                         halves::widen_into(&buf[start * 2..], &mut in_parts[j][..len]);
                         ins.push(in_parts[j].as_ptr() as *const u8);
                         j += 1;

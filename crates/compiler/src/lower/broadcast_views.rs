@@ -8,15 +8,13 @@
 //! operand: R times fewer bytes than the broadcast held), and the broadcast's tile memory
 //! is never taken.
 
-use super::elementwise::{WORKER_GRAIN, activation, is_jit_elementwise, scalar_constant};
+use super::elementwise::{Readers, scalar_constant, sole_kernel_reader};
 use super::mapping::Piece;
 use super::movement::{RunWriter, Src, push_run};
 use super::{Arr, Lowerer, Scope};
 use crate::CompileError;
-use codegen::{ElementwiseKernel, Expr, KernelSpec};
-use runtime::{Program, Region, Vertex};
+use codegen::{ElementwiseKernel, Expr};
 use std::collections::HashMap;
-use std::sync::Arc;
 use xla_ir::ids::InstrId;
 use xla_ir::{ArrayShape, Computation, Module, Op};
 
@@ -26,13 +24,11 @@ use xla_ir::{ArrayShape, Computation, Module, Op};
 /// element-wise instruction that is not an activation (whose formula reads its operand
 /// several times). A broadcast several instructions read stays one tensor: each reader
 /// would fetch its rows again.
-pub(crate) fn broadcast_views(module: &Module, comp: &Computation) -> HashMap<InstrId, usize> {
-    let mut readers: HashMap<InstrId, Vec<InstrId>> = HashMap::new();
-    for &i in comp.order() {
-        for &o in &comp.instr(i).operands {
-            readers.entry(o).or_default().push(i);
-        }
-    }
+pub(crate) fn broadcast_views(
+    module: &Module,
+    comp: &Computation,
+    readers: &Readers,
+) -> HashMap<InstrId, usize> {
     let mut views = HashMap::new();
     for &i in comp.order() {
         let instr = comp.instr(i);
@@ -50,16 +46,10 @@ pub(crate) fn broadcast_views(module: &Module, comp: &Computation) -> HashMap<In
             && dimensions.len() == k
             && src.dims[..] == out.dims[..k];
         let repeat: i64 = out.dims[k..].iter().product();
-        let read_in_place = |u: &InstrId| {
-            is_jit_elementwise(module, comp, *u) && activation(comp.instr(*u)).is_none()
-        };
-        if i == comp.root
-            || !leading
+        if !leading
             || repeat < 2
             || scalar_constant(comp, i).is_some()
-            || !readers
-                .get(&i)
-                .is_some_and(|r| matches!(r[..], [u] if read_in_place(&u)))
+            || sole_kernel_reader(module, comp, readers, i).is_none()
         {
             continue;
         }
@@ -198,39 +188,12 @@ impl Lowerer<'_> {
                 }
             }
         }
-        let out = self.arr_mapped(name, shape, pieces);
-        let kernel = Arc::new(KernelSpec::Elementwise(ElementwiseKernel {
+        let kernel = ElementwiseKernel {
             inputs: types,
             outputs: vec![(self.dtype(shape), expr)],
             repeats,
-        }));
-        let tpi = self.target.tiles_per_ipu;
-        let vertices = (parts.iter().enumerate())
-            .map(|(j, p)| Vertex {
-                kernel: Arc::clone(&kernel),
-                ipu: p.tile / tpi,
-                tile: p.tile % tpi,
-                inputs: (operands.iter())
-                    .map(|(t, regions)| Region {
-                        tensor: *t,
-                        start: regions[j].0,
-                        len: regions[j].1,
-                    })
-                    .collect(),
-                outputs: smallvec::smallvec![Region {
-                    tensor: out.tensor,
-                    start: p.start,
-                    len: p.len,
-                }],
-                run_length: 0,
-                grain: WORKER_GRAIN,
-            })
-            .collect();
-        for (t, _) in &operands {
-            self.use_tensor(*t);
-        }
-        let cs = self.b.compute_set(name, vertices);
-        self.emit(Program::Execute(cs));
+        };
+        let out = self.kernel_on_parts(name, shape, pieces, &parts, &operands, kernel);
         Ok(Some(out))
     }
 }

@@ -8,6 +8,7 @@
 //! the partials' type), and an f16 result is rounded as it would have been stored
 //! (`RoundF16`).
 
+use super::elementwise::{Readers, sole_kernel_reader};
 use super::mapping::Piece;
 use super::{Arr, Lowerer, Scope, Value};
 use crate::CompileError;
@@ -38,29 +39,21 @@ pub(crate) struct PendingSum {
 /// element-wise instruction (once, not an activation, whose formula reads its operand
 /// several times), and not the root. Only unsharded computations and without a
 /// floating-point mode (`plain`): its checks act where results are stored.
-pub(crate) fn sums_to_defer(module: &Module, comp: &Computation, plain: bool) -> HashSet<InstrId> {
-    let mut deferred = HashSet::new();
+pub(crate) fn sums_to_defer(
+    module: &Module,
+    comp: &Computation,
+    readers: &Readers,
+    plain: bool,
+) -> HashSet<InstrId> {
     if !plain {
-        return deferred;
+        return HashSet::new();
     }
-    let mut readers: std::collections::HashMap<InstrId, Vec<InstrId>> = Default::default();
-    for &i in comp.order() {
-        for &o in &comp.instr(i).operands {
-            readers.entry(o).or_default().push(i);
-        }
-    }
-    for &i in comp.order() {
-        if i == comp.root || !matches!(comp.instr(i).op, Op::Dot { .. }) {
-            continue;
-        }
-        if let Some([u]) = readers.get(&i).map(Vec::as_slice)
-            && super::elementwise::is_jit_elementwise(module, comp, *u)
-            && super::elementwise::activation(comp.instr(*u)).is_none()
-        {
-            deferred.insert(i);
-        }
-    }
-    deferred
+    (comp.order().iter().copied())
+        .filter(|&i| {
+            matches!(comp.instr(i).op, Op::Dot { .. })
+                && sole_kernel_reader(module, comp, readers, i).is_some()
+        })
+        .collect()
 }
 
 impl Lowerer<'_> {

@@ -114,7 +114,7 @@ pub(crate) fn is_jit_elementwise(_module: &Module, comp: &Computation, id: Instr
 }
 
 /// The activation an activation custom-call (GELU, swish, hard sigmoid) computes.
-pub(crate) fn activation(instr: &xla_ir::Instruction) -> Option<Result<Activation, String>> {
+fn activation(instr: &xla_ir::Instruction) -> Option<Result<Activation, String>> {
     match &instr.op {
         Op::CustomCall { target, .. } => {
             Activation::from_custom_call(target, instr.backend_config.as_deref())
@@ -192,26 +192,54 @@ pub(crate) fn is_lazy_constant(comp: &Computation, id: InstrId) -> bool {
 pub(crate) fn fusion_candidates(
     module: &Module,
     comp: &Computation,
+    readers: &Readers,
     f16: bool,
 ) -> HashSet<InstrId> {
-    let mut uses: HashMap<InstrId, Vec<InstrId>> = HashMap::new();
-    for &i in comp.order() {
-        for &o in &comp.instr(i).operands {
-            uses.entry(o).or_default().push(i);
-        }
-    }
-    let root = Some(comp.root);
     comp.order()
         .iter()
         .copied()
         .filter(|&i| {
-            Some(i) != root
-                && (f16 || element_type(comp, i) != Some(ElementType::F16))
+            (f16 || element_type(comp, i) != Some(ElementType::F16))
                 && is_jit_elementwise(module, comp, i)
-                && matches!(uses.get(&i).map(Vec::as_slice), Some([u])
-                    if is_jit_elementwise(module, comp, *u) && activation(comp.instr(*u)).is_none())
+                && sole_kernel_reader(module, comp, readers, i).is_some()
         })
         .collect()
+}
+
+/// Each instruction's readers in `comp`, once per operand that reads it.
+pub(crate) type Readers = HashMap<InstrId, Vec<InstrId>>;
+
+/// The readers of every instruction of `comp`.
+pub(crate) fn readers(comp: &Computation) -> Readers {
+    let mut readers: Readers = HashMap::new();
+    for &i in comp.order() {
+        for &o in &comp.instr(i).operands {
+            readers.entry(o).or_default().push(i);
+        }
+    }
+    readers
+}
+
+/// The one instruction reading `id` (once), when `id` is not the root and that reader is a
+/// JIT element-wise instruction other than an activation (whose formula reads its operand
+/// several times): a value such a kernel can take in (fused ops, K-part sums, broadcasts
+/// read in place).
+pub(crate) fn sole_kernel_reader(
+    module: &Module,
+    comp: &Computation,
+    readers: &Readers,
+    id: InstrId,
+) -> Option<InstrId> {
+    match readers.get(&id).map(Vec::as_slice) {
+        Some(&[u])
+            if id != comp.root
+                && is_jit_elementwise(module, comp, u)
+                && activation(comp.instr(u)).is_none() =>
+        {
+            Some(u)
+        }
+        _ => None,
+    }
 }
 
 pub(crate) fn literal_expr(data: &ArrayData, t: DType) -> Expr {
@@ -410,38 +438,60 @@ impl Lowerer<'_> {
         operands: &[(runtime::TensorId, usize, DType)],
         outputs: Vec<(DType, Expr)>,
     ) -> Arr {
-        let out = self.arr_mapped(name, shape, pieces.clone());
-        if shape.element_count() == 0 {
-            return out;
-        }
-        let kernel = Arc::new(KernelSpec::Elementwise(ElementwiseKernel {
+        let regions: Vec<(runtime::TensorId, Vec<(usize, usize)>)> = operands
+            .iter()
+            .map(|&(t, s, _)| (t, pieces.iter().map(|p| (s + p.start, p.len)).collect()))
+            .collect();
+        let kernel = ElementwiseKernel {
             inputs: operands.iter().map(|&(_, _, t)| t).collect(),
             outputs,
             repeats: Vec::new(),
-        }));
+        };
+        self.kernel_on_parts(name, shape, pieces.clone(), &pieces, &regions, kernel)
+    }
+
+    /// Runs `kernel` into a new tensor of `shape` mapped as `pieces`, one multi-vertex (its
+    /// elements shared between the tile's workers) a part of `parts` (the pieces, or the
+    /// pieces cut smaller): part `j` writes its elements and reads input `k` from tensor
+    /// `inputs[k].0` at `inputs[k].1[j]` (start, length).
+    pub(crate) fn kernel_on_parts(
+        &mut self,
+        name: &str,
+        shape: &xla_ir::ArrayShape,
+        pieces: Vec<Piece>,
+        parts: &[Piece],
+        inputs: &[(runtime::TensorId, Vec<(usize, usize)>)],
+        kernel: ElementwiseKernel,
+    ) -> Arr {
+        let out = self.arr_mapped(name, shape, pieces);
+        if shape.element_count() == 0 {
+            return out;
+        }
+        let kernel = Arc::new(KernelSpec::Elementwise(kernel));
         let tpi = self.target.tiles_per_ipu;
-        // One multi-vertex a piece, its elements shared between the tile's workers.
-        let vertices = pieces
-            .iter()
-            .map(|p| {
-                let region = |t, start: usize| Region {
-                    tensor: t,
-                    start: start + p.start,
+        let vertices = (parts.iter().enumerate())
+            .map(|(j, p)| Vertex {
+                kernel: Arc::clone(&kernel),
+                ipu: p.tile / tpi,
+                tile: p.tile % tpi,
+                inputs: (inputs.iter())
+                    .map(|(t, regions)| Region {
+                        tensor: *t,
+                        start: regions[j].0,
+                        len: regions[j].1,
+                    })
+                    .collect(),
+                outputs: smallvec::smallvec![Region {
+                    tensor: out.tensor,
+                    start: p.start,
                     len: p.len,
-                };
-                Vertex {
-                    kernel: Arc::clone(&kernel),
-                    ipu: p.tile / tpi,
-                    tile: p.tile % tpi,
-                    inputs: operands.iter().map(|&(t, s, _)| region(t, s)).collect(),
-                    outputs: smallvec::smallvec![region(out.tensor, 0)],
-                    run_length: 0,
-                    grain: WORKER_GRAIN,
-                }
+                }],
+                run_length: 0,
+                grain: WORKER_GRAIN,
             })
             .collect();
-        for &(t, _, _) in operands {
-            self.use_tensor(t);
+        for (t, _) in inputs {
+            self.use_tensor(*t);
         }
         let cs = self.b.compute_set(name, vertices);
         self.emit(Program::Execute(cs));

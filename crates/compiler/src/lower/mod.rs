@@ -666,12 +666,13 @@ impl<'m> Lowerer<'m> {
         let comp = self.module.computation(id);
         let shards = sharding::shards_of(comp);
         let f16 = !self.b.executable().floating_point.is_active();
-        let mut fused = elementwise::fusion_candidates(self.module, comp, f16);
+        let readers = elementwise::readers(comp);
+        let mut fused = elementwise::fusion_candidates(self.module, comp, &readers, f16);
         sharding::keep_fusion_on_one_ipu(comp, &shards, &mut fused);
         let (defer_sums, views) = match shards.is_empty() {
             true => (
-                deferred_sums::sums_to_defer(self.module, comp, f16),
-                broadcast_views::broadcast_views(self.module, comp),
+                deferred_sums::sums_to_defer(self.module, comp, &readers, f16),
+                broadcast_views::broadcast_views(self.module, comp, &readers),
             ),
             false => (HashSet::new(), HashMap::new()),
         };

@@ -173,7 +173,8 @@ impl Lowerer<'_> {
             }
         }
         let f16 = !self.b.executable().floating_point.is_active();
-        let mut fused = elementwise::fusion_candidates(module, entry, f16);
+        let readers = elementwise::readers(entry);
+        let mut fused = elementwise::fusion_candidates(module, entry, &readers, f16);
         sharding::keep_fusion_on_one_ipu(entry, &stages, &mut fused);
         // An instruction reading the stage before is its own step, which reads the value
         // from this stage's buffer (filled a step earlier); fused into its user it would
