@@ -14,6 +14,7 @@ use crate::lower::{ExprLowering, Helpers, clif_type, vectorizable};
 use crate::reference::{self, Scalar};
 pub use crate::shared_jit::KERNELS_PER_SHARED_MODULE;
 use crate::shared_jit::SharedJit;
+use crate::stages::Finish;
 use crate::types::{check_elementwise, expr_type};
 use cranelift_codegen::Context;
 use cranelift_codegen::ir::{
@@ -556,14 +557,16 @@ pub(crate) fn compile_entry(
             status = checked;
             esr = mode.esr;
             check_elementwise(&run)?;
-            // Rounded f16 values inside a fused expression: in stages, rounded with F16C
-            // between them, unless a status or stochastic rounding is to be computed too
-            // (then the rounding is inline, `math::round_to_f16`).
-            match crate::stages::split(&run).filter(|_| !status && esr.is_none()) {
+            // Rounded f16 values inside a fused expression, and transcendental ops where the
+            // host has AVX-512: in stages, finished between them (`stages`), unless a
+            // status or stochastic rounding is to be computed too (then all is inline:
+            // `math::round_to_f16`, the routines on Cranelift's lanes).
+            let wide = crate::wide_math::available();
+            match crate::stages::split(&run, wide).filter(|_| !status && esr.is_none()) {
                 Some(staged) => {
-                    for stage in &staged.stages {
+                    for (stage, &finish) in staged.stages.iter().zip(&staged.finishes) {
                         check_elementwise(stage)?;
-                        stages.push(CodePtr(compiler.elementwise(stage)?));
+                        stages.push((CodePtr(compiler.elementwise(stage)?), finish));
                     }
                     check_elementwise(&staged.last)?;
                     Code::Jit(CodePtr(compiler.elementwise(&staged.last)?))
@@ -598,11 +601,8 @@ pub(crate) fn compile_entry(
             let f16 = (k.inputs.iter())
                 .chain(k.outputs.iter().map(|(t, _)| t))
                 .any(|t| *t == DType::F16);
-            !f16 && !status
-                && esr.is_none()
-                && stages.is_empty()
-                && !k.repeats_any()
-                && matches!(code, Code::Jit(_))
+            // Stages without f16 operands are transcendental ops, which a plain call runs.
+            !f16 && !status && esr.is_none() && !k.repeats_any() && matches!(code, Code::Jit(_))
         }
         _ => false,
     };
@@ -742,9 +742,9 @@ unsafe impl Sync for CodePtr {}
 pub(crate) struct Entry {
     spec: KernelSpec,
     code: Code,
-    /// An element-wise kernel with rounded f16 values inside: the code of its stages
-    /// ([`crate::stages`]), run before `code` (the last stage) on each chunk.
-    stages: Vec<CodePtr>,
+    /// An element-wise kernel split in stages ([`crate::stages`]): the code of each and
+    /// what finishes its chunk, run before `code` (the last stage) on each chunk.
+    stages: Vec<(CodePtr, Finish)>,
     /// The code writes a status output after the spec's outputs.
     status: bool,
     /// f16 outputs round stochastically with this seed.
@@ -763,7 +763,7 @@ pub struct KernelTable {
 pub struct CompiledKernel<'t> {
     spec: &'t KernelSpec,
     code: &'t Code,
-    stages: &'t [CodePtr],
+    stages: &'t [(CodePtr, Finish)],
     status: bool,
     esr: Option<u64>,
     plain: bool,
@@ -987,6 +987,9 @@ pub struct PlainElementwise<'t> {
     code: extern "C" fn(*const *const u8, *const *mut u8, u64),
     inputs: usize,
     outputs: usize,
+    /// A kernel split at transcendental ops ([`crate::stages`]): its stages, run on each
+    /// chunk before `code`; the kernel, for its operands' element sizes.
+    staged: Option<(&'t [(CodePtr, Finish)], &'t ElementwiseKernel)>,
     /// The code lives as long as its table.
     table: std::marker::PhantomData<&'t KernelTable>,
 }
@@ -1003,7 +1006,89 @@ impl PlainElementwise<'_> {
             ins.len() == self.inputs && outs.len() == self.outputs,
             "one pointer per operand"
         );
-        (self.code)(ins.as_ptr(), outs.as_ptr(), n as u64);
+        match self.staged {
+            None => (self.code)(ins.as_ptr(), outs.as_ptr(), n as u64),
+            // SAFETY: as the caller promises for the operands; the stages are this kernel's.
+            Some((stages, k)) => unsafe { self.call_staged(stages, k, ins, outs, n) },
+        }
+    }
+
+    /// [`PlainElementwise::call`] of a kernel in stages: chunk by chunk, each stage into
+    /// its slot of the thread's reused buffer, finished in place, then the last stage.
+    ///
+    /// # Safety
+    /// As for [`PlainElementwise::call`]; `stages` are `k`'s.
+    unsafe fn call_staged(
+        &self,
+        stages: &[(CodePtr, Finish)],
+        k: &ElementwiseKernel,
+        ins: &[*const u8],
+        outs: &[*mut u8],
+        n: usize,
+    ) {
+        let chunk = CHUNK.min(n);
+        let mut wide = WIDE.take();
+        if wide.len() < stages.len() * chunk {
+            wide.resize(stages.len() * chunk, 0.0);
+        }
+        let stage_ptrs: SmallVec<[*mut u8; 8]> = (0..stages.len())
+            .map(|s| wide[s * chunk..].as_mut_ptr() as *mut u8)
+            .collect();
+        let mut chunk_ins: SmallVec<[*const u8; 16]> = SmallVec::new();
+        let mut chunk_outs: SmallVec<[*mut u8; 4]> = SmallVec::new();
+        let mut start = 0;
+        while start < n {
+            let len = CHUNK.min(n - start);
+            chunk_ins.clear();
+            chunk_outs.clear();
+            // SAFETY (both): `start < n`, so each pointer moved by `start` elements of its
+            // operand's type stays inside what the caller promised.
+            chunk_ins.extend(
+                (ins.iter().zip(&k.inputs)).map(|(p, t)| unsafe { p.add(start * t.size()) }),
+            );
+            chunk_outs.extend(
+                (outs.iter().zip(&k.outputs)).map(|(p, (t, _))| unsafe { p.add(start * t.size()) }),
+            );
+            chunk_ins.extend(stage_ptrs.iter().map(|p| *p as *const u8));
+            // SAFETY: the pointers address `len` elements of each operand and the stages'
+            // chunks (`chunk` ≥ `len` f32 values each).
+            unsafe { run_stages(stages, &chunk_ins, &stage_ptrs, len) };
+            (self.code)(chunk_ins.as_ptr(), chunk_outs.as_ptr(), len as u64);
+            start += len;
+        }
+        WIDE.set(wide);
+    }
+}
+
+/// Element-wise kernels in stages, f16 operands and repeated inputs run in chunks of this
+/// many elements (each stage's chunk stays in the L1 cache for the next).
+const CHUNK: usize = 2048;
+
+/// Runs `stages` on one chunk of `len` elements: `ins` holds the kernel's input pointers
+/// (at the chunk) then `stage_ptrs`; stage `s` writes its chunk at `stage_ptrs[s]`, which
+/// its finish then turns into what the later stages read.
+///
+/// # Safety
+/// Every pointer addresses at least `len` elements of its operand's type (f32 for the
+/// stages), and the stages were compiled for these operands (`stages::split`).
+unsafe fn run_stages(
+    stages: &[(CodePtr, Finish)],
+    ins: &[*const u8],
+    stage_ptrs: &[*mut u8],
+    len: usize,
+) {
+    for ((code, finish), &out) in stages.iter().zip(stage_ptrs) {
+        // SAFETY: the stage's code was generated for its kernel (`stages::split`): the
+        // kernel's inputs, then one f32 input per earlier stage, one f32 output, no status;
+        // each pointer addresses at least `len` elements of its type. The chunk is then
+        // finished through the same pointer: `len` f32 values nothing else reads or writes
+        // meanwhile.
+        unsafe {
+            let f: extern "C" fn(*const *const u8, *const *mut u8, u64) =
+                std::mem::transmute(code.0);
+            f(ins.as_ptr(), [out].as_ptr(), len as u64);
+            finish.apply(std::slice::from_raw_parts_mut(out as *mut f32, len));
+        }
     }
 }
 
@@ -1011,6 +1096,13 @@ impl<'t> CompiledKernel<'t> {
     /// The kernel's spec.
     pub fn spec(&self) -> &KernelSpec {
         self.spec
+    }
+
+    /// How many stages run before the last one on each chunk: an element-wise kernel is
+    /// split where f16 values round and, on hosts with AVX-512, at transcendental ops
+    /// (`crate::stages`); 0 when it runs whole.
+    pub fn stage_count(&self) -> usize {
+        self.stages.len()
     }
 
     /// The code to call straight ([`PlainElementwise`]) when this is an element-wise kernel
@@ -1033,6 +1125,7 @@ impl<'t> CompiledKernel<'t> {
             code,
             inputs: k.inputs.len(),
             outputs: k.outputs.len(),
+            staged: (!self.stages.is_empty()).then_some((self.stages, k)),
             table: std::marker::PhantomData,
         })
     }
@@ -1100,7 +1193,6 @@ impl<'t> CompiledKernel<'t> {
         // f16 operands run in cache-sized chunks, converting each chunk at the boundary;
         // so do repeated inputs, expanded a chunk at a time, and staged kernels.
         let chunked = has_f16 || !self.stages.is_empty() || k.repeats_any();
-        const CHUNK: usize = 2048;
         let mut status = if self.status {
             vec![0u32; if chunked { CHUNK.min(n) } else { n }]
         } else {
@@ -1166,25 +1258,11 @@ impl<'t> CompiledKernel<'t> {
                     }
                 }
                 // Each stage reads the inputs and the stages before it (its code reads no
-                // pointer past those), and its rounded chunk is the later stages' input.
+                // pointer past those), and its finished chunk is the later stages' input.
                 ins.extend(stage_ptrs.iter().map(|p| *p as *const u8));
-                for (code, &out) in self.stages.iter().zip(&stage_ptrs) {
-                    // SAFETY: the stage's code was generated for its kernel (`stages::split`):
-                    // the kernel's inputs, then one f32 input per earlier stage, one f32
-                    // output, no status; each pointer addresses at least `len` elements of
-                    // its type (the stage chunks hold `chunk` ≥ `len` f32 values). The chunk
-                    // is then rounded through the same pointer: `len` f32 values nothing
-                    // else reads or writes meanwhile.
-                    unsafe {
-                        let f: extern "C" fn(*const *const u8, *const *mut u8, u64) =
-                            std::mem::transmute(code.0);
-                        f(ins.as_ptr(), [out].as_ptr(), len as u64);
-                        halves::round_in_place(std::slice::from_raw_parts_mut(
-                            out as *mut f32,
-                            len,
-                        ));
-                    }
-                }
+                // SAFETY: each pointer addresses at least `len` elements of its type (the stage
+                // chunks hold `chunk` ≥ `len` f32 values); the stages are this kernel's.
+                unsafe { run_stages(self.stages, &ins, &stage_ptrs, len) };
                 let mut outs: SmallVec<[*mut u8; 4]> = SmallVec::new();
                 let mut j = 0;
                 for (((t, _), buf), &f16) in k.outputs.iter().zip(outputs.iter_mut()).zip(&out_f16)

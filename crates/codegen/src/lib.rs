@@ -21,6 +21,7 @@ mod shared_jit;
 pub mod slots;
 mod stages;
 pub mod types;
+mod wide_math;
 
 pub use fp::{FloatMode, FpException};
 pub use jit::{

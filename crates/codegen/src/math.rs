@@ -179,6 +179,7 @@ impl Emitter for HostEmitter {
 }
 
 /// Horner evaluation of `coeffs[0] x^(n-1) + ... + coeffs[n-1]`.
+#[inline(always)]
 fn poly<E: Emitter>(e: &mut E, x: E::F, coeffs: &[f32]) -> E::F {
     let mut acc = e.f(coeffs[0]);
     for &c in &coeffs[1..] {
@@ -190,6 +191,7 @@ fn poly<E: Emitter>(e: &mut E, x: E::F, coeffs: &[f32]) -> E::F {
 }
 
 /// a with the sign of s.
+#[inline(always)]
 pub fn copysign<E: Emitter>(e: &mut E, a: E::F, s: E::F) -> E::F {
     let (ab, sb) = (e.float_to_bits(a), e.float_to_bits(s));
     let (mag, sign) = (e.i(0x7fff_ffff), e.i(i32::MIN));
@@ -199,6 +201,7 @@ pub fn copysign<E: Emitter>(e: &mut E, a: E::F, s: E::F) -> E::F {
     e.bits_to_float(bits)
 }
 
+#[inline(always)]
 fn is_nan<E: Emitter>(e: &mut E, a: E::F) -> E::M {
     // NaN is the only value not equal to itself: select on the comparison's complement.
     let not_nan = e.eq(a, a);
@@ -210,6 +213,7 @@ fn is_nan<E: Emitter>(e: &mut E, a: E::F) -> E::M {
 
 /// 2^n for integer-valued n in [-126, 127], by building the exponent field (n = -127
 /// gives +0: a zero field with a zero mantissa).
+#[inline(always)]
 fn pow2<E: Emitter>(e: &mut E, n: E::I) -> E::F {
     let bias = e.i(127);
     let biased = e.iadd(n, bias);
@@ -218,6 +222,7 @@ fn pow2<E: Emitter>(e: &mut E, n: E::I) -> E::F {
 }
 
 /// e^r for |r| ≤ ln 2 / 2 (Cephes `expf`'s polynomial).
+#[inline(always)]
 fn exp_reduced<E: Emitter>(e: &mut E, r: E::F) -> E::F {
     let p = poly(
         e,
@@ -239,6 +244,7 @@ fn exp_reduced<E: Emitter>(e: &mut E, r: E::F) -> E::F {
 }
 
 /// e^x.
+#[inline(always)]
 pub fn exp<E: Emitter>(e: &mut E, x: E::F) -> E::F {
     let (lo, hi) = (e.f(-104.0), e.f(89.0));
     // Below -104 the result rounds to +0. Such lanes are moved to -176, where n is -254
@@ -284,6 +290,7 @@ enum MantissaRange {
 }
 
 /// x = m · 2^e for finite positive x (subnormals included), with e as a float.
+#[inline(always)]
 fn exponent_and_mantissa<E: Emitter>(e: &mut E, x: E::F, range: MantissaRange) -> (E::F, E::F) {
     // Subnormals: scale into the normal range first.
     let min_normal = e.f(f32::MIN_POSITIVE);
@@ -317,6 +324,7 @@ fn exponent_and_mantissa<E: Emitter>(e: &mut E, x: E::F, range: MantissaRange) -
 /// the polynomial as three interleaved Horner chains of fused multiply-adds), so a log
 /// matches XLA's bit for bit on normal inputs. (Subnormal inputs are scaled into range
 /// here; XLA's CPU backend takes them as 2^-126.)
+#[inline(always)]
 pub fn log<E: Emitter>(e: &mut E, x: E::F) -> E::F {
     let (ef, m) = exponent_and_mantissa(e, x, MantissaRange::Half);
     let zero = e.f(0.0);
@@ -380,6 +388,7 @@ pub fn log<E: Emitter>(e: &mut E, x: E::F) -> E::F {
 }
 
 /// e^x - 1, by Kahan's correction of exp(x) - 1.
+#[inline(always)]
 pub fn expm1<E: Emitter>(e: &mut E, x: E::F) -> E::F {
     let u = exp(e, x);
     let one = e.f(1.0);
@@ -401,6 +410,7 @@ pub fn expm1<E: Emitter>(e: &mut E, x: E::F) -> E::F {
 /// ln(1 + x) as XLA's CPU backend computes it (its `log1p` intrinsic): for |x| < sqrt(2) - 1
 /// x - x²/2 + x³·P(x)/Q(x), Cephes' rational approximation with both polynomials in
 /// Horner form from zero by fused multiply-adds; elsewhere log(1 + x).
+#[inline(always)]
 pub fn log1p<E: Emitter>(e: &mut E, x: E::F) -> E::F {
     const NUMERATOR: [f32; 7] = [
         4.527_000_086_244_52e-5,
@@ -420,16 +430,19 @@ pub fn log1p<E: Emitter>(e: &mut E, x: E::F) -> E::F {
         2.164_278_861_449_594_8e2,
         6.011_866_049_760_384e1,
     ];
-    let horner = |e: &mut E, coeffs: &[f32]| {
+    // A function, not a closure, so it is inlined as the routines are (`wide_math` needs
+    // every operation inside its loop).
+    #[inline(always)]
+    fn horner<E: Emitter>(e: &mut E, x: E::F, coeffs: &[f32]) -> E::F {
         let mut acc = e.f(0.0);
         for &c in coeffs {
             let k = e.f(c);
             acc = e.fma(acc, x, k);
         }
         acc
-    };
-    let num = horner(e, &NUMERATOR);
-    let den = horner(e, &DENOMINATOR);
+    }
+    let num = horner(e, x, &NUMERATOR);
+    let den = horner(e, x, &DENOMINATOR);
     let x2 = e.mul(x, x);
     let ratio = e.div(num, den);
     let x3 = e.mul(x, x2);
@@ -451,6 +464,7 @@ pub fn log1p<E: Emitter>(e: &mut E, x: E::F) -> E::F {
 /// f16 op's result inside a fused expression is what it would be stored and read back. A
 /// NaN stays a NaN of its payload, quieted (the narrowing at the kernel's output quiets
 /// it and drops the same low payload bits either way).
+#[inline(always)]
 pub fn round_to_f16<E: Emitter>(e: &mut E, x: E::F) -> E::F {
     // |x| + M - M rounds |x| to a multiple of M's ulp, half to even, in one addition:
     // M = 2^(k + 13) for |x|'s binade 2^k leaves f16's 11 significant bits; k is held to
@@ -484,6 +498,7 @@ pub fn round_to_f16<E: Emitter>(e: &mut E, x: E::F) -> E::F {
 }
 
 /// tanh x: a polynomial near 0, 1 - 2/(e^2|x| + 1) elsewhere.
+#[inline(always)]
 pub fn tanh<E: Emitter>(e: &mut E, x: E::F) -> E::F {
     let ax = e.abs(x);
     let z = e.mul(x, x);
@@ -520,6 +535,7 @@ pub fn tanh<E: Emitter>(e: &mut E, x: E::F) -> E::F {
 /// With t = e^-|x|: 1/(1+t) for x ≥ 0 and t/(1+t) for x < 0, so neither side overflows;
 /// but where XLA's e^-x overflows to +inf in f32 (x ≤ -88.72283935546875) its result is 0,
 /// not the denormal t/(1+t) gives, and so is this one.
+#[inline(always)]
 pub fn logistic<E: Emitter>(e: &mut E, x: E::F) -> E::F {
     let zero = e.f(0.0);
     let ax = e.abs(x);
@@ -541,6 +557,7 @@ pub fn logistic<E: Emitter>(e: &mut E, x: E::F) -> E::F {
 const LOGISTIC_ZERO_BELOW: f32 = 88.722_83;
 
 /// The reduced argument and quadrant of x (x = r + q·π/2), and sin r, cos r.
+#[inline(always)]
 fn sin_cos_reduced<E: Emitter>(e: &mut E, x: E::F) -> (E::I, E::F, E::F) {
     let two_over_pi = e.f(std::f32::consts::FRAC_2_PI);
     let t = e.mul(x, two_over_pi);
@@ -571,6 +588,7 @@ fn sin_cos_reduced<E: Emitter>(e: &mut E, x: E::F) -> (E::I, E::F, E::F) {
 }
 
 /// sin(r + q·π/2) from sin r and cos r.
+#[inline(always)]
 fn by_quadrant<E: Emitter>(e: &mut E, q: E::I, s: E::F, c: E::F) -> E::F {
     let one = e.i(1);
     let odd = e.iand(q, one);
@@ -586,6 +604,7 @@ fn by_quadrant<E: Emitter>(e: &mut E, q: E::I, s: E::F, c: E::F) -> E::F {
 
 /// `x` where it is ±0, else `r`: an odd function's value at zero keeps the zero's sign
 /// (the argument reduction or a polynomial makes +0 of -0).
+#[inline(always)]
 fn zero_keeps_sign<E: Emitter>(e: &mut E, x: E::F, r: E::F) -> E::F {
     let zero = e.f(0.0);
     let is_zero = e.eq(x, zero);
@@ -593,6 +612,7 @@ fn zero_keeps_sign<E: Emitter>(e: &mut E, x: E::F, r: E::F) -> E::F {
 }
 
 /// sin x.
+#[inline(always)]
 pub fn sin<E: Emitter>(e: &mut E, x: E::F) -> E::F {
     let (q, s, c) = sin_cos_reduced(e, x);
     let r = by_quadrant(e, q, s, c);
@@ -600,6 +620,7 @@ pub fn sin<E: Emitter>(e: &mut E, x: E::F) -> E::F {
 }
 
 /// cos x = sin(x + π/2), by shifting the quadrant.
+#[inline(always)]
 pub fn cos<E: Emitter>(e: &mut E, x: E::F) -> E::F {
     let (q, s, c) = sin_cos_reduced(e, x);
     let one = e.i(1);
@@ -608,6 +629,7 @@ pub fn cos<E: Emitter>(e: &mut E, x: E::F) -> E::F {
 }
 
 /// tan x: s/c in even quadrants, -c/s in odd ones.
+#[inline(always)]
 pub fn tan<E: Emitter>(e: &mut E, x: E::F) -> E::F {
     let (q, s, c) = sin_cos_reduced(e, x);
     let sc = e.div(s, c);
@@ -622,6 +644,7 @@ pub fn tan<E: Emitter>(e: &mut E, x: E::F) -> E::F {
 }
 
 /// erf x: a Taylor polynomial below 0.5, 1 - erfc (Numerical Recipes' Chebyshev fit) above.
+#[inline(always)]
 pub fn erf<E: Emitter>(e: &mut E, x: E::F) -> E::F {
     let ax = e.abs(x);
     let x2 = e.mul(x, x);
@@ -676,6 +699,7 @@ pub fn erf<E: Emitter>(e: &mut E, x: E::F) -> E::F {
 }
 
 /// ∛x: exp(ln|x| / 3) refined by one Newton step, with the sign of x.
+#[inline(always)]
 pub fn cbrt<E: Emitter>(e: &mut E, x: E::F) -> E::F {
     let ax = e.abs(x);
     // Keep g³ in the normal range: tiny inputs scale up by 2^96, huge ones down (∛ is 2^±32).
@@ -717,6 +741,7 @@ pub fn cbrt<E: Emitter>(e: &mut E, x: E::F) -> E::F {
 }
 
 /// True where the sign bit of `a` is set (including -0 and -NaN).
+#[inline(always)]
 fn sign_set<E: Emitter>(e: &mut E, a: E::F) -> E::M {
     let bits = e.float_to_bits(a);
     let s = e.isra(bits, 31);
@@ -725,6 +750,7 @@ fn sign_set<E: Emitter>(e: &mut E, a: E::F) -> E::M {
 }
 
 /// atan t for t ≥ 0 (Cephes `atanf`: reduce to |t| ≤ tan π/8, then a polynomial).
+#[inline(always)]
 fn atan_positive<E: Emitter>(e: &mut E, t: E::F) -> E::F {
     let (t3, t1) = (e.f(2.414_213_5), e.f(0.414_213_57));
     let big = e.lt(t3, t);
@@ -762,6 +788,7 @@ fn atan_positive<E: Emitter>(e: &mut E, t: E::F) -> E::F {
 }
 
 /// atan2(y, x) with IEEE special cases (±0, ±inf, NaN).
+#[inline(always)]
 pub fn atan2<E: Emitter>(e: &mut E, y: E::F, x: E::F) -> E::F {
     let (ay, ax) = (e.abs(y), e.abs(x));
     let ratio = e.div(ay, ax);
@@ -790,6 +817,7 @@ pub fn atan2<E: Emitter>(e: &mut E, y: E::F, x: E::F) -> E::F {
 }
 
 /// Veltkamp split: hi holds the top 12 bits of a, lo the rest, so hi·hi products are exact.
+#[inline(always)]
 fn split<E: Emitter>(e: &mut E, a: E::F) -> (E::F, E::F) {
     let k = e.f(4097.0);
     let c = e.mul(k, a);
@@ -800,6 +828,7 @@ fn split<E: Emitter>(e: &mut E, a: E::F) -> (E::F, E::F) {
 }
 
 /// a·b as p + err exactly (Dekker, no fused multiply-add needed).
+#[inline(always)]
 fn two_prod<E: Emitter>(e: &mut E, a: E::F, b: E::F) -> (E::F, E::F) {
     let p = e.mul(a, b);
     let (ah, al) = split(e, a);
@@ -816,6 +845,7 @@ fn two_prod<E: Emitter>(e: &mut E, a: E::F, b: E::F) -> (E::F, E::F) {
 }
 
 /// a + b as s + err exactly (Knuth).
+#[inline(always)]
 fn two_sum<E: Emitter>(e: &mut E, a: E::F, b: E::F) -> (E::F, E::F) {
     let s = e.add(a, b);
     let bb = e.sub(s, a);
@@ -827,6 +857,7 @@ fn two_sum<E: Emitter>(e: &mut E, a: E::F, b: E::F) -> (E::F, E::F) {
 }
 
 /// log2 |x| in float-float (hi + lo) for finite positive x, with the exponent separated.
+#[inline(always)]
 fn log2_extended<E: Emitter>(e: &mut E, x: E::F) -> (E::F, E::F) {
     let (ef, m) = exponent_and_mantissa(e, x, MantissaRange::One);
     let zero = e.f(0.0);
@@ -875,6 +906,7 @@ fn log2_extended<E: Emitter>(e: &mut E, x: E::F) -> (E::F, E::F) {
 
 /// x^y with IEEE special cases; y·log2|x| is carried in float-float so large exponents
 /// keep their accuracy.
+#[inline(always)]
 pub fn pow<E: Emitter>(e: &mut E, x: E::F, y: E::F) -> E::F {
     let ax = e.abs(x);
     let (l_hi, l_lo) = log2_extended(e, ax);

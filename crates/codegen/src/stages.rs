@@ -1,44 +1,82 @@
-//! Fused f16 chains split where their values round. A fused expression holds each f16 op's
-//! result as `RoundF16(x)` ([`UnaryOp::RoundF16`]); Cranelift 0.135 has no f16 conversion
+//! Fused kernels split where a chunk of values is best finished outside the generated code.
+//!
+//! Two kinds of node end a stage. A fused f16 chain holds each f16 op's result as
+//! `RoundF16(x)` ([`UnaryOp::RoundF16`]); Cranelift 0.135 has no f16 conversion
 //! instructions, so rounding inside the generated code takes a dozen vector operations
-//! ([`crate::math::round_to_f16`]) and made the fused GELU slower than the unfused ops. So
-//! such a kernel runs in stages: each `RoundF16` node's operand is a kernel of its own
-//! writing an f32 chunk, which the run wrapper rounds in place with F16C
-//! ([`crate::halves::round_in_place`]: eight values per instruction, the narrowing and
-//! widening of a store and load), and later stages read it as an input. The values are
-//! the inline rounding's, bit for bit; the chunk stays in the cache between stages, where
-//! unfused ops each made a pass over tile memory.
+//! ([`crate::math::round_to_f16`]) and made the fused GELU slower than the unfused ops; a
+//! stage's chunk is instead rounded in place with F16C ([`crate::halves::round_in_place`]:
+//! eight values per instruction, the narrowing and widening of a store and load). And a
+//! transcendental op (`exp`, `tanh`, `log`, ...) is compute-bound on Cranelift's four-lane
+//! vectors; where the host has AVX-512, its operand's chunk is finished by the same
+//! routine on sixteen lanes ([`crate::wide_math`]). Each such node's operand is a kernel of
+//! its own writing an f32 chunk, which the run wrapper finishes in place, and later stages
+//! read it as an input. The values are the unsplit kernel's, bit for bit; the chunk stays
+//! in the cache between stages.
 
 use crate::kernel::{DType, ElementwiseKernel, Expr, UnaryOp};
 
-/// A kernel split at its roundings: `stages[s]` computes the operand of the `s`-th
-/// `RoundF16` node (in evaluation order) as one f32 output from the kernel's inputs and the
-/// rounded values of the stages before it (inputs `n..n + s`, where `n` is the kernel's
-/// own input count); `last` computes the kernel's outputs from its inputs and every stage
-/// (inputs `n..n + stages.len()`).
+/// What the run wrapper does to a stage's chunk before later stages read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Finish {
+    /// Rounds it to f16 values (held as f32) with F16C.
+    RoundF16,
+    /// Applies this op with [`crate::wide_math`].
+    Wide(UnaryOp),
+}
+
+impl Finish {
+    /// How a node ends a stage, if it does: roundings always, wide ops when `wide`.
+    fn of(e: &Expr, wide: bool) -> Option<(Finish, &Expr)> {
+        match e {
+            Expr::Unary(UnaryOp::RoundF16, x) => Some((Finish::RoundF16, x)),
+            Expr::Unary(op, x) if wide && crate::wide_math::has(*op) => {
+                Some((Finish::Wide(*op), x))
+            }
+            _ => None,
+        }
+    }
+
+    /// Finishes the chunk `xs` in place.
+    pub(crate) fn apply(self, xs: &mut [f32]) {
+        match self {
+            Finish::RoundF16 => crate::halves::round_in_place(xs),
+            Finish::Wide(op) => crate::wide_math::apply_in_place(op, xs),
+        }
+    }
+}
+
+/// A kernel split at its finishing nodes: `stages[s]` computes the operand of the `s`-th
+/// such node (in evaluation order) as one f32 output from the kernel's inputs and the
+/// finished values of the stages before it (inputs `n..n + s`, where `n` is the kernel's
+/// own input count), finished by `finishes[s]`; `last` computes the kernel's outputs from
+/// its inputs and every stage (inputs `n..n + stages.len()`).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Staged {
-    /// One kernel per rounding, each with a single f32 output.
+    /// One kernel per finishing node, each with a single f32 output.
     pub(crate) stages: Vec<ElementwiseKernel>,
-    /// The kernel's outputs, reading the stages' rounded values as inputs.
+    /// What finishes each stage's chunk.
+    pub(crate) finishes: Vec<Finish>,
+    /// The kernel's outputs, reading the stages' finished values as inputs.
     pub(crate) last: ElementwiseKernel,
 }
 
-/// `kernel` split at its `RoundF16` nodes, or `None` when it has none.
-pub(crate) fn split(kernel: &ElementwiseKernel) -> Option<Staged> {
-    if !kernel.outputs.iter().any(|(_, e)| rounds(e)) {
+/// `kernel` split at its `RoundF16` nodes and, with `wide`, at its [`crate::wide_math`]
+/// ops; `None` when it has none.
+pub(crate) fn split(kernel: &ElementwiseKernel, wide: bool) -> Option<Staged> {
+    if !kernel.outputs.iter().any(|(_, e)| finishes(e, wide)) {
         return None;
     }
     let n = kernel.inputs.len() as u32;
     let mut bodies = Vec::new();
     let outputs: Vec<(DType, Expr)> = (kernel.outputs.iter())
-        .map(|(t, e)| (*t, cut(e, n, &mut bodies)))
+        .map(|(t, e)| (*t, cut(e, n, wide, &mut bodies)))
         .collect();
     let inputs = |stages: usize| -> Vec<DType> {
         let mut inputs = kernel.inputs.clone();
         inputs.extend(std::iter::repeat_n(DType::F32, stages));
         inputs
     };
+    let (bodies, finishes): (Vec<Expr>, Vec<Finish>) = bodies.into_iter().unzip();
     let stages = (bodies.into_iter().enumerate())
         .map(|(s, body)| ElementwiseKernel {
             inputs: inputs(s),
@@ -51,30 +89,39 @@ pub(crate) fn split(kernel: &ElementwiseKernel) -> Option<Staged> {
         outputs,
         repeats: Vec::new(),
     };
-    Some(Staged { stages, last })
+    Some(Staged {
+        stages,
+        finishes,
+        last,
+    })
 }
 
-/// True when `e` holds a `RoundF16` node.
-fn rounds(e: &Expr) -> bool {
+/// True when `e` holds a node that ends a stage.
+fn finishes(e: &Expr, wide: bool) -> bool {
+    if Finish::of(e, wide).is_some() {
+        return true;
+    }
     match e {
-        Expr::Unary(UnaryOp::RoundF16, _) => true,
-        Expr::Unary(_, x) | Expr::Convert(_, x) => rounds(x),
-        Expr::Binary(_, a, b) | Expr::Compare(_, a, b) => rounds(a) || rounds(b),
-        Expr::Select(a, b, c) | Expr::Clamp(a, b, c) => rounds(a) || rounds(b) || rounds(c),
+        Expr::Unary(_, x) | Expr::Convert(_, x) => finishes(x, wide),
+        Expr::Binary(_, a, b) | Expr::Compare(_, a, b) => finishes(a, wide) || finishes(b, wide),
+        Expr::Select(a, b, c) | Expr::Clamp(a, b, c) => {
+            finishes(a, wide) || finishes(b, wide) || finishes(c, wide)
+        }
         Expr::Input(_) | Expr::F32(_) | Expr::S32(_) | Expr::U32(_) | Expr::Pred(_) => false,
     }
 }
 
-/// `e` with every `RoundF16` node replaced by an input reading its stage; the stages'
-/// bodies are pushed to `bodies` operands first, so a stage reads only earlier ones.
-fn cut(e: &Expr, n: u32, bodies: &mut Vec<Expr>) -> Expr {
-    let mut cut_box = |x: &Expr| Box::new(cut(x, n, bodies));
+/// `e` with every node that ends a stage replaced by an input reading its stage; the
+/// stages' bodies (with their finishes) are pushed to `bodies` operands first, so a stage
+/// reads only earlier ones.
+fn cut(e: &Expr, n: u32, wide: bool, bodies: &mut Vec<(Expr, Finish)>) -> Expr {
+    if let Some((finish, x)) = Finish::of(e, wide) {
+        let body = cut(x, n, wide, bodies);
+        bodies.push((body, finish));
+        return Expr::Input(n + bodies.len() as u32 - 1);
+    }
+    let mut cut_box = |x: &Expr| Box::new(cut(x, n, wide, bodies));
     match e {
-        Expr::Unary(UnaryOp::RoundF16, x) => {
-            let body = cut(x, n, bodies);
-            bodies.push(body);
-            Expr::Input(n + bodies.len() as u32 - 1)
-        }
         Expr::Unary(op, x) => Expr::Unary(*op, cut_box(x)),
         Expr::Convert(t, x) => Expr::Convert(*t, cut_box(x)),
         Expr::Binary(op, a, b) => {
@@ -119,7 +166,7 @@ mod tests {
             outputs: vec![(DType::F16, Expr::unary(UnaryOp::Tanh, sum))],
             repeats: Vec::new(),
         };
-        let staged = split(&kernel).expect("the kernel rounds twice");
+        let staged = split(&kernel, false).expect("the kernel rounds twice");
         let f16x3 = vec![DType::F16; 3];
         assert_eq!(
             staged.stages,
@@ -149,7 +196,47 @@ mod tests {
             outputs: vec![(DType::F16, Expr::unary(UnaryOp::Exp, a))],
             repeats: Vec::new(),
         };
-        assert_eq!(split(&plain), None);
+        assert_eq!(split(&plain, false), None);
+    }
+
+    /// With `wide`, `tanh(exp(a) · b) + a` on f32 inputs splits at both ops, innermost
+    /// first, each stage finished by its op; without, it runs whole.
+    #[test]
+    fn transcendental_ops_end_stages_only_when_wide() {
+        let (a, b) = (Expr::input(0), Expr::input(1));
+        let product = Expr::binary(
+            BinaryOp::Mul,
+            Expr::unary(UnaryOp::Exp, a.clone()),
+            b.clone(),
+        );
+        let kernel = ElementwiseKernel {
+            inputs: vec![DType::F32; 2],
+            outputs: vec![(
+                DType::F32,
+                Expr::binary(
+                    BinaryOp::Add,
+                    Expr::unary(UnaryOp::Tanh, product),
+                    a.clone(),
+                ),
+            )],
+            repeats: Vec::new(),
+        };
+        assert_eq!(split(&kernel, false), None);
+        let staged = split(&kernel, true).expect("two wide ops");
+        assert_eq!(
+            staged.finishes,
+            vec![Finish::Wide(UnaryOp::Exp), Finish::Wide(UnaryOp::Tanh)]
+        );
+        assert_eq!(staged.stages[0].outputs, vec![(DType::F32, a.clone())]);
+        assert_eq!(
+            staged.stages[1].outputs,
+            vec![(DType::F32, Expr::binary(BinaryOp::Mul, Expr::input(2), b))]
+        );
+        assert_eq!(
+            staged.last.outputs,
+            vec![(DType::F32, Expr::binary(BinaryOp::Add, Expr::input(3), a))]
+        );
+        assert_eq!(staged.last.inputs, vec![DType::F32; 4]);
     }
 
     /// Every f16 value through a fused chain (products, a sum, `exp`, `tanh`, a quotient,

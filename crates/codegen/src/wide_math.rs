@@ -1,0 +1,364 @@
+//! The [`crate::math`] approximations on sixteen lanes at once with AVX-512, run in place on
+//! a chunk of f32 values. The JIT computes them on Cranelift's four-lane vectors, where the
+//! transcendental ops of a softmax or a GELU are compute-bound (`tanh` and `exp` took about
+//! a nanosecond an element); a staged kernel ([`crate::stages`]) instead computes such an
+//! op's operand into a chunk and runs the op here. The routines are the same generic code
+//! instantiated for [`Avx512`], each operation one instruction of the same IEEE meaning as
+//! the JIT's (fused multiply-adds fused, comparisons ordered, conversions saturating), so
+//! the values are the JIT's bit for bit, a NaN as a NaN (checked against
+//! [`crate::math::HostEmitter`] on special values and 800 000 random inputs below, and
+//! against the reference evaluator through compiled kernels in `tests/jit_vs_reference.rs`).
+
+use crate::kernel::UnaryOp;
+
+/// True when `op` has a wide version here (its meaning is a [`crate::math`] routine).
+pub(crate) fn has(op: UnaryOp) -> bool {
+    matches!(
+        op,
+        UnaryOp::Exp
+            | UnaryOp::Expm1
+            | UnaryOp::Log
+            | UnaryOp::Log1p
+            | UnaryOp::Tanh
+            | UnaryOp::Logistic
+            | UnaryOp::Cbrt
+            | UnaryOp::Sin
+            | UnaryOp::Cos
+            | UnaryOp::Tan
+            | UnaryOp::Erf
+    )
+}
+
+/// True when this host runs the wide versions (AVX-512F); else kernels keep the JIT's.
+pub(crate) fn available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512f")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Replaces each value of `xs` by `op` of it. The caller has checked [`has`] and
+/// [`available`].
+pub(crate) fn apply_in_place(op: UnaryOp, xs: &mut [f32]) {
+    debug_assert!(has(op) && available());
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: the caller checked that the host has AVX-512F (`available`).
+    unsafe {
+        avx512::apply(op, xs)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    unreachable!(
+        "wide math is available only on x86_64, checked by the caller: {op:?} on {} values",
+        xs.len()
+    )
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use crate::kernel::UnaryOp;
+    use crate::math::{self, Emitter};
+    use std::arch::x86_64::*;
+
+    /// [`Emitter`] on sixteen f32 lanes: every method one AVX-512F instruction (or two, where
+    /// noted), inlined into [`apply`]'s loop.
+    pub(super) struct Avx512;
+
+    const LANES: usize = 16;
+
+    // SAFETY (every method): values of these types exist only inside `apply`, which runs
+    // with AVX-512F enabled and is called only when the host has it.
+    impl Emitter for Avx512 {
+        type F = __m512;
+        type I = __m512i;
+        type M = __mmask16;
+
+        #[inline(always)]
+        fn f(&mut self, v: f32) -> __m512 {
+            unsafe { _mm512_set1_ps(v) }
+        }
+        #[inline(always)]
+        fn i(&mut self, v: i32) -> __m512i {
+            unsafe { _mm512_set1_epi32(v) }
+        }
+        #[inline(always)]
+        fn add(&mut self, a: __m512, b: __m512) -> __m512 {
+            unsafe { _mm512_add_ps(a, b) }
+        }
+        #[inline(always)]
+        fn sub(&mut self, a: __m512, b: __m512) -> __m512 {
+            unsafe { _mm512_sub_ps(a, b) }
+        }
+        #[inline(always)]
+        fn mul(&mut self, a: __m512, b: __m512) -> __m512 {
+            unsafe { _mm512_mul_ps(a, b) }
+        }
+        #[inline(always)]
+        fn fma(&mut self, a: __m512, b: __m512, c: __m512) -> __m512 {
+            unsafe { _mm512_fmadd_ps(a, b, c) }
+        }
+        #[inline(always)]
+        fn div(&mut self, a: __m512, b: __m512) -> __m512 {
+            unsafe { _mm512_div_ps(a, b) }
+        }
+        #[inline(always)]
+        fn abs(&mut self, a: __m512) -> __m512 {
+            unsafe { _mm512_abs_ps(a) }
+        }
+        #[inline(always)]
+        fn nearest(&mut self, a: __m512) -> __m512 {
+            unsafe { _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(a) }
+        }
+        #[inline(always)]
+        fn lt(&mut self, a: __m512, b: __m512) -> __mmask16 {
+            unsafe { _mm512_cmp_ps_mask::<_CMP_LT_OQ>(a, b) }
+        }
+        #[inline(always)]
+        fn eq(&mut self, a: __m512, b: __m512) -> __mmask16 {
+            unsafe { _mm512_cmp_ps_mask::<_CMP_EQ_OQ>(a, b) }
+        }
+        #[inline(always)]
+        fn ieq(&mut self, a: __m512i, b: __m512i) -> __mmask16 {
+            unsafe { _mm512_cmpeq_epi32_mask(a, b) }
+        }
+        #[inline(always)]
+        fn select(&mut self, m: __mmask16, a: __m512, b: __m512) -> __m512 {
+            // A blend takes its second operand where the mask is set.
+            unsafe { _mm512_mask_blend_ps(m, b, a) }
+        }
+        #[inline(always)]
+        fn float_to_bits(&mut self, a: __m512) -> __m512i {
+            unsafe { _mm512_castps_si512(a) }
+        }
+        #[inline(always)]
+        fn bits_to_float(&mut self, a: __m512i) -> __m512 {
+            unsafe { _mm512_castsi512_ps(a) }
+        }
+        #[inline(always)]
+        fn iadd(&mut self, a: __m512i, b: __m512i) -> __m512i {
+            unsafe { _mm512_add_epi32(a, b) }
+        }
+        #[inline(always)]
+        fn isub(&mut self, a: __m512i, b: __m512i) -> __m512i {
+            unsafe { _mm512_sub_epi32(a, b) }
+        }
+        #[inline(always)]
+        fn iand(&mut self, a: __m512i, b: __m512i) -> __m512i {
+            unsafe { _mm512_and_si512(a, b) }
+        }
+        #[inline(always)]
+        fn ior(&mut self, a: __m512i, b: __m512i) -> __m512i {
+            unsafe { _mm512_or_si512(a, b) }
+        }
+        #[inline(always)]
+        fn ixor(&mut self, a: __m512i, b: __m512i) -> __m512i {
+            unsafe { _mm512_xor_si512(a, b) }
+        }
+        #[inline(always)]
+        fn ishl(&mut self, a: __m512i, s: u8) -> __m512i {
+            // Shifts of 32 or more give 0, as `wrapping_shl` does not, but the routines shift
+            // by constants below 32.
+            unsafe { _mm512_sll_epi32(a, _mm_cvtsi32_si128(i32::from(s))) }
+        }
+        #[inline(always)]
+        fn isra(&mut self, a: __m512i, s: u8) -> __m512i {
+            unsafe { _mm512_sra_epi32(a, _mm_cvtsi32_si128(i32::from(s))) }
+        }
+        #[inline(always)]
+        fn imax(&mut self, a: __m512i, b: __m512i) -> __m512i {
+            unsafe { _mm512_max_epi32(a, b) }
+        }
+        #[inline(always)]
+        fn imin(&mut self, a: __m512i, b: __m512i) -> __m512i {
+            unsafe { _mm512_min_epi32(a, b) }
+        }
+        #[inline(always)]
+        fn to_int(&mut self, a: __m512) -> __m512i {
+            // Truncation saturating as Cranelift's `fcvt_to_sint_sat` (and Rust's `as`):
+            // the instruction gives i32::MIN for NaN and for either overflow, so NaN lanes
+            // become 0 and lanes at or above 2^31 i32::MAX.
+            unsafe {
+                let t = _mm512_cvttps_epi32(a);
+                let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(a, a);
+                let high = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(a, _mm512_set1_ps(2_147_483_648.0));
+                let t = _mm512_mask_mov_epi32(t, high, _mm512_set1_epi32(i32::MAX));
+                _mm512_mask_mov_epi32(t, nan, _mm512_setzero_si512())
+            }
+        }
+        #[inline(always)]
+        fn to_float(&mut self, a: __m512i) -> __m512 {
+            unsafe { _mm512_cvtepi32_ps(a) }
+        }
+    }
+
+    /// One op on sixteen lanes.
+    #[inline(always)]
+    fn lanes(op: UnaryOp, x: __m512) -> __m512 {
+        let e = &mut Avx512;
+        match op {
+            UnaryOp::Exp => math::exp(e, x),
+            UnaryOp::Expm1 => math::expm1(e, x),
+            UnaryOp::Log => math::log(e, x),
+            UnaryOp::Log1p => math::log1p(e, x),
+            UnaryOp::Tanh => math::tanh(e, x),
+            UnaryOp::Logistic => math::logistic(e, x),
+            UnaryOp::Cbrt => math::cbrt(e, x),
+            UnaryOp::Sin => math::sin(e, x),
+            UnaryOp::Cos => math::cos(e, x),
+            UnaryOp::Tan => math::tan(e, x),
+            UnaryOp::Erf => math::erf(e, x),
+            _ => unreachable!("wide_math::has({op:?}) is false: the caller checked it"),
+        }
+    }
+
+    /// `op` on every value of `xs`, sixteen at a time: one loop per op, so each is compiled
+    /// with its routine inlined.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn apply(op: UnaryOp, xs: &mut [f32]) {
+        // One loop per op (the match outside it), each with its routine inlined; the tail
+        // through a masked load and store.
+        macro_rules! each {
+            ($($op:ident),*) => {
+                match op {
+                    $(UnaryOp::$op => {
+                        let whole = xs.len() / LANES * LANES;
+                        let p = xs.as_mut_ptr();
+                        for at in (0..whole).step_by(LANES) {
+                            // SAFETY: at + LANES <= whole <= xs.len().
+                            unsafe {
+                                let x = _mm512_loadu_ps(p.add(at));
+                                _mm512_storeu_ps(p.add(at), lanes(UnaryOp::$op, x));
+                            }
+                        }
+                        let rest = xs.len() - whole;
+                        if rest > 0 {
+                            let mask: __mmask16 = ((1u32 << rest) - 1) as u16;
+                            // SAFETY: the masked lanes are the `rest` values from `whole` on,
+                            // inside `xs`; the others are neither read nor written.
+                            unsafe {
+                                let x = _mm512_maskz_loadu_ps(mask, p.add(whole));
+                                _mm512_mask_storeu_ps(p.add(whole), mask, lanes(UnaryOp::$op, x));
+                            }
+                        }
+                    })*
+                    _ => unreachable!("wide_math::has({op:?}) is false: the caller checked it"),
+                }
+            };
+        }
+        each!(
+            Exp, Expm1, Log, Log1p, Tanh, Logistic, Cbrt, Sin, Cos, Tan, Erf
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::math::{self, HostEmitter};
+
+    fn host(op: UnaryOp, x: f32) -> f32 {
+        let e = &mut HostEmitter;
+        match op {
+            UnaryOp::Exp => math::exp(e, x),
+            UnaryOp::Expm1 => math::expm1(e, x),
+            UnaryOp::Log => math::log(e, x),
+            UnaryOp::Log1p => math::log1p(e, x),
+            UnaryOp::Tanh => math::tanh(e, x),
+            UnaryOp::Logistic => math::logistic(e, x),
+            UnaryOp::Cbrt => math::cbrt(e, x),
+            UnaryOp::Sin => math::sin(e, x),
+            UnaryOp::Cos => math::cos(e, x),
+            UnaryOp::Tan => math::tan(e, x),
+            UnaryOp::Erf => math::erf(e, x),
+            _ => unreachable!(),
+        }
+    }
+
+    const OPS: [UnaryOp; 11] = [
+        UnaryOp::Exp,
+        UnaryOp::Expm1,
+        UnaryOp::Log,
+        UnaryOp::Log1p,
+        UnaryOp::Tanh,
+        UnaryOp::Logistic,
+        UnaryOp::Cbrt,
+        UnaryOp::Sin,
+        UnaryOp::Cos,
+        UnaryOp::Tan,
+        UnaryOp::Erf,
+    ];
+
+    /// Special values, every binade's edges, and random bit patterns (NaNs, infinities,
+    /// subnormals included); a length that is not a multiple of sixteen, so the masked
+    /// tail runs too.
+    fn inputs() -> Vec<f32> {
+        let mut xs = vec![
+            0.0,
+            -0.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            -f32::NAN,
+            f32::MIN_POSITIVE,
+            f32::MAX,
+            f32::MIN,
+            1e-45,
+            -1e-45,
+            88.72,
+            -103.97,
+            -104.5,
+            -200.0,
+            2_147_483_648.0,
+            -2_147_483_648.0,
+            1e30,
+        ];
+        for e in -149..128 {
+            let x = 2f32.powi(e);
+            xs.extend([x, -x, x * 1.5, -x * 1.5, f32::from_bits(x.to_bits() - 1)]);
+        }
+        let mut s = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..400_000 {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            xs.push(f32::from_bits(s as u32));
+            // Small magnitudes, where most of the routines' polynomials work.
+            xs.push((s >> 40) as f32 / (1u64 << 20) as f32 - 8.0);
+        }
+        xs.push(0.5);
+        xs
+    }
+
+    #[test]
+    fn the_wide_routines_give_the_host_routines_bits() {
+        if !available() {
+            eprintln!("skipped: this host has no AVX-512F");
+            return;
+        }
+        let xs = inputs();
+        assert_ne!(xs.len() % 16, 0, "the tail must be exercised");
+        for op in OPS {
+            assert!(has(op));
+            let mut wide = xs.clone();
+            apply_in_place(op, &mut wide);
+            for (&x, &w) in xs.iter().zip(&wide) {
+                let want = host(op, x);
+                assert!(
+                    w.to_bits() == want.to_bits() || (w.is_nan() && want.is_nan()),
+                    "{op:?}({x:e} = {:#x}): wide {w:e} ({:#x}), host {want:e} ({:#x})",
+                    x.to_bits(),
+                    w.to_bits(),
+                    want.to_bits()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn only_the_math_routines_are_wide() {
+        assert!(!has(UnaryOp::Sqrt) && !has(UnaryOp::Abs) && !has(UnaryOp::RoundF16));
+    }
+}
