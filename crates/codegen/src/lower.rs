@@ -329,32 +329,20 @@ impl ExprLowering<'_> {
                     let away = e.b.ins().fadd(t, step);
                     e.select(ge_half, away, t)
                 }
-                UnaryOp::Exp => math::exp(&mut e, v),
-                UnaryOp::Expm1 => math::expm1(&mut e, v),
-                UnaryOp::Log => math::log(&mut e, v),
-                UnaryOp::Log1p => math::log1p(&mut e, v),
-                UnaryOp::Tanh => math::tanh(&mut e, v),
-                UnaryOp::Logistic => math::logistic(&mut e, v),
                 UnaryOp::Sqrt => e.b.ins().sqrt(v),
                 UnaryOp::Rsqrt => {
                     let s = e.b.ins().sqrt(v);
                     let one = e.f(1.0);
                     e.b.ins().fdiv(one, s)
                 }
-                UnaryOp::Cbrt => math::cbrt(&mut e, v),
-                UnaryOp::Sin => math::sin(&mut e, v),
-                UnaryOp::Cos => math::cos(&mut e, v),
-                UnaryOp::Tan => math::tan(&mut e, v),
-                UnaryOp::Erf => math::erf(&mut e, v),
-                UnaryOp::RoundF16 => math::round_to_f16(&mut e, v),
                 UnaryOp::IsFinite => {
                     let a = e.b.ins().fabs(v);
                     let inf = e.b.ins().f32const(f32::INFINITY);
                     return (e.b.ins().fcmp(FloatCC::LessThan, a, inf), DType::Pred);
                 }
-                UnaryOp::Not | UnaryOp::Popcnt | UnaryOp::Clz => {
-                    unreachable!("type-checked: {op:?} is not a float op")
-                }
+                // The transcendental routines; anything else is not a float op.
+                op => math::unary(&mut e, op, v)
+                    .unwrap_or_else(|| unreachable!("type-checked: {op:?} is not a float op")),
             };
             return (r, DType::F32);
         }

@@ -27,6 +27,8 @@
 // Polynomial coefficients are quoted as published (Cephes), not rounded to f32 by hand.
 #![allow(clippy::excessive_precision)]
 
+use crate::kernel::UnaryOp;
+
 /// The operations the approximations need, on one value or on a vector of lanes.
 pub trait Emitter {
     /// A float value (one lane or several).
@@ -176,6 +178,28 @@ impl Emitter for HostEmitter {
     fn to_float(&mut self, a: i32) -> f32 {
         a as f32
     }
+}
+
+/// `op` of `x` when `op` is one of the routines here (`None`, and nothing emitted, for any
+/// other op): the one mapping from kernel ops to routines, shared by the JIT, the
+/// reference and [`crate::wide_math`].
+#[inline(always)]
+pub fn unary<E: Emitter>(e: &mut E, op: UnaryOp, x: E::F) -> Option<E::F> {
+    Some(match op {
+        UnaryOp::Exp => exp(e, x),
+        UnaryOp::Expm1 => expm1(e, x),
+        UnaryOp::Log => log(e, x),
+        UnaryOp::Log1p => log1p(e, x),
+        UnaryOp::Tanh => tanh(e, x),
+        UnaryOp::Logistic => logistic(e, x),
+        UnaryOp::Cbrt => cbrt(e, x),
+        UnaryOp::Sin => sin(e, x),
+        UnaryOp::Cos => cos(e, x),
+        UnaryOp::Tan => tan(e, x),
+        UnaryOp::Erf => erf(e, x),
+        UnaryOp::RoundF16 => round_to_f16(e, x),
+        _ => return None,
+    })
 }
 
 /// Horner evaluation of `coeffs[0] x^(n-1) + ... + coeffs[n-1]`.

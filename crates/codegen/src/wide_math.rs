@@ -197,21 +197,8 @@ mod avx512 {
     /// One op on sixteen lanes.
     #[inline(always)]
     fn lanes(op: UnaryOp, x: __m512) -> __m512 {
-        let e = &mut Avx512;
-        match op {
-            UnaryOp::Exp => math::exp(e, x),
-            UnaryOp::Expm1 => math::expm1(e, x),
-            UnaryOp::Log => math::log(e, x),
-            UnaryOp::Log1p => math::log1p(e, x),
-            UnaryOp::Tanh => math::tanh(e, x),
-            UnaryOp::Logistic => math::logistic(e, x),
-            UnaryOp::Cbrt => math::cbrt(e, x),
-            UnaryOp::Sin => math::sin(e, x),
-            UnaryOp::Cos => math::cos(e, x),
-            UnaryOp::Tan => math::tan(e, x),
-            UnaryOp::Erf => math::erf(e, x),
-            _ => unreachable!("wide_math::has({op:?}) is false: the caller checked it"),
-        }
+        math::unary(&mut Avx512, op, x)
+            .unwrap_or_else(|| unreachable!("{op:?} is not a math routine: the caller checked"))
     }
 
     /// `op` on every value of `xs`, sixteen at a time: one loop per op, so each is compiled
@@ -260,21 +247,7 @@ mod tests {
     use crate::math::{self, HostEmitter};
 
     fn host(op: UnaryOp, x: f32) -> f32 {
-        let e = &mut HostEmitter;
-        match op {
-            UnaryOp::Exp => math::exp(e, x),
-            UnaryOp::Expm1 => math::expm1(e, x),
-            UnaryOp::Log => math::log(e, x),
-            UnaryOp::Log1p => math::log1p(e, x),
-            UnaryOp::Tanh => math::tanh(e, x),
-            UnaryOp::Logistic => math::logistic(e, x),
-            UnaryOp::Cbrt => math::cbrt(e, x),
-            UnaryOp::Sin => math::sin(e, x),
-            UnaryOp::Cos => math::cos(e, x),
-            UnaryOp::Tan => math::tan(e, x),
-            UnaryOp::Erf => math::erf(e, x),
-            _ => unreachable!(),
-        }
+        math::unary(&mut HostEmitter, op, x).expect("a math routine")
     }
 
     const OPS: [UnaryOp; 11] = [

@@ -32,6 +32,9 @@ struct Plan {
     /// Output element of (row, 0), and the step between output features.
     out_rows: Vec<u32>,
     out_feature_stride: usize,
+    /// Row `r`'s output elements are `out_rows[0] + r * cols ..`: the product is the output's
+    /// piece as it stands.
+    out_rows_follow: bool,
     input_len: usize,
     kernel_len: usize,
     output_len: usize,
@@ -255,6 +258,10 @@ impl Plan {
                     .map(|&(p, i)| input_at[p].map_or(NONE, |a| (a + i * i_in) as u32)),
             );
         }
+        let out_feature_stride = os[dn.output_feature as usize];
+        let first = out_rows.first().copied().unwrap_or(0) as usize;
+        let out_rows_follow = (out_feature_stride == 1 || cols == 1)
+            && (out_rows.iter().enumerate()).all(|(r, &b)| b as usize == first + r * cols);
         Some(Plan {
             rows,
             depth,
@@ -262,7 +269,8 @@ impl Plan {
             patches: patch_runs(&patches),
             kernel,
             out_rows,
-            out_feature_stride: os[dn.output_feature as usize],
+            out_feature_stride,
+            out_rows_follow,
             input_len: total[0],
             kernel_len: total[1],
             output_len: total[2],
@@ -475,6 +483,31 @@ fn f16s(bytes: &[u8]) -> Vec<f32> {
         .collect()
 }
 
+/// Writes the product (`rows × cols`, row-major) to the output's elements: in one pass when
+/// the plan's rows follow one another in the output (an f32 output with its features
+/// innermost), else element by element.
+fn write_output(p: &Plan, product: &[f32], half: bool, out: &mut [u8]) {
+    if p.out_rows_follow && !half {
+        let first = p.out_rows.first().copied().unwrap_or(0) as usize;
+        let dst = &mut out[first * 4..(first + product.len()) * 4];
+        for (d, v) in dst.chunks_exact_mut(4).zip(product) {
+            d.copy_from_slice(&v.to_le_bytes());
+        }
+        return;
+    }
+    let size = if half { 2 } else { 4 };
+    for (row, &base) in product.chunks_exact(p.cols).zip(&p.out_rows) {
+        for (f, &v) in row.iter().enumerate() {
+            let at = (base as usize + f * p.out_feature_stride) * size;
+            if half {
+                out[at..at + 2].copy_from_slice(&half::f16::from_f32(v).to_le_bytes());
+            } else {
+                out[at..at + 4].copy_from_slice(&v.to_le_bytes());
+            }
+        }
+    }
+}
+
 impl Codelet for ConvCodelet {
     fn name(&self) -> &str {
         &self.name
@@ -562,18 +595,7 @@ impl Codelet for ConvCodelet {
                 &mut product,
             );
         }
-        let out = &mut *outputs[0];
-        for (r, &base) in p.out_rows.iter().enumerate() {
-            for f in 0..p.cols {
-                let v = product[r * p.cols + f];
-                let at = (base as usize + f * p.out_feature_stride) * bytes;
-                if self.half_partials {
-                    out[at..at + 2].copy_from_slice(&half::f16::from_f32(v).to_le_bytes());
-                } else {
-                    out[at..at + 4].copy_from_slice(&v.to_le_bytes());
-                }
-            }
-        }
+        write_output(p, &product, self.half_partials, &mut *outputs[0]);
         BUFFERS.set([gathered, product]);
         Ok(())
     }
@@ -602,8 +624,9 @@ mod tests {
             .collect()
     }
 
-    /// The codelet against the reference evaluator on one convolution.
-    fn check(text: &str) {
+    /// The codelet against the reference evaluator on one convolution; whether its product
+    /// was written to the output in one pass (`Plan::out_rows_follow`).
+    fn check(text: &str) -> bool {
         let m = xla_ir::parse_module(text).unwrap();
         let entry = m.entry_computation();
         let root = entry.root_instr();
@@ -661,6 +684,29 @@ mod tests {
                 "element {i}: {g} vs {w}"
             );
         }
+        codelet.plan.out_rows_follow
+    }
+
+    /// An output with its features innermost takes the product's rows as they stand; one
+    /// with its spatial dimensions innermost is written element by element.
+    #[test]
+    fn outputs_with_features_innermost_are_written_in_one_pass() {
+        assert!(check(
+            "HloModule t
+ENTRY e {
+  x = f32[2,6,6,3]{3,2,1,0} parameter(0)
+  k = f32[3,3,3,4]{3,2,1,0} parameter(1)
+  ROOT c = f32[2,6,6,4]{3,2,1,0} convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+}",
+        ));
+        assert!(!check(
+            "HloModule t
+ENTRY e {
+  x = f32[2,6,6,3]{3,2,1,0} parameter(0)
+  k = f32[3,3,3,4]{3,2,1,0} parameter(1)
+  ROOT c = f32[2,4,6,6]{3,2,1,0} convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->bf01
+}",
+        ));
     }
 
     /// Parts sharing a patch matrix compute, bit for bit, what each computes alone: when
