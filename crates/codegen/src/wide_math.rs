@@ -201,43 +201,56 @@ mod avx512 {
             .unwrap_or_else(|| unreachable!("{op:?} is not a math routine: the caller checked"))
     }
 
-    /// `op` on every value of `xs`, sixteen at a time: one loop per op, so each is compiled
-    /// with its routine inlined.
-    #[target_feature(enable = "avx512f")]
+    /// `op` on every value of `xs`, sixteen at a time.
+    ///
+    /// # Safety
+    /// The host has AVX-512F.
     pub(super) unsafe fn apply(op: UnaryOp, xs: &mut [f32]) {
-        // One loop per op (the match outside it), each with its routine inlined; the tail
-        // through a masked load and store.
+        // One function per op, each with its routine inlined once (an unoptimised build
+        // gives a function every inlined routine's locals: all eleven in one overflowed
+        // a thread's stack).
         macro_rules! each {
-            ($($op:ident),*) => {
+            ($($op:ident => $name:ident),*) => {{
+                $(
+                    #[target_feature(enable = "avx512f")]
+                    fn $name(xs: &mut [f32]) {
+                        run(xs, |x| lanes(UnaryOp::$op, x))
+                    }
+                )*
                 match op {
-                    $(UnaryOp::$op => {
-                        let whole = xs.len() / LANES * LANES;
-                        let p = xs.as_mut_ptr();
-                        for at in (0..whole).step_by(LANES) {
-                            // SAFETY: at + LANES <= whole <= xs.len().
-                            unsafe {
-                                let x = _mm512_loadu_ps(p.add(at));
-                                _mm512_storeu_ps(p.add(at), lanes(UnaryOp::$op, x));
-                            }
-                        }
-                        let rest = xs.len() - whole;
-                        if rest > 0 {
-                            let mask: __mmask16 = ((1u32 << rest) - 1) as u16;
-                            // SAFETY: the masked lanes are the `rest` values from `whole` on,
-                            // inside `xs`; the others are neither read nor written.
-                            unsafe {
-                                let x = _mm512_maskz_loadu_ps(mask, p.add(whole));
-                                _mm512_mask_storeu_ps(p.add(whole), mask, lanes(UnaryOp::$op, x));
-                            }
-                        }
-                    })*
+                    // SAFETY: the caller checked that the host has AVX-512F.
+                    $(UnaryOp::$op => unsafe { $name(xs) },)*
                     _ => unreachable!("wide_math::has({op:?}) is false: the caller checked it"),
                 }
-            };
+            }};
         }
         each!(
-            Exp, Expm1, Log, Log1p, Tanh, Logistic, Cbrt, Sin, Cos, Tan, Erf
+            Exp => exp, Expm1 => expm1, Log => log, Log1p => log1p, Tanh => tanh,
+            Logistic => logistic, Cbrt => cbrt, Sin => sin, Cos => cos, Tan => tan, Erf => erf
         )
+    }
+
+    /// `f` over `xs` in place, sixteen lanes at a time, the last lanes through a masked
+    /// load and store (one call site, so `f` is inlined once).
+    #[inline(always)]
+    fn run(xs: &mut [f32], f: impl Fn(__m512) -> __m512) {
+        let p = xs.as_mut_ptr();
+        let mut at = 0;
+        while at < xs.len() {
+            let rest = xs.len() - at;
+            let mask: __mmask16 = if rest >= LANES {
+                u16::MAX
+            } else {
+                ((1u32 << rest) - 1) as u16
+            };
+            // SAFETY: the masked lanes are the values from `at` on inside `xs` (at most
+            // sixteen); the others are neither read nor written.
+            unsafe {
+                let x = _mm512_maskz_loadu_ps(mask, p.add(at));
+                _mm512_mask_storeu_ps(p.add(at), mask, f(x));
+            }
+            at += LANES;
+        }
     }
 }
 
