@@ -46,14 +46,29 @@ pub(crate) fn narrow_product(
             *x = b.data[(first + d as isize * b.rs) as usize];
         }
     }
+    product_of_columns(m, k, n, a, &columns, c);
+    COLUMNS.set(columns);
+    true
+}
+
+/// `c = a × b` (c row-major m×n) where b's `n` columns, `k` values each, are stored one
+/// after another in `columns`: what [`narrow_product`] computes once it has gathered them,
+/// the same sums in the same order, for a caller holding the columns already. The caller
+/// has checked `1 ≤ n ≤ MAX_COLUMNS`, that a's rows are contiguous and that every element
+/// lies in its slice.
+pub(crate) fn product_of_columns(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &MatRef,
+    columns: &[f32],
+    c: &mut [f32],
+) {
     let row = |r: usize| {
         let start = (a.at as isize + r as isize * a.rs) as usize;
         &a.data[start..start + k]
     };
-    let out = &mut c[..m * n];
-    product(m, n, row, &columns, out);
-    COLUMNS.set(columns);
-    true
+    product(m, n, row, &columns[..n * k], &mut c[..m * n]);
 }
 
 thread_local! {

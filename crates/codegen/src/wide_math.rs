@@ -303,7 +303,13 @@ mod tests {
         ];
         for e in -149..128 {
             let x = 2f32.powi(e);
-            xs.extend([x, -x, x * 1.5, -x * 1.5, f32::from_bits(x.to_bits() - 1)]);
+            xs.extend([
+                x,
+                -x,
+                x * 1.5,
+                -x * 1.5,
+                f32::from_bits(x.to_bits().saturating_sub(1)),
+            ]);
         }
         let mut s = 0x9e37_79b9_7f4a_7c15u64;
         for _ in 0..400_000 {

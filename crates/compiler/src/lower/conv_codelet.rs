@@ -91,8 +91,13 @@ enum KernelMatrix {
     /// Element (d, f) is kernel element `at + d * rs + f * cs`: read in place.
     View { at: usize, rs: isize, cs: isize },
     /// The kernel elements of each (depth index, output feature), row-major, as runs:
-    /// gathered.
-    Gather(Vec<PatchRun>),
+    /// gathered; and, for two to eight output features, of each (output feature, depth
+    /// index), column by column, the columns the product reads
+    /// ([`codegen::gemm_f32_columns`]: gathered straight, not gathered twice).
+    Gather {
+        rows: Vec<PatchRun>,
+        columns: Option<Vec<PatchRun>>,
+    },
 }
 
 fn strides(dims: &[i64]) -> Vec<usize> {
@@ -211,14 +216,23 @@ impl Plan {
             })
             .unwrap_or_else(|| {
                 let items = order(false);
-                let gather: Vec<u32> = items
-                    .iter()
-                    .flat_map(|&(p, i)| {
-                        let base = position_at[p] + i * k_in;
-                        (0..cols).map(move |f| (base + f * k_out) as u32)
-                    })
+                let at = |&(p, i): &(usize, usize), f: usize| {
+                    (position_at[p] + i * k_in + f * k_out) as u32
+                };
+                let rows: Vec<u32> = (items.iter())
+                    .flat_map(|item| (0..cols).map(move |f| at(item, f)))
                     .collect();
-                (items, KernelMatrix::Gather(patch_runs(&gather)))
+                let columns = (2..=8).contains(&cols).then(|| {
+                    let columns: Vec<u32> = (0..cols)
+                        .flat_map(|f| items.iter().map(move |item| at(item, f)))
+                        .collect();
+                    patch_runs(&columns)
+                });
+                let kernel = KernelMatrix::Gather {
+                    rows: patch_runs(&rows),
+                    columns,
+                };
+                (items, kernel)
             });
         let mut patches = Vec::with_capacity(rows * depth);
         let mut out_rows = Vec::with_capacity(rows);
@@ -550,50 +564,70 @@ impl Codelet for ConvCodelet {
         };
         // The gathered kernel and the product reuse this host thread's buffers.
         let [mut gathered, mut product] = BUFFERS.take();
-        let kernel = match &p.kernel {
-            KernelMatrix::View { at, rs, cs } => MatRef {
-                data: &w,
-                at: *at,
-                rs: *rs,
-                cs: *cs,
-            },
-            KernelMatrix::Gather(runs) => {
-                gathered.clear();
-                gather_runs(runs, &w, &mut gathered);
-                MatRef::row_major(&gathered, p.cols)
-            }
-        };
         product.clear();
         product.resize(p.rows * p.cols, 0.0);
-        if self.half_partials {
-            // One kernel position at a time, its sum added to the f16 running sum.
-            let mut part = vec![0f32; p.rows * p.cols];
-            for c in 0..p.depth / p.chunk.max(1) {
-                let d0 = c * p.chunk;
-                let a = MatRef {
-                    data: &patches,
-                    at: d0,
-                    rs: p.depth as isize,
-                    cs: 1,
+        gathered.clear();
+        let patches_matrix = MatRef::row_major(&patches, p.depth);
+        match (&p.kernel, self.half_partials) {
+            (
+                KernelMatrix::Gather {
+                    columns: Some(columns),
+                    ..
+                },
+                false,
+            ) => {
+                gather_runs(columns, &w, &mut gathered);
+                codegen::gemm_f32_columns(
+                    p.rows,
+                    p.depth,
+                    p.cols,
+                    patches_matrix,
+                    &gathered,
+                    &mut product,
+                );
+            }
+            (kernel, half) => {
+                let kernel = match kernel {
+                    KernelMatrix::View { at, rs, cs } => MatRef {
+                        data: &w,
+                        at: *at,
+                        rs: *rs,
+                        cs: *cs,
+                    },
+                    KernelMatrix::Gather { rows, .. } => {
+                        gather_runs(rows, &w, &mut gathered);
+                        MatRef::row_major(&gathered, p.cols)
+                    }
                 };
-                let b = MatRef {
-                    at: (kernel.at as isize + d0 as isize * kernel.rs) as usize,
-                    ..kernel
-                };
-                codegen::gemm_f32_refs(p.rows, p.chunk, p.cols, a, b, &mut part);
-                for (s, q) in product.iter_mut().zip(&part) {
-                    *s = half::f16::from_f32(*s + q).to_f32();
+                if half {
+                    // One kernel position at a time, its sum added to the f16 running sum.
+                    let mut part = vec![0f32; p.rows * p.cols];
+                    for c in 0..p.depth / p.chunk.max(1) {
+                        let d0 = c * p.chunk;
+                        let a = MatRef {
+                            at: d0,
+                            ..patches_matrix
+                        };
+                        let b = MatRef {
+                            at: (kernel.at as isize + d0 as isize * kernel.rs) as usize,
+                            ..kernel
+                        };
+                        codegen::gemm_f32_refs(p.rows, p.chunk, p.cols, a, b, &mut part);
+                        for (s, q) in product.iter_mut().zip(&part) {
+                            *s = half::f16::from_f32(*s + q).to_f32();
+                        }
+                    }
+                } else {
+                    codegen::gemm_f32_refs(
+                        p.rows,
+                        p.depth,
+                        p.cols,
+                        patches_matrix,
+                        kernel,
+                        &mut product,
+                    );
                 }
             }
-        } else {
-            codegen::gemm_f32_refs(
-                p.rows,
-                p.depth,
-                p.cols,
-                MatRef::row_major(&patches, p.depth),
-                kernel,
-                &mut product,
-            );
         }
         write_output(p, &product, self.half_partials, &mut *outputs[0]);
         BUFFERS.set([gathered, product]);
@@ -750,6 +784,57 @@ ENTRY e {
                 }
             }
         }
+    }
+
+    /// A kernel read neither in place nor whole (the bench CNN's input gradient: `01oi`,
+    /// reversed) with two to eight output features is gathered column by column; the
+    /// product is bit for bit the one from the kernel gathered row by row (as
+    /// `gemm_f32_refs` multiplies it), and matches the evaluator.
+    #[test]
+    fn kernels_gathered_column_by_column_give_the_row_gathers_bits() {
+        let text = "HloModule t
+ENTRY e {
+  x = f32[2,5,5,6]{3,2,1,0} parameter(0)
+  k = f32[3,3,4,6]{3,2,1,0} parameter(1)
+  ROOT c = f32[2,5,5,4]{3,2,1,0} convolution(x, k), window={size=3x3 pad=1_1x1_1 rhs_reversal=1x1}, dim_labels=b01f_01oi->b01f
+}";
+        check(text);
+        let m = xla_ir::parse_module(text).unwrap();
+        let root = m.entry_computation().root_instr();
+        let a = |d: &[i64]| ArrayShape::new(ElementType::F32, d);
+        let (xs, ks, os) = (a(&[2, 5, 5, 6]), a(&[3, 3, 4, 6]), a(&[2, 5, 5, 4]));
+        let c =
+            ConvCodelet::new("c".into(), &root.op, &xs, &ks, &os, VertexCost::Worker(1)).unwrap();
+        let KernelMatrix::Gather {
+            rows,
+            columns: Some(_),
+        } = &c.plan.kernel
+        else {
+            panic!("a kernel gathered by columns")
+        };
+        let (x, k) = (
+            values(xs.element_count() as usize, 3),
+            values(ks.element_count() as usize, 4),
+        );
+        let bytes = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+        let mut got = vec![0u8; os.element_count() as usize * 4];
+        c.run(&[&bytes(&x), &bytes(&k)], &mut [got.as_mut_slice()])
+            .unwrap();
+        let p = &c.plan;
+        let (patches, mut gathered) = (c.patches(&x), Vec::new());
+        gather_runs(rows, &k, &mut gathered);
+        let mut product = vec![0f32; p.rows * p.cols];
+        codegen::gemm_f32_refs(
+            p.rows,
+            p.depth,
+            p.cols,
+            MatRef::row_major(&patches, p.depth),
+            MatRef::row_major(&gathered, p.cols),
+            &mut product,
+        );
+        let mut want = vec![0u8; got.len()];
+        write_output(p, &product, false, &mut want);
+        assert_eq!(got, want);
     }
 
     #[test]
