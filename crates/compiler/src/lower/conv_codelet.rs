@@ -725,22 +725,18 @@ mod tests {
     /// with its spatial dimensions innermost is written element by element.
     #[test]
     fn outputs_with_features_innermost_are_written_in_one_pass() {
-        assert!(check(
-            "HloModule t
-ENTRY e {
-  x = f32[2,6,6,3]{3,2,1,0} parameter(0)
-  k = f32[3,3,3,4]{3,2,1,0} parameter(1)
-  ROOT c = f32[2,6,6,4]{3,2,1,0} convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
-}",
-        ));
-        assert!(!check(
-            "HloModule t
-ENTRY e {
-  x = f32[2,6,6,3]{3,2,1,0} parameter(0)
-  k = f32[3,3,3,4]{3,2,1,0} parameter(1)
-  ROOT c = f32[2,4,6,6]{3,2,1,0} convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->bf01
-}",
-        ));
+        let text = |out: &str, labels: &str| {
+            format!(
+                "HloModule t
+ENTRY e {{
+  x = f32[2,6,6,3]{{3,2,1,0}} parameter(0)
+  k = f32[3,3,3,4]{{3,2,1,0}} parameter(1)
+  ROOT c = f32[{out}]{{3,2,1,0}} convolution(x, k), window={{size=3x3 pad=1_1x1_1}}, dim_labels=b01f_01io->{labels}
+}}"
+            )
+        };
+        assert!(check(&text("2,6,6,4", "b01f")));
+        assert!(!check(&text("2,4,6,6", "bf01")));
     }
 
     /// Parts sharing a patch matrix compute, bit for bit, what each computes alone: when
