@@ -180,6 +180,22 @@ impl Emitter for HostEmitter {
     }
 }
 
+/// The transcendental ops [`unary`] computes (all but `RoundF16`, the rounding it also
+/// computes): the ops `crate::wide_math` runs on sixteen lanes.
+pub const TRANSCENDENTAL: [UnaryOp; 11] = [
+    UnaryOp::Exp,
+    UnaryOp::Expm1,
+    UnaryOp::Log,
+    UnaryOp::Log1p,
+    UnaryOp::Tanh,
+    UnaryOp::Logistic,
+    UnaryOp::Cbrt,
+    UnaryOp::Sin,
+    UnaryOp::Cos,
+    UnaryOp::Tan,
+    UnaryOp::Erf,
+];
+
 /// `op` of `x` when `op` is one of the routines here (`None`, and nothing emitted, for any
 /// other op): the one mapping from kernel ops to routines, shared by the JIT, the
 /// reference and [`crate::wide_math`].

@@ -63,7 +63,7 @@ pub(crate) struct Staged {
 /// `kernel` split at its `RoundF16` nodes and, with `wide`, at its [`crate::wide_math`]
 /// ops; `None` when it has none.
 pub(crate) fn split(kernel: &ElementwiseKernel, wide: bool) -> Option<Staged> {
-    if !kernel.outputs.iter().any(|(_, e)| finishes(e, wide)) {
+    if !kernel.outputs.iter().any(|(_, e)| has_finish(e, wide)) {
         return None;
     }
     let n = kernel.inputs.len() as u32;
@@ -97,15 +97,17 @@ pub(crate) fn split(kernel: &ElementwiseKernel, wide: bool) -> Option<Staged> {
 }
 
 /// True when `e` holds a node that ends a stage.
-fn finishes(e: &Expr, wide: bool) -> bool {
+fn has_finish(e: &Expr, wide: bool) -> bool {
     if Finish::of(e, wide).is_some() {
         return true;
     }
     match e {
-        Expr::Unary(_, x) | Expr::Convert(_, x) => finishes(x, wide),
-        Expr::Binary(_, a, b) | Expr::Compare(_, a, b) => finishes(a, wide) || finishes(b, wide),
+        Expr::Unary(_, x) | Expr::Convert(_, x) => has_finish(x, wide),
+        Expr::Binary(_, a, b) | Expr::Compare(_, a, b) => {
+            has_finish(a, wide) || has_finish(b, wide)
+        }
         Expr::Select(a, b, c) | Expr::Clamp(a, b, c) => {
-            finishes(a, wide) || finishes(b, wide) || finishes(c, wide)
+            has_finish(a, wide) || has_finish(b, wide) || has_finish(c, wide)
         }
         Expr::Input(_) | Expr::F32(_) | Expr::S32(_) | Expr::U32(_) | Expr::Pred(_) => false,
     }

@@ -11,22 +11,9 @@
 
 use crate::kernel::UnaryOp;
 
-/// True when `op` has a wide version here (its meaning is a [`crate::math`] routine).
+/// True when `op` has a wide version here (a transcendental [`crate::math`] routine).
 pub(crate) fn has(op: UnaryOp) -> bool {
-    matches!(
-        op,
-        UnaryOp::Exp
-            | UnaryOp::Expm1
-            | UnaryOp::Log
-            | UnaryOp::Log1p
-            | UnaryOp::Tanh
-            | UnaryOp::Logistic
-            | UnaryOp::Cbrt
-            | UnaryOp::Sin
-            | UnaryOp::Cos
-            | UnaryOp::Tan
-            | UnaryOp::Erf
-    )
+    crate::math::TRANSCENDENTAL.contains(&op)
 }
 
 /// True when this host runs the wide versions (AVX-512F); else kernels keep the JIT's.
@@ -63,14 +50,14 @@ mod avx512 {
     use crate::math::{self, Emitter};
     use std::arch::x86_64::*;
 
-    /// [`Emitter`] on sixteen f32 lanes: every method one AVX-512F instruction (or two, where
-    /// noted), inlined into [`apply`]'s loop.
+    /// [`Emitter`] on sixteen f32 lanes: every method one AVX-512F instruction (a few for
+    /// the saturating `to_int`), inlined into each op's loop in [`apply`].
     pub(super) struct Avx512;
 
     const LANES: usize = 16;
 
-    // SAFETY (every method): values of these types exist only inside `apply`, which runs
-    // with AVX-512F enabled and is called only when the host has it.
+    // SAFETY (every method): values of these types exist only inside `apply`'s per-op
+    // functions, which run with AVX-512F enabled and are called only when the host has it.
     impl Emitter for Avx512 {
         type F = __m512;
         type I = __m512i;
@@ -263,20 +250,6 @@ mod tests {
         math::unary(&mut HostEmitter, op, x).expect("a math routine")
     }
 
-    const OPS: [UnaryOp; 11] = [
-        UnaryOp::Exp,
-        UnaryOp::Expm1,
-        UnaryOp::Log,
-        UnaryOp::Log1p,
-        UnaryOp::Tanh,
-        UnaryOp::Logistic,
-        UnaryOp::Cbrt,
-        UnaryOp::Sin,
-        UnaryOp::Cos,
-        UnaryOp::Tan,
-        UnaryOp::Erf,
-    ];
-
     /// Special values, every binade's edges, and random bit patterns (NaNs, infinities,
     /// subnormals included); a length that is not a multiple of sixteen, so the masked
     /// tail runs too.
@@ -332,7 +305,7 @@ mod tests {
         }
         let xs = inputs();
         assert_ne!(xs.len() % 16, 0, "the tail must be exercised");
-        for op in OPS {
+        for op in math::TRANSCENDENTAL {
             assert!(has(op));
             let mut wide = xs.clone();
             apply_in_place(op, &mut wide);
