@@ -123,6 +123,7 @@ fn host_shortcuts_change_no_byte_and_no_cycle() {
     };
     let mut exact = 0;
     let mut windowed = 0;
+    let mut grouped = 0;
     for case in cases().iter().filter(|c| !c.ends_with("x64_int64")) {
         let (info, module, inputs) = load(case, "module.opt.hlo");
         let run = |engine: EngineOptions| {
@@ -131,12 +132,17 @@ fn host_shortcuts_change_no_byte_and_no_cycle() {
                 LoadedModule::load_with(&module, &IpuConfig::default(), &options, engine).unwrap();
             let (outputs, profile) = loaded.run(&inputs).unwrap();
             let engine = loaded.engine();
-            let seen = (engine.viewed_products(), engine.windowed_codelet_inputs());
+            let seen = (
+                engine.viewed_products(),
+                engine.windowed_codelet_inputs(),
+                engine.grouped_codelets(),
+            );
             (outputs, profile, seen)
         };
-        let (fast, fast_profile, (batches, codelet_inputs)) = run(EngineOptions::default());
-        let (slow, slow_profile, (none, no_inputs)) = run(plain);
+        let (fast, fast_profile, (batches, codelet_inputs, groups)) = run(EngineOptions::default());
+        let (slow, slow_profile, (none, no_inputs, no_groups)) = run(plain);
         windowed += codelet_inputs;
+        grouped += usize::from(groups > 0 && batches == 0);
         let what = case.display();
         assert_eq!(
             none, 0,
@@ -146,6 +152,7 @@ fn host_shortcuts_change_no_byte_and_no_cycle() {
             no_inputs, 0,
             "{what}: shortcuts off, codelets read tile memory"
         );
+        assert_eq!(no_groups, 0, "{what}: shortcuts off, codelets run alone");
         assert_eq!(fast_profile, slow_profile, "{what}: profiles");
         assert_eq!(fast.len(), slow.len(), "{what}");
         let specs = info["outputs"].as_array().unwrap();
@@ -166,6 +173,10 @@ fn host_shortcuts_change_no_byte_and_no_cycle() {
     assert!(
         windowed > 0,
         "no codelet read its input from a kept window: the comparison above did not cover it"
+    );
+    assert!(
+        grouped > 0,
+        "no case compared bit for bit ran codelets in groups: the comparison did not cover them"
     );
 }
 

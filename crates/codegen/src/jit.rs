@@ -1495,7 +1495,7 @@ impl<'a> MatRef<'a> {
     }
 
     /// True when every element of a `rows × cols` matrix lies in `data`.
-    fn fits(&self, rows: usize, cols: usize) -> bool {
+    pub(crate) fn fits(&self, rows: usize, cols: usize) -> bool {
         if rows == 0 || cols == 0 {
             return true;
         }

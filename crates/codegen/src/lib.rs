@@ -9,6 +9,7 @@
 //! engine loads an executable.
 #![warn(missing_docs)]
 
+mod each_column;
 pub mod fp;
 pub mod halves;
 pub mod jit;
@@ -23,6 +24,7 @@ mod stages;
 pub mod types;
 mod wide_math;
 
+pub use each_column::{gemm_f32_each_column, gemm_f32_narrow_columns};
 pub use fp::{FloatMode, FpException};
 pub use jit::{
     CompiledKernel, KernelCache, KernelId, KernelTable, MatRef, PlainElementwise, gemm_f32,

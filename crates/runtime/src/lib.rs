@@ -42,7 +42,7 @@ pub use model::profile::{
     TileAtPeak, TileMemory, TileTensor, Totals,
 };
 pub use program::builder::ExecutableBuilder;
-pub use program::codelet::{Codelet, CodeletRef, SameBytes, VertexCost};
+pub use program::codelet::{Codelet, CodeletRef, GroupMember, SameBytes, VertexCost};
 pub use program::collective::{Blocks, Collective, CollectiveId, CollectiveKind, Replication};
 pub use program::executable::{
     CodeletId, CodeletVertex, ComputeSet, ComputeSetId, Direction, Executable, FunctionId,

@@ -4,10 +4,12 @@
 //! evaluator (which sums in f64, one output element at a time) for convolutions without
 //! feature or batch groups; the vertex's cycles are estimated the same either way.
 
+mod group;
+
 use crate::device_data::f32_slice;
 use codegen::MatRef;
 use runtime::cost::VertexCost;
-use runtime::{Codelet, SameBytes, Target};
+use runtime::{Codelet, GroupMember, SameBytes, Target};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use xla_ir::attributes::{ConvDims, Window, WindowDim};
@@ -632,6 +634,14 @@ impl Codelet for ConvCodelet {
         write_output(p, &product, self.half_partials, &mut *outputs[0]);
         BUFFERS.set([gathered, product]);
         Ok(())
+    }
+
+    fn group(&self) -> Option<usize> {
+        self.group_key()
+    }
+
+    fn run_group(&self, members: &mut [GroupMember<'_>]) -> Result<(), String> {
+        group::run_group(members)
     }
 
     fn cost(&self, _target: &Target) -> VertexCost {

@@ -31,6 +31,11 @@ impl<T> Buckets<T> {
         Buckets { items, starts }
     }
 
+    /// Number of slots.
+    pub(crate) fn slots(&self) -> usize {
+        self.starts.len() - 1
+    }
+
     /// Every item, slot after slot.
     pub(crate) fn all(&self) -> &[T] {
         &self.items

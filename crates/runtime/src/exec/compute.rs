@@ -6,11 +6,12 @@ use crate::exec::buckets::Buckets;
 use crate::exec::memory::{HostTiles, f32_bytes};
 use crate::exec::parallel::{Spread, for_each_active_ahead};
 use crate::exec::prefetch;
+use crate::exec::shortcuts::codelet_groups::{self, CodeletGroup};
 use crate::exec::shortcuts::operand_views::{OperandViews, View};
 use crate::exec::shortcuts::product_batches::{ProductBatches, Scatter, ViewedProduct};
 use crate::model::layout::RegionFinder;
 use crate::model::steps::ComputeCost;
-use crate::program::codelet::{CodeletRef, SameBytes};
+use crate::program::codelet::{CodeletRef, GroupMember, SameBytes};
 use crate::program::executable::{Executable, Region, TensorId};
 use codegen::slots::slots;
 use codegen::{KernelCache, KernelId, KernelSpec, KernelTable, MatRef, PlainElementwise};
@@ -58,7 +59,8 @@ enum Shape {
 
 /// A vertex ready to run: its kernel and the byte ranges of its regions in tile memory.
 /// Small (96 bytes): a run walks every one of them, so the rare parts live in `extra`.
-struct LoadedVertex {
+#[derive(Clone)]
+pub(crate) struct LoadedVertex {
     work: Work,
     shape: Shape,
     inputs: Inputs,
@@ -74,7 +76,7 @@ struct LoadedVertex {
 
 /// The rare parts of a [`LoadedVertex`]. An input read elsewhere has an empty range in the
 /// vertex's `inputs`.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Extra {
     /// For a matrix product: operands read in place from kept windows instead of tile
     /// memory.
@@ -209,6 +211,61 @@ impl LoadedVertex {
     /// The rare parts, made when first needed.
     fn extra_mut(&mut self) -> &mut Extra {
         self.extra.get_or_insert_with(Box::default)
+    }
+
+    /// The codelet it runs, when it runs one alone on its tile's memory and the kept
+    /// windows (no output over an input, no batch scratch read): one that may join a group
+    /// ([`crate::exec::shortcuts::codelet_groups`]).
+    pub(crate) fn groupable_codelet(&self) -> Option<u32> {
+        match self.work {
+            Work::Codelet(c) if !self.overlaps && self.scratch().is_empty() => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The vertex as a member of a codelet group: its codelet and its regions' bytes in its
+    /// tile's memory `mem` (inputs read from kept windows named for this run, `phase`, as
+    /// [`LoadedVertex::run`] names them). For vertices [`LoadedVertex::groupable_codelet`]
+    /// accepts.
+    pub(crate) fn member<'m>(
+        &self,
+        mem: &'m mut [u8],
+        codelets: &'m [CodeletRef],
+        windows: &'m [Vec<Vec<f32>>],
+        phase: u64,
+    ) -> GroupMember<'m> {
+        let Some(c) = self.groupable_codelet() else {
+            unreachable!("only groupable codelet vertices join groups")
+        };
+        self.assert_in(mem);
+        let base = mem.as_mut_ptr();
+        // SAFETY: every range lies within `mem` (asserted above) and no output range
+        // overlaps an input or another output (`overlaps` is false), so the shared and
+        // mutable slices below never alias; `mem` stays borrowed mutably for their lifetime.
+        let mut inputs: Vec<&'m [u8]> = (self.inputs.iter())
+            .map(|&r| unsafe { std::slice::from_raw_parts(base.add(r.0 as usize), range(r).len()) })
+            .collect();
+        let mut same = vec![None; inputs.len()];
+        for w in self.windowed() {
+            let bytes = w.bytes(windows);
+            inputs[w.input] = bytes;
+            same[w.input] = Some(SameBytes {
+                phase,
+                at: bytes.as_ptr() as usize,
+                len: bytes.len(),
+            });
+        }
+        let outputs = (self.outputs.iter())
+            .map(|&r| unsafe {
+                std::slice::from_raw_parts_mut(base.add(r.0 as usize), range(r).len())
+            })
+            .collect();
+        GroupMember {
+            codelet: &*codelets[c as usize].0,
+            inputs,
+            outputs,
+            same,
+        }
     }
 
     /// The reduction's input run length (0 for other kernels).
@@ -538,6 +595,9 @@ pub(crate) struct LoadedComputeSet {
     batches: ProductBatches,
     /// By slot: the batched results to copy to that tile.
     scatters: Buckets<Scatter>,
+    /// Codelet vertices run together, before the tiles' own
+    /// ([`crate::exec::shortcuts::codelet_groups`]).
+    groups: Vec<CodeletGroup<LoadedVertex>>,
     /// Each tile's index in `tiles` (`u32::MAX`: no vertices).
     slot: Vec<u32>,
     /// How many times the compute set has run (stochastic rounding's step).
@@ -745,6 +805,7 @@ impl LoadedComputeSet {
             },
             batches,
             scatters: Buckets::new(slots, scatters),
+            groups: Vec::new(),
             slot,
             runs: 0,
         })
@@ -768,6 +829,34 @@ impl LoadedComputeSet {
     /// Places the batches in the scratch in the order `first` names them (the others after).
     pub(crate) fn relayout_batches(&mut self, first: &[u32]) {
         self.batches.relayout(first);
+    }
+
+    /// Runs the codelet vertices `codelets` lets share work as groups
+    /// ([`codelet_groups::plan`]), apart from their tiles' other vertices.
+    pub(crate) fn group_codelets(&mut self, codelets: &[CodeletRef]) {
+        let mut tile_of = vec![0; self.tiles.slots()];
+        for (t, &s) in self.slot.iter().enumerate() {
+            if s != u32::MAX {
+                tile_of[s as usize] = t;
+            }
+        }
+        let vertices = (0..self.tiles.slots())
+            .flat_map(|s| self.tiles.get(s).iter().map(move |v| (s, v)))
+            .map(|(s, v)| (tile_of[s], v));
+        let key =
+            |v: &LoadedVertex| (v.groupable_codelet()).and_then(|c| codelets[c as usize].0.group());
+        let (groups, grouped) = codelet_groups::plan(vertices, key);
+        if groups.is_empty() {
+            return;
+        }
+        self.tiles
+            .retain(|v| key(v).is_none_or(|key| !grouped.contains(&key)));
+        self.groups = groups;
+    }
+
+    /// How many codelet vertices run in groups.
+    pub(crate) fn grouped_codelets(&self) -> usize {
+        self.groups.iter().map(CodeletGroup::len).sum()
     }
 
     /// Stops copying batched results into `tensors` to the tiles: they are read from the
@@ -827,6 +916,12 @@ impl LoadedComputeSet {
         let step = self.runs;
         self.runs += 1;
         let phase = PHASES.fetch_add(1, Ordering::Relaxed);
+        if !self.groups.is_empty() {
+            let inline = self.spread.is_inline();
+            let member = |v: &LoadedVertex, mem| v.member(mem, codelets, windows, phase);
+            codelet_groups::run(&self.groups, memory, inline, pool, member)
+                .map_err(|e| RuntimeError::Run(format!("compute set {}: {e}", self.name)))?;
+        }
         let run_tile = |mem: &mut [u8], s: usize| -> Result<(), RuntimeError> {
             for v in self.tiles.get(s) {
                 v.run(mem, table, codelets, windows, results, (step, phase))

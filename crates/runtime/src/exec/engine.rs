@@ -407,6 +407,17 @@ impl Engine {
             .sum()
     }
 
+    /// How many codelet vertices the host runs in groups that share work
+    /// ([`crate::Codelet::group`]: a convolution's parts multiplying one patch matrix by
+    /// all their kernels at once; each output the same bytes as the vertex's own run).
+    pub fn grouped_codelets(&self) -> usize {
+        self.tiles
+            .compute_sets
+            .iter()
+            .map(LoadedComputeSet::grouped_codelets)
+            .sum()
+    }
+
     /// The bytes of a tensor in element order.
     pub fn read_tensor(&self, id: TensorId) -> Vec<u8> {
         self.tiles.read_tensor(&self.exe, &self.system, id)

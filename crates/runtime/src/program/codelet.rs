@@ -40,6 +40,20 @@ pub trait Codelet: Send + Sync {
         let _ = same;
         self.run(inputs, outputs)
     }
+    /// Vertices the host may run as one piece of work: the codelet vertices of one compute
+    /// set that name the same group run together through the first one's
+    /// [`Codelet::run_group`] (parts of one convolution sharing their input's patches make
+    /// one product). `None` (the default): the vertex runs alone. Host-side only: the IPU
+    /// Model charges every vertex its own [`Codelet::cost`] either way.
+    fn group(&self) -> Option<usize> {
+        None
+    }
+    /// Runs the vertices of one group (see [`Codelet::group`]), `members[0]` being this
+    /// codelet's; each member's outputs hold what its own [`Codelet::run_named`] writes. The
+    /// default runs them one by one.
+    fn run_group(&self, members: &mut [GroupMember<'_>]) -> Result<(), String> {
+        members.iter_mut().try_for_each(GroupMember::run_alone)
+    }
     /// What one instance costs on `target`.
     fn cost(&self, target: &Target) -> VertexCost;
     /// Instructions of its code (held once on every tile that runs it). The default is a
@@ -64,6 +78,26 @@ pub struct SameBytes {
     /// Where the bytes are on the host, and how many.
     pub(crate) at: usize,
     pub(crate) len: usize,
+}
+
+/// One vertex of a group run together ([`Codelet::run_group`]): its codelet and the bytes
+/// its own run would see.
+pub struct GroupMember<'a> {
+    /// The vertex's codelet.
+    pub codelet: &'a dyn Codelet,
+    /// Its input regions' bytes.
+    pub inputs: Vec<&'a [u8]>,
+    /// Its output regions' bytes, to fill.
+    pub outputs: Vec<&'a mut [u8]>,
+    /// The names of its inputs' bytes, as [`Codelet::run_named`] takes them.
+    pub same: Vec<Option<SameBytes>>,
+}
+
+impl GroupMember<'_> {
+    /// Runs the member by itself, as if it were not in a group.
+    pub fn run_alone(&mut self) -> Result<(), String> {
+        (self.codelet).run_named(&self.inputs, &mut self.outputs, &self.same)
+    }
 }
 
 /// Instructions of a codelet that does not state its own code size.

@@ -8,13 +8,16 @@
 //! - `product_batches`: matrix-product vertices sharing an operand run as one large gemm;
 //! - `kept_results`: batched products' results left in the batch scratch, read from there;
 //! - `scratch_reads`: K-part sums read their parts straight from the batch scratch, the
-//!   rearrangement between them skipped on the host.
+//!   rearrangement between them skipped on the host;
+//! - `codelet_groups`: codelet vertices that share work (a convolution's parts sharing
+//!   their patches) run together.
 //!
 //! A new step kind starts on the plain path (its own loaded form in `exec/`) and may gain a
 //! shortcut later as a module here, planned in [`HostPlan::plan`].
 //!
 //! [`EngineOptions::shortcuts`]: crate::EngineOptions::shortcuts
 
+pub(crate) mod codelet_groups;
 pub(crate) mod kept_results;
 pub(crate) mod operand_views;
 pub(crate) mod product_batches;
@@ -87,6 +90,9 @@ impl HostPlan {
         let results = kept_results::plan(exe, &mut compute_sets, &views.kept);
         let scratch_reads =
             scratch_reads::plan(exe, &mut compute_sets, &views.kept, &results, pool);
+        for cs in &mut compute_sets {
+            cs.group_codelets(&exe.codelets);
+        }
         let plan = HostPlan {
             kept_windows: views.kept,
             results,
