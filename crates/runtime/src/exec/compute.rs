@@ -242,11 +242,12 @@ impl LoadedVertex {
         // SAFETY: every range lies within `mem` (asserted above) and no output range
         // overlaps an input or another output (`overlaps` is false), so the shared and
         // mutable slices below never alias; `mem` stays borrowed mutably for their lifetime.
-        let mut inputs: Vec<&'m [u8]> = (self.inputs.iter())
+        let mut inputs: SmallVec<[&'m [u8]; 4]> = (self.inputs.iter())
             .map(|&r| unsafe { std::slice::from_raw_parts(base.add(r.0 as usize), range(r).len()) })
             .collect();
-        let mut same = vec![None; inputs.len()];
+        let mut same = SmallVec::new();
         for w in self.windowed() {
+            same.resize(same.len().max(w.input + 1), None);
             let bytes = w.bytes(windows);
             inputs[w.input] = bytes;
             same[w.input] = Some(SameBytes {

@@ -3,6 +3,7 @@
 //! does not express (sorting, gathering by computed indices, convolution windows).
 
 use crate::device::target::Target;
+use smallvec::SmallVec;
 use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
@@ -81,16 +82,16 @@ pub struct SameBytes {
 }
 
 /// One vertex of a group run together ([`Codelet::run_group`]): its codelet and the bytes
-/// its own run would see.
+/// its own run would see (inline for the usual few regions: a run makes thousands).
 pub struct GroupMember<'a> {
     /// The vertex's codelet.
     pub codelet: &'a dyn Codelet,
     /// Its input regions' bytes.
-    pub inputs: Vec<&'a [u8]>,
+    pub inputs: SmallVec<[&'a [u8]; 4]>,
     /// Its output regions' bytes, to fill.
-    pub outputs: Vec<&'a mut [u8]>,
+    pub outputs: SmallVec<[&'a mut [u8]; 2]>,
     /// The names of its inputs' bytes, as [`Codelet::run_named`] takes them.
-    pub same: Vec<Option<SameBytes>>,
+    pub same: SmallVec<[Option<SameBytes>; 4]>,
 }
 
 impl GroupMember<'_> {

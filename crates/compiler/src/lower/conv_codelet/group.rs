@@ -218,9 +218,9 @@ mod tests {
         let mut members: Vec<GroupMember> = (parts.iter().zip(&mut outs).enumerate())
             .map(|(i, (part, out))| GroupMember {
                 codelet: part,
-                inputs: vec![inputs(i), &kernels[i]],
-                outputs: vec![out.as_mut_slice()],
-                same: vec![],
+                inputs: smallvec::smallvec![inputs(i).as_slice(), kernels[i].as_slice()],
+                outputs: smallvec::smallvec![out.as_mut_slice()],
+                same: smallvec::SmallVec::new(),
             })
             .collect();
         parts[0].run_group(&mut members).unwrap();
