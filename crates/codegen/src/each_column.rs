@@ -104,9 +104,10 @@ pub fn gemm_f32_each_column(
 
 /// `c` (m × n, row-major) = `a` (m × k, rows contiguous) by the `n` columns stored one after
 /// another in `columns` (`k` values each), for any `n ≥ 1`: each column's values bit for
-/// bit what the narrow product gives it in a product of at most eight columns
-/// ([`gemm_f32_refs`] on two to eight columns, or on one column that is not contiguous;
-/// [`crate::gemm_f32_columns`]).
+/// bit what the narrow product gives it in a product of at most eight columns, as
+/// [`gemm_f32_refs`] multiplies two to eight columns, or one that is not contiguous (which
+/// it gathers so itself): for a caller that can gather the columns straight from where
+/// they lie (a convolution part's kernel).
 pub fn gemm_f32_narrow_columns(
     m: usize,
     k: usize,
@@ -125,6 +126,12 @@ pub fn gemm_f32_narrow_columns(
     }
     if k == 0 {
         c[..m * n].fill(0.0);
+        return;
+    }
+    if n <= MAX_COLUMNS {
+        product_of_columns(m, k, n, &a, columns, c);
+        // As `gemm_f32_refs`: a sum is never -0.
+        c[..m * n].iter_mut().for_each(|x| *x += 0.0);
         return;
     }
     let mut block = vec![0f32; m * MAX_COLUMNS];

@@ -1563,35 +1563,6 @@ pub fn gemm_f32_refs(m: usize, k: usize, n: usize, a: MatRef, b: MatRef, c: &mut
     }
 }
 
-/// [`gemm_f32_refs`] with the right operand's `n` columns (`k` values each) stored one
-/// after another in `columns`, for `2 ≤ n ≤ 8` and `a`'s rows contiguous: the same values,
-/// bit for bit, as `gemm_f32_refs` on those columns as a row-major `k × n` matrix (which
-/// gathers them so itself), for a caller that can gather them straight from where they
-/// lie (a convolution part's kernel).
-pub fn gemm_f32_columns(m: usize, k: usize, n: usize, a: MatRef, columns: &[f32], c: &mut [f32]) {
-    assert!(
-        (2..=crate::narrow_product::MAX_COLUMNS).contains(&n) && a.cs == 1,
-        "two to eight columns and contiguous rows, not {n} columns and a column step of {}",
-        a.cs
-    );
-    assert!(
-        a.fits(m, k) && columns.len() >= n * k && c.len() >= m * n,
-        "matrix operands shorter than their shapes"
-    );
-    if m == 0 {
-        return;
-    }
-    if k == 0 {
-        c[..m * n].fill(0.0);
-        return;
-    }
-    crate::narrow_product::product_of_columns(m, k, n, &a, columns, c);
-    // As `gemm_f32_refs`: a sum is never -0.
-    for x in &mut c[..m * n] {
-        *x += 0.0;
-    }
-}
-
 /// `gemm_f32_refs` past its checks: the `gemm` crate's kernel.
 fn gemm_unchecked(m: usize, k: usize, n: usize, a: &MatRef, b: &MatRef, c: &mut [f32]) {
     // SAFETY: every element of a (m×k) and b (k×n) lies in its slice (asserted by `fits`)

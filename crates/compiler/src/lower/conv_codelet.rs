@@ -95,7 +95,7 @@ enum KernelMatrix {
     /// The kernel elements of each (depth index, output feature), row-major, as runs:
     /// gathered; and, for two to eight output features, of each (output feature, depth
     /// index), column by column, the columns the product reads
-    /// ([`codegen::gemm_f32_columns`]: gathered straight, not gathered twice).
+    /// ([`codegen::gemm_f32_narrow_columns`]: gathered straight, not gathered twice).
     Gather {
         rows: Vec<PatchRun>,
         columns: Option<Vec<PatchRun>>,
@@ -579,7 +579,7 @@ impl Codelet for ConvCodelet {
                 false,
             ) => {
                 gather_runs(columns, &w, &mut gathered);
-                codegen::gemm_f32_columns(
+                codegen::gemm_f32_narrow_columns(
                     p.rows,
                     p.depth,
                     p.cols,
