@@ -601,8 +601,9 @@ pub(crate) fn compile_entry(
             let f16 = (k.inputs.iter())
                 .chain(k.outputs.iter().map(|(t, _)| t))
                 .any(|t| *t == DType::F16);
-            // Stages without f16 operands are transcendental ops, which a plain call runs.
-            !f16 && !status && esr.is_none() && !k.repeats_any() && matches!(code, Code::Jit(_))
+            // Stages without f16 operands are transcendental ops, and repeated inputs are
+            // expanded a chunk at a time: a plain call runs both.
+            !f16 && !status && esr.is_none() && matches!(code, Code::Jit(_))
         }
         _ => false,
     };
@@ -987,9 +988,11 @@ pub struct PlainElementwise<'t> {
     code: extern "C" fn(*const *const u8, *const *mut u8, u64),
     inputs: usize,
     outputs: usize,
-    /// A kernel split at transcendental ops ([`crate::stages`]): its stages, run on each
-    /// chunk before `code`; the kernel, for its operands' element sizes.
-    staged: Option<(&'t [(CodePtr, Finish)], &'t ElementwiseKernel)>,
+    /// A kernel split at transcendental ops ([`crate::stages`]) or reading an input
+    /// repeated (a broadcast read in place): its stages, run on each chunk before `code`,
+    /// and the kernel, for its operands' element sizes and repeats; such a kernel runs a
+    /// chunk at a time.
+    chunked: Option<(&'t [(CodePtr, Finish)], &'t ElementwiseKernel)>,
     /// The code lives as long as its table.
     table: std::marker::PhantomData<&'t KernelTable>,
 }
@@ -999,26 +1002,29 @@ impl PlainElementwise<'_> {
     ///
     /// # Safety
     /// `ins` and `outs` hold one pointer per input and output of the kernel (checked), each
-    /// addressing at least `n` elements of that operand's type, valid for reads (inputs) or
-    /// writes (outputs) for the call; no output overlaps an input or another output.
+    /// addressing at least `n` elements of that operand's type (a repeated input
+    /// `ElementwiseKernel::input_len` of them), valid for reads (inputs) or writes
+    /// (outputs) for the call; no output overlaps an input or another output.
     pub unsafe fn call(&self, ins: &[*const u8], outs: &[*mut u8], n: usize) {
         assert!(
             ins.len() == self.inputs && outs.len() == self.outputs,
             "one pointer per operand"
         );
-        match self.staged {
+        match self.chunked {
             None => (self.code)(ins.as_ptr(), outs.as_ptr(), n as u64),
             // SAFETY: as the caller promises for the operands; the stages are this kernel's.
-            Some((stages, k)) => unsafe { self.call_staged(stages, k, ins, outs, n) },
+            Some((stages, k)) => unsafe { self.call_chunked(stages, k, ins, outs, n) },
         }
     }
 
-    /// [`PlainElementwise::call`] of a kernel in stages: chunk by chunk, each stage into
-    /// its slot of the thread's reused buffer, finished in place, then the last stage.
+    /// [`PlainElementwise::call`] of a kernel in stages or with repeated inputs: chunk by
+    /// chunk, each repeated input's chunk expanded into its slot of the thread's reused
+    /// buffer, each stage into its own slot, finished in place, then the last stage.
     ///
     /// # Safety
-    /// As for [`PlainElementwise::call`]; `stages` are `k`'s.
-    unsafe fn call_staged(
+    /// As for [`PlainElementwise::call`], a repeated input `i` addressing at least
+    /// `k.input_len(i, n)` elements; `stages` are `k`'s.
+    unsafe fn call_chunked(
         &self,
         stages: &[(CodePtr, Finish)],
         k: &ElementwiseKernel,
@@ -1027,13 +1033,17 @@ impl PlainElementwise<'_> {
         n: usize,
     ) {
         let chunk = CHUNK.min(n);
+        let repeated = (0..k.inputs.len()).filter(|&i| k.repeat(i) > 1).count();
+        let slots = stages.len() + repeated;
         let mut wide = WIDE.take();
-        if wide.len() < stages.len() * chunk {
-            wide.resize(stages.len() * chunk, 0.0);
+        if wide.len() < slots * chunk {
+            wide.resize(slots * chunk, 0.0);
         }
-        let stage_ptrs: SmallVec<[*mut u8; 8]> = (0..stages.len())
-            .map(|s| wide[s * chunk..].as_mut_ptr() as *mut u8)
+        let (stage_part, repeat_part) = wide[..slots * chunk].split_at_mut(stages.len() * chunk);
+        let stage_ptrs: SmallVec<[*mut u8; 8]> = (stage_part.chunks_mut(chunk))
+            .map(|s| s.as_mut_ptr() as *mut u8)
             .collect();
+        let mut repeat_slots: SmallVec<[&mut [f32]; 4]> = repeat_part.chunks_mut(chunk).collect();
         let mut chunk_ins: SmallVec<[*const u8; 16]> = SmallVec::new();
         let mut chunk_outs: SmallVec<[*mut u8; 4]> = SmallVec::new();
         let mut start = 0;
@@ -1041,12 +1051,25 @@ impl PlainElementwise<'_> {
             let len = CHUNK.min(n - start);
             chunk_ins.clear();
             chunk_outs.clear();
-            // SAFETY (both): `start < n`, so each pointer moved by `start` elements of its
-            // operand's type stays inside what the caller promised.
-            chunk_ins.extend(
-                (ins.iter().zip(&k.inputs)).map(|(p, t)| unsafe { p.add(start * t.size()) }),
-            );
+            let mut slot = 0;
+            for (i, (&p, &t)) in ins.iter().zip(&k.inputs).enumerate() {
+                let r = k.repeat(i);
+                if r > 1 {
+                    // SAFETY: the caller promises `k.input_len(i, n)` elements of `t` at `p`.
+                    let src =
+                        unsafe { std::slice::from_raw_parts(p, k.input_len(i, n) * t.size()) };
+                    let out = &mut repeat_slots[slot][..len];
+                    expand_repeated(src, t, r, start, out);
+                    chunk_ins.push(out.as_ptr() as *const u8);
+                    slot += 1;
+                } else {
+                    // SAFETY: `start < n`, so the pointer moved by `start` elements of its
+                    // operand's type stays inside what the caller promised.
+                    chunk_ins.push(unsafe { p.add(start * t.size()) });
+                }
+            }
             chunk_outs.extend(
+                // SAFETY: as above, for the outputs' `n` elements.
                 (outs.iter().zip(&k.outputs)).map(|(p, (t, _))| unsafe { p.add(start * t.size()) }),
             );
             chunk_ins.extend(stage_ptrs.iter().map(|p| *p as *const u8));
@@ -1056,6 +1079,7 @@ impl PlainElementwise<'_> {
             (self.code)(chunk_ins.as_ptr(), chunk_outs.as_ptr(), len as u64);
             start += len;
         }
+        drop(repeat_slots);
         WIDE.set(wide);
     }
 }
@@ -1125,7 +1149,7 @@ impl<'t> CompiledKernel<'t> {
             code,
             inputs: k.inputs.len(),
             outputs: k.outputs.len(),
-            staged: (!self.stages.is_empty()).then_some((self.stages, k)),
+            chunked: (!self.stages.is_empty() || k.repeats_any()).then_some((self.stages, k)),
             table: std::marker::PhantomData,
         })
     }

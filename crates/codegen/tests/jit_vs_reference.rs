@@ -144,14 +144,12 @@ fn check(cache: &mut KernelCache, kernel: ElementwiseKernel) {
             reference::run_elementwise(&kernel, &ins, &mut outs, n);
         }
         // The code called straight gives the same bytes; every kernel without f16 has it
-        // but those run in stages (an f16 value rounded inside the expression, or a
-        // transcendental op on a host with AVX-512).
+        // (those in stages at transcendental ops, and those reading an input repeated, run
+        // a chunk at a time inside the call).
         let table = cache.table();
         let not_plain = (kernel.inputs.iter())
             .chain(kernel.outputs.iter().map(|(t, _)| t))
-            .any(|t| *t == DType::F16)
-            || table.get(id).stage_count() > 0
-            || kernel.repeats_any();
+            .any(|t| *t == DType::F16);
         match table.get(id).plain_elementwise() {
             Some(plain) => {
                 let mut plain_out: Vec<Vec<u8>> =
@@ -461,6 +459,18 @@ fn select_clamp_and_fused_expressions() {
             outputs: vec![(
                 DType::F16,
                 Expr::unary(UnaryOp::Exp, r(Expr::binary(BinaryOp::Sub, x(), y()))),
+            )],
+            repeats: vec![1, 384],
+        },
+    );
+    // f32 with a transcendental op and a repeated input: stages and expansion in one call.
+    check(
+        &mut cache,
+        ElementwiseKernel {
+            inputs: vec![DType::F32, DType::F32],
+            outputs: vec![(
+                DType::F32,
+                Expr::unary(UnaryOp::Exp, Expr::binary(BinaryOp::Sub, x(), y())),
             )],
             repeats: vec![1, 384],
         },

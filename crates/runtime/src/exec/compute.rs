@@ -444,8 +444,9 @@ impl LoadedVertex {
         let elsewhere =
             |x: &Extra| x.views.is_some() || !x.windowed.is_empty() || x.origin.is_some();
         match self.work {
+            // Element-wise kernels only (`plain_elementwise`), repeated inputs and all.
             Work::Kernel(k)
-                if self.shape == Shape::Elementwise
+                if !matches!(self.shape, Shape::Reduce(_))
                     && !self.extra.as_deref().is_some_and(elsewhere)
                     && !self.overlaps
                     && self.inputs.len() <= INLINE_INPUTS
@@ -483,10 +484,10 @@ impl LoadedVertex {
         // SAFETY: every range lies within `mem` (asserted) or is a scratch input's slice of
         // another compute set's scratch (which no output can overlap); no output overlaps
         // an input or another output (`overlaps` is false); each range holds `elements`
-        // elements of its operand's type (validation: an element-wise vertex's regions are
-        // all as long as its output, and a joined vertex's ranges are its parts' side by
-        // side; a scratch input's bytes are its region's, `scratch_reads`); `mem` is
-        // borrowed mutably for the call.
+        // elements of its operand's type, a repeated input its `input_len` (validation: an
+        // element-wise vertex's regions are as long as its output, or as the repeat says,
+        // and a joined vertex's ranges are its parts' side by side; a scratch input's bytes
+        // are its region's, `scratch_reads`); `mem` is borrowed mutably for the call.
         unsafe {
             plain.call(
                 &ins[..self.inputs.len()],
