@@ -135,25 +135,35 @@ pub struct HostStepFamily {
     pub ms: f64,
     /// Executions a run (mean).
     pub per_run: f64,
+    /// Compute sets that sum a product's K parts inside the op reading them (a vertex reads
+    /// two or more parts of one `.parts` tensor: the sum fused with its one element-wise
+    /// reader), kept apart from the op's own family. Work only an IPU run does, with the
+    /// reader's op (a bias or residual add) counted in it.
+    pub k_part_sums: bool,
 }
 
 impl HostStepFamily {
     /// `times` (added over `runs` runs of `exe`) by family, slowest first.
     pub fn of(times: &runtime::HostTimes, exe: &runtime::Executable, runs: usize) -> Vec<Self> {
         let runs = runs.max(1) as f64;
+        let summing = k_part_sums(exe);
         let mut families: Vec<HostStepFamily> = Vec::new();
         let mut index = std::collections::HashMap::new();
         for step in times.by_step(exe) {
             let family = step_family(step.kind, &step.name);
-            let i = *index.entry((step.kind, family.clone())).or_insert_with(|| {
-                families.push(HostStepFamily {
-                    kind: step.kind,
-                    family,
-                    ms: 0.0,
-                    per_run: 0.0,
+            let sums = step.kind == runtime::HostStepKind::Compute && summing.contains(&*step.name);
+            let i = *index
+                .entry((step.kind, family.clone(), sums))
+                .or_insert_with(|| {
+                    families.push(HostStepFamily {
+                        kind: step.kind,
+                        family,
+                        ms: 0.0,
+                        per_run: 0.0,
+                        k_part_sums: sums,
+                    });
+                    families.len() - 1
                 });
-                families.len() - 1
-            });
             families[i].ms += ms(step.time.time) / runs;
             families[i].per_run += f64::from(step.time.runs) / runs;
         }
@@ -161,7 +171,7 @@ impl HostStepFamily {
         families
     }
 
-    /// As JSON: `{"kind", "step", "ms", "per_run"}`.
+    /// As JSON: `{"kind", "step", "ms", "per_run", "k_part_sums"}`.
     pub fn to_json(&self) -> serde_json::Value {
         let kind = match self.kind {
             runtime::HostStepKind::Compute => "compute",
@@ -173,8 +183,27 @@ impl HostStepFamily {
             "step": self.family,
             "ms": self.ms,
             "per_run": self.per_run,
+            "k_part_sums": self.k_part_sums,
         })
     }
+}
+
+/// The names of `exe`'s compute sets that sum a product's K parts in the op reading them:
+/// some vertex reads two or more regions of one tensor the lowering named `….parts` (a
+/// product's K parts stacked). The `….sum` compute sets summing parts alone are not among
+/// them (their family's name says what they are).
+fn k_part_sums(exe: &runtime::Executable) -> std::collections::HashSet<&str> {
+    let parts = |r: &runtime::Region| exe.tensors[r.tensor.0 as usize].name.ends_with(".parts");
+    (exe.compute_sets.iter())
+        .filter(|cs| !cs.name.ends_with(".sum"))
+        .filter(|cs| {
+            cs.vertices.iter().any(|v| {
+                let mut read = v.inputs.iter().filter(|r| parts(r)).map(|r| r.tensor);
+                read.next().is_some_and(|first| read.any(|t| t == first))
+            })
+        })
+        .map(|cs| cs.name.as_str())
+        .collect()
 }
 
 /// A step's name without the instruction numbers the lowering put in it: every `.N` (a dot

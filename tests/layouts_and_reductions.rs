@@ -178,6 +178,20 @@ fn a_products_k_parts_are_summed_by_its_one_element_wise_reader() {
     );
     assert!(!steps.contains(&"d.sum"), "{steps:?}");
     assert!(steps.contains(&"y"), "{steps:?}");
+    // `bench`'s host time by family marks the reader that sums the parts (`y`), not the
+    // sum on its own (`e.sum`, named for what it is) nor the other element-wise steps.
+    let m = xla_ir::parse_module(PRODUCTS).unwrap();
+    let options = ipuxla::compiler::PassOptions::default();
+    let (mut loaded, _) =
+        ipuxla::device::LoadedModule::load(&m, &on_tiles(1472), &options).unwrap();
+    loaded.run(&args).unwrap();
+    let families =
+        ipuxla::bench::HostStepFamily::of(&loaded.host_times(), loaded.engine().executable(), 1);
+    let summing: Vec<&str> = (families.iter())
+        .filter(|f| f.k_part_sums)
+        .map(|f| f.family.as_str())
+        .collect();
+    assert_eq!(summing, ["y"], "{families:?}");
 }
 
 /// Each row of `x` less its maximum, squared: the broadcast of the row maxima is read only

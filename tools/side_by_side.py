@@ -4,9 +4,10 @@ runs the case's `module.hlo` (in a fresh process), then `ipuxla bench` compiles 
 same module, in the same minute; prints one Markdown table of both and their ratios.
 
 Then a second table: where ipuxla's run went (`host_steps` of `ipuxla bench --json`) beside
-XLA's whole run: the products (matrix products and convolutions), the sums of their K parts,
-the host streams (work XLA's run does not do: it keeps its arrays on the device and does not
-split K), and XLA's own rate on a plain f32 matrix product of this machine (timed in the same
+XLA's whole run: the products (matrix products and convolutions), the sums of their K parts
+(the `….sum` compute sets, and those that sum the parts inside the element-wise op reading
+them, `k_part_sums` in `host_steps`, that op counted with them), the host streams (work
+XLA's run does not do: it keeps its arrays on the device and does not split K), and XLA's own rate on a plain f32 matrix product of this machine (timed in the same
 process as the case), the time the case's FLOPs take at that rate; then the rest of the run
 split into the exchange (rearrangements and copies between tile memories: the movement
 the compiled program asks for, which XLA's one memory has no counterpart of) and the other
@@ -90,7 +91,7 @@ def products_sums_streams(ours):
             streams += ms
         elif s["kind"] == "exchange":
             exchange += ms
-        elif step.endswith(".sum"):
+        elif step.endswith(".sum") or s.get("k_part_sums"):
             sums += ms
         elif step in ("dot", "dot_general", "conv_general_dilated"):
             products += ms
