@@ -12,7 +12,7 @@
 //! ([`crate::narrow_product`]) sums each element alone in the same order whatever the
 //! number of columns.
 
-use crate::jit::{MatRef, gemm_f32_refs};
+use crate::jit::{MatRef, gemm_f32_refs, gemm_into};
 use crate::narrow_product::{MAX_COLUMNS, product_of_columns};
 
 /// Output elements of one call to `gemm`'s horizontal kernels (its own bound: rows ×
@@ -45,7 +45,7 @@ pub fn gemm_f32_each_column(
     };
     // One column alone takes the horizontal kernels only from a row-contiguous `a` with at
     // most 256 rows (and some depth); otherwise each column is multiplied alone.
-    if k == 0 || a.cs != 1 || a.rs < 0 || m > HORIZONTAL_ELEMENTS || n < 2 {
+    if m == 0 || k == 0 || a.cs != 1 || a.rs < 0 || m > HORIZONTAL_ELEMENTS || n < 2 {
         let mut alone = vec![0f32; m];
         for j in 0..n {
             gemm_f32_refs(m, k, 1, a, column(j), &mut alone);
@@ -63,35 +63,32 @@ pub fn gemm_f32_each_column(
         let nb = cols.min(n - c0);
         for r0 in (0..m).step_by(rows) {
             let mb = rows.min(m - r0);
-            // SAFETY: rows r0..r0+mb of `a` (k elements each, from `a.at + r * a.rs`) and
-            // columns c0..c0+nb (k elements each) lie in their slices (asserted above);
-            // `block` holds mb × nb elements, column-major (row step 1, column step mb),
-            // which keeps `gemm` from transposing the product: it runs its horizontal
-            // kernels (row-contiguous lhs, column-contiguous rhs, mb × nb ≤ 256) as a
-            // one-column call does.
+            let rows_here = MatRef {
+                at: a.at + r0 * a.rs as usize,
+                ..a
+            };
+            let columns_here = MatRef {
+                data: columns,
+                at: c0 * k,
+                rs: 1,
+                cs: k as isize,
+            };
+            // SAFETY: rows r0..r0+mb of `a` and columns c0..c0+nb lie in their slices
+            // (asserted above); `block` holds mb × nb elements, written column-major (row
+            // step 1, column step mb), which keeps `gemm` from transposing the product: it
+            // runs its horizontal kernels (row-contiguous lhs, column-contiguous rhs,
+            // mb × nb ≤ 256) as a one-column call does.
             unsafe {
-                gemm::gemm(
+                gemm_into(
                     mb,
-                    nb,
                     k,
+                    nb,
+                    &rows_here,
+                    &columns_here,
                     block.as_mut_ptr(),
-                    mb as isize,
-                    1,
-                    false,
-                    a.data.as_ptr().add(a.at + r0 * a.rs as usize),
-                    1,
-                    a.rs,
-                    columns.as_ptr().add(c0 * k),
-                    k as isize,
-                    1,
-                    0.0f32,
-                    1.0f32,
-                    false,
-                    false,
-                    false,
-                    gemm::Parallelism::None,
-                );
-            }
+                    (1, mb as isize),
+                )
+            };
             for j in 0..nb {
                 for i in 0..mb {
                     // As `gemm_f32_refs`: a sum is never -0.
@@ -208,6 +205,7 @@ mod tests {
             (16, 16, 16),
             (33, 2, 40),
             (5, 0, 3),
+            (0, 4, 3),
             (9, 31, 1),
         ] {
             let data = values(m * k + 3, 7);

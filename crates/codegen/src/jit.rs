@@ -1587,18 +1587,37 @@ pub fn gemm_f32_refs(m: usize, k: usize, n: usize, a: MatRef, b: MatRef, c: &mut
     }
 }
 
-/// `gemm_f32_refs` past its checks: the `gemm` crate's kernel.
+/// `gemm_f32_refs` past its checks: the `gemm` crate's kernel into row-major `c`.
 fn gemm_unchecked(m: usize, k: usize, n: usize, a: &MatRef, b: &MatRef, c: &mut [f32]) {
     // SAFETY: every element of a (m×k) and b (k×n) lies in its slice (asserted by `fits`)
     // and c is row-major m×n and at least that long; c does not alias a or b (&mut).
+    unsafe { gemm_into(m, k, n, a, b, c.as_mut_ptr(), (n as isize, 1)) }
+}
+
+/// `dst` = `a` (m × k) × `b` (k × n) by the `gemm` crate's kernel (one thread), element
+/// `(i, j)` of `dst` at `i * dst_steps.0 + j * dst_steps.1`.
+///
+/// # Safety
+/// Every element of `a` and `b` lies in its slice, `dst` addresses every element its steps
+/// reach, writable, and overlaps neither operand.
+pub(crate) unsafe fn gemm_into(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &MatRef,
+    b: &MatRef,
+    dst: *mut f32,
+    (dst_rs, dst_cs): (isize, isize),
+) {
+    // SAFETY: as the caller promises.
     unsafe {
         gemm::gemm(
             m,
             n,
             k,
-            c.as_mut_ptr(),
-            1,
-            n as isize,
+            dst,
+            dst_cs,
+            dst_rs,
             false,
             a.data.as_ptr().add(a.at),
             a.cs,

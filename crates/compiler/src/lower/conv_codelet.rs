@@ -452,6 +452,21 @@ impl ConvCodelet {
         self
     }
 
+    /// The patch matrix of the input bytes `input` (named `name`, if the engine named
+    /// them): the one the parts sharing it built from the same bytes, else built (and
+    /// shared).
+    fn patches_of(&self, input: &[u8], name: Option<SameBytes>) -> Arc<Vec<f32>> {
+        let build = || Arc::new(self.patches(&values_of(input, self.half_partials)));
+        let Some(shared) = &self.shared else {
+            return build();
+        };
+        shared.get(input, name).unwrap_or_else(|| {
+            let patches = build();
+            shared.put(input, Arc::clone(&patches), name);
+            patches
+        })
+    }
+
     /// The patch matrix of input `x` (`rows × depth`, row-major).
     fn patches(&self, x: &[f32]) -> Vec<f32> {
         let p = &self.plan;
@@ -553,17 +568,7 @@ impl Codelet for ConvCodelet {
         let values = |b| values_of(b, half);
         let w = values(inputs[1]);
         let name = same.first().copied().flatten();
-        let patches = match &self.shared {
-            Some(shared) => match shared.get(inputs[0], name) {
-                Some(patches) => patches,
-                None => {
-                    let patches = Arc::new(self.patches(&values(inputs[0])));
-                    shared.put(inputs[0], Arc::clone(&patches), name);
-                    patches
-                }
-            },
-            None => Arc::new(self.patches(&values(inputs[0]))),
-        };
+        let patches = self.patches_of(inputs[0], name);
         // The gathered kernel and the product reuse this host thread's buffers.
         let [mut gathered, mut product] = BUFFERS.take();
         product.clear();

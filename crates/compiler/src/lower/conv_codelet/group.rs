@@ -1,12 +1,12 @@
 //! The parts of one convolution split over output features, run together on the host
 //! ([`runtime::Codelet::run_group`]). They share one patch matrix; alone, a part of one
 //! output feature streams that whole matrix through a product of one column (the bench
-//! CNN's two 3 × 3 convolutions make 2 048 such parts a run). Together, their kernels'
+//! CNN's second convolution and its kernel gradient make 2 048 such parts a run). Together, their kernels'
 //! columns are gathered side by side and the matrix is read once for a block of them.
 //! Every part's output holds, bit for bit, what its own run writes
 //! ([`codegen::gemm_f32_each_column`], [`codegen::gemm_f32_narrow_columns`]).
 
-use super::{ConvCodelet, KernelMatrix, gather_runs, values_of, write_output};
+use super::{ConvCodelet, KernelMatrix, gather_runs, write_output};
 use crate::device_data::f32_slice;
 use codegen::MatRef;
 use runtime::GroupMember;
@@ -127,18 +127,7 @@ fn first_name(m: &GroupMember) -> Option<runtime::SameBytes> {
 fn run_parts(lead: &ConvCodelet, members: &mut [GroupMember], parts: &[usize]) {
     let p = &lead.plan;
     let (input, name) = (members[parts[0]].inputs[0], first_name(&members[parts[0]]));
-    let shared = lead
-        .shared
-        .as_ref()
-        .expect("grouped parts share their patches");
-    let patches = match shared.get(input, name) {
-        Some(patches) => patches,
-        None => {
-            let patches = Arc::new(lead.patches(&values_of(input, false)));
-            shared.put(input, Arc::clone(&patches), name);
-            patches
-        }
-    };
+    let patches = lead.patches_of(input, name);
     let n = parts.len() * p.cols;
     let mut columns = Vec::with_capacity(n * p.depth);
     for &i in parts {
