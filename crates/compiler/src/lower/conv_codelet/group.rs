@@ -6,7 +6,7 @@
 //! Every part's output holds, bit for bit, what its own run writes
 //! ([`codegen::gemm_f32_each_column`], [`codegen::gemm_f32_narrow_columns`]).
 
-use super::{ConvCodelet, KernelMatrix, gather_runs, write_output};
+use super::{ConvCodelet, KernelMatrix, Plan, gather_runs, write_output};
 use crate::device_data::f32_slice;
 use codegen::MatRef;
 use runtime::GroupMember;
@@ -117,6 +117,44 @@ pub(super) fn run_group(members: &mut [GroupMember]) -> Result<(), String> {
     Ok(())
 }
 
+/// Kernel columns a host thread gathered last, for parts whose kernel bytes it sees again
+/// (parts of several columns, or of one gathered column):
+/// the parts of one feature block on every tile hold the same weights (the bench CNN's
+/// input gradient gathers one of two kernels 1 792 times a run, a strided gather of 2 304
+/// elements each time; comparing the 9 KB of bytes costs a fraction of that).
+#[derive(Default)]
+struct KernelColumns {
+    /// `(plan, kernel bytes, its columns)`, the most recent last. The plan is held so that
+    /// its address is not reused while it is a key.
+    kept: Vec<(Arc<Plan>, Vec<u8>, Vec<f32>)>,
+}
+
+/// Kernels kept per host thread: the groups of a compute set read a few distinct ones.
+const KEPT_KERNELS: usize = 4;
+
+impl KernelColumns {
+    /// The columns gathered from exactly these kernel bytes for `plan`, if kept.
+    fn find(&mut self, plan: &Arc<Plan>, kernel: &[u8]) -> Option<&[f32]> {
+        let i = (self.kept.iter())
+            .position(|(p, bytes, _)| Arc::ptr_eq(p, plan) && bytes.as_slice() == kernel)?;
+        Some(&self.kept[i].2)
+    }
+
+    /// Keeps `columns`, gathered from `kernel` for `plan`, dropping the oldest beyond
+    /// [`KEPT_KERNELS`].
+    fn keep(&mut self, plan: &Arc<Plan>, kernel: &[u8], columns: &[f32]) {
+        if self.kept.len() == KEPT_KERNELS {
+            self.kept.remove(0);
+        }
+        (self.kept).push((Arc::clone(plan), kernel.to_vec(), columns.to_vec()));
+    }
+}
+
+thread_local! {
+    /// This host thread's [`KernelColumns`].
+    static KERNEL_COLUMNS: std::cell::RefCell<KernelColumns> = Default::default();
+}
+
 /// The name of a member's first input's bytes, if any.
 fn first_name(m: &GroupMember) -> Option<runtime::SameBytes> {
     m.same.first().copied().flatten()
@@ -131,7 +169,20 @@ fn run_parts(lead: &ConvCodelet, members: &mut [GroupMember], parts: &[usize]) {
     let n = parts.len() * p.cols;
     let mut columns = Vec::with_capacity(n * p.depth);
     for &i in parts {
-        lead.kernel_columns(&f32_slice(members[i].inputs[1]), &mut columns);
+        let kernel = members[i].inputs[1];
+        if lead.one_contiguous_column() {
+            // One contiguous column: a copy, cheaper than looking it up.
+            lead.kernel_columns(&f32_slice(kernel), &mut columns);
+            continue;
+        }
+        KERNEL_COLUMNS.with_borrow_mut(|cache| match cache.find(&lead.plan, kernel) {
+            Some(gathered) => columns.extend_from_slice(gathered),
+            None => {
+                let at = columns.len();
+                lead.kernel_columns(&f32_slice(kernel), &mut columns);
+                cache.keep(&lead.plan, kernel, &columns[at..]);
+            }
+        });
     }
     let mut product = vec![0f32; p.rows * n];
     let a = MatRef::row_major(&patches, p.depth);
@@ -220,6 +271,59 @@ mod tests {
             assert!(got == want, "{text}: part {i}");
         }
         parts[0].one_contiguous_column()
+    }
+
+    /// Parts whose kernels repeat take the columns a host thread kept for those bytes; a
+    /// kernel differing in one element is gathered afresh.
+    #[test]
+    fn kept_kernel_columns_follow_the_kernel_bytes() {
+        let (xs, ks, os) = (
+            ArrayShape::new(ElementType::F32, &[2, 5, 5, 6]),
+            ArrayShape::new(ElementType::F32, &[3, 3, 4, 6]),
+            ArrayShape::new(ElementType::F32, &[2, 5, 5, 4]),
+        );
+        let text = format!(
+            "HloModule t\nENTRY e {{\n  x = {xs} parameter(0)\n  k = {ks} parameter(1)\n  ROOT c = {os} convolution(x, k), window={{size=3x3 pad=1_1x1_1 rhs_reversal=1x1}}, dim_labels=b01f_01oi->b01f\n}}"
+        );
+        let m = xla_ir::parse_module(&text).unwrap();
+        let op = &m.entry_computation().root_instr().op;
+        let mut plans = ConvPlans::default();
+        let cost = VertexCost::Worker(1);
+        let make = |plans: &mut ConvPlans| {
+            ConvCodelet::planned("c".into(), op, &xs, &ks, &os, cost, false, plans).unwrap()
+        };
+        let shared = Arc::new(SharedPatches::default());
+        let parts: Vec<ConvCodelet> = (0..4)
+            .map(|_| make(&mut plans).sharing(shared.clone()))
+            .collect();
+        let x = bytes(xs.element_count() as usize, 1);
+        let (a, b) = (
+            bytes(ks.element_count() as usize, 7),
+            bytes(ks.element_count() as usize, 8),
+        );
+        let mut changed = a.clone();
+        changed[40..44].copy_from_slice(&0.5f32.to_le_bytes());
+        let out_len = os.element_count() as usize * 4;
+        for kernels in [[&a, &b, &a, &b], [&changed, &b, &changed, &a]] {
+            let mut outs = vec![vec![0u8; out_len]; 4];
+            let mut members: Vec<GroupMember> = (parts.iter().zip(&mut outs).zip(kernels))
+                .map(|((part, out), k)| GroupMember {
+                    codelet: part,
+                    inputs: smallvec::smallvec![x.as_slice(), k.as_slice()],
+                    outputs: smallvec::smallvec![out.as_mut_slice()],
+                    same: smallvec::SmallVec::new(),
+                })
+                .collect();
+            parts[0].run_group(&mut members).unwrap();
+            drop(members);
+            for (i, (got, k)) in outs.iter().zip(kernels).enumerate() {
+                let mut want = vec![0u8; out_len];
+                make(&mut plans)
+                    .run(&[&x, k], &mut [want.as_mut_slice()])
+                    .unwrap();
+                assert!(*got == want, "part {i}");
+            }
+        }
     }
 
     #[test]
