@@ -15,7 +15,8 @@ use crate::device::system::System;
 use crate::error::RuntimeError;
 use crate::exec::buckets::Buckets;
 use crate::exec::memory::HostTiles;
-use crate::exec::parallel::{Spread, for_each_active, for_each_range};
+use crate::exec::parallel::{Spread, for_each_active_ahead, for_each_range};
+use crate::exec::prefetch;
 use crate::exec::shortcuts::kept_results::KeptResult;
 use crate::model::layout::{Locator, destination_pieces, merged, read_intervals};
 use crate::program::executable::{Rearrange, RunSource, Tensor, TensorId};
@@ -274,6 +275,9 @@ const PARALLEL_GATHER_BYTES: usize = 256 * 1024;
 
 /// Below this many bytes written, a rearrangement runs on one host thread.
 const SMALL_BYTES: usize = 64 * 1024;
+
+/// Writes of a later tile whose first lines are asked for ahead of it.
+const AHEAD_WRITES: usize = 4;
 
 /// A write's cost beside its elements, in elements, when weighing tiles for the threads.
 const WRITE_OVERHEAD: u64 = 16;
@@ -568,8 +572,17 @@ impl LoadedRearrange {
         for &(k, cs) in &self.scratch_windows {
             windows[k] = results(cs);
         }
+        // A later tile's first destination lines are asked for while this tile writes (see
+        // `prefetch`): each tile's writes otherwise start with misses.
+        let ahead = |mem: &[u8], s: usize| {
+            for w in self.writes.get(s).iter().take(AHEAD_WRITES) {
+                let at = w.offset as usize;
+                prefetch::lines(mem, at..at + w.len as usize * self.size);
+            }
+        };
         // Writing cannot fail: the error type is uninhabited.
-        let Ok(()) = for_each_active(memory, &self.slot, &self.spread, pool, |mem, s| {
+        let spread = &self.spread;
+        let Ok(()) = for_each_active_ahead(memory, &self.slot, spread, pool, ahead, |mem, s| {
             self.write_tile(mem, s, &windows);
             Ok::<(), std::convert::Infallible>(())
         });

@@ -60,21 +60,11 @@ impl Spread {
 }
 
 /// Calls `f(tile memory, slot)` for every tile whose `slot` is not `u32::MAX`, stopping at
-/// the first error; the ranges of `spread` run in parallel on `pool`.
-pub(crate) fn for_each_active<E: Send>(
-    memory: &mut HostTiles,
-    slot: &[u32],
-    spread: &Spread,
-    pool: &rayon::ThreadPool,
-    f: impl Fn(&mut [u8], usize) -> Result<(), E> + Sync,
-) -> Result<(), E> {
-    for_each_active_ahead(memory, slot, spread, pool, |_, _| {}, f)
-}
-
-/// [`for_each_active`], calling `ahead(tile's memory, its slot)` before each tile's `f`
-/// with the active tile two on in the range (and with the second before the first): a
-/// hint to fetch what it will read (one tile on was too late where tiles have little
-/// work: the MLP's and transformer's compute -5 %, three on no better).
+/// the first error; the ranges of `spread` run in parallel on `pool`. Before each tile's
+/// `f`, `ahead(tile's memory, its slot)` is called with the active tile two on in the range
+/// (and with the second before the first): a hint to fetch what it will read or write (one
+/// tile on was too late where tiles have little work: the MLP's and transformer's compute
+/// -5 %, three on no better; the transformer's exchange -9 %).
 pub(crate) fn for_each_active_ahead<E: Send>(
     memory: &mut HostTiles,
     slot: &[u32],
@@ -154,10 +144,17 @@ mod tests {
         let spread = Spread::new(&[5; 64], &slot, false);
         assert!(!spread.is_inline());
         let mut memory = HostTiles::zeroed([1; 64]);
-        let Ok(()) = for_each_active(&mut memory, &slot, &spread, &pool, |mem, s| {
-            mem[0] += 1 + (s % 2) as u8;
-            Ok::<(), std::convert::Infallible>(())
-        });
+        let Ok(()) = for_each_active_ahead(
+            &mut memory,
+            &slot,
+            &spread,
+            &pool,
+            |_, _| {},
+            |mem, s| {
+                mem[0] += 1 + (s % 2) as u8;
+                Ok::<(), std::convert::Infallible>(())
+            },
+        );
         for t in 0..64 {
             let want = if t % 3 == 0 { 1 + (t % 2) as u8 } else { 0 };
             assert_eq!(memory[t], [want], "tile {t}");
