@@ -135,6 +135,9 @@ pub struct HostStepFamily {
     pub ms: f64,
     /// Executions a run (mean).
     pub per_run: f64,
+    /// Bytes a run copies on the host in these steps (mean): exchange steps' windows
+    /// gathered and bytes written, streams' bytes; 0 for compute sets.
+    pub bytes: f64,
     /// Compute sets that sum a product's K parts inside the op reading them (a vertex reads
     /// two or more parts of one `.parts` tensor: the sum fused with its one element-wise
     /// reader), kept apart from the op's own family. Work only an IPU run does, with the
@@ -160,18 +163,20 @@ impl HostStepFamily {
                         family,
                         ms: 0.0,
                         per_run: 0.0,
+                        bytes: 0.0,
                         k_part_sums: sums,
                     });
                     families.len() - 1
                 });
             families[i].ms += ms(step.time.time) / runs;
             families[i].per_run += f64::from(step.time.runs) / runs;
+            families[i].bytes += step.time.bytes as f64 / runs;
         }
         families.sort_by(|a, b| b.ms.total_cmp(&a.ms));
         families
     }
 
-    /// As JSON: `{"kind", "step", "ms", "per_run", "k_part_sums"}`.
+    /// As JSON: `{"kind", "step", "ms", "per_run", "bytes", "k_part_sums"}`.
     pub fn to_json(&self) -> serde_json::Value {
         let kind = match self.kind {
             runtime::HostStepKind::Compute => "compute",
@@ -183,6 +188,7 @@ impl HostStepFamily {
             "step": self.family,
             "ms": self.ms,
             "per_run": self.per_run,
+            "bytes": self.bytes,
             "k_part_sums": self.k_part_sums,
         })
     }

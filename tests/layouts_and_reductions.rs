@@ -227,3 +227,34 @@ fn a_broadcast_read_by_one_kernel_is_read_in_place_as_rows() {
     let (in_place, made) = (moved(false), moved(true));
     assert!(in_place * 64 <= made, "{in_place} bytes against {made}");
 }
+
+/// `bench`'s host steps say what a run copies on the host: a stream its tensor's bytes, a
+/// transpose its window gathered from the tiles and the bytes it writes.
+#[test]
+fn host_steps_count_the_bytes_a_run_copies() {
+    let text = "HloModule t\nENTRY e {\n  x = f32[64,128] parameter(0)\n  \
+                t = f32[128,64] transpose(x), dimensions={1,0}\n  \
+                ROOT n = f32[128,64] negate(t)\n}\n";
+    let m = xla_ir::parse_module(text).unwrap();
+    let options = ipuxla::compiler::PassOptions::default();
+    let (mut loaded, _) =
+        ipuxla::device::LoadedModule::load(&m, &on_tiles(1472), &options).unwrap();
+    loaded.run(&[f32s(&[64, 128], |i| i as f32)]).unwrap();
+    // The last run's times (`host_times`), as `bench` adds them up run by run.
+    let families =
+        ipuxla::bench::HostStepFamily::of(&loaded.host_times(), loaded.engine().executable(), 1);
+    let bytes = |kind: &str, step: &str| {
+        let f = (families.iter())
+            .find(|f| format!("{:?}", f.kind).eq_ignore_ascii_case(kind) && f.family == step);
+        f.unwrap_or_else(|| panic!("no {kind} step {step}: {families:?}"))
+            .bytes
+    };
+    let tensor = (64 * 128 * 4) as f64;
+    assert_eq!(bytes("stream", "stream in"), tensor, "{families:?}");
+    assert_eq!(bytes("stream", "stream out"), tensor, "{families:?}");
+    assert_eq!(bytes("exchange", "t"), 2.0 * tensor, "{families:?}");
+    let computed = families
+        .iter()
+        .filter(|f| f.kind == runtime::HostStepKind::Compute);
+    assert!(computed.into_iter().all(|f| f.bytes == 0.0), "{families:?}");
+}

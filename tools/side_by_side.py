@@ -10,8 +10,9 @@ them, `k_part_sums` in `host_steps`, that op counted with them), the host stream
 XLA's run does not do: it keeps its arrays on the device and does not split K), and XLA's own rate on a plain f32 matrix product of this machine (timed in the same
 process as the case), the time the case's FLOPs take at that rate; then the rest of the run
 split into the exchange (rearrangements and copies between tile memories: the movement
-the compiled program asks for, which XLA's one memory has no counterpart of) and the other
-compute sets (element-wise, reductions, codelets).
+the compiled program asks for, which XLA's one memory has no counterpart of; its time and
+the bytes the host copied for it, `host_steps`' `bytes`) and the other compute sets
+(element-wise, reductions, codelets).
 
 Usage: python3 tools/side_by_side.py [CASE_DIR ...] [--runs N] [--ipuxla PATH]
 
@@ -83,21 +84,22 @@ print(json.dumps({
 def products_sums_streams(ours):
     """ipuxla's host ms a run on products (matrix products and convolutions), K-part sums,
     host streams, exchange (rearrangements and copies between tile memories) and the other
-    compute sets, from `host_steps`."""
-    products = sums = streams = exchange = rest = 0.0
+    compute sets, and the bytes the exchange copied on the host a run, from `host_steps`."""
+    products = sums = streams = exchange = rest = moved = 0.0
     for s in ours["host_steps"]:
         step, ms = s["step"], s["ms"]
         if s["kind"] == "stream":
             streams += ms
         elif s["kind"] == "exchange":
             exchange += ms
+            moved += s.get("bytes", 0.0)
         elif step.endswith(".sum") or s.get("k_part_sums"):
             sums += ms
         elif step in ("dot", "dot_general", "conv_general_dilated"):
             products += ms
         else:
             rest += ms
-    return products, sums, streams, exchange, rest
+    return products, sums, streams, exchange, rest, moved
 
 
 def main():
@@ -158,18 +160,18 @@ def main():
     print(
         "| case | XLA run ms | GFLOP | at XLA's gemm rate ms | ipuxla products ms "
         "| K-part sums ms | streams ms | sums + streams × XLA | (products at XLA's rate) + "
-        "sums + streams × XLA | exchange ms | other compute sets ms |"
+        "sums + streams × XLA | exchange ms | exchange MB copied | other compute sets ms |"
     )
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name, xla, ours in rows:
-        products, sums, streams, exchange, rest = products_sums_streams(ours)
+        products, sums, streams, exchange, rest, moved = products_sums_streams(ours)
         gflop = ours["flops"] / 1e9
         at_rate = gflop / xla["gemm_gflops"] * 1e3
         x = xla["run_ms_median"]
         print(
             f"| {name} | {x:.2f} | {gflop:.2f} | {at_rate:.2f} | {products:.2f} | {sums:.2f} "
             f"| {streams:.2f} | {(sums + streams) / x:.2f} | {(at_rate + sums + streams) / x:.2f} "
-            f"| {exchange:.2f} | {rest:.2f} |"
+            f"| {exchange:.2f} | {moved / 1e6:.1f} | {rest:.2f} |"
         )
     gemm = [xla["gemm_gflops"] for _, xla, _ in rows]
     print(f"\nXLA's f32 1024³ product on this machine: {min(gemm):.0f}-{max(gemm):.0f} GFLOP/s")

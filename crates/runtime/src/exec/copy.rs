@@ -175,6 +175,8 @@ pub(crate) struct LoadedRearrange {
     /// When no written byte is read and every write reads one contiguous piece of one
     /// source tile, the writes read straight from the tiles: no window is gathered.
     direct: Option<Buckets<DirectWrite>>,
+    /// Bytes one run gathers into its windows and writes to the tiles.
+    copied: (u64, u64),
 }
 
 /// A write read straight from tile memory: `bytes` bytes from byte `src` of tile
@@ -429,7 +431,18 @@ impl LoadedRearrange {
             true => direct_writes(&tiles, &writes, &windows, size, slot.len()),
             false => None,
         };
+        let written = match &direct {
+            Some(direct) => direct.all().iter().map(|w| u64::from(w.bytes)).sum(),
+            None => (writes.all().iter())
+                .map(|w| u64::from(w.len) * size as u64)
+                .sum(),
+        };
+        let gathered = match direct {
+            Some(_) => 0,
+            None => windows.iter().map(|w| w.bytes as u64).sum(),
+        };
         Ok(LoadedRearrange {
+            copied: (gathered, written),
             windows,
             scratch_windows: in_scratch
                 .iter()
@@ -444,6 +457,19 @@ impl LoadedRearrange {
             spread,
             direct,
         })
+    }
+
+    /// Bytes one run copies on the host: its windows gathered from the tiles (not those
+    /// read from a batch scratch) and its writes, or, when it writes straight from tile to
+    /// tile, those bytes once.
+    pub(crate) fn host_bytes(&self) -> u64 {
+        self.copied.0 + self.copied.1
+    }
+
+    /// Bytes its windows gather (all a run copies when they are kept and nothing is
+    /// written).
+    pub(crate) fn gathered_bytes(&self) -> u64 {
+        self.windows.iter().map(|w| w.bytes as u64).sum()
     }
 
     /// Bytes in the window gathered from each source.

@@ -640,14 +640,24 @@ impl Host for Running<'_> {
         } else if !tiles.plan.scratch_reads.skipped[id] {
             tiles.apply(Written::Rearrange(id), self.pool);
         }
-        self.times.rearrange(id, t.elapsed());
+        let r = &tiles.rearranges[id];
+        let bytes = match (
+            tiles.plan.kept_windows[id],
+            tiles.plan.scratch_reads.skipped[id],
+        ) {
+            (true, _) => r.gathered_bytes(),
+            (false, true) => 0,
+            (false, false) => r.host_bytes(),
+        };
+        self.times.rearrange(id, t.elapsed(), bytes);
         Ok(())
     }
 
     fn copy(&mut self, src: TensorId, dst: TensorId) -> Result<(), RuntimeError> {
         let t = Instant::now();
         self.tiles.apply(Written::Copy(src, dst), self.pool);
-        self.times.copy(src, dst, t.elapsed());
+        let bytes = self.tiles.copies[&(src, dst)].host_bytes();
+        self.times.copy((src, dst), t.elapsed(), bytes);
         Ok(())
     }
 
@@ -697,7 +707,8 @@ impl Host for Running<'_> {
                     .push(data);
             }
         }
-        self.times.stream(stream, t0.elapsed());
+        self.times
+            .stream(stream, t0.elapsed(), (t.elements * t.dtype.size()) as u64);
         Ok(())
     }
 

@@ -35,17 +35,23 @@ pub struct StepTime {
     pub time: Duration,
     /// How many times it ran.
     pub runs: u32,
+    /// Bytes its executions copied on the host: an exchange step's gathered into windows
+    /// and written to tiles (or copied tile to tile), a stream's written or read; 0 for a
+    /// compute set.
+    pub bytes: u64,
 }
 
 impl StepTime {
-    fn add(&mut self, d: Duration) {
+    fn add(&mut self, d: Duration, bytes: u64) {
         self.time += d;
         self.runs += 1;
+        self.bytes += bytes;
     }
 
     fn add_all(&mut self, other: &StepTime) {
         self.time += other.time;
         self.runs += other.runs;
+        self.bytes += other.bytes;
     }
 }
 
@@ -86,25 +92,25 @@ impl HostTimes {
     /// Compute set `cs` took `d`.
     pub(crate) fn compute_set(&mut self, cs: usize, d: Duration) {
         self.compute += d;
-        self.compute_sets[cs].add(d);
+        self.compute_sets[cs].add(d, 0);
     }
 
-    /// Rearrangement `r` took `d`.
-    pub(crate) fn rearrange(&mut self, r: usize, d: Duration) {
+    /// Rearrangement `r` took `d`, copying `bytes`.
+    pub(crate) fn rearrange(&mut self, r: usize, d: Duration, bytes: u64) {
         self.exchange += d;
-        self.rearranges[r].add(d);
+        self.rearranges[r].add(d, bytes);
     }
 
-    /// The copy of tensor `src` to `dst` took `d`.
-    pub(crate) fn copy(&mut self, src: TensorId, dst: TensorId, d: Duration) {
+    /// The copy of tensor `src` to `dst` took `d`, copying `bytes`.
+    pub(crate) fn copy(&mut self, (src, dst): (TensorId, TensorId), d: Duration, bytes: u64) {
         self.exchange += d;
-        self.copies.entry((src, dst)).or_default().add(d);
+        self.copies.entry((src, dst)).or_default().add(d, bytes);
     }
 
-    /// Stream `s`'s transfer took `d`.
-    pub(crate) fn stream(&mut self, s: usize, d: Duration) {
+    /// Stream `s`'s transfer of `bytes` took `d`.
+    pub(crate) fn stream(&mut self, s: usize, d: Duration, bytes: u64) {
         self.streams += d;
-        self.stream_copies[s].add(d);
+        self.stream_copies[s].add(d, bytes);
     }
 
     /// Adds `other`'s times (another run of the same executable) to these.
@@ -176,8 +182,8 @@ mod tests {
         };
         one.compute_set(1, ms(3));
         one.compute_set(1, ms(2));
-        one.rearrange(0, ms(4));
-        one.copy(TensorId(3), TensorId(1), ms(1));
+        one.rearrange(0, ms(4), 100);
+        one.copy((TensorId(3), TensorId(1)), ms(1), 7);
         let mut total = HostTimes::default();
         total.add(&one);
         total.add(&one);
@@ -188,8 +194,11 @@ mod tests {
         let twice = StepTime {
             time: ms(10),
             runs: 4,
+            bytes: 0,
         };
         assert_eq!(total.compute_sets[1], twice);
         assert_eq!(total.rearranges[0].runs, 2);
+        assert_eq!(total.rearranges[0].bytes, 200);
+        assert_eq!(total.copies[&(TensorId(3), TensorId(1))].bytes, 14);
     }
 }
