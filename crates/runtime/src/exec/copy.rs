@@ -175,7 +175,7 @@ pub(crate) struct LoadedRearrange {
     /// When no written byte is read and every write reads one contiguous piece of one
     /// source tile, the writes read straight from the tiles: no window is gathered.
     direct: Option<Buckets<DirectWrite>>,
-    /// Bytes one run gathers into its windows and writes to the tiles.
+    /// Bytes its windows gather from the tiles, and bytes one run writes.
     copied: (u64, u64),
 }
 
@@ -437,10 +437,7 @@ impl LoadedRearrange {
                 .map(|w| u64::from(w.len) * size as u64)
                 .sum(),
         };
-        let gathered = match direct {
-            Some(_) => 0,
-            None => windows.iter().map(|w| w.bytes as u64).sum(),
-        };
+        let gathered = windows.iter().map(|w| w.bytes as u64).sum();
         Ok(LoadedRearrange {
             copied: (gathered, written),
             windows,
@@ -463,13 +460,16 @@ impl LoadedRearrange {
     /// read from a batch scratch) and its writes, or, when it writes straight from tile to
     /// tile, those bytes once.
     pub(crate) fn host_bytes(&self) -> u64 {
-        self.copied.0 + self.copied.1
+        match self.direct {
+            Some(_) => self.copied.1,
+            None => self.copied.0 + self.copied.1,
+        }
     }
 
     /// Bytes its windows gather (all a run copies when they are kept and nothing is
     /// written).
     pub(crate) fn gathered_bytes(&self) -> u64 {
-        self.windows.iter().map(|w| w.bytes as u64).sum()
+        self.copied.0
     }
 
     /// Bytes in the window gathered from each source.

@@ -628,7 +628,7 @@ impl Host for Running<'_> {
         let tiles = &mut *self.tiles;
         let r = &tiles.rearranges[id];
         // A skipped one's readers read the scratch (see `scratch_reads`): only its cost counts.
-        if tiles.plan.kept_windows[id] {
+        let bytes = if tiles.plan.kept_windows[id] {
             let dst = &self.exe.tensors[self.exe.rearranges[id].dst.0 as usize];
             for (k, window) in tiles.kept[id].iter_mut().enumerate() {
                 if dst.dtype == DType::F16 {
@@ -637,17 +637,12 @@ impl Host for Running<'_> {
                     r.gather(&tiles.memory, k, f32_bytes_mut(window), self.pool);
                 }
             }
+            r.gathered_bytes()
         } else if !tiles.plan.scratch_reads.skipped[id] {
             tiles.apply(Written::Rearrange(id), self.pool);
-        }
-        let r = &tiles.rearranges[id];
-        let bytes = match (
-            tiles.plan.kept_windows[id],
-            tiles.plan.scratch_reads.skipped[id],
-        ) {
-            (true, _) => r.gathered_bytes(),
-            (false, true) => 0,
-            (false, false) => r.host_bytes(),
+            tiles.rearranges[id].host_bytes()
+        } else {
+            0
         };
         self.times.rearrange(id, t.elapsed(), bytes);
         Ok(())

@@ -18,33 +18,31 @@ pub(crate) struct HostTiles {
 }
 
 /// Huge pages' size on x86-64 and aarch64 Linux.
+#[cfg(target_os = "linux")]
 const HUGE_PAGE: usize = 2 << 20;
 
 /// Asks Linux to back the 2 MB-aligned part of `bytes` with transparent huge pages (where
 /// they are enabled `madvise`, as on our CI machines). A step reads or writes a few
 /// hundred bytes on each of hundreds of tiles, every tile's on its own 4 KB page of tens of
 /// MB: with small pages most of those touches miss the TLB. The transformer's and
-/// encoder's runs took 6-7 % less with the advice (three rounds alternated; the CNN's and
-/// MLP's, whose tiles hold less, within noise); it changes nothing a run computes. Ignored
-/// where refused.
+/// encoder's runs took 3-7 % less with the advice (alternated A/B runs in two minutes; the
+/// CNN's and MLP's, whose tiles hold less, within noise); it changes nothing a run
+/// computes. Ignored where refused.
+#[cfg(target_os = "linux")]
 fn advise_huge_pages(bytes: &[u8]) {
-    let (start, end) = (
-        bytes.as_ptr() as usize,
-        bytes.as_ptr() as usize + bytes.len(),
-    );
-    let (lo, hi) = (
-        start.next_multiple_of(HUGE_PAGE),
-        end / HUGE_PAGE * HUGE_PAGE,
-    );
-    #[cfg(target_os = "linux")]
+    let start = bytes.as_ptr() as usize;
+    let lo = start.next_multiple_of(HUGE_PAGE);
+    let hi = (start + bytes.len()) / HUGE_PAGE * HUGE_PAGE;
     if hi > lo {
         // SAFETY: `lo..hi` lies inside `bytes`' allocation; the advice changes how its pages
-        // are backed, never their contents (the allocation is fresh and untouched, or
-        // already holds what it holds).
+        // are backed, never their contents.
         unsafe { libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_HUGEPAGE) };
     }
-    let _ = (lo, hi);
 }
+
+/// Elsewhere the pages stay as the allocator gives them.
+#[cfg(not(target_os = "linux"))]
+fn advise_huge_pages(_bytes: &[u8]) {}
 
 impl HostTiles {
     /// Zeroed memories of the given sizes, in tile order.

@@ -117,11 +117,11 @@ pub(super) fn run_group(members: &mut [GroupMember]) -> Result<(), String> {
     Ok(())
 }
 
-/// Kernel columns a host thread gathered last, for parts whose kernel bytes it sees again
-/// (parts of several columns, or of one gathered column):
-/// the parts of one feature block on every tile hold the same weights (the bench CNN's
-/// input gradient gathers one of two kernels 1 792 times a run, a strided gather of 2 304
-/// elements each time; comparing the 9 KB of bytes costs a fraction of that).
+/// Kernel columns a host thread gathered last, for parts (of several columns, or of one
+/// gathered column) whose kernel bytes it sees again: the parts of one feature block on
+/// every tile hold the same weights (the bench CNN's input gradient gathers one of two
+/// kernels 1 792 times a run, a strided gather of 2 304 elements each time; comparing the
+/// 9 KB of bytes costs a fraction of that).
 #[derive(Default)]
 struct KernelColumns {
     /// `(plan, kernel bytes, its columns)`, the most recent last. The plan is held so that
