@@ -135,8 +135,10 @@ pub struct HostStepFamily {
     pub ms: f64,
     /// Executions a run (mean).
     pub per_run: f64,
-    /// Bytes a run copies on the host in these steps (mean): exchange steps' windows
-    /// gathered and bytes written, streams' bytes; 0 for compute sets.
+    /// Bytes a run moves on the host in these steps (mean): exchange steps' windows
+    /// gathered and bytes written (each byte copied counted once), streams' bytes; compute
+    /// sets' bytes read plus bytes written (their regions in tile memory, inputs from kept
+    /// windows and scratches, batched products' operands and results).
     pub bytes: f64,
     /// Compute sets that sum a product's K parts inside the op reading them (a vertex reads
     /// two or more parts of one `.parts` tensor: the sum fused with its one element-wise

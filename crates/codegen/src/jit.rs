@@ -924,6 +924,10 @@ fn expand_repeated(src: &[u8], t: DType, repeat: usize, first: usize, out: &mut 
             DType::F16 => {
                 out[j..end].fill(half::f16::from_bits(u16::from_le_bytes([x[0], x[1]])).to_f32())
             }
+            // The element's bits, whatever its 32-bit type (a fill, not a copy per element).
+            _ if size == 4 => {
+                out[j..end].fill(f32::from_bits(u32::from_le_bytes([x[0], x[1], x[2], x[3]])))
+            }
             _ => {
                 let bytes = f32_bytes_mut(out);
                 for b in bytes[j * size..end * size].chunks_exact_mut(size) {
@@ -978,6 +982,29 @@ fn size_error(what: &str, k: usize, have: usize, need: usize) -> CodegenError {
     ))
 }
 
+/// A reduction's code, called straight: no f16 input to widen, no sizes to check
+/// ([`CompiledKernel::plain_reduce`]). A reduction's first stage is thousands of vertices of
+/// a few dozen elements a compute set.
+#[derive(Clone, Copy)]
+pub struct PlainReduce<'t> {
+    code: extern "C" fn(*const u8, *mut u8, u64, u64),
+    /// The code lives as long as its table.
+    table: std::marker::PhantomData<&'t KernelTable>,
+}
+
+impl PlainReduce<'_> {
+    /// Reduces `runs` runs of `run_length` input elements at `input` into `runs` partials
+    /// at `output`.
+    ///
+    /// # Safety
+    /// `input` addresses `run_length * runs` elements of the kernel's input type, valid for
+    /// reads, and `output` `runs` partials of its partial type, valid for writes and not
+    /// overlapping the input.
+    pub unsafe fn call(&self, input: *const u8, output: *mut u8, run_length: usize, runs: usize) {
+        (self.code)(input, output, run_length as u64, runs as u64)
+    }
+}
+
 /// An element-wise kernel's code, called straight: no f16 operand to convert, no
 /// floating-point status to read, no stochastic rounding to seed
 /// ([`CompiledKernel::plain_elementwise`]). A tile's share of an element-wise op is often a
@@ -1012,9 +1039,50 @@ impl PlainElementwise<'_> {
         );
         match self.chunked {
             None => (self.code)(ins.as_ptr(), outs.as_ptr(), n as u64),
+            // SAFETY: as the caller promises for the operands.
+            Some(([], k)) if n <= SMALL_REPEATED => unsafe { self.call_small(k, ins, outs, n) },
             // SAFETY: as the caller promises for the operands; the stages are this kernel's.
             Some((stages, k)) => unsafe { self.call_chunked(stages, k, ins, outs, n) },
         }
+    }
+
+    /// [`PlainElementwise::call`] of a kernel without stages, with repeated inputs, on at
+    /// most [`SMALL_REPEATED`] elements (a tile's share of a broadcast's reader: the
+    /// encoder's LayerNorms read each row's mean on 1 024 tiles, 32 elements each): each
+    /// repeated input expanded on the stack, one call.
+    ///
+    /// # Safety
+    /// As for [`PlainElementwise::call`]; `n <= SMALL_REPEATED`.
+    unsafe fn call_small(
+        &self,
+        k: &ElementwiseKernel,
+        ins: &[*const u8],
+        outs: &[*mut u8],
+        n: usize,
+    ) {
+        let mut expanded = [[0f32; SMALL_REPEATED]; SMALL_EXPANDED];
+        let mut slots = expanded.iter_mut();
+        let mut call_ins = [std::ptr::null::<u8>(); SMALL_INPUTS];
+        if ins.len() > SMALL_INPUTS {
+            // SAFETY: as the caller promises; no stages.
+            return unsafe { self.call_chunked(&[], k, ins, outs, n) };
+        }
+        for (i, (&p, &t)) in ins.iter().zip(&k.inputs).enumerate() {
+            let r = k.repeat(i);
+            call_ins[i] = if r > 1 {
+                let Some(slot) = slots.next() else {
+                    // SAFETY: as the caller promises; no stages.
+                    return unsafe { self.call_chunked(&[], k, ins, outs, n) };
+                };
+                // SAFETY: the caller promises `k.input_len(i, n)` elements of `t` at `p`.
+                let src = unsafe { std::slice::from_raw_parts(p, k.input_len(i, n) * t.size()) };
+                expand_repeated(src, t, r, 0, &mut slot[..n]);
+                slot.as_ptr() as *const u8
+            } else {
+                p
+            };
+        }
+        (self.code)(call_ins.as_ptr(), outs.as_ptr(), n as u64)
     }
 
     /// [`PlainElementwise::call`] of a kernel in stages or with repeated inputs: chunk by
@@ -1087,6 +1155,16 @@ impl PlainElementwise<'_> {
 /// Element-wise kernels in stages, f16 operands and repeated inputs run in chunks of this
 /// many elements (each stage's chunk stays in the L1 cache for the next).
 const CHUNK: usize = 2048;
+
+/// A call of a kernel with repeated inputs on at most this many elements expands them on
+/// the stack ([`PlainElementwise::call_small`]): a tile's share of a small tensor.
+const SMALL_REPEATED: usize = 128;
+
+/// Repeated inputs [`PlainElementwise::call_small`] expands on the stack (more: chunked).
+const SMALL_EXPANDED: usize = 2;
+
+/// Inputs [`PlainElementwise::call_small`] takes (more: chunked).
+const SMALL_INPUTS: usize = 16;
 
 /// Runs `stages` on one chunk of `len` elements: `ins` holds the kernel's input pointers
 /// (at the chunk) then `stage_ptrs`; stage `s` writes its chunk at `stage_ptrs[s]`, which
@@ -1326,6 +1404,26 @@ impl<'t> CompiledKernel<'t> {
         drop(parts);
         WIDE.set(wide);
         ran
+    }
+
+    /// The reduction's code to call straight ([`PlainReduce`]), when its input is not f16
+    /// (which [`CompiledKernel::run_reduce`] widens first).
+    pub fn plain_reduce(&self) -> Option<PlainReduce<'t>> {
+        let (KernelSpec::Reduce(k), Code::Jit(code)) = (self.spec, self.code) else {
+            return None;
+        };
+        if k.input == DType::F16 {
+            return None;
+        }
+        // SAFETY: a reduction's code is generated with this signature: input, output, run
+        // length, runs.
+        let code = unsafe {
+            std::mem::transmute::<*const u8, extern "C" fn(*const u8, *mut u8, u64, u64)>(code.0)
+        };
+        Some(PlainReduce {
+            code,
+            table: std::marker::PhantomData,
+        })
     }
 
     /// Runs a reduction: `runs` runs of `run_length` input elements, one partial each.

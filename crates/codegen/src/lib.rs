@@ -27,8 +27,8 @@ mod wide_math;
 pub use each_column::{gemm_f32_each_column, gemm_f32_narrow_columns};
 pub use fp::{FloatMode, FpException};
 pub use jit::{
-    CompiledKernel, KernelCache, KernelId, KernelTable, MatRef, PlainElementwise, gemm_f32,
-    gemm_f32_refs,
+    CompiledKernel, KernelCache, KernelId, KernelTable, MatRef, PlainElementwise, PlainReduce,
+    gemm_f32, gemm_f32_refs,
 };
 pub use kernel::{
     BinaryOp, CmpOp, DType, ElementwiseKernel, Expr, KernelSpec, MatMulKernel, ReduceKernel,

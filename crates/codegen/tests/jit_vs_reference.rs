@@ -123,7 +123,9 @@ fn check(cache: &mut KernelCache, kernel: ElementwiseKernel) {
         .enumerate()
         .map(|(k, t)| buffer(*t, k))
         .collect();
-    for n in [N, 7] {
+    // 7 and 100: a tile's share, whose repeated inputs the straight call expands on the
+    // stack (100: several repeats of a short period in one call).
+    for n in [N, 7, 100] {
         let ins: Vec<&[u8]> = inputs.iter().map(|b| &b[..]).collect();
         let mut jit_out: Vec<Vec<u8>> = kernel
             .outputs
@@ -441,6 +443,22 @@ fn select_clamp_and_fused_expressions() {
     for t in [DType::F32, DType::F16, DType::S32, DType::U32] {
         check(&mut cache, minus_row(t));
     }
+    // Three inputs read repeated: more than a small call expands on the stack.
+    check(
+        &mut cache,
+        ElementwiseKernel {
+            inputs: vec![DType::F32; 4],
+            outputs: vec![(
+                DType::F32,
+                Expr::binary(
+                    BinaryOp::Add,
+                    Expr::binary(BinaryOp::Mul, x(), y()),
+                    Expr::binary(BinaryOp::Sub, Expr::input(2), Expr::input(3)),
+                ),
+            )],
+            repeats: vec![2, 3, 1, 5],
+        },
+    );
     check(
         &mut cache,
         ElementwiseKernel {
@@ -522,6 +540,20 @@ fn reductions_match_the_reference_order_exactly() {
                     .run_reduce(&input, &mut got, run_length, runs)
                     .unwrap();
                 reference::run_reduce(&kernel, &input, &mut want, run_length, runs);
+                // The code called straight writes the same bytes; every input type but f16
+                // (widened first) has it.
+                match cache.table().get(id).plain_reduce() {
+                    Some(plain) => {
+                        let mut straight = vec![0u8; got.len()];
+                        // SAFETY: `input` holds N ≥ run_length × runs elements of `t`;
+                        // `straight` holds `runs` partials and is its own buffer.
+                        unsafe {
+                            plain.call(input.as_ptr(), straight.as_mut_ptr(), run_length, runs)
+                        };
+                        assert_eq!(straight, got, "{kernel:?} run_length {run_length}");
+                    }
+                    None => assert_eq!(t, DType::F16, "{kernel:?} has no straight code"),
+                }
                 for r in 0..runs {
                     let (g, w) = (load(pt, &got, r), load(pt, &want, r));
                     assert!(

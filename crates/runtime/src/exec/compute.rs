@@ -14,7 +14,9 @@ use crate::model::steps::ComputeCost;
 use crate::program::codelet::{CodeletRef, GroupMember, SameBytes};
 use crate::program::executable::{Executable, Region, TensorId};
 use codegen::slots::slots;
-use codegen::{KernelCache, KernelId, KernelSpec, KernelTable, MatRef, PlainElementwise};
+use codegen::{
+    KernelCache, KernelId, KernelSpec, KernelTable, MatRef, PlainElementwise, PlainReduce,
+};
 use rustc_hash::FxHashSet;
 use smallvec::SmallVec;
 use std::sync::Arc;
@@ -441,6 +443,12 @@ impl LoadedVertex {
     /// tile's memory and batch scratches alone (no kept window, no place to name, no output
     /// over an input) whose kernel has no f16 operand, status or stochastic rounding.
     fn plain<'t>(&self, table: &'t KernelTable) -> Option<PlainElementwise<'t>> {
+        table.get(self.plain_kernel()?).plain_elementwise()
+    }
+
+    /// The kernel [`LoadedVertex::plain`] calls straight if the kernel allows it: the
+    /// vertex's side of the conditions.
+    fn plain_kernel(&self) -> Option<KernelId> {
         let elsewhere =
             |x: &Extra| x.views.is_some() || !x.windowed.is_empty() || x.origin.is_some();
         match self.work {
@@ -452,7 +460,7 @@ impl LoadedVertex {
                     && self.inputs.len() <= INLINE_INPUTS
                     && self.outputs.len() <= INLINE_OUTPUTS =>
             {
-                table.get(k).plain_elementwise()
+                Some(k)
             }
             _ => None,
         }
@@ -495,6 +503,65 @@ impl LoadedVertex {
                 self.elements as usize,
             )
         };
+    }
+
+    /// Bytes one run of the vertex reads and writes on the host: its regions in tile
+    /// memory, its inputs read from batch scratches and kept windows, and a matrix
+    /// product's operands read in place from kept windows (f32, as the views hold them).
+    fn host_bytes(&self, table: &KernelTable) -> u64 {
+        let spans: u64 = (self.inputs.iter().chain(&self.outputs))
+            .map(|&(b, e)| u64::from(e - b))
+            .sum();
+        let scratch: usize = self.scratch().iter().map(|s| s.bytes.1 - s.bytes.0).sum();
+        let windowed: usize = self.windowed().iter().map(|w| 4 * w.len).sum();
+        let viewed = match (self.views(), self.work) {
+            (Some(views), Work::Kernel(k)) => match table.get(k).spec() {
+                KernelSpec::MatMul(spec) => {
+                    let elements = [spec.m * spec.k, spec.k * spec.n];
+                    (views.iter().zip(elements))
+                        .filter_map(|(v, n)| v.map(|_| 4 * n))
+                        .sum()
+                }
+                _ => 0,
+            },
+            _ => 0,
+        };
+        spans + (scratch + windowed + viewed) as u64
+    }
+
+    /// The reduction this vertex calls straight, if the kernel allows it
+    /// ([`codegen::CompiledKernel::plain_reduce`]): a reduction on its tile's memory alone,
+    /// its output apart from its input.
+    fn plain_reduce_kernel(&self) -> Option<KernelId> {
+        match (self.work, self.shape) {
+            (Work::Kernel(k), Shape::Reduce(_))
+                if self.extra.is_none()
+                    && !self.overlaps
+                    && self.inputs.len() == 1
+                    && self.outputs.len() == 1 =>
+            {
+                Some(k)
+            }
+            _ => None,
+        }
+    }
+
+    /// Runs the vertex through its plain reduction ([`LoadedVertex::plain_reduce_kernel`]).
+    fn run_reduce(&self, plain: PlainReduce<'_>, mem: &mut [u8]) {
+        self.assert_in(mem);
+        let base = mem.as_mut_ptr();
+        // SAFETY: both ranges lie within `mem` (asserted) and do not overlap (`overlaps` is
+        // false); validation sized the input `run_length × runs` elements of the kernel's
+        // input type and the output `runs` partials (a joined vertex's parts side by side);
+        // `mem` is borrowed mutably for the call.
+        unsafe {
+            plain.call(
+                base.add(self.inputs[0].0 as usize),
+                base.add(self.outputs[0].0 as usize),
+                self.run_length(),
+                self.runs as usize,
+            )
+        }
     }
 
     /// The invariant the raw-pointer slices below rely on.
@@ -571,6 +638,51 @@ impl LoadedVertex {
     }
 }
 
+/// What every vertex of a compute set calls, when it is one kernel called straight.
+#[derive(Clone, Copy)]
+enum Uniform {
+    /// Element-wise ([`LoadedVertex::plain_kernel`]).
+    Elementwise(KernelId),
+    /// A reduction ([`LoadedVertex::plain_reduce_kernel`]).
+    Reduce(KernelId),
+    /// Vertices of several kernels, or some not called straight: each finds its way.
+    Mixed,
+}
+
+/// A [`Uniform`] kernel's code, ready to call.
+#[derive(Clone, Copy)]
+enum Straight<'t> {
+    Elementwise(PlainElementwise<'t>),
+    Reduce(PlainReduce<'t>),
+}
+
+impl Uniform {
+    /// What `vertices` call.
+    fn of(vertices: &[LoadedVertex]) -> Uniform {
+        let same = |kernel: fn(&LoadedVertex) -> Option<KernelId>| {
+            let mut kernels = vertices.iter().map(kernel);
+            let first = kernels.next().flatten();
+            first.filter(|&k| kernels.all(|other| other == Some(k)))
+        };
+        if let Some(k) = same(LoadedVertex::plain_kernel) {
+            Uniform::Elementwise(k)
+        } else if let Some(k) = same(LoadedVertex::plain_reduce_kernel) {
+            Uniform::Reduce(k)
+        } else {
+            Uniform::Mixed
+        }
+    }
+
+    /// The code to call, if the kernel allows it.
+    fn straight(self, table: &KernelTable) -> Option<Straight<'_>> {
+        match self {
+            Uniform::Elementwise(k) => table.get(k).plain_elementwise().map(Straight::Elementwise),
+            Uniform::Reduce(k) => table.get(k).plain_reduce().map(Straight::Reduce),
+            Uniform::Mixed => None,
+        }
+    }
+}
+
 /// The next compute-set run's number: unique in the process, so that codelets shared by
 /// several engines never mistake one run's inputs for another's.
 static PHASES: AtomicU64 = AtomicU64::new(0);
@@ -602,6 +714,10 @@ pub(crate) struct LoadedComputeSet {
     groups: Vec<CodeletGroup<LoadedVertex>>,
     /// Each tile's index in `tiles` (`u32::MAX`: no vertices).
     slot: Vec<u32>,
+    /// The one kernel every vertex calls straight, if so: looked up once a run instead of
+    /// once a vertex. Found at the first run, once the host plan has changed the vertices
+    /// for the last time.
+    uniform: Option<Uniform>,
     /// How many times the compute set has run (stochastic rounding's step).
     runs: u64,
 }
@@ -809,6 +925,7 @@ impl LoadedComputeSet {
             scatters: Buckets::new(slots, scatters),
             groups: Vec::new(),
             slot,
+            uniform: None,
             runs: 0,
         })
     }
@@ -836,6 +953,7 @@ impl LoadedComputeSet {
     /// Runs the codelet vertices `codelets` lets share work as groups
     /// ([`codelet_groups::plan`]), apart from their tiles' other vertices.
     pub(crate) fn group_codelets(&mut self, codelets: &[CodeletRef]) {
+        self.uniform = None;
         let mut tile_of = vec![0; self.tiles.slots()];
         for (t, &s) in self.slot.iter().enumerate() {
             if s != u32::MAX {
@@ -864,6 +982,7 @@ impl LoadedComputeSet {
     /// Stops copying batched results into `tensors` to the tiles: they are read from the
     /// batch scratch instead ([`crate::exec::shortcuts::kept_results`]).
     pub(crate) fn keep_results(&mut self, tensors: &FxHashSet<TensorId>) {
+        self.uniform = None;
         self.scatters.retain(|s| !tensors.contains(&s.dst.0));
     }
 
@@ -893,12 +1012,25 @@ impl LoadedComputeSet {
     /// Makes vertex `vertex` (as [`LoadedComputeSet::input_ranges`] numbers it) read these
     /// inputs from batch scratches instead of tile memory.
     pub(crate) fn read_from_scratch(&mut self, vertex: usize, inputs: Vec<ScratchInput>) {
+        self.uniform = None;
         let v = &mut self.tiles.all_mut()[vertex];
         for s in &inputs {
             v.inputs[s.input] = (0, 0);
         }
         v.overlaps = overlapping(&v.inputs, &v.outputs);
         v.extra_mut().scratch.extend(inputs);
+    }
+
+    /// Bytes one run of the compute set reads and writes on the host: every vertex's (see
+    /// [`LoadedVertex::host_bytes`]), grouped codelets' included, and the batched
+    /// products' operands, results and the results' copies to their tiles.
+    pub(crate) fn host_bytes(&self, table: &KernelTable) -> u64 {
+        let vertices = (self.tiles.all().iter())
+            .chain(self.groups.iter().flat_map(CodeletGroup::vertices))
+            .map(|v| v.host_bytes(table))
+            .sum::<u64>();
+        let scattered: usize = self.scatters.all().iter().map(Scatter::elements).sum();
+        vertices + self.batches.host_bytes() + 4 * scattered as u64
     }
 
     /// One superstep's compute phase: every tile runs its vertices, tiles in parallel on
@@ -924,10 +1056,29 @@ impl LoadedComputeSet {
             codelet_groups::run(&self.groups, memory, inline, pool, member)
                 .map_err(|e| RuntimeError::Run(format!("compute set {}: {e}", self.name)))?;
         }
+        let tiles = &self.tiles;
+        let uniform = *self.uniform.get_or_insert_with(|| Uniform::of(tiles.all()));
+        let straight = uniform.straight(table);
         let run_tile = |mem: &mut [u8], s: usize| -> Result<(), RuntimeError> {
-            for v in self.tiles.get(s) {
-                v.run(mem, table, codelets, windows, results, (step, phase))
-                    .map_err(|e| RuntimeError::Run(format!("compute set {}: {e}", self.name)))?;
+            match straight {
+                Some(Straight::Elementwise(plain)) => {
+                    for v in self.tiles.get(s) {
+                        v.run_plain(plain, mem, results);
+                    }
+                }
+                Some(Straight::Reduce(plain)) => {
+                    for v in self.tiles.get(s) {
+                        v.run_reduce(plain, mem);
+                    }
+                }
+                None => {
+                    for v in self.tiles.get(s) {
+                        v.run(mem, table, codelets, windows, results, (step, phase))
+                            .map_err(|e| {
+                                RuntimeError::Run(format!("compute set {}: {e}", self.name))
+                            })?;
+                    }
+                }
             }
             for scatter in self.scatters.get(s) {
                 self.batches.scatter(scatter, mem);
@@ -1001,6 +1152,44 @@ mod tests {
             run4.joined(&vertex(0, Shape::Reduce(2), &[(16, 24)], (204, 208)))
                 .is_none()
         );
+    }
+
+    #[test]
+    fn a_compute_set_calls_straight_only_one_kernel_every_vertex_may_call_so() {
+        let ew = |k| vertex(k, Shape::Elementwise, &[(0, 16)], (16, 32));
+        let reduce = |k| vertex(k, Shape::Reduce(4), &[(0, 16)], (16, 20));
+        let kinds = |vs: &[LoadedVertex]| match Uniform::of(vs) {
+            Uniform::Elementwise(k) => ("elementwise", k.0),
+            Uniform::Reduce(k) => ("reduce", k.0),
+            Uniform::Mixed => ("mixed", 0),
+        };
+        assert_eq!(kinds(&[ew(3), ew(3)]), ("elementwise", 3));
+        assert_eq!(kinds(&[reduce(2), reduce(2)]), ("reduce", 2));
+        assert_eq!(kinds(&[ew(3), ew(4)]), ("mixed", 0));
+        assert_eq!(kinds(&[reduce(2), ew(2)]), ("mixed", 0));
+        assert_eq!(kinds(&[]), ("mixed", 0));
+        // A vertex reading a scratch, or writing over its input, finds its own way.
+        let mut scratch = reduce(2);
+        scratch.extra_mut().scratch.push(ScratchInput {
+            input: 0,
+            cs: 1,
+            bytes: (0, 16),
+        });
+        assert_eq!(kinds(&[reduce(2), scratch]), ("mixed", 0));
+        let in_place = vertex(3, Shape::Elementwise, &[(0, 16)], (0, 16));
+        assert!(in_place.overlaps);
+        assert_eq!(kinds(&[ew(3), in_place]), ("mixed", 0));
+        // An element-wise vertex may read a scratch straight; a codelet never runs so.
+        let mut reads_scratch = ew(3);
+        reads_scratch.extra_mut().scratch.push(ScratchInput {
+            input: 0,
+            cs: 1,
+            bytes: (0, 16),
+        });
+        assert_eq!(kinds(&[ew(3), reads_scratch]), ("elementwise", 3));
+        let mut codelet = ew(3);
+        codelet.work = Work::Codelet(3);
+        assert_eq!(kinds(&[ew(3), codelet]), ("mixed", 0));
     }
 
     #[test]

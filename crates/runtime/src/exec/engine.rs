@@ -175,10 +175,14 @@ impl TilesLoad<'_> {
             })
             .collect::<Result<HashMap<_, _>, RuntimeError>>()?;
         load.rearrangements = started.elapsed();
+        let compute_bytes = (compute_sets.iter())
+            .map(|cs| cs.host_bytes(kernels.table()))
+            .collect();
         Ok(move |memory| Tiles {
             memory,
             kernels,
             compute_sets,
+            compute_bytes,
             rearranges,
             copies,
             scratch: Scratch::default(),
@@ -210,6 +214,8 @@ struct Tiles {
     memory: memory::HostTiles,
     kernels: KernelCache,
     compute_sets: Vec<LoadedComputeSet>,
+    /// By compute set: the bytes one run of it reads and writes on the host.
+    compute_bytes: Vec<u64>,
     rearranges: Vec<LoadedRearrange>,
     /// Every `Copy` of the program, as a rearrangement of one run.
     copies: HashMap<(TensorId, TensorId), LoadedRearrange>,
@@ -619,7 +625,8 @@ impl Host for Running<'_> {
             &results,
             self.pool,
         )?;
-        self.times.compute_set(cs, t.elapsed());
+        self.times
+            .compute_set(cs, t.elapsed(), tiles.compute_bytes[cs]);
         Ok(())
     }
 

@@ -36,8 +36,9 @@ pub struct StepTime {
     /// How many times it ran.
     pub runs: u32,
     /// Bytes its executions copied on the host: an exchange step's gathered into windows
-    /// and written to tiles (or copied tile to tile), a stream's written or read; 0 for a
-    /// compute set.
+    /// and written to tiles (or copied tile to tile), a stream's written or read; for a
+    /// compute set, the bytes its vertices read and write (regions in tile memory, inputs
+    /// read from kept windows and scratches, batched products' operands and results).
     pub bytes: u64,
 }
 
@@ -89,10 +90,10 @@ impl HostTimes {
         }
     }
 
-    /// Compute set `cs` took `d`.
-    pub(crate) fn compute_set(&mut self, cs: usize, d: Duration) {
+    /// Compute set `cs` took `d`, reading and writing `bytes`.
+    pub(crate) fn compute_set(&mut self, cs: usize, d: Duration, bytes: u64) {
         self.compute += d;
-        self.compute_sets[cs].add(d, 0);
+        self.compute_sets[cs].add(d, bytes);
     }
 
     /// Rearrangement `r` took `d`, copying `bytes`.
@@ -180,8 +181,8 @@ mod tests {
             rearranges: vec![StepTime::default(); 1],
             ..HostTimes::default()
         };
-        one.compute_set(1, ms(3));
-        one.compute_set(1, ms(2));
+        one.compute_set(1, ms(3), 40);
+        one.compute_set(1, ms(2), 40);
         one.rearrange(0, ms(4), 100);
         one.copy((TensorId(3), TensorId(1)), ms(1), 7);
         let mut total = HostTimes::default();
@@ -194,7 +195,7 @@ mod tests {
         let twice = StepTime {
             time: ms(10),
             runs: 4,
-            bytes: 0,
+            bytes: 160,
         };
         assert_eq!(total.compute_sets[1], twice);
         assert_eq!(total.rearranges[0].runs, 2);

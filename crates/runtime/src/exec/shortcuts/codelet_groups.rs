@@ -24,6 +24,11 @@ impl<V> CodeletGroup<V> {
     pub(crate) fn len(&self) -> usize {
         self.members.len()
     }
+
+    /// The members' vertices.
+    pub(crate) fn vertices(&self) -> impl Iterator<Item = &V> {
+        self.members.iter().map(|(_, v)| v)
+    }
 }
 
 /// The groups of one compute set's `vertices` (`(tile, vertex)`, in tile order; `key`: the

@@ -311,6 +311,15 @@ impl ProductBatches {
         self.batches.is_empty()
     }
 
+    /// Bytes one run of the batches reads and writes: each gemm's operands from the kept
+    /// windows and its result in the scratch (f32).
+    pub(crate) fn host_bytes(&self) -> u64 {
+        let elements: usize = (self.batches.iter())
+            .map(|b| b.rows * b.k + b.k * b.cols + b.rows * b.cols)
+            .sum();
+        4 * elements as u64
+    }
+
     /// Computes every batch into the scratch (in parallel on `pool` unless `small`).
     pub(crate) fn compute(
         &mut self,
