@@ -189,6 +189,7 @@ impl TilesLoad<'_> {
             plan,
             kept,
             kept_dst,
+            write_plans: HashMap::new(),
         })
     }
 }
@@ -225,6 +226,9 @@ struct Tiles {
     kept: Vec<Vec<Vec<f32>>>,
     /// The rearrangement each unwritten destination tensor would be written by.
     kept_dst: HashMap<TensorId, usize>,
+    /// By tensor a host stream writes: how its writes are cut among host threads (`None`:
+    /// on one), planned at its first write.
+    write_plans: HashMap<TensorId, Option<memory::WritePlan>>,
 }
 
 /// Refuses tiles of 4 GiB or more (`extents`: each tile's bytes): the host addresses a
@@ -692,13 +696,21 @@ impl Host for Running<'_> {
                         s.dtype
                     )));
                 }
-                memory::write_parallel(
-                    self.exe,
-                    &mut self.tiles.memory,
-                    tensor,
-                    &buffer,
-                    self.pool,
-                );
+                let tiles = &mut *self.tiles;
+                let threads = self.pool.current_num_threads();
+                let plan = (tiles.write_plans.entry(tensor)).or_insert_with(|| {
+                    memory::WritePlan::new(self.exe, tensor, threads, tiles.memory.len())
+                });
+                match plan {
+                    Some(plan) => memory::write_parallel(
+                        self.exe,
+                        &mut tiles.memory,
+                        (tensor, plan),
+                        &buffer,
+                        self.pool,
+                    ),
+                    None => memory::write(self.exe, &mut tiles.memory, tensor, &buffer),
+                }
             }
             Direction::DeviceToHost => {
                 let data = self.tiles.read_tensor(self.exe, self.system, tensor);

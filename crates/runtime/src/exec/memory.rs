@@ -4,7 +4,7 @@
 //! agree with these.
 
 use crate::error::RuntimeError;
-use crate::program::executable::{Executable, Interval, Tensor, TensorId};
+use crate::program::executable::{Executable, Tensor, TensorId};
 
 /// The tiles' memories on the host: one zeroed allocation holding every tile's bytes (a
 /// large one is mapped fresh from the OS, so pages a run never touches are never cleared;
@@ -180,55 +180,90 @@ pub(crate) fn write(exe: &Executable, memory: &mut HostTiles, id: TensorId, byte
 /// threads (below it, starting them costs more than the copies).
 const PARALLEL_WRITE_BYTES: usize = 256 * 1024;
 
-/// [`write`] with the tiles cut into ranges of about equal bytes, written in parallel on
-/// `pool`: a stream's tensor spread over a thousand tiles is a thousand small copies to
-/// places far apart, which one thread does at a fraction of the memory's speed (the bench
-/// encoder streamed 7.5 ms a run).
+/// How [`write_parallel`] cuts a tensor's writes among host threads: planned once per
+/// tensor (sorting a stacked weight's 17 664 intervals took as long as writing them, every
+/// run).
+#[derive(Debug)]
+pub(crate) struct WritePlan {
+    /// The tensor's intervals (indices in its mapping) in tile order.
+    order: Vec<u32>,
+    /// Range `i` holds tiles `bounds[i]..bounds[i + 1]`.
+    bounds: Vec<usize>,
+    /// Range `i` writes `order[cuts[i]..cuts[i + 1]]`.
+    cuts: Vec<usize>,
+}
+
+impl WritePlan {
+    /// The ranges of about equal bytes, twice as many as `threads`, that tensor `id`'s
+    /// writes are cut into over `tiles` tile memories; `None` when it is written on one
+    /// thread (under [`PARALLEL_WRITE_BYTES`], or one thread).
+    pub(crate) fn new(
+        exe: &Executable,
+        id: TensorId,
+        threads: usize,
+        tiles: usize,
+    ) -> Option<Self> {
+        let t = &exe.tensors[id.0 as usize];
+        let size = t.dtype.size();
+        let bytes = t.elements * size;
+        if bytes < PARALLEL_WRITE_BYTES || threads < 2 {
+            return None;
+        }
+        let per_ipu = exe.target.tiles_per_ipu;
+        let tile = |i: u32| {
+            let iv = &t.mapping[i as usize];
+            iv.ipu * per_ipu + iv.tile
+        };
+        // Each interval by its tile (`ipu * tiles + tile`), in tile order.
+        let mut order: Vec<u32> = (0..t.mapping.len() as u32).collect();
+        order.sort_unstable_by_key(|&i| (tile(i), t.mapping[i as usize].offset));
+        // Cut between tiles once a range holds its share of the bytes.
+        let share = bytes.div_ceil(2 * threads);
+        let (mut bounds, mut cuts) = (vec![0], vec![0]);
+        let mut held = 0;
+        for (k, w) in order.windows(2).enumerate() {
+            held += t.mapping[w[0] as usize].len * size;
+            if held >= share && tile(w[1]) != tile(w[0]) {
+                bounds.push(tile(w[1]));
+                cuts.push(k + 1);
+                held = 0;
+            }
+        }
+        bounds.push(tiles);
+        cuts.push(order.len());
+        Some(WritePlan {
+            order,
+            bounds,
+            cuts,
+        })
+    }
+}
+
+/// [`write`] with the tiles cut into ranges of about equal bytes (`plan`, for tensor `id`),
+/// written in parallel on `pool`: a stream's tensor spread over a thousand tiles is a
+/// thousand small copies to places far apart, which one thread does at a fraction of the
+/// memory's speed (the bench encoder streamed 7.5 ms a run).
 pub(crate) fn write_parallel(
     exe: &Executable,
     memory: &mut HostTiles,
-    id: TensorId,
+    (id, plan): (TensorId, &WritePlan),
     bytes: &[u8],
     pool: &rayon::ThreadPool,
 ) {
     use rayon::prelude::*;
-    let threads = pool.current_num_threads();
-    if bytes.len() < PARALLEL_WRITE_BYTES || threads < 2 {
-        return write(exe, memory, id, bytes);
-    }
     let t = &exe.tensors[id.0 as usize];
     let size = t.dtype.size();
-    let tiles = exe.target.tiles_per_ipu;
-    // Each interval by its tile (`ipu * tiles + tile`), in tile order.
-    let mut order: Vec<(usize, &Interval)> = (t.mapping.iter())
-        .map(|iv| (iv.ipu * tiles + iv.tile, iv))
+    let per_ipu = exe.target.tiles_per_ipu;
+    let parts: Vec<(TileRange, &[u32])> = (memory.ranges_mut(&plan.bounds).into_iter())
+        .zip(plan.cuts.windows(2))
+        .map(|(range, cut)| (range, &plan.order[cut[0]..cut[1]]))
         .collect();
-    order.sort_unstable_by_key(|&(tile, iv)| (tile, iv.offset));
-    // Cut between tiles once a range holds its share of the bytes.
-    let share = bytes.len().div_ceil(2 * threads);
-    let mut bounds = vec![0];
-    let mut held = 0;
-    for w in order.windows(2) {
-        held += w[0].1.len * size;
-        if held >= share && w[1].0 != w[0].0 {
-            bounds.push(w[1].0);
-            held = 0;
-        }
-    }
-    bounds.push(memory.len());
-    let ranges = memory.ranges_mut(&bounds);
-    let mut parts = Vec::with_capacity(ranges.len());
-    let mut rest = order.as_slice();
-    for range in ranges {
-        let (part, tail) = rest.split_at(rest.partition_point(|&(tile, _)| tile < range.tiles.end));
-        parts.push((range, part));
-        rest = tail;
-    }
     pool.install(|| {
         parts.into_par_iter().for_each(|(mut range, part)| {
-            for &(tile, iv) in part {
+            for &i in part {
+                let iv = &t.mapping[i as usize];
                 let at = iv.offset as usize;
-                range.tile(tile)[at..at + iv.len * size]
+                range.tile(iv.ipu * per_ipu + iv.tile)[at..at + iv.len * size]
                     .copy_from_slice(&bytes[iv.start * size..(iv.start + iv.len) * size]);
             }
         })
@@ -317,7 +352,16 @@ mod tests {
             let mut serial = super::allocate(&exe, &extents);
             let mut parallel = super::allocate(&exe, &extents);
             super::write(&exe, &mut serial, id, &bytes);
-            super::write_parallel(&exe, &mut parallel, id, &bytes, &pool);
+            let plan = super::WritePlan::new(&exe, id, 3, parallel.len());
+            assert_eq!(plan.is_some(), id == big, "only the big tensor is cut");
+            match plan {
+                Some(plan) => {
+                    assert_eq!(plan.bounds.len(), plan.cuts.len());
+                    assert!(plan.bounds.len() > 3, "{plan:?}");
+                    super::write_parallel(&exe, &mut parallel, (id, &plan), &bytes, &pool)
+                }
+                None => super::write(&exe, &mut parallel, id, &bytes),
+            }
             for tile in 0..serial.len() {
                 assert_eq!(serial[tile], parallel[tile], "{} tile {tile}", t.name);
             }
