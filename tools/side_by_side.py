@@ -12,7 +12,8 @@ process as the case), the time the case's FLOPs take at that rate; then the rest
 split into the exchange (rearrangements and copies between tile memories: the movement
 the compiled program asks for, which XLA's one memory has no counterpart of; its time and
 the bytes the host copied for it, `host_steps`' `bytes`) and the other compute sets
-(element-wise, reductions, codelets).
+(element-wise, reductions, codelets; their time and the bytes their vertices read and
+wrote).
 
 Usage: python3 tools/side_by_side.py [CASE_DIR ...] [--runs N] [--ipuxla PATH]
 
@@ -84,8 +85,9 @@ print(json.dumps({
 def products_sums_streams(ours):
     """ipuxla's host ms a run on products (matrix products and convolutions), K-part sums,
     host streams, exchange (rearrangements and copies between tile memories) and the other
-    compute sets, and the bytes the exchange copied on the host a run, from `host_steps`."""
-    products = sums = streams = exchange = rest = moved = 0.0
+    compute sets, the bytes the exchange copied on the host a run and the bytes the other
+    compute sets read and wrote, from `host_steps`."""
+    products = sums = streams = exchange = rest = moved = touched = 0.0
     for s in ours["host_steps"]:
         step, ms = s["step"], s["ms"]
         if s["kind"] == "stream":
@@ -99,7 +101,8 @@ def products_sums_streams(ours):
             products += ms
         else:
             rest += ms
-    return products, sums, streams, exchange, rest, moved
+            touched += s.get("bytes", 0.0)
+    return products, sums, streams, exchange, rest, moved, touched
 
 
 def main():
@@ -160,18 +163,22 @@ def main():
     print(
         "| case | XLA run ms | GFLOP | at XLA's gemm rate ms | ipuxla products ms "
         "| K-part sums ms | streams ms | sums + streams × XLA | (products at XLA's rate) + "
-        "sums + streams × XLA | exchange ms | exchange MB copied | other compute sets ms |"
+        "sums + streams × XLA | exchange ms | exchange MB copied | other compute sets ms "
+        "| other compute sets MB |"
     )
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print(
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| ---: |"
+    )
     for name, xla, ours in rows:
-        products, sums, streams, exchange, rest, moved = products_sums_streams(ours)
+        products, sums, streams, exchange, rest, moved, touched = products_sums_streams(ours)
         gflop = ours["flops"] / 1e9
         at_rate = gflop / xla["gemm_gflops"] * 1e3
         x = xla["run_ms_median"]
         print(
             f"| {name} | {x:.2f} | {gflop:.2f} | {at_rate:.2f} | {products:.2f} | {sums:.2f} "
             f"| {streams:.2f} | {(sums + streams) / x:.2f} | {(at_rate + sums + streams) / x:.2f} "
-            f"| {exchange:.2f} | {moved / 1e6:.1f} | {rest:.2f} |"
+            f"| {exchange:.2f} | {moved / 1e6:.1f} | {rest:.2f} | {touched / 1e6:.1f} |"
         )
     gemm = [xla["gemm_gflops"] for _, xla, _ in rows]
     print(f"\nXLA's f32 1024³ product on this machine: {min(gemm):.0f}-{max(gemm):.0f} GFLOP/s")
