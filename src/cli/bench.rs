@@ -20,9 +20,10 @@ pub struct BenchArgs {
     /// Print JSON: one object per case, an array for several; it adds where the host time of
     /// loading and of a run went, by phase (`load_costs_ms`, `host_compute_ms`, ...), and a
     /// run's by family of steps (`host_steps`: each compute set, rearrangement or stream
-    /// name without its instruction numbers, slowest first; `bytes`: what a run copies on
-    /// the host in them, exchange and streams; `k_part_sums` marks compute sets that sum a
-    /// product's K parts inside the element-wise op reading them).
+    /// name without its instruction numbers, slowest first; `bytes`: what a run moves on the
+    /// host in them, copied by the exchange and streams, read and written by compute sets;
+    /// `k_part_sums` marks compute sets that sum a product's K parts inside the
+    /// element-wise op reading them).
     #[arg(long)]
     pub json: bool,
     /// Timed runs per case; the median and minimum are reported.

@@ -1168,25 +1168,25 @@ mod tests {
         assert_eq!(kinds(&[ew(3), ew(4)]), ("mixed", 0));
         assert_eq!(kinds(&[reduce(2), ew(2)]), ("mixed", 0));
         assert_eq!(kinds(&[]), ("mixed", 0));
-        // A vertex reading a scratch, or writing over its input, finds its own way.
-        let mut scratch = reduce(2);
-        scratch.extra_mut().scratch.push(ScratchInput {
-            input: 0,
-            cs: 1,
-            bytes: (0, 16),
-        });
-        assert_eq!(kinds(&[reduce(2), scratch]), ("mixed", 0));
+        let reading_scratch = |mut v: LoadedVertex| {
+            v.extra_mut().scratch.push(ScratchInput {
+                input: 0,
+                cs: 1,
+                bytes: (0, 16),
+            });
+            v
+        };
+        // A reduction reading a scratch, or a vertex writing over its input, finds its own
+        // way.
+        assert_eq!(
+            kinds(&[reduce(2), reading_scratch(reduce(2))]),
+            ("mixed", 0)
+        );
         let in_place = vertex(3, Shape::Elementwise, &[(0, 16)], (0, 16));
         assert!(in_place.overlaps);
         assert_eq!(kinds(&[ew(3), in_place]), ("mixed", 0));
         // An element-wise vertex may read a scratch straight; a codelet never runs so.
-        let mut reads_scratch = ew(3);
-        reads_scratch.extra_mut().scratch.push(ScratchInput {
-            input: 0,
-            cs: 1,
-            bytes: (0, 16),
-        });
-        assert_eq!(kinds(&[ew(3), reads_scratch]), ("elementwise", 3));
+        assert_eq!(kinds(&[ew(3), reading_scratch(ew(3))]), ("elementwise", 3));
         let mut codelet = ew(3);
         codelet.work = Work::Codelet(3);
         assert_eq!(kinds(&[ew(3), codelet]), ("mixed", 0));

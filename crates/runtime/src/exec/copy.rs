@@ -666,79 +666,29 @@ impl LoadedRearrange {
     }
 }
 
-/// Copies `bytes` bytes from `from` to `to`, inline up to 64 bytes (two to four
-/// overlapping unaligned moves): a rearrangement's writes are mostly a few dozen bytes
-/// each (the transformer's products' results: 45 on average), a layout change's a single
-/// element (the bench CNN's convolution results: 200 704 writes of 4 bytes a run), where
-/// a call to `memcpy` per write costs more than the bytes.
+/// Copies `bytes` bytes from `from` to `to`, an element of 2, 4 or 8 bytes inline: a
+/// layout change writes one element at a time (the bench CNN's convolution results: 200 704
+/// writes of 4 bytes a run), where a call to `memcpy` per write costs more than the bytes.
 ///
 /// # Safety
 /// As for [`std::ptr::copy_nonoverlapping`].
 #[inline]
 unsafe fn copy_bytes(from: *const u8, to: *mut u8, bytes: usize) {
-    // Every load before any store: the two ranges do not overlap anyway.
-    // SAFETY: as the caller promises, `bytes` bytes at each; every move below lies within
-    // them (overlapping moves cover the middle from both ends).
+    // SAFETY: as the caller promises, `bytes` bytes at each, unaligned.
     unsafe {
         match bytes {
-            0..4 => std::ptr::copy_nonoverlapping(from, to, bytes),
-            4..8 => {
-                let (a, b) = (read::<u32>(from, 0), read::<u32>(from, bytes - 4));
-                write(to, 0, a);
-                write(to, bytes - 4, b);
-            }
-            8..16 => {
-                let (a, b) = (read::<u64>(from, 0), read::<u64>(from, bytes - 8));
-                write(to, 0, a);
-                write(to, bytes - 8, b);
-            }
-            16..=32 => {
-                let (a, b) = (read::<u128>(from, 0), read::<u128>(from, bytes - 16));
-                write(to, 0, a);
-                write(to, bytes - 16, b);
-            }
-            33..=64 => {
-                let (a, b) = (read::<u128>(from, 0), read::<u128>(from, 16));
-                let (c, d) = (
-                    read::<u128>(from, bytes - 32),
-                    read::<u128>(from, bytes - 16),
-                );
-                write(to, 0, a);
-                write(to, 16, b);
-                write(to, bytes - 32, c);
-                write(to, bytes - 16, d);
-            }
+            2 => to
+                .cast::<u16>()
+                .write_unaligned(from.cast::<u16>().read_unaligned()),
+            4 => to
+                .cast::<u32>()
+                .write_unaligned(from.cast::<u32>().read_unaligned()),
+            8 => to
+                .cast::<u64>()
+                .write_unaligned(from.cast::<u64>().read_unaligned()),
             _ => std::ptr::copy_nonoverlapping(from, to, bytes),
         }
     }
-}
-
-/// The `T` at byte `at` of `p`, unaligned.
-///
-/// # Safety
-/// `p + at` is valid for reading a `T`.
-#[inline(always)]
-unsafe fn read<T>(p: *const u8, at: usize) -> T {
-    // SAFETY: as the caller promises.
-    unsafe { p.add(at).cast::<T>().read_unaligned() }
-}
-
-/// Writes `v` at byte `at` of `p`, unaligned.
-///
-/// # Safety
-/// `p + at` is valid for writing a `T`.
-#[inline(always)]
-unsafe fn write<T>(p: *mut u8, at: usize, v: T) {
-    // SAFETY: as the caller promises.
-    unsafe { p.add(at).cast::<T>().write_unaligned(v) }
-}
-
-/// [`copy_bytes`] of one slice into another of the same length.
-#[inline]
-fn copy_slice(dst: &mut [u8], src: &[u8]) {
-    assert_eq!(dst.len(), src.len(), "a copy between slices of one length");
-    // SAFETY: both slices hold `dst.len()` bytes; a `&mut` never overlaps a `&`.
-    unsafe { copy_bytes(src.as_ptr(), dst.as_mut_ptr(), dst.len()) }
 }
 
 /// Carries out `writes` on a tile's memory `mem` from the gathered `windows` (elements of
@@ -845,7 +795,7 @@ fn transposed<const N: usize>(mem: &mut [u8], window: &[u8], columns: &[Write]) 
 /// Fills `dst` with the elements of `src` from byte `at`, `step` bytes apart.
 fn copy_run(dst: &mut [u8], src: &[u8], at: usize, step: isize, size: usize) {
     if step == size as isize {
-        copy_slice(dst, &src[at..at + dst.len()]);
+        dst.copy_from_slice(&src[at..at + dst.len()]);
         return;
     }
     match size {
@@ -883,21 +833,22 @@ fn strided<const N: usize>(dst: &mut [u8], src: &[u8], at: usize, step: isize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::program::executable::{Run, TensorId};
 
     #[test]
     fn short_copies_copy_every_byte_and_no_other() {
         let src: Vec<u8> = (1..=100).collect();
-        for bytes in 0..=80 {
+        for bytes in 0..=20 {
             for offset in [0, 1, 3] {
                 let mut dst = vec![0u8; 100];
-                copy_slice(&mut dst[offset..offset + bytes], &src[7..7 + bytes]);
+                // SAFETY: both ranges lie in their buffers, which are distinct.
+                unsafe { copy_bytes(src[7..].as_ptr(), dst[offset..].as_mut_ptr(), bytes) };
                 let mut want = vec![0u8; 100];
                 want[offset..offset + bytes].copy_from_slice(&src[7..7 + bytes]);
                 assert_eq!(dst, want, "{bytes} bytes at {offset}");
             }
         }
     }
-    use crate::program::executable::{Run, TensorId};
 
     fn segment(tile: usize, offset: usize, at: usize, bytes: usize) -> Segment {
         Segment {
