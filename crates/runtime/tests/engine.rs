@@ -1185,6 +1185,15 @@ fn transposed_product(dtype: DType, stream_blocks: bool) -> (Engine, TensorId, V
 /// input is copied to each part's tile) → a reversing codelet vertex per tile writing `y` → `y`
 /// streamed out; optionally `copies` streamed out too (a second reader: they are written).
 fn copied_to_codelets(stride: isize, stream_copies: bool) -> (Engine, TensorId, Vec<f32>) {
+    copied_to_codelets_from([0, 1], stride, stream_copies)
+}
+
+/// [`copied_to_codelets`] with tile 2's and tile 3's copies starting at elements `starts`.
+fn copied_to_codelets_from(
+    starts: [usize; 2],
+    stride: isize,
+    stream_copies: bool,
+) -> (Engine, TensorId, Vec<f32>) {
     use runtime::{Rearrange, Run, RunSource};
     let mut b = ExecutableBuilder::new(Target::ipu2().with_tiles_per_ipu(4), 1);
     let x = b.tensor("x", DType::F32, &[(0, 0, 4), (0, 1, 4)]);
@@ -1192,11 +1201,10 @@ fn copied_to_codelets(stride: isize, stream_copies: bool) -> (Engine, TensorId, 
     let y = b.tensor("y", DType::F32, &[(0, 2, 4), (0, 3, 4)]);
     let xv: Vec<f32> = (0..8).map(|i| i as f32 * 1.5 - 4.0).collect();
     b.tensor_mut(x).init = Some(f32_bytes(&xv));
-    // Tile 2's copy starts at element 0, tile 3's at element 1.
     let run = |part: usize| Run {
         source: RunSource::Tensor {
             k: 0,
-            start: part,
+            start: starts[part],
             stride,
         },
         dst_start: part * 4,
@@ -1235,7 +1243,7 @@ fn copied_to_codelets(stride: isize, stream_copies: bool) -> (Engine, TensorId, 
     }
     let exe = b.finish(Program::Sequence(program));
     let copied = (0..8)
-        .map(|e| xv[e / 4 + (e % 4) * stride as usize])
+        .map(|e| xv[(starts[e / 4] as isize + (e % 4) as isize * stride) as usize])
         .collect();
     (Engine::load(exe).unwrap(), copies, copied)
 }
@@ -1283,6 +1291,40 @@ fn strided_copies_are_written_for_codelets_which_read_bytes() {
         .collect();
     assert_eq!(f32_values(&io.take("y")[0]), reversed);
     assert_eq!(f32_values(&engine.read_tensor(copies)), copied);
+}
+
+#[test]
+fn a_piece_every_codelet_copies_alike_is_gathered_once_with_the_same_results_and_cost() {
+    // Both tiles copy elements 7, 6, 5, 4 (a reversed kernel sent to every part of a
+    // convolution): no contiguous piece of the window, but one both can read.
+    let (mut kept, copies, copied) = copied_to_codelets_from([7, 7], -1, false);
+    let (mut written, _, _) = copied_to_codelets_from([7, 7], -1, true);
+    assert_eq!(
+        kept.windowed_codelet_inputs(),
+        2,
+        "both read the shared piece"
+    );
+    assert_eq!(
+        written.windowed_codelet_inputs(),
+        0,
+        "streamed copies are written"
+    );
+    let reversed: Vec<f32> = copied
+        .chunks(4)
+        .flat_map(|c| c.iter().rev())
+        .copied()
+        .collect();
+    check_against_written(
+        &mut kept,
+        &mut written,
+        ("y", &reversed),
+        "copies",
+        &[(copies, &copied)],
+        (2, 0),
+    );
+    // Pieces read by one tile each would only move the copies elsewhere: they are written.
+    let (alone, _, _) = copied_to_codelets_from([7, 5], -1, false);
+    assert_eq!(alone.windowed_codelet_inputs(), 0);
 }
 
 #[test]

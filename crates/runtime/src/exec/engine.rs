@@ -152,10 +152,14 @@ impl TilesLoad<'_> {
             .iter()
             .zip(&exe.rearranges)
             .zip(&plan.kept_windows)
-            .map(|((r, rearrange), &kept)| match kept {
+            .zip(&plan.shared_pieces)
+            .map(|(((r, rearrange), &kept), shared)| match kept {
                 true => {
                     let size = exe.tensors[rearrange.dst.0 as usize].dtype.size();
-                    r.window_bytes().map(|b| vec![0f32; b / size]).collect()
+                    let pieces = shared.iter().map(|p| vec![0f32; p.len()]);
+                    (r.window_bytes().map(|b| vec![0f32; b / size]))
+                        .chain(pieces)
+                        .collect()
                 }
                 false => Vec::new(),
             })
@@ -546,8 +550,10 @@ impl Tiles {
                 let rearrange = &exe.rearranges[r];
                 let f16 = exe.tensors[rearrange.dst.0 as usize].dtype == DType::F16;
                 // An f16 window holds widened f16 values: narrowing gives the bytes back.
+                // Its sources' windows, not the shared pieces after them.
+                let kept = &self.kept[r][..rearrange.sources.len()];
                 let narrowed: Vec<Vec<u8>> = match f16 {
-                    true => (self.kept[r].iter())
+                    true => (kept.iter())
                         .map(|w| {
                             let mut bytes = vec![0u8; w.len() * 2];
                             codegen::halves::narrow_into(w, &mut bytes);
@@ -558,7 +564,7 @@ impl Tiles {
                 };
                 let windows: Vec<&[u8]> = match f16 {
                     true => narrowed.iter().map(Vec::as_slice).collect(),
-                    false => self.kept[r].iter().map(|w| f32_bytes(w)).collect(),
+                    false => kept.iter().map(|w| f32_bytes(w)).collect(),
                 };
                 LoadedRearrange::new(system, &exe.tensors, rearrange)
                     .expect("loaded once already")
@@ -641,14 +647,21 @@ impl Host for Running<'_> {
         // A skipped one's readers read the scratch (see `scratch_reads`): only its cost counts.
         let bytes = if tiles.plan.kept_windows[id] {
             let dst = &self.exe.tensors[self.exe.rearranges[id].dst.0 as usize];
-            for (k, window) in tiles.kept[id].iter_mut().enumerate() {
+            let sources = self.exe.rearranges[id].sources.len();
+            let (windows, pieces) = tiles.kept[id].split_at_mut(sources);
+            for (k, window) in windows.iter_mut().enumerate() {
                 if dst.dtype == DType::F16 {
                     r.gather_widened(&tiles.memory, k, window, self.pool);
                 } else {
                     r.gather(&tiles.memory, k, f32_bytes_mut(window), self.pool);
                 }
             }
-            r.gathered_bytes()
+            let shared = &tiles.plan.shared_pieces[id];
+            for (piece, out) in shared.iter().zip(pieces.iter_mut()) {
+                piece.gather(windows, out);
+            }
+            let pieces_bytes: usize = pieces.iter().map(|p| p.len() * 4).sum();
+            r.gathered_bytes() + pieces_bytes as u64
         } else if !tiles.plan.scratch_reads.skipped[id] {
             tiles.apply(Written::Rearrange(id), self.pool);
             tiles.rearranges[id].host_bytes()

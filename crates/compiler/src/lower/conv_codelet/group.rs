@@ -9,7 +9,7 @@
 use super::{ConvCodelet, KernelMatrix, Plan, gather_runs, write_output};
 use crate::device_data::f32_slice;
 use codegen::MatRef;
-use runtime::GroupMember;
+use runtime::{GroupMember, SameBytes};
 use std::sync::Arc;
 
 /// Output features a part may have to join a group: a product of up to this many columns
@@ -124,29 +124,51 @@ pub(super) fn run_group(members: &mut [GroupMember]) -> Result<(), String> {
 /// 9 KB of bytes costs a fraction of that).
 #[derive(Default)]
 struct KernelColumns {
-    /// `(plan, kernel bytes, its columns)`, the most recent last. The plan is held so that
-    /// its address is not reused while it is a key.
-    kept: Vec<(Arc<Plan>, Vec<u8>, Vec<f32>)>,
+    /// The most recent last.
+    kept: Vec<KeptKernel>,
+}
+
+/// Kernel columns gathered for a plan, with the bytes they were gathered from.
+struct KeptKernel {
+    /// Held so that its address is not reused while it is a key.
+    plan: Arc<Plan>,
+    bytes: Vec<u8>,
+    /// The bytes' name in the run that kept them, if they had one.
+    name: Option<SameBytes>,
+    columns: Vec<f32>,
 }
 
 /// Kernels kept per host thread: the groups of a compute set read a few distinct ones.
 const KEPT_KERNELS: usize = 4;
 
 impl KernelColumns {
-    /// The columns gathered from exactly these kernel bytes for `plan`, if kept.
-    fn find(&mut self, plan: &Arc<Plan>, kernel: &[u8]) -> Option<&[f32]> {
-        let i = (self.kept.iter())
-            .position(|(p, bytes, _)| Arc::ptr_eq(p, plan) && bytes.as_slice() == kernel)?;
-        Some(&self.kept[i].2)
+    /// The columns gathered from exactly these kernel bytes for `plan`, if kept: bytes of
+    /// the name they were last found under (equal names, equal bytes: no comparing), or
+    /// equal bytes, which then take the name (a later run names them anew).
+    fn find(&mut self, plan: &Arc<Plan>, kernel: &[u8], name: Option<SameBytes>) -> Option<&[f32]> {
+        let i = self.kept.iter().position(|k| {
+            Arc::ptr_eq(&k.plan, plan)
+                && ((name.is_some() && k.name == name) || k.bytes.as_slice() == kernel)
+        })?;
+        let found = &mut self.kept[i];
+        if name.is_some() {
+            found.name = name;
+        }
+        Some(&found.columns)
     }
 
-    /// Keeps `columns`, gathered from `kernel` for `plan`, dropping the oldest beyond
-    /// [`KEPT_KERNELS`].
-    fn keep(&mut self, plan: &Arc<Plan>, kernel: &[u8], columns: &[f32]) {
+    /// Keeps `columns`, gathered from `kernel` (named `name`, if at all) for `plan`,
+    /// dropping the oldest beyond [`KEPT_KERNELS`].
+    fn keep(&mut self, plan: &Arc<Plan>, kernel: &[u8], name: Option<SameBytes>, columns: &[f32]) {
         if self.kept.len() == KEPT_KERNELS {
             self.kept.remove(0);
         }
-        (self.kept).push((Arc::clone(plan), kernel.to_vec(), columns.to_vec()));
+        self.kept.push(KeptKernel {
+            plan: Arc::clone(plan),
+            bytes: kernel.to_vec(),
+            name,
+            columns: columns.to_vec(),
+        });
     }
 }
 
@@ -156,8 +178,13 @@ thread_local! {
 }
 
 /// The name of a member's first input's bytes, if any.
-fn first_name(m: &GroupMember) -> Option<runtime::SameBytes> {
-    m.same.first().copied().flatten()
+fn first_name(m: &GroupMember) -> Option<SameBytes> {
+    input_name(m, 0)
+}
+
+/// The name of a member's input `i`'s bytes, if any.
+fn input_name(m: &GroupMember, i: usize) -> Option<SameBytes> {
+    m.same.get(i).copied().flatten()
 }
 
 /// Runs members `parts` (of `lead`'s plan and group, reading `members[parts[0]]`'s input
@@ -175,12 +202,13 @@ fn run_parts(lead: &ConvCodelet, members: &mut [GroupMember], parts: &[usize]) {
             lead.kernel_columns(&f32_slice(kernel), &mut columns);
             continue;
         }
-        KERNEL_COLUMNS.with_borrow_mut(|cache| match cache.find(&lead.plan, kernel) {
+        let name = input_name(&members[i], 1);
+        KERNEL_COLUMNS.with_borrow_mut(|cache| match cache.find(&lead.plan, kernel, name) {
             Some(gathered) => columns.extend_from_slice(gathered),
             None => {
                 let at = columns.len();
                 lead.kernel_columns(&f32_slice(kernel), &mut columns);
-                cache.keep(&lead.plan, kernel, &columns[at..]);
+                cache.keep(&lead.plan, kernel, name, &columns[at..]);
             }
         });
     }

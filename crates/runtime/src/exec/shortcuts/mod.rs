@@ -29,7 +29,7 @@ use crate::model::steps::ComputeCost;
 use crate::program::executable::{Executable, TensorId};
 use codegen::KernelId;
 use kept_results::KeptResult;
-use operand_views::OperandViews;
+use operand_views::{OperandViews, SharedPiece};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use scratch_reads::ScratchReads;
@@ -39,6 +39,8 @@ use scratch_reads::ScratchReads;
 pub(crate) struct HostPlan {
     /// By rearrangement: its windows are kept and its destination is never written.
     pub kept_windows: Vec<bool>,
+    /// By rearrangement: pieces of its kept windows gathered into buffers of their own.
+    pub shared_pieces: Vec<Vec<SharedPiece>>,
     /// Matrix-product results left in a compute set's batch scratch.
     pub results: FxHashMap<TensorId, KeptResult>,
     /// Rearrangements skipped because their readers read the batch scratch.
@@ -82,6 +84,7 @@ impl HostPlan {
         if !shortcuts {
             let plan = HostPlan {
                 kept_windows: views.kept,
+                shared_pieces: views.shared,
                 results: FxHashMap::default(),
                 scratch_reads: ScratchReads::none(exe),
             };
@@ -95,6 +98,7 @@ impl HostPlan {
         }
         let plan = HostPlan {
             kept_windows: views.kept,
+            shared_pieces: views.shared,
             results,
             scratch_reads,
         };

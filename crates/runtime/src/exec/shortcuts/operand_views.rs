@@ -8,12 +8,15 @@
 //! matrix-product vertices with f32 partials (f32 operands, or f16 ones) whose blocks are
 //! strided matrices of one gathered source window, the engine keeps the window (as f32: an
 //! f16 window is widened once, as each vertex would widen its block) instead of writing
-//! the blocks, and each vertex multiplies its block straight from it. The vertices multiply the same elements; gemm may sum them in
-//! another order for a strided operand (the last bits of a result can differ from the plain
-//! path's), and host copies disappear. A codelet vertex's f32 input that is one contiguous
-//! piece of such a window (a convolution part's copy of its input, say) is read from it the
-//! same way, byte for byte what the tile would hold. [`Engine::read_tensor`] still returns
-//! what such a destination would hold.
+//! the blocks, and each vertex multiplies its block straight from it. The vertices multiply
+//! the same elements; gemm may sum them in another order for a strided operand (the last
+//! bits of a result can differ from the plain path's), and host copies disappear. A codelet
+//! vertex's f32 input that is one contiguous piece of such a window (a convolution part's
+//! copy of its input, say) is read from it the same way, byte for byte what the tile would
+//! hold; one that is no contiguous piece but that several codelets copy alike (a reversed
+//! kernel sent to every part) is gathered once a run into a buffer of its own, which they
+//! all read ([`SharedPiece`]). [`Engine::read_tensor`] still returns what such a
+//! destination would hold.
 //!
 //! [`Engine::read_tensor`]: crate::exec::engine::Engine::read_tensor
 
@@ -46,6 +49,63 @@ pub(crate) struct OperandViews {
     pub kept: Vec<bool>,
     /// The view each vertex input reads.
     views: FxHashMap<VertexInput, View>,
+    /// By rearrangement: the pieces gathered into buffers of their own, after its sources'
+    /// windows (see [`SharedPiece`]).
+    pub shared: Vec<Vec<SharedPiece>>,
+}
+
+/// A codelet input that is no one contiguous piece of its rearrangement's window, but that
+/// several vertices read alike (the bench CNN's reversed kernel, copied to 896 tiles a
+/// run): gathered from the window once a run into a buffer of its own, the bytes each tile
+/// would hold, which every such vertex reads in place of its tile's copy. The buffer is the
+/// rearrangement's window number `sources + i` for the rearrangement's `i`-th piece.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct SharedPiece {
+    /// The piece's elements in order, run by run.
+    pub runs: Vec<PieceRun>,
+}
+
+/// Elements `at, at + stride, ...` (`len` of them) of window `source`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct PieceRun {
+    pub source: u32,
+    pub at: usize,
+    pub len: usize,
+    pub stride: isize,
+}
+
+impl SharedPiece {
+    /// Its number of elements.
+    pub(crate) fn len(&self) -> usize {
+        self.runs.iter().map(|r| r.len).sum()
+    }
+
+    /// Gathers the piece from the rearrangement's `windows` into `out` (its length).
+    pub(crate) fn gather(&self, windows: &[Vec<f32>], out: &mut [f32]) {
+        let mut o = 0;
+        for r in &self.runs {
+            let window = &windows[r.source as usize];
+            let out = &mut out[o..o + r.len];
+            match r.stride {
+                1 => out.copy_from_slice(&window[r.at..r.at + r.len]),
+                stride => {
+                    for (i, x) in out.iter_mut().enumerate() {
+                        *x = window[(r.at as isize + i as isize * stride) as usize];
+                    }
+                }
+            }
+            o += r.len;
+        }
+    }
+}
+
+/// A rearrangement's readers' views and the pieces they share.
+type Readings = (Vec<(VertexInput, View)>, Vec<SharedPiece>);
+
+/// How a vertex input reads a kept window: in place, or through a shared piece.
+enum Reading {
+    View(View),
+    Shared(SharedPiece),
 }
 
 /// `(compute set, vertex, input)`; a compute set's codelet vertices are numbered after its
@@ -68,6 +128,7 @@ impl OperandViews {
         OperandViews {
             kept: vec![false; exe.rearranges.len()],
             views: FxHashMap::default(),
+            shared: vec![Vec::new(); exe.rearranges.len()],
         }
     }
 
@@ -125,7 +186,7 @@ impl OperandViews {
             }
         }
         // Each rearrangement's readers are matched independently: in parallel.
-        let matched: Vec<Option<Vec<(VertexInput, View)>>> = exe
+        let matched: Vec<Option<Readings>> = exe
             .rearranges
             .par_iter()
             .enumerate()
@@ -141,30 +202,43 @@ impl OperandViews {
                         .all(|s| exe.tensors[s.0 as usize].dtype == dtype);
                 let readers = candidates.get(&r.dst.0).filter(|_| eligible)?;
                 let runs = SortedRuns::new(r)?;
-                readers
+                let readings: Vec<(VertexInput, Reading)> = readers
                     .iter()
                     .map(|c| {
-                        let (source, at, rs, cs) = runs.view(c.region.start, c.rows, c.cols)?;
-                        if c.contiguous && c.cols > 1 && cs != 1 {
-                            return None;
-                        }
-                        let v = View {
-                            rearrange: ri as u32,
-                            source,
-                            at,
-                            rs,
-                            cs,
+                        let view = runs.view(c.region.start, c.rows, c.cols);
+                        let reading = match view {
+                            Some((source, at, rs, cs))
+                                if !c.contiguous || c.cols == 1 || cs == 1 =>
+                            {
+                                Reading::View(View {
+                                    rearrange: ri as u32,
+                                    source,
+                                    at,
+                                    rs,
+                                    cs,
+                                })
+                            }
+                            _ if c.contiguous => {
+                                Reading::Shared(runs.piece(c.region.start, c.cols)?)
+                            }
+                            _ => return None,
                         };
-                        Some((c.key, v))
+                        Some((c.key, reading))
                     })
-                    .collect()
+                    .collect::<Option<_>>()?;
+                shared_pieces(ri as u32, r.sources.len(), readings)
             })
             .collect();
         let mut plan = OperandViews {
             kept: matched.iter().map(Option::is_some).collect(),
             views: FxHashMap::default(),
+            shared: Vec::with_capacity(matched.len()),
         };
-        plan.views.extend(matched.into_iter().flatten().flatten());
+        for m in matched {
+            let (views, shared) = m.unwrap_or_default();
+            plan.views.extend(views);
+            plan.shared.push(shared);
+        }
         plan
     }
 
@@ -277,6 +351,35 @@ impl SortedRuns {
         Some((k, at, run.len - off as usize, stride))
     }
 
+    /// The destination elements `start..start + len` as runs of window elements, when every
+    /// one is read from a source.
+    fn piece(&self, start: usize, len: usize) -> Option<SharedPiece> {
+        let mut runs: Vec<PieceRun> = Vec::new();
+        let mut e = 0;
+        while e < len {
+            let (source, at, rest, stride) = self.locate(start + e)?;
+            let (at, n) = (usize::try_from(at).ok()?, rest.min(len - e));
+            let stride = if n == 1 { 1 } else { stride };
+            match runs.last_mut() {
+                Some(r)
+                    if r.source == source
+                        && (r.stride == stride || n == 1)
+                        && r.at as isize + r.len as isize * r.stride == at as isize =>
+                {
+                    r.len += n
+                }
+                _ => runs.push(PieceRun {
+                    source,
+                    at,
+                    len: n,
+                    stride,
+                }),
+            }
+            e += n;
+        }
+        Some(SharedPiece { runs })
+    }
+
     /// The destination elements `start..start + rows * cols`, a row-major `rows × cols`
     /// matrix, as a strided matrix of one window: `(source, at, row step, column step)`.
     fn view(&self, start: usize, rows: usize, cols: usize) -> Option<(u32, usize, isize, isize)> {
@@ -350,6 +453,43 @@ impl SortedRuns {
     }
 }
 
+/// The views of rearrangement `ri`'s readers (`sources` windows) and the pieces shared
+/// among them, each reader of a piece viewing its buffer (window `sources + i`) whole.
+/// None (the destination is written as before) when pieces are not shared: a buffer per
+/// reader would copy what the rearrangement writes, only elsewhere.
+fn shared_pieces(
+    ri: u32,
+    sources: usize,
+    readings: Vec<(VertexInput, Reading)>,
+) -> Option<Readings> {
+    let mut index: FxHashMap<SharedPiece, usize> = FxHashMap::default();
+    let mut pieces = Vec::new();
+    let mut readers = 0;
+    let views = (readings.into_iter())
+        .map(|(key, reading)| {
+            let view = match reading {
+                Reading::View(v) => v,
+                Reading::Shared(piece) => {
+                    readers += 1;
+                    let i = *index.entry(piece.clone()).or_insert_with(|| {
+                        pieces.push(piece);
+                        pieces.len() - 1
+                    });
+                    View {
+                        rearrange: ri,
+                        source: (sources + i) as u32,
+                        at: 0,
+                        rs: 0,
+                        cs: 1,
+                    }
+                }
+            };
+            (key, view)
+        })
+        .collect();
+    (2 * pieces.len() <= readers).then_some((views, pieces))
+}
+
 /// The greatest common divisor of two counts (`gcd(0, n) = n`).
 fn gcd(mut a: usize, mut b: usize) -> usize {
     while b != 0 {
@@ -375,6 +515,48 @@ mod tests {
 
     fn run(start: usize, stride: isize, dst_start: usize, len: usize) -> Run {
         Run::reading(0, (start, stride), dst_start, len)
+    }
+
+    #[test]
+    fn a_piece_follows_its_runs_and_joins_those_that_continue_it() {
+        // Destination 0..6: source 5, 4, 3 (reversed), then 0, 1 and 2, 3 (one run).
+        let r = rearrange(vec![run(5, -1, 0, 3), run(0, 1, 3, 2), run(2, 1, 5, 2)]);
+        let runs = SortedRuns::new(&r).unwrap();
+        let piece = |at, len, stride| PieceRun {
+            source: 0,
+            at,
+            len,
+            stride,
+        };
+        let p = runs.piece(1, 6).unwrap();
+        assert_eq!(p.runs, vec![piece(4, 2, -1), piece(0, 4, 1)]);
+        let windows = vec![(0..6).map(|i| i as f32).collect::<Vec<f32>>()];
+        let mut out = vec![0.0; p.len()];
+        p.gather(&windows, &mut out);
+        assert_eq!(out, [4.0, 3.0, 0.0, 1.0, 2.0, 3.0]);
+        // An element no run writes is no piece.
+        let gap = rearrange(vec![run(0, 1, 0, 2), run(2, 1, 3, 2)]);
+        assert_eq!(SortedRuns::new(&gap).unwrap().piece(0, 5), None);
+    }
+
+    #[test]
+    fn pieces_are_kept_only_when_readers_share_them() {
+        let piece = |at| SharedPiece {
+            runs: vec![PieceRun {
+                source: 0,
+                at,
+                len: 4,
+                stride: -1,
+            }],
+        };
+        let reading = |v: u32, at| ((0, v, 0), Reading::Shared(piece(at)));
+        let (views, pieces) = shared_pieces(3, 2, vec![reading(0, 7), reading(1, 7)]).unwrap();
+        assert_eq!(pieces, vec![piece(7)]);
+        for (_, v) in views {
+            // The buffer after the rearrangement's two windows, read whole.
+            assert_eq!((v.rearrange, v.source, v.at, v.cs), (3, 2, 0, 1));
+        }
+        assert!(shared_pieces(3, 2, vec![reading(0, 7), reading(1, 5)]).is_none());
     }
 
     #[test]
