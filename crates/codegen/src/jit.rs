@@ -558,7 +558,7 @@ pub(crate) fn compile_entry(
             esr = mode.esr;
             check_elementwise(&run)?;
             // Rounded f16 values inside a fused expression, and transcendental ops where the
-            // host has AVX-512: in stages, finished between them (`stages`), unless a
+            // host has AVX-512 or AVX2 with FMA: in stages, finished between them (`stages`), unless a
             // status or stochastic rounding is to be computed too (then all is inline:
             // `math::round_to_f16`, the routines on Cranelift's lanes).
             let wide = crate::wide_math::available();
@@ -1201,8 +1201,8 @@ impl<'t> CompiledKernel<'t> {
     }
 
     /// How many stages run before the last one on each chunk: an element-wise kernel is
-    /// split where f16 values round and, on hosts with AVX-512, at transcendental ops
-    /// (`crate::stages`); 0 when it runs whole.
+    /// split where f16 values round and, on hosts with AVX-512 or AVX2 and FMA, at
+    /// transcendental ops (`crate::stages`); 0 when it runs whole.
     pub fn stage_count(&self) -> usize {
         self.stages.len()
     }

@@ -7,8 +7,8 @@
 //! stage's chunk is instead rounded in place with F16C ([`crate::halves::round_in_place`]:
 //! eight values per instruction, the narrowing and widening of a store and load). And a
 //! transcendental op (`exp`, `tanh`, `log`, ...) is compute-bound on Cranelift's four-lane
-//! vectors; where the host has AVX-512, its operand's chunk is finished by the same
-//! routine on sixteen lanes ([`crate::wide_math`]). Each such node's operand is a kernel of
+//! vectors; where the host has AVX-512 (or AVX2 with FMA), its operand's chunk is finished
+//! by the same routine on sixteen lanes (or eight) ([`crate::wide_math`]). Each such node's operand is a kernel of
 //! its own writing an f32 chunk, which the run wrapper finishes in place, and later stages
 //! read it as an input. The values are the unsplit kernel's, bit for bit; the chunk stays
 //! in the cache between stages.

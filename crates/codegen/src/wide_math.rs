@@ -1,13 +1,15 @@
-//! The [`crate::math`] approximations on sixteen lanes at once with AVX-512, run in place on
-//! a chunk of f32 values. The JIT computes them on Cranelift's four-lane vectors, where the
-//! transcendental ops of a softmax or a GELU are compute-bound (`tanh` and `exp` took about
-//! a nanosecond an element); a staged kernel ([`crate::stages`]) instead computes such an
-//! op's operand into a chunk and runs the op here. The routines are the same generic code
-//! instantiated for [`Avx512`], each operation one instruction of the same IEEE meaning as
-//! the JIT's (fused multiply-adds fused, comparisons ordered, conversions saturating), so
-//! the values are the JIT's bit for bit, a NaN as a NaN (checked against
-//! [`crate::math::HostEmitter`] on special values and 800 000 random inputs below, and
-//! against the reference evaluator through compiled kernels in `tests/jit_vs_reference.rs`).
+//! The [`crate::math`] approximations on sixteen lanes at once with AVX-512 (eight with
+//! AVX2 and FMA on hosts without it), run in place on a chunk of f32 values. The JIT
+//! computes them on Cranelift's four-lane vectors, where the transcendental ops of a softmax
+//! or a GELU are compute-bound (`tanh` and `exp` took about a nanosecond an element, two on
+//! an AVX2 host); a staged kernel ([`crate::stages`]) instead computes such an op's operand
+//! into a chunk and runs the op here. The routines are the same generic code instantiated
+//! for [`Avx512`](avx512::Avx512) and [`Avx2`](avx2::Avx2), each operation one instruction
+//! (or a few) of the same IEEE meaning as the JIT's (fused multiply-adds fused, comparisons
+//! ordered, conversions saturating), so the values are the JIT's bit for bit, a NaN as a
+//! NaN (checked against [`crate::math::HostEmitter`] on special values and 800 000 random
+//! inputs below, and against the reference evaluator through compiled kernels in
+//! `tests/jit_vs_reference.rs`).
 
 use crate::kernel::UnaryOp;
 
@@ -16,16 +18,39 @@ pub(crate) fn has(op: UnaryOp) -> bool {
     crate::math::TRANSCENDENTAL.contains(&op)
 }
 
-/// True when this host runs the wide versions (AVX-512F); else kernels keep the JIT's.
-pub(crate) fn available() -> bool {
+/// The widest routines this host runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Width {
+    /// Sixteen lanes (AVX-512F).
+    Sixteen,
+    /// Eight lanes (AVX2 with FMA: the fused multiply-adds must stay fused).
+    Eight,
+}
+
+/// The widest routines this host runs, if any.
+fn width() -> Option<Width> {
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("avx512f")
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            Some(Width::Sixteen)
+        } else if std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+        {
+            Some(Width::Eight)
+        } else {
+            None
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        false
+        None
     }
+}
+
+/// True when this host runs the wide versions (AVX-512F, or AVX2 with FMA); else kernels
+/// keep the JIT's.
+pub(crate) fn available() -> bool {
+    width().is_some()
 }
 
 /// Replaces each value of `xs` by `op` of it. The caller has checked [`has`] and
@@ -33,15 +58,44 @@ pub(crate) fn available() -> bool {
 pub(crate) fn apply_in_place(op: UnaryOp, xs: &mut [f32]) {
     debug_assert!(has(op) && available());
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: the caller checked that the host has AVX-512F (`available`).
-    unsafe {
-        avx512::apply(op, xs)
+    match width() {
+        // SAFETY: the host has AVX-512F.
+        Some(Width::Sixteen) => unsafe { avx512::apply(op, xs) },
+        // SAFETY: the host has AVX2 and FMA.
+        Some(Width::Eight) => unsafe { avx2::apply(op, xs) },
+        None => unreachable!("wide math is not available here, checked by the caller: {op:?}"),
     }
     #[cfg(not(target_arch = "x86_64"))]
     unreachable!(
         "wide math is available only on x86_64, checked by the caller: {op:?} on {} values",
         xs.len()
     )
+}
+
+/// The body of a width's `apply`: one function per op with `$feature` enabled, each
+/// running that op's routine through the width's `run` and `lanes` (one routine inlined
+/// once per function: an unoptimised build gives a function every inlined routine's
+/// locals, and all eleven in one overflowed a thread's stack), and the match calling it.
+#[cfg(target_arch = "x86_64")]
+macro_rules! per_op {
+    ($feature:literal, $op:expr, $xs:expr) => {
+        per_op!(@ $feature, $op, $xs;
+            Exp => exp, Expm1 => expm1, Log => log, Log1p => log1p, Tanh => tanh,
+            Logistic => logistic, Cbrt => cbrt, Sin => sin, Cos => cos, Tan => tan, Erf => erf)
+    };
+    (@ $feature:literal, $op:expr, $xs:expr; $($name:ident => $f:ident),*) => {{
+        $(
+            #[target_feature(enable = $feature)]
+            fn $f(xs: &mut [f32]) {
+                run(xs, |x| lanes(UnaryOp::$name, x))
+            }
+        )*
+        match $op {
+            // SAFETY: the caller checked that the host has the features.
+            $(UnaryOp::$name => unsafe { $f($xs) },)*
+            op => unreachable!("wide_math::has({op:?}) is false: the caller checked it"),
+        }
+    }};
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -193,28 +247,7 @@ mod avx512 {
     /// # Safety
     /// The host has AVX-512F.
     pub(super) unsafe fn apply(op: UnaryOp, xs: &mut [f32]) {
-        // One function per op, each with its routine inlined once (an unoptimised build
-        // gives a function every inlined routine's locals: all eleven in one overflowed
-        // a thread's stack).
-        macro_rules! each {
-            ($($op:ident => $name:ident),*) => {{
-                $(
-                    #[target_feature(enable = "avx512f")]
-                    fn $name(xs: &mut [f32]) {
-                        run(xs, |x| lanes(UnaryOp::$op, x))
-                    }
-                )*
-                match op {
-                    // SAFETY: the caller checked that the host has AVX-512F.
-                    $(UnaryOp::$op => unsafe { $name(xs) },)*
-                    _ => unreachable!("wide_math::has({op:?}) is false: the caller checked it"),
-                }
-            }};
-        }
-        each!(
-            Exp => exp, Expm1 => expm1, Log => log, Log1p => log1p, Tanh => tanh,
-            Logistic => logistic, Cbrt => cbrt, Sin => sin, Cos => cos, Tan => tan, Erf => erf
-        )
+        per_op!("avx512f", op, xs)
     }
 
     /// `f` over `xs` in place, sixteen lanes at a time, the last lanes through a masked
@@ -237,6 +270,181 @@ mod avx512 {
                 _mm512_mask_storeu_ps(p.add(at), mask, f(x));
             }
             at += LANES;
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use crate::kernel::UnaryOp;
+    use crate::math::{self, Emitter};
+    use std::arch::x86_64::*;
+
+    /// [`Emitter`] on eight f32 lanes: every method one AVX2 or FMA instruction (a few for
+    /// `abs` and the saturating `to_int`), inlined into each op's loop in [`apply`]. A
+    /// lane mask is a vector whose set lanes are all ones.
+    pub(super) struct Avx2;
+
+    const LANES: usize = 8;
+
+    // SAFETY (every method): values of these types exist only inside `apply`'s per-op
+    // functions, which run with AVX2 and FMA enabled and are called only when the host has
+    // them.
+    impl Emitter for Avx2 {
+        type F = __m256;
+        type I = __m256i;
+        type M = __m256;
+
+        #[inline(always)]
+        fn f(&mut self, v: f32) -> __m256 {
+            unsafe { _mm256_set1_ps(v) }
+        }
+        #[inline(always)]
+        fn i(&mut self, v: i32) -> __m256i {
+            unsafe { _mm256_set1_epi32(v) }
+        }
+        #[inline(always)]
+        fn add(&mut self, a: __m256, b: __m256) -> __m256 {
+            unsafe { _mm256_add_ps(a, b) }
+        }
+        #[inline(always)]
+        fn sub(&mut self, a: __m256, b: __m256) -> __m256 {
+            unsafe { _mm256_sub_ps(a, b) }
+        }
+        #[inline(always)]
+        fn mul(&mut self, a: __m256, b: __m256) -> __m256 {
+            unsafe { _mm256_mul_ps(a, b) }
+        }
+        #[inline(always)]
+        fn fma(&mut self, a: __m256, b: __m256, c: __m256) -> __m256 {
+            unsafe { _mm256_fmadd_ps(a, b, c) }
+        }
+        #[inline(always)]
+        fn div(&mut self, a: __m256, b: __m256) -> __m256 {
+            unsafe { _mm256_div_ps(a, b) }
+        }
+        #[inline(always)]
+        fn abs(&mut self, a: __m256) -> __m256 {
+            // The sign bit cleared, a NaN's payload kept.
+            unsafe { _mm256_and_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32(i32::MAX))) }
+        }
+        #[inline(always)]
+        fn nearest(&mut self, a: __m256) -> __m256 {
+            unsafe { _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(a) }
+        }
+        #[inline(always)]
+        fn lt(&mut self, a: __m256, b: __m256) -> __m256 {
+            unsafe { _mm256_cmp_ps::<_CMP_LT_OQ>(a, b) }
+        }
+        #[inline(always)]
+        fn eq(&mut self, a: __m256, b: __m256) -> __m256 {
+            unsafe { _mm256_cmp_ps::<_CMP_EQ_OQ>(a, b) }
+        }
+        #[inline(always)]
+        fn ieq(&mut self, a: __m256i, b: __m256i) -> __m256 {
+            unsafe { _mm256_castsi256_ps(_mm256_cmpeq_epi32(a, b)) }
+        }
+        #[inline(always)]
+        fn select(&mut self, m: __m256, a: __m256, b: __m256) -> __m256 {
+            // A blend takes its second operand where the mask's sign bit is set.
+            unsafe { _mm256_blendv_ps(b, a, m) }
+        }
+        #[inline(always)]
+        fn float_to_bits(&mut self, a: __m256) -> __m256i {
+            unsafe { _mm256_castps_si256(a) }
+        }
+        #[inline(always)]
+        fn bits_to_float(&mut self, a: __m256i) -> __m256 {
+            unsafe { _mm256_castsi256_ps(a) }
+        }
+        #[inline(always)]
+        fn iadd(&mut self, a: __m256i, b: __m256i) -> __m256i {
+            unsafe { _mm256_add_epi32(a, b) }
+        }
+        #[inline(always)]
+        fn isub(&mut self, a: __m256i, b: __m256i) -> __m256i {
+            unsafe { _mm256_sub_epi32(a, b) }
+        }
+        #[inline(always)]
+        fn iand(&mut self, a: __m256i, b: __m256i) -> __m256i {
+            unsafe { _mm256_and_si256(a, b) }
+        }
+        #[inline(always)]
+        fn ior(&mut self, a: __m256i, b: __m256i) -> __m256i {
+            unsafe { _mm256_or_si256(a, b) }
+        }
+        #[inline(always)]
+        fn ixor(&mut self, a: __m256i, b: __m256i) -> __m256i {
+            unsafe { _mm256_xor_si256(a, b) }
+        }
+        #[inline(always)]
+        fn ishl(&mut self, a: __m256i, s: u8) -> __m256i {
+            // As the AVX-512 version: the routines shift by constants below 32.
+            unsafe { _mm256_sll_epi32(a, _mm_cvtsi32_si128(i32::from(s))) }
+        }
+        #[inline(always)]
+        fn isra(&mut self, a: __m256i, s: u8) -> __m256i {
+            unsafe { _mm256_sra_epi32(a, _mm_cvtsi32_si128(i32::from(s))) }
+        }
+        #[inline(always)]
+        fn imax(&mut self, a: __m256i, b: __m256i) -> __m256i {
+            unsafe { _mm256_max_epi32(a, b) }
+        }
+        #[inline(always)]
+        fn imin(&mut self, a: __m256i, b: __m256i) -> __m256i {
+            unsafe { _mm256_min_epi32(a, b) }
+        }
+        #[inline(always)]
+        fn to_int(&mut self, a: __m256) -> __m256i {
+            // Truncation saturating as Cranelift's `fcvt_to_sint_sat`: the instruction gives
+            // i32::MIN for NaN and for either overflow, so NaN lanes become 0 and lanes at
+            // or above 2^31 i32::MAX.
+            unsafe {
+                let t = _mm256_castsi256_ps(_mm256_cvttps_epi32(a));
+                let nan = _mm256_cmp_ps::<_CMP_UNORD_Q>(a, a);
+                let high = _mm256_cmp_ps::<_CMP_GE_OQ>(a, _mm256_set1_ps(2_147_483_648.0));
+                let max = _mm256_castsi256_ps(_mm256_set1_epi32(i32::MAX));
+                let t = _mm256_blendv_ps(t, max, high);
+                _mm256_castps_si256(_mm256_blendv_ps(t, _mm256_setzero_ps(), nan))
+            }
+        }
+        #[inline(always)]
+        fn to_float(&mut self, a: __m256i) -> __m256 {
+            unsafe { _mm256_cvtepi32_ps(a) }
+        }
+    }
+
+    /// One op on eight lanes.
+    #[inline(always)]
+    fn lanes(op: UnaryOp, x: __m256) -> __m256 {
+        math::unary(&mut Avx2, op, x)
+            .unwrap_or_else(|| unreachable!("{op:?} is not a math routine: the caller checked"))
+    }
+
+    /// `op` on every value of `xs`, eight at a time.
+    ///
+    /// # Safety
+    /// The host has AVX2 and FMA.
+    pub(super) unsafe fn apply(op: UnaryOp, xs: &mut [f32]) {
+        per_op!("avx2,fma", op, xs)
+    }
+
+    /// `f` over `xs` in place, eight lanes at a time, the last lanes through a buffer of
+    /// eight (one call site each way, so `f` is inlined twice).
+    #[inline(always)]
+    fn run(xs: &mut [f32], f: impl Fn(__m256) -> __m256) {
+        let mut chunks = xs.chunks_exact_mut(LANES);
+        for chunk in &mut chunks {
+            // SAFETY: the chunk holds eight values.
+            unsafe { _mm256_storeu_ps(chunk.as_mut_ptr(), f(_mm256_loadu_ps(chunk.as_ptr()))) }
+        }
+        let tail = chunks.into_remainder();
+        if !tail.is_empty() {
+            let mut lanes = [0f32; LANES];
+            lanes[..tail.len()].copy_from_slice(tail);
+            // SAFETY: `lanes` holds eight values.
+            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), f(_mm256_loadu_ps(lanes.as_ptr()))) }
+            tail.copy_from_slice(&lanes[..tail.len()]);
         }
     }
 }
@@ -297,29 +505,47 @@ mod tests {
         xs
     }
 
-    #[test]
-    fn the_wide_routines_give_the_host_routines_bits() {
-        if !available() {
-            eprintln!("skipped: this host has no AVX-512F");
-            return;
-        }
+    /// Every op through `apply` (a width's routines) gives the host routines' bits.
+    fn check(width: &str, apply: impl Fn(UnaryOp, &mut [f32])) {
         let xs = inputs();
         assert_ne!(xs.len() % 16, 0, "the tail must be exercised");
+        assert_ne!(xs.len() % 8, 0, "the tail must be exercised");
         for op in math::TRANSCENDENTAL {
             assert!(has(op));
             let mut wide = xs.clone();
-            apply_in_place(op, &mut wide);
+            apply(op, &mut wide);
             for (&x, &w) in xs.iter().zip(&wide) {
                 let want = host(op, x);
                 assert!(
                     w.to_bits() == want.to_bits() || (w.is_nan() && want.is_nan()),
-                    "{op:?}({x:e} = {:#x}): wide {w:e} ({:#x}), host {want:e} ({:#x})",
+                    "{width} {op:?}({x:e} = {:#x}): wide {w:e} ({:#x}), host {want:e} ({:#x})",
                     x.to_bits(),
                     w.to_bits(),
                     want.to_bits()
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_wide_routines_give_the_host_routines_bits() {
+        if width() != Some(Width::Sixteen) {
+            eprintln!("skipped: this host has no AVX-512F");
+            return;
+        }
+        // SAFETY: the host has AVX-512F (checked above).
+        check("avx512", |op, xs| unsafe { avx512::apply(op, xs) });
+    }
+
+    #[test]
+    fn the_eight_lane_routines_give_the_host_routines_bits() {
+        #[cfg(target_arch = "x86_64")]
+        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+            // SAFETY: the host has AVX2 and FMA (checked above).
+            check("avx2", |op, xs| unsafe { avx2::apply(op, xs) });
+            return;
+        }
+        eprintln!("skipped: this host has no AVX2 with FMA");
     }
 
     #[test]

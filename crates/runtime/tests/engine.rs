@@ -1248,33 +1248,39 @@ fn copied_to_codelets_from(
     (Engine::load(exe).unwrap(), copies, copied)
 }
 
-#[test]
-fn codelet_inputs_only_codelets_read_are_read_from_the_window_with_the_same_results_and_cost() {
-    let (mut kept, copies, copied) = copied_to_codelets(1, false);
-    let (mut written, _, _) = copied_to_codelets(1, true);
-    assert_eq!(
-        kept.windowed_codelet_inputs(),
-        2,
-        "both parts read the window"
-    );
+/// What the codelets of [`copied_to_codelets_from`] write: each tile's copy reversed.
+fn reversed_copies(copied: &[f32]) -> Vec<f32> {
+    copied
+        .chunks(4)
+        .flat_map(|c| c.iter().rev())
+        .copied()
+        .collect()
+}
+
+/// Both codelets read their copies (`starts`, `stride`) from the kept window, `what` (in
+/// place or through a shared piece), with the results and costs of the copies written.
+fn codelets_read_the_window_as_if_written(starts: [usize; 2], stride: isize, what: &str) {
+    let (mut kept, copies, copied) = copied_to_codelets_from(starts, stride, false);
+    let (mut written, _, _) = copied_to_codelets_from(starts, stride, true);
+    assert_eq!(kept.windowed_codelet_inputs(), 2, "both read {what}");
     assert_eq!(
         written.windowed_codelet_inputs(),
         0,
         "streamed copies are written"
     );
-    let reversed: Vec<f32> = copied
-        .chunks(4)
-        .flat_map(|c| c.iter().rev())
-        .copied()
-        .collect();
     check_against_written(
         &mut kept,
         &mut written,
-        ("y", &reversed),
+        ("y", &reversed_copies(&copied)),
         "copies",
         &[(copies, &copied)],
         (2, 0),
     );
+}
+
+#[test]
+fn codelet_inputs_only_codelets_read_are_read_from_the_window_with_the_same_results_and_cost() {
+    codelets_read_the_window_as_if_written([0, 1], 1, "the window");
 }
 
 #[test]
@@ -1284,12 +1290,7 @@ fn strided_copies_are_written_for_codelets_which_read_bytes() {
     assert_eq!(engine.windowed_codelet_inputs(), 0);
     let mut io = HostIo::new();
     engine.run(&mut io).unwrap();
-    let reversed: Vec<f32> = copied
-        .chunks(4)
-        .flat_map(|c| c.iter().rev())
-        .copied()
-        .collect();
-    assert_eq!(f32_values(&io.take("y")[0]), reversed);
+    assert_eq!(f32_values(&io.take("y")[0]), reversed_copies(&copied));
     assert_eq!(f32_values(&engine.read_tensor(copies)), copied);
 }
 
@@ -1297,31 +1298,7 @@ fn strided_copies_are_written_for_codelets_which_read_bytes() {
 fn a_piece_every_codelet_copies_alike_is_gathered_once_with_the_same_results_and_cost() {
     // Both tiles copy elements 7, 6, 5, 4 (a reversed kernel sent to every part of a
     // convolution): no contiguous piece of the window, but one both can read.
-    let (mut kept, copies, copied) = copied_to_codelets_from([7, 7], -1, false);
-    let (mut written, _, _) = copied_to_codelets_from([7, 7], -1, true);
-    assert_eq!(
-        kept.windowed_codelet_inputs(),
-        2,
-        "both read the shared piece"
-    );
-    assert_eq!(
-        written.windowed_codelet_inputs(),
-        0,
-        "streamed copies are written"
-    );
-    let reversed: Vec<f32> = copied
-        .chunks(4)
-        .flat_map(|c| c.iter().rev())
-        .copied()
-        .collect();
-    check_against_written(
-        &mut kept,
-        &mut written,
-        ("y", &reversed),
-        "copies",
-        &[(copies, &copied)],
-        (2, 0),
-    );
+    codelets_read_the_window_as_if_written([7, 7], -1, "the shared piece");
     // Pieces read by one tile each would only move the copies elsewhere: they are written.
     let (alone, _, _) = copied_to_codelets_from([7, 5], -1, false);
     assert_eq!(alone.windowed_codelet_inputs(), 0);
