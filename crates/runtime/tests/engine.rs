@@ -1092,28 +1092,33 @@ fn f16_bytes(v: &[f32]) -> Vec<u8> {
     bytes
 }
 
-/// Builds: `x` (k×m on tiles 0 and 1, of `dtype`) → rearrangement to its transpose's row
-/// blocks on tiles 2 and 3 → one matrix-product vertex per tile (C rows = xᵀ rows · w, f32
-/// partials) → C streamed out; optionally also streams the blocks out (a second reader, so
-/// they must be written).
-fn transposed_product(dtype: DType, stream_blocks: bool) -> (Engine, TensorId, Vec<f32>, Vec<f32>) {
+/// Adds to `b`: `w` and `w3` (k×n, on tiles 2 and 3, of `dtype`), the row blocks of the
+/// transpose of `x` (k×m with m = 6, k = 4, n = 3) on tiles 2 and 3 as rearrangement
+/// `blocks`, and one matrix-product vertex per tile writing `c` (m×n, f32 partials) =
+/// blocks · w. Returns the rearrangement, the compute set, `blocks` and `c`.
+fn transposed_blocks_times_w(
+    b: &mut ExecutableBuilder,
+    x: TensorId,
+    dtype: DType,
+) -> (
+    runtime::RearrangeId,
+    runtime::ComputeSetId,
+    TensorId,
+    TensorId,
+) {
     use runtime::{Rearrange, Run, RunSource};
     let (m, k, n) = (6, 4, 3);
-    let mut b = ExecutableBuilder::new(Target::ipu2().with_tiles_per_ipu(4), 1);
-    let x = b.tensor("x", dtype, &[(0, 0, k * m / 2), (0, 1, k * m / 2)]);
     let w = b.tensor("w", dtype, &[(0, 2, k * n)]);
     let w3 = b.tensor("w3", dtype, &[(0, 3, k * n)]);
     let blocks = b.tensor("blocks", dtype, &[(0, 2, m * k / 2), (0, 3, m * k / 2)]);
     let c = b.tensor("c", DType::F32, &[(0, 2, m * n / 2), (0, 3, m * n / 2)]);
-    let xv: Vec<f32> = (0..k * m).map(|i| i as f32 * 0.5 - 3.0).collect();
-    let wv: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 - 2.0).collect();
-    let bytes = |v: &[f32]| match dtype {
-        DType::F16 => f16_bytes(v),
-        _ => f32_bytes(v),
-    };
-    b.tensor_mut(x).init = Some(bytes(&xv));
-    b.tensor_mut(w).init = Some(bytes(&wv));
-    b.tensor_mut(w3).init = Some(bytes(&wv));
+    let wv = w_values();
+    for t in [w, w3] {
+        b.tensor_mut(t).init = Some(match dtype {
+            DType::F16 => f16_bytes(&wv),
+            _ => f32_bytes(&wv),
+        });
+    }
     // Row i of the blocks is column i of x: a run of stride m.
     let runs: Vec<Run> = (0..m)
         .map(|i| Run {
@@ -1156,6 +1161,44 @@ fn transposed_product(dtype: DType, stream_blocks: bool) -> (Engine, TensorId, V
         })
         .collect();
     let cs = b.compute_set("product", vertices);
+    (r, cs, blocks, c)
+}
+
+/// The values of `w` in [`transposed_blocks_times_w`].
+fn w_values() -> Vec<f32> {
+    (0..12).map(|i| (i % 5) as f32 - 2.0).collect()
+}
+
+/// What [`transposed_blocks_times_w`] writes to `c` from each `x`: xᵀ · w.
+fn transposed_times_w(xs: &[&[f32]]) -> Vec<Vec<f32>> {
+    let (m, k, n) = (6, 4, 3);
+    let wv = w_values();
+    xs.iter()
+        .map(|xv| {
+            (0..m * n)
+                .map(|e| {
+                    let (row, col) = (e / n, e % n);
+                    (0..k).map(|q| xv[q * m + row] * wv[q * n + col]).sum()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Builds: `x` (k×m on tiles 0 and 1, of `dtype`) → rearrangement to its transpose's row
+/// blocks on tiles 2 and 3 → one matrix-product vertex per tile (C rows = xᵀ rows · w, f32
+/// partials) → C streamed out; optionally also streams the blocks out (a second reader, so
+/// they must be written).
+fn transposed_product(dtype: DType, stream_blocks: bool) -> (Engine, TensorId, Vec<f32>, Vec<f32>) {
+    let (m, k, n) = (6, 4, 3);
+    let mut b = ExecutableBuilder::new(Target::ipu2().with_tiles_per_ipu(4), 1);
+    let x = b.tensor("x", dtype, &[(0, 0, k * m / 2), (0, 1, k * m / 2)]);
+    let xv: Vec<f32> = (0..k * m).map(|i| i as f32 * 0.5 - 3.0).collect();
+    b.tensor_mut(x).init = Some(match dtype {
+        DType::F16 => f16_bytes(&xv),
+        _ => f32_bytes(&xv),
+    });
+    let (r, cs, blocks, c) = transposed_blocks_times_w(&mut b, x, dtype);
     let sc = b.stream("c", Direction::DeviceToHost, DType::F32, m * n);
     let mut program = vec![
         Program::Rearrange(r),
@@ -1170,13 +1213,7 @@ fn transposed_product(dtype: DType, stream_blocks: bool) -> (Engine, TensorId, V
     }
     let exe = b.finish(Program::Sequence(program));
     let transpose: Vec<f32> = (0..m * k).map(|e| xv[(e % k) * m + e / k]).collect();
-    let want = (0..m * n)
-        .map(|e| {
-            (0..k)
-                .map(|p| transpose[(e / n) * k + p] * wv[p * n + e % n])
-                .sum()
-        })
-        .collect();
+    let want = transposed_times_w(&[&xv]).remove(0);
     (Engine::load(exe).unwrap(), blocks, transpose, want)
 }
 
@@ -1334,6 +1371,116 @@ fn f16_operand_blocks_are_widened_once_and_read_in_place_with_the_same_results_a
     assert_eq!(kept.read_tensor(blocks), halves);
     assert_eq!(written.read_tensor(blocks), halves);
     assert_eq!(p_kept.steps[..2], p_written.steps[..2]);
+}
+
+/// Builds the encoder's weight path in small: `p` (two k×m matrices stacked, on tiles 0
+/// and 1) streamed in → slice 0 copied to `x` (as a called function's argument) → `x`'s
+/// transpose's row blocks on tiles 2 and 3 (only the products read them) → a
+/// matrix-product vertex per tile → `c` streamed out; then the same from slice 1. With
+/// `stream_x`, `x` is streamed out after each product too (a second reader, so the copies
+/// must be written). With `restream`, `p` is streamed in again between the first copy and
+/// the blocks it feeds. Returns the engine and `x`.
+fn sliced_product(stream_x: bool, restream: bool) -> (Engine, TensorId) {
+    use runtime::{Rearrange, Run, RunSource};
+    let (m, k, n) = (6, 4, 3);
+    let mut b = ExecutableBuilder::new(Target::ipu2().with_tiles_per_ipu(4), 1);
+    let p = b.tensor("p", DType::F32, &[(0, 0, k * m + 5), (0, 1, k * m - 5)]);
+    let x = b.tensor("x", DType::F32, &[(0, 1, k * m / 2), (0, 0, k * m / 2)]);
+    let slices = [0, 1].map(|l| {
+        b.rearrange(Rearrange {
+            name: format!("slice {l} -> x"),
+            dst: x,
+            sources: vec![p],
+            fill: vec![],
+            runs: vec![Run {
+                source: RunSource::contiguous(0, l * k * m),
+                dst_start: 0,
+                len: k * m,
+            }]
+            .into(),
+        })
+    });
+    let (r, cs, _, c) = transposed_blocks_times_w(&mut b, x, DType::F32);
+    let sp = b.stream("p", Direction::HostToDevice, DType::F32, 2 * k * m);
+    let stream_p = Program::StreamCopy {
+        stream: sp,
+        tensor: p,
+    };
+    let mut program = vec![stream_p.clone()];
+    for (l, slice) in slices.into_iter().enumerate() {
+        program.push(Program::Rearrange(slice));
+        if restream && l == 0 {
+            program.push(stream_p.clone());
+        }
+        program.extend([Program::Rearrange(r), Program::Execute(cs)]);
+        program.push(stream_out(&mut b, "c", c, m * n));
+        if stream_x {
+            program.push(stream_out(&mut b, "x", x, k * m));
+        }
+    }
+    let exe = b.finish(Program::Sequence(program));
+    (Engine::load(exe).unwrap(), x)
+}
+
+/// The copies into `x` are deferred (only the blocks' window reads `x`), the window
+/// gathered through them from `p`; `p` streamed in again while a copy is pending keeps the
+/// copy's bytes. The products, `x` read back, and every cost match the engine that writes
+/// the copies (it streams `x` out), over two runs.
+fn sliced_products_match_written_copies(restream: bool) {
+    let (mut deferred, x) = sliced_product(false, restream);
+    let (mut written, _) = sliced_product(true, restream);
+    assert_eq!(deferred.deferred_copies(), 2);
+    assert_eq!(written.deferred_copies(), 0);
+    assert!(deferred.host_only_tensors().contains(&x));
+    assert!(
+        deferred.viewed_products() > 0,
+        "the blocks are read in place"
+    );
+    let (m, k) = (6, 4);
+    for run in 0..2 {
+        let feeds: Vec<Vec<f32>> = (0..2)
+            .map(|f| {
+                (0..2 * k * m)
+                    .map(|i| (i + 7 * f + 3 * run) as f32 * 0.5 - 9.0)
+                    .collect()
+            })
+            .collect();
+        let slice = |f: usize, l: usize| &feeds[f][l * k * m..(l + 1) * k * m];
+        let second = if restream { 1 } else { 0 };
+        let want = transposed_times_w(&[slice(0, 0), slice(second, 1)]);
+        let mut profiles = Vec::new();
+        for (engine, streams_x) in [(&mut deferred, false), (&mut written, true)] {
+            let mut io = HostIo::new();
+            for feed in &feeds[..1 + usize::from(restream)] {
+                io.feed("p", f32_bytes(feed));
+            }
+            profiles.push(engine.run(&mut io).unwrap());
+            let outs: Vec<Vec<f32>> = io.take("c").iter().map(|b| f32_values(b)).collect();
+            assert_eq!(outs, want, "run {run}");
+            if streams_x {
+                let xs: Vec<Vec<f32>> = io.take("x").iter().map(|b| f32_values(b)).collect();
+                assert_eq!(xs, [slice(0, 0), slice(second, 1)]);
+            }
+            assert_eq!(f32_values(&engine.read_tensor(x)), slice(second, 1));
+        }
+        let costs = |p: &runtime::Profile| -> Vec<_> {
+            let steps = p.steps.iter().filter(|s| s.name != "stream x");
+            steps
+                .map(|s| (s.name.clone(), s.cycles, s.bytes_moved))
+                .collect()
+        };
+        assert_eq!(costs(&profiles[0]), costs(&profiles[1]));
+    }
+}
+
+#[test]
+fn copies_only_kept_windows_read_are_deferred_with_the_same_results_and_cost() {
+    sliced_products_match_written_copies(false);
+}
+
+#[test]
+fn a_source_streamed_again_while_its_copy_is_pending_keeps_the_copys_bytes() {
+    sliced_products_match_written_copies(true);
 }
 
 /// Builds: `x` (m×k) and `w` (k×n) → x copied to tiles 2 and 3, w's two column halves to

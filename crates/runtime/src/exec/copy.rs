@@ -19,7 +19,7 @@ use crate::exec::parallel::{Spread, for_each_active_ahead, for_each_range};
 use crate::exec::prefetch;
 use crate::exec::shortcuts::kept_results::KeptResult;
 use crate::model::layout::{Locator, destination_pieces, merged, read_intervals};
-use crate::program::executable::{Rearrange, RunSource, Tensor, TensorId};
+use crate::program::executable::{Rearrange, Run, RunSource, Tensor, TensorId};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
@@ -120,7 +120,7 @@ impl Write {
 }
 
 /// The source elements a rearrangement reads, gathered into one buffer.
-struct Window {
+pub(crate) struct Window {
     gather: Vec<Segment>,
     bytes: usize,
 }
@@ -154,6 +154,139 @@ fn restrict(
         }
     }
     out
+}
+
+impl Window {
+    /// Copies the window out of `memory` into `buf` (at least its bytes long). A large
+    /// window is gathered in parallel on `pool`, in chunks of its segments.
+    pub(crate) fn gather(&self, memory: &HostTiles, buf: &mut [u8], pool: &rayon::ThreadPool) {
+        let copy = |part: &mut [u8], bytes: &[u8]| part.copy_from_slice(bytes);
+        self.gather_as(memory, (buf, 1), copy, Some(pool));
+    }
+
+    /// [`Window::gather`] on the calling thread alone.
+    pub(crate) fn gather_here(&self, memory: &HostTiles, buf: &mut [u8]) {
+        let copy = |part: &mut [u8], bytes: &[u8]| part.copy_from_slice(bytes);
+        self.gather_as(memory, (buf, 1), copy, None);
+    }
+
+    /// [`Window::gather`] of an f16 window into f32 values, each segment widened as it is
+    /// read (one pass over the window, on every thread).
+    pub(crate) fn gather_widened(
+        &self,
+        memory: &HostTiles,
+        window: &mut [f32],
+        pool: &rayon::ThreadPool,
+    ) {
+        let widen = |part: &mut [f32], bytes: &[u8]| codegen::halves::widen_into(bytes, part);
+        self.gather_as(memory, (window, 2), widen, Some(pool));
+    }
+
+    /// The window source `k` of `reader` gathers (its elements `read`, sorted and merged,
+    /// as [`read_intervals`] gives them), taken instead from the source of `writer`, which
+    /// writes all of that source: what the window would hold just after `writer` ran. `None`
+    /// unless every run of `writer` reads its one source element after element
+    /// ([`forwardable`]).
+    pub(crate) fn through(
+        tensors: &[Tensor],
+        tiles_per_ipu: usize,
+        read: &[(usize, usize)],
+        writer: &Rearrange,
+    ) -> Option<Window> {
+        if !forwardable(writer) {
+            return None;
+        }
+        let (Some(&(lo, _)), Some(&(_, hi))) = (read.first(), read.last()) else {
+            return Some(Window {
+                gather: Vec::new(),
+                bytes: 0,
+            });
+        };
+        let from = &tensors[writer.sources[0].0 as usize];
+        let size = from.dtype.size();
+        let mut runs: Vec<Run> = writer.runs.iter().collect();
+        runs.sort_unstable_by_key(|r| r.dst_start);
+        let mut gather = Vec::new();
+        for &(a, b) in read {
+            let first = runs.partition_point(|r| r.dst_start + r.len <= a);
+            for run in runs[first..].iter().take_while(|r| r.dst_start < b) {
+                let RunSource::Tensor { start, .. } = run.source else {
+                    unreachable!("forwardable: every run reads the source");
+                };
+                let (x, y) = (a.max(run.dst_start), b.min(run.dst_start + run.len));
+                let p = start + (x - run.dst_start);
+                gather.extend(
+                    segments(from, p, p + (y - x), tiles_per_ipu)
+                        .into_iter()
+                        .map(|s| Segment {
+                            at: s.at + (x - lo) * size,
+                            ..s
+                        }),
+                );
+            }
+        }
+        Some(Window {
+            gather,
+            bytes: (hi - lo) * size,
+        })
+    }
+
+    /// The bytes of the buffer it fills.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Puts each segment into `buf`, whose element `i` holds the window's bytes from
+    /// `i * unit` (`put(part, bytes)` fills `part` from `bytes`); a large window in
+    /// parallel on `pool`, if given.
+    fn gather_as<T: Send>(
+        &self,
+        memory: &HostTiles,
+        (buf, unit): (&mut [T], usize),
+        put: impl Fn(&mut [T], &[u8]) + Sync,
+        pool: Option<&rayon::ThreadPool>,
+    ) {
+        let segments = &self.gather;
+        let copy = |part: &mut [T], base: usize, segments: &[Segment]| {
+            for s in segments {
+                let at = (s.at - base) / unit;
+                let bytes = &memory[s.tile][s.offset..s.offset + s.bytes];
+                put(&mut part[at..at + s.bytes / unit], bytes);
+            }
+        };
+        let pool = match pool {
+            Some(pool) if self.bytes >= PARALLEL_GATHER_BYTES => pool,
+            _ => return copy(buf, 0, segments),
+        };
+        // Segments are sorted by `at` and disjoint: each chunk owns its span of the buffer.
+        let per = segments
+            .len()
+            .div_ceil(4 * pool.current_num_threads())
+            .max(1);
+        let mut parts = Vec::new();
+        let (mut rest, mut base) = (buf, 0);
+        for chunk in segments.chunks(per) {
+            let last = chunk.last().expect("chunks are not empty");
+            let (part, tail) = rest.split_at_mut((last.at + last.bytes - base) / unit);
+            parts.push((part, base, chunk));
+            (rest, base) = (tail, last.at + last.bytes);
+        }
+        pool.install(|| {
+            parts
+                .into_par_iter()
+                .for_each(|(part, base, chunk)| copy(part, base, chunk))
+        });
+    }
+}
+
+/// Whether every run of `r` reads its one source element after element (a slice, a
+/// reshape, a concatenation's piece): what [`Window::through`] can see through.
+pub(crate) fn forwardable(r: &Rearrange) -> bool {
+    r.sources.len() == 1
+        && r.runs.iter().all(|run| match run.source {
+            RunSource::Tensor { k: 0, stride, .. } => stride == 1 || run.len == 1,
+            _ => false,
+        })
 }
 
 /// A rearrangement ready to run.
@@ -487,8 +620,7 @@ impl LoadedRearrange {
         buf: &mut [u8],
         pool: &rayon::ThreadPool,
     ) {
-        let copy = |part: &mut [u8], bytes: &[u8]| part.copy_from_slice(bytes);
-        self.gather_as(memory, k, (buf, 1), copy, pool);
+        self.windows[k].gather(memory, buf, pool);
     }
 
     /// [`LoadedRearrange::gather`] of an f16 window into f32 values, each segment widened
@@ -500,50 +632,7 @@ impl LoadedRearrange {
         window: &mut [f32],
         pool: &rayon::ThreadPool,
     ) {
-        let widen = |part: &mut [f32], bytes: &[u8]| codegen::halves::widen_into(bytes, part);
-        self.gather_as(memory, k, (window, 2), widen, pool);
-    }
-
-    /// Puts each segment of source `k`'s window into `buf`, whose element `i` holds the
-    /// window's bytes from `i * unit` (`put(part, bytes)` fills `part` from `bytes`).
-    fn gather_as<T: Send>(
-        &self,
-        memory: &HostTiles,
-        k: usize,
-        (buf, unit): (&mut [T], usize),
-        put: impl Fn(&mut [T], &[u8]) + Sync,
-        pool: &rayon::ThreadPool,
-    ) {
-        let segments = &self.windows[k].gather;
-        let copy = |part: &mut [T], base: usize, segments: &[Segment]| {
-            for s in segments {
-                let at = (s.at - base) / unit;
-                let bytes = &memory[s.tile][s.offset..s.offset + s.bytes];
-                put(&mut part[at..at + s.bytes / unit], bytes);
-            }
-        };
-        if self.windows[k].bytes < PARALLEL_GATHER_BYTES {
-            copy(buf, 0, segments);
-            return;
-        }
-        // Segments are sorted by `at` and disjoint: each chunk owns its span of the buffer.
-        let per = segments
-            .len()
-            .div_ceil(4 * pool.current_num_threads())
-            .max(1);
-        let mut parts = Vec::new();
-        let (mut rest, mut base) = (buf, 0);
-        for chunk in segments.chunks(per) {
-            let last = chunk.last().expect("chunks are not empty");
-            let (part, tail) = rest.split_at_mut((last.at + last.bytes - base) / unit);
-            parts.push((part, base, chunk));
-            (rest, base) = (tail, last.at + last.bytes);
-        }
-        pool.install(|| {
-            parts
-                .into_par_iter()
-                .for_each(|(part, base, chunk)| copy(part, base, chunk))
-        });
+        self.windows[k].gather_widened(memory, window, pool);
     }
 
     /// Writes destination tile `slot`'s share (by index in `tiles`) into `mem`, from the

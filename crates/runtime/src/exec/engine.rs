@@ -12,6 +12,7 @@ use crate::exec::host_times::HostTimes;
 use crate::exec::memory::{self, f32_bytes, f32_bytes_mut};
 use crate::exec::rendezvous::{Arrival, Rendezvous};
 use crate::exec::shortcuts::HostPlan;
+use crate::exec::shortcuts::forwarded_copies::{PendingCopies, PendingWindow};
 use crate::exec::shortcuts::operand_views::OperandViews;
 use crate::model::profile::Profile;
 use crate::model::steps::{StepCosts, compute_set_costs};
@@ -178,6 +179,7 @@ impl TilesLoad<'_> {
                 Ok(((src, dst), LoadedRearrange::new(system, &exe.tensors, &r)?))
             })
             .collect::<Result<HashMap<_, _>, RuntimeError>>()?;
+        let deferred = PendingCopies::load(exe, system.target.tiles_per_ipu, &plan.forwarded);
         load.rearrangements = started.elapsed();
         let compute_bytes = (compute_sets.iter())
             .map(|cs| cs.host_bytes(kernels.table()))
@@ -193,6 +195,7 @@ impl TilesLoad<'_> {
             plan,
             kept,
             kept_dst,
+            deferred,
             write_plans: HashMap::new(),
         })
     }
@@ -230,6 +233,8 @@ struct Tiles {
     kept: Vec<Vec<Vec<f32>>>,
     /// The rearrangement each unwritten destination tensor would be written by.
     kept_dst: HashMap<TensorId, usize>,
+    /// Copies deferred until a kept window reads their destination (see `forwarded_copies`).
+    deferred: PendingCopies,
     /// By tensor a host stream writes: how its writes are cut among host threads (`None`:
     /// on one), planned at its first write.
     write_plans: HashMap<TensorId, Option<memory::WritePlan>>,
@@ -392,6 +397,7 @@ impl Engine {
             .keys()
             .chain(t.plan.results.keys())
             .chain(t.plan.scratch_reads.dst.keys())
+            .chain(t.plan.forwarded.readers.keys())
             .copied()
             .collect();
         out.sort_unstable_by_key(|t| t.0);
@@ -409,6 +415,13 @@ impl Engine {
             .iter()
             .map(LoadedComputeSet::viewed_products)
             .sum()
+    }
+
+    /// How many copies the host defers until a kept window reads their destination,
+    /// gathering it through them (see `shortcuts::forwarded_copies`; the same bytes).
+    pub fn deferred_copies(&self) -> usize {
+        let deferred = &self.tiles.plan.forwarded.deferred;
+        deferred.iter().filter(|d| **d).count()
     }
 
     /// How many codelet inputs the host reads in place from a rearrangement's gathered
@@ -440,7 +453,9 @@ impl Engine {
     /// Writes a tensor's bytes (element order); the length must match.
     pub fn write_tensor(&mut self, id: TensorId, bytes: &[u8]) -> Result<(), RuntimeError> {
         memory::check_size(&self.exe.tensors[id.0 as usize], bytes.len())?;
-        memory::write(&self.exe, &mut self.tiles.memory, id, bytes);
+        let tiles = &mut self.tiles;
+        (tiles.deferred).settle(id, &tiles.plan.forwarded, &tiles.memory);
+        memory::write(&self.exe, &mut tiles.memory, id, bytes);
         Ok(())
     }
 
@@ -513,6 +528,10 @@ impl Tiles {
     fn read_tensor(&self, exe: &Executable, system: &System, id: TensorId) -> Vec<u8> {
         let t = &exe.tensors[id.0 as usize];
         let size = t.dtype.size();
+        // A destination of a pending copy: as the copy would have written it.
+        if let Some(bytes) = self.deferred.read(id, &self.memory) {
+            return bytes;
+        }
         // A result left in a batch scratch is read there.
         if let Some(kept) = self.plan.results.get(&id) {
             let mut out = vec![0u8; t.elements * size];
@@ -644,16 +663,38 @@ impl Host for Running<'_> {
         let t = Instant::now();
         let tiles = &mut *self.tiles;
         let r = &tiles.rearranges[id];
-        // A skipped one's readers read the scratch (see `scratch_reads`): only its cost counts.
-        let bytes = if tiles.plan.kept_windows[id] {
-            let dst = &self.exe.tensors[self.exe.rearranges[id].dst.0 as usize];
-            let sources = self.exe.rearranges[id].sources.len();
+        // A skipped one's readers read the scratch (see `scratch_reads`), a deferred one's
+        // destination is read through it (see `forwarded_copies`): only its cost counts.
+        let rearrange = &self.exe.rearranges[id];
+        let bytes = if tiles.plan.forwarded.deferred[id] {
+            tiles.deferred.defer(id, rearrange.dst);
+            0
+        } else if tiles.plan.kept_windows[id] {
+            let f16 = self.exe.tensors[rearrange.dst.0 as usize].dtype == DType::F16;
+            let sources = rearrange.sources.len();
             let (windows, pieces) = tiles.kept[id].split_at_mut(sources);
             for (k, window) in windows.iter_mut().enumerate() {
-                if dst.dtype == DType::F16 {
-                    r.gather_widened(&tiles.memory, k, window, self.pool);
-                } else {
-                    r.gather(&tiles.memory, k, f32_bytes_mut(window), self.pool);
+                let memory = &tiles.memory;
+                match (tiles.deferred).window(
+                    rearrange.sources[k],
+                    (id, k),
+                    if f16 { 2 } else { 4 },
+                ) {
+                    None if f16 => r.gather_widened(memory, k, window, self.pool),
+                    None => r.gather(memory, k, f32_bytes_mut(window), self.pool),
+                    Some(PendingWindow::Through(w)) if f16 => {
+                        w.gather_widened(memory, window, self.pool)
+                    }
+                    Some(PendingWindow::Through(w)) => {
+                        w.gather(memory, f32_bytes_mut(window), self.pool)
+                    }
+                    Some(PendingWindow::Held(bytes)) if f16 => {
+                        codegen::halves::widen_into(&bytes[..window.len() * 2], window)
+                    }
+                    Some(PendingWindow::Held(bytes)) => {
+                        let window = f32_bytes_mut(window);
+                        window.copy_from_slice(&bytes[..window.len()]);
+                    }
                 }
             }
             let shared = &tiles.plan.shared_pieces[id];
@@ -710,6 +751,7 @@ impl Host for Running<'_> {
                     )));
                 }
                 let tiles = &mut *self.tiles;
+                (tiles.deferred).settle(tensor, &tiles.plan.forwarded, &tiles.memory);
                 let threads = self.pool.current_num_threads();
                 let plan = (tiles.write_plans.entry(tensor)).or_insert_with(|| {
                     memory::WritePlan::new(self.exe, tensor, threads, tiles.memory.len())

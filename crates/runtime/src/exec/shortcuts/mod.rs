@@ -9,6 +9,8 @@
 //! - `kept_results`: batched products' results left in the batch scratch, read from there;
 //! - `scratch_reads`: K-part sums read their parts straight from the batch scratch, the
 //!   rearrangement between them skipped on the host;
+//! - `forwarded_copies`: copies into an argument only kept windows read, deferred, the
+//!   windows gathered through them from the copy's source;
 //! - `codelet_groups`: codelet vertices that share work (a convolution's parts sharing
 //!   their patches) run together.
 //!
@@ -18,6 +20,7 @@
 //! [`EngineOptions::shortcuts`]: crate::EngineOptions::shortcuts
 
 pub(crate) mod codelet_groups;
+pub(crate) mod forwarded_copies;
 pub(crate) mod kept_results;
 pub(crate) mod operand_views;
 pub(crate) mod product_batches;
@@ -28,6 +31,7 @@ use crate::exec::compute::LoadedComputeSet;
 use crate::model::steps::ComputeCost;
 use crate::program::executable::{Executable, TensorId};
 use codegen::KernelId;
+use forwarded_copies::ForwardedCopies;
 use kept_results::KeptResult;
 use operand_views::{OperandViews, SharedPiece};
 use rayon::prelude::*;
@@ -45,6 +49,8 @@ pub(crate) struct HostPlan {
     pub results: FxHashMap<TensorId, KeptResult>,
     /// Rearrangements skipped because their readers read the batch scratch.
     pub scratch_reads: ScratchReads,
+    /// Copies deferred until a kept window reads their destination.
+    pub forwarded: ForwardedCopies,
 }
 
 impl HostPlan {
@@ -87,12 +93,14 @@ impl HostPlan {
                 shared_pieces: views.shared,
                 results: FxHashMap::default(),
                 scratch_reads: ScratchReads::none(exe),
+                forwarded: ForwardedCopies::none(exe),
             };
             return (compute_sets, plan);
         }
         let results = kept_results::plan(exe, &mut compute_sets, &views.kept);
         let scratch_reads =
             scratch_reads::plan(exe, &mut compute_sets, &views.kept, &results, pool);
+        let forwarded = forwarded_copies::plan(exe, &views.kept, &results, &scratch_reads);
         for cs in &mut compute_sets {
             cs.group_codelets(&exe.codelets);
         }
@@ -101,6 +109,7 @@ impl HostPlan {
             shared_pieces: views.shared,
             results,
             scratch_reads,
+            forwarded,
         };
         (compute_sets, plan)
     }

@@ -1,0 +1,378 @@
+//! Copies whose destination only kept windows read, left undone until a window needs them.
+//!
+//! A function's arguments are copied in before each call (the encoder's twelve layers copy
+//! a slice of each stacked weight into the one layer function's argument tensors), and
+//! inside it a matrix product's operand rearrangement gathers that argument into its kept
+//! window ([`crate::exec::shortcuts::operand_views`]): the host copies each weight twice.
+//! When an argument `S` is written only by such copies (rearrangements reading one source
+//! `P` element after element) and read only by kept-window rearrangements, the engine skips
+//! the copy and remembers it as pending; a window of `S` is then gathered straight from `P`
+//! through the pending copy ([`Window::through`]), one copy of each byte instead of two.
+//!
+//! This holds while `P` is unchanged since the pending copy ran. `P` must be written only
+//! by host streams (an input, such as a weight), and before a stream (or
+//! [`Engine::write_tensor`]) writes `P` the engine carries out the copies pending from it
+//! on the tiles. [`Engine::read_tensor`] reads a pending `S` through its copy. The IPU
+//! Model charges every copy as before; only the host defers it.
+//!
+//! [`Window::through`]: crate::exec::copy::Window::through
+//! [`Engine::write_tensor`]: crate::exec::engine::Engine::write_tensor
+//! [`Engine::read_tensor`]: crate::exec::engine::Engine::read_tensor
+
+use crate::exec::copy::{Window, forwardable};
+use crate::exec::memory::HostTiles;
+use crate::exec::shortcuts::kept_results::KeptResult;
+use crate::exec::shortcuts::scratch_reads::ScratchReads;
+use crate::model::layout::read_intervals;
+use crate::program::executable::{Direction, Executable, Program, TensorId};
+use crate::program::walk::{each_node, programs, uses_beside_kernel_vertices};
+use rustc_hash::FxHashMap;
+
+/// The copies the host defers, and where their destinations are read.
+#[derive(Debug, Default)]
+pub(crate) struct ForwardedCopies {
+    /// By rearrangement: a copy left pending when it runs (its destination unwritten).
+    pub deferred: Vec<bool>,
+    /// Each deferred copy's destination: the `(rearrangement, source)` windows reading it.
+    pub readers: FxHashMap<TensorId, Vec<(usize, usize)>>,
+    /// Each source of deferred copies: the destinations they write from it.
+    pub from: FxHashMap<TensorId, Vec<TensorId>>,
+}
+
+impl ForwardedCopies {
+    /// Nothing deferred.
+    pub(crate) fn none(exe: &Executable) -> ForwardedCopies {
+        ForwardedCopies {
+            deferred: vec![false; exe.rearranges.len()],
+            ..ForwardedCopies::default()
+        }
+    }
+}
+
+/// Finds the copies of `exe` the host can defer, given the rearrangements whose windows
+/// are kept, the products' results left in a batch scratch and the K parts read from it.
+pub(crate) fn plan(
+    exe: &Executable,
+    kept_windows: &[bool],
+    results: &FxHashMap<TensorId, KeptResult>,
+    scratch_reads: &ScratchReads,
+) -> ForwardedCopies {
+    let mut out = ForwardedCopies::none(exe);
+    let n = exe.tensors.len();
+    // Windows of each tensor, by the kept rearrangements reading it.
+    let mut windows: Vec<Vec<(usize, usize)>> = vec![Vec::new(); n];
+    for (ri, r) in exe.rearranges.iter().enumerate() {
+        if kept_windows[ri] {
+            for (k, s) in r.sources.iter().enumerate() {
+                windows[s.0 as usize].push((ri, k));
+            }
+        }
+    }
+    if windows.iter().all(Vec::is_empty) {
+        return out;
+    }
+    // Writes and reads beside kernel vertices (a kept window's gather is no such read).
+    let (writes, reads) = uses_beside_kernel_vertices(exe, |ri| !kept_windows[ri]);
+    let mut by_vertices = vec![false; n];
+    for v in exe.compute_sets.iter().flat_map(|cs| &cs.vertices) {
+        let used = v.inputs.iter().chain(&v.outputs);
+        used.for_each(|r| by_vertices[r.tensor.0 as usize] = true);
+    }
+    let mut streamed = vec![0u32; n];
+    for p in programs(exe) {
+        each_node(p, &mut |q| {
+            if let Program::StreamCopy { stream, tensor } = q
+                && exe.streams[stream.0 as usize].direction == Direction::HostToDevice
+            {
+                streamed[tensor.0 as usize] += 1;
+            }
+        });
+    }
+    let mut writers: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (ri, r) in exe.rearranges.iter().enumerate() {
+        if !windows[r.dst.0 as usize].is_empty() {
+            writers[r.dst.0 as usize].push(ri);
+        }
+    }
+    // A source only host streams (or initial data) write, whose tile memory the host keeps.
+    let input = |p: TensorId| {
+        let p = p.0 as usize;
+        let init = u32::from(exe.tensors[p].init.is_some());
+        writes[p] == streamed[p] + init
+            && !by_vertices[p]
+            && !results.contains_key(&TensorId(p as u32))
+    };
+    for s in 0..n {
+        let ws = &writers[s];
+        let alone = !ws.is_empty() && writes[s] == ws.len() as u32 && !reads[s] && !by_vertices[s];
+        let copies = ws.iter().all(|&w| {
+            let r = &exe.rearranges[w];
+            forwardable(r)
+                && !kept_windows[w]
+                && !scratch_reads.skipped[w]
+                && r.sources[0].0 as usize != s
+                && input(r.sources[0])
+        });
+        if !(alone && copies) {
+            continue;
+        }
+        let s = TensorId(s as u32);
+        for &w in ws {
+            out.deferred[w] = true;
+            let p = exe.rearranges[w].sources[0];
+            let from = out.from.entry(p).or_default();
+            if !from.contains(&s) {
+                from.push(s);
+            }
+        }
+        out.readers.insert(s, windows[s.0 as usize].clone());
+    }
+    out
+}
+
+/// The deferred copies at run time: the windows gathered through each, and those pending.
+#[derive(Default)]
+pub(crate) struct PendingCopies {
+    /// By `(copy, reading rearrangement, source)`: the reader's window taken through the copy.
+    through: FxHashMap<(usize, usize, usize), Window>,
+    /// By copy: its whole destination taken through it.
+    whole: FxHashMap<usize, Window>,
+    /// By `(reading rearrangement, source)`: the first element its window holds.
+    starts: FxHashMap<(usize, usize), usize>,
+    /// Each destination whose tiles are stale: what it holds instead.
+    pending: FxHashMap<TensorId, Pending>,
+}
+
+/// What a destination of deferred copies holds while its tiles are stale.
+enum Pending {
+    /// What the copy would have written from its source, unchanged since.
+    Copy(usize),
+    /// Its bytes in element order: a pending copy taken before its source changed.
+    Held(Vec<u8>),
+}
+
+/// Where a window of a pending destination comes from.
+pub(crate) enum PendingWindow<'p> {
+    /// Gathered from the tiles through the copy.
+    Through(&'p Window),
+    /// The destination's held bytes, the window's first from this byte.
+    Held(&'p [u8]),
+}
+
+impl PendingCopies {
+    /// The windows through every copy `plan` defers, for `exe` on `tiles_per_ipu` tiles.
+    pub(crate) fn load(
+        exe: &Executable,
+        tiles_per_ipu: usize,
+        plan: &ForwardedCopies,
+    ) -> PendingCopies {
+        let mut out = PendingCopies::default();
+        let mut reads: FxHashMap<usize, Vec<Vec<(usize, usize)>>> = FxHashMap::default();
+        let through = |read: &[(usize, usize)], writer| {
+            Window::through(&exe.tensors, tiles_per_ipu, read, writer)
+                .expect("planned: every deferred copy is forwardable")
+        };
+        for (w, _) in plan.deferred.iter().enumerate().filter(|(_, d)| **d) {
+            let writer = &exe.rearranges[w];
+            let elements = exe.tensors[writer.dst.0 as usize].elements;
+            out.whole.insert(w, through(&[(0, elements)], writer));
+            for &(r, k) in &plan.readers[&writer.dst] {
+                let read = reads
+                    .entry(r)
+                    .or_insert_with(|| read_intervals(&exe.rearranges[r]));
+                out.through.insert((w, r, k), through(&read[k], writer));
+                out.starts
+                    .insert((r, k), read[k].first().map_or(0, |iv| iv.0));
+            }
+        }
+        out
+    }
+
+    /// Copy `w` (writing `dst`) ran without writing: `dst` is what it would have written.
+    pub(crate) fn defer(&mut self, w: usize, dst: TensorId) {
+        self.pending.insert(dst, Pending::Copy(w));
+    }
+
+    /// Where the window rearrangement `r` gathers from `source` (its `k`-th, of elements of
+    /// `size` bytes) comes from when `source` is pending.
+    pub(crate) fn window(
+        &self,
+        source: TensorId,
+        (r, k): (usize, usize),
+        size: usize,
+    ) -> Option<PendingWindow<'_>> {
+        Some(match self.pending.get(&source)? {
+            Pending::Copy(w) => PendingWindow::Through(&self.through[&(*w, r, k)]),
+            Pending::Held(bytes) => PendingWindow::Held(&bytes[self.starts[&(r, k)] * size..]),
+        })
+    }
+
+    /// The bytes of pending `t` (element order), gathered from `memory` if its copy is
+    /// pending; `None` when `t` is not pending (its tiles hold it).
+    pub(crate) fn read(&self, t: TensorId, memory: &HostTiles) -> Option<Vec<u8>> {
+        Some(match self.pending.get(&t)? {
+            Pending::Copy(w) => {
+                let whole = &self.whole[w];
+                let mut bytes = vec![0u8; whole.bytes()];
+                whole.gather_here(memory, &mut bytes);
+                bytes
+            }
+            Pending::Held(bytes) => bytes.clone(),
+        })
+    }
+
+    /// Before `t` is written (by a host stream, or whole): the copies pending from it take
+    /// their bytes now, from `memory`; one pending into it is forgotten (its tiles will hold
+    /// it).
+    pub(crate) fn settle(&mut self, t: TensorId, plan: &ForwardedCopies, memory: &HostTiles) {
+        self.pending.remove(&t);
+        for d in plan.from.get(&t).into_iter().flatten() {
+            if let Some(Pending::Copy(w)) = self.pending.get(d) {
+                let whole = &self.whole[w];
+                let mut bytes = vec![0u8; whole.bytes()];
+                whole.gather_here(memory, &mut bytes);
+                self.pending.insert(*d, Pending::Held(bytes));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::target::Target;
+    use crate::exec::shortcuts::operand_views::OperandViews;
+    use crate::program::builder::ExecutableBuilder;
+    use crate::program::executable::{Rearrange, Region, Run, RunSource, Vertex};
+    use codegen::{DType, KernelSpec};
+
+    /// How the copy into `x` reads `p`, and what else touches them.
+    #[derive(Clone, Copy)]
+    enum Case {
+        /// `p` streamed in, copied whole, element after element.
+        Streamed,
+        /// `p` also written by a rearrangement (from `q`).
+        Rearranged,
+        /// The copy reverses `p`.
+        Reversed,
+        /// `x` also streamed out.
+        Read,
+    }
+
+    /// `p` (4 f32s on tile 0) → copied to `x` (tile 0) → `x`'s transpose as blocks on tile
+    /// 1 → a product on tile 1 with `w`, as `case` varies it. Returns the executable and
+    /// the copy's rearrangement.
+    fn copied(case: Case) -> (Executable, usize) {
+        let mut b = ExecutableBuilder::new(Target::ipu2().with_tiles_per_ipu(4), 1);
+        let p = b.tensor("p", DType::F32, &[(0, 0, 4)]);
+        let q = b.tensor("q", DType::F32, &[(0, 0, 4)]);
+        let x = b.tensor("x", DType::F32, &[(0, 0, 4)]);
+        let w = b.tensor("w", DType::F32, &[(0, 1, 4)]);
+        let blocks = b.tensor("blocks", DType::F32, &[(0, 1, 4)]);
+        let c = b.tensor("c", DType::F32, &[(0, 1, 4)]);
+        let run = |start, stride, dst_start, len| Run {
+            source: RunSource::Tensor {
+                k: 0,
+                start,
+                stride,
+            },
+            dst_start,
+            len,
+        };
+        let rearrange = |name: &str, dst, src, runs: Vec<Run>| Rearrange {
+            name: name.into(),
+            dst,
+            sources: vec![src],
+            fill: vec![],
+            runs: runs.into(),
+        };
+        let copy_runs = match case {
+            Case::Reversed => vec![run(3, -1, 0, 4)],
+            _ => vec![run(0, 1, 0, 4)],
+        };
+        let copy = b.rearrange(rearrange("copy", x, p, copy_runs));
+        let r = b.rearrange(rearrange(
+            "blocks",
+            blocks,
+            x,
+            vec![run(0, 2, 0, 2), run(1, 2, 2, 2)],
+        ));
+        let region = |tensor| Region {
+            tensor,
+            start: 0,
+            len: 4,
+        };
+        let product = KernelSpec::MatMul(codegen::MatMulKernel {
+            m: 2,
+            k: 2,
+            n: 2,
+            input: DType::F32,
+            partials: DType::F32,
+        });
+        let cs = b.compute_set(
+            "product",
+            vec![Vertex {
+                kernel: product.into(),
+                ipu: 0,
+                tile: 1,
+                inputs: smallvec::smallvec![region(blocks), region(w)],
+                outputs: smallvec::smallvec![region(c)],
+                run_length: 0,
+                grain: 0,
+            }],
+        );
+        let sp = b.stream("p", Direction::HostToDevice, DType::F32, 4);
+        let mut program = vec![Program::StreamCopy {
+            stream: sp,
+            tensor: p,
+        }];
+        if let Case::Rearranged = case {
+            program.push(Program::Rearrange(b.rearrange(rearrange(
+                "q -> p",
+                p,
+                q,
+                vec![run(0, 1, 0, 4)],
+            ))));
+        }
+        program.extend([
+            Program::Rearrange(copy),
+            Program::Rearrange(r),
+            Program::Execute(cs),
+        ]);
+        if let Case::Read = case {
+            let sx = b.stream("x", Direction::DeviceToHost, DType::F32, 4);
+            program.push(Program::StreamCopy {
+                stream: sx,
+                tensor: x,
+            });
+        }
+        (b.finish(Program::Sequence(program)), copy.0 as usize)
+    }
+
+    fn deferred(case: Case) -> bool {
+        let (exe, copy) = copied(case);
+        let views = OperandViews::plan(&exe);
+        let plan = plan(
+            &exe,
+            &views.kept,
+            &FxHashMap::default(),
+            &ScratchReads::none(&exe),
+        );
+        plan.deferred[copy]
+    }
+
+    #[test]
+    fn a_copy_from_a_streamed_input_only_a_kept_window_reads_is_deferred() {
+        assert!(deferred(Case::Streamed));
+    }
+
+    #[test]
+    fn copies_from_a_computed_source_reversed_or_read_otherwise_are_written() {
+        assert!(!deferred(Case::Rearranged), "p changes on the device");
+        assert!(
+            !deferred(Case::Reversed),
+            "no window sees through a reversal"
+        );
+        assert!(!deferred(Case::Read), "x is streamed out");
+    }
+}
