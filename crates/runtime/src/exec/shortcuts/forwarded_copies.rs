@@ -10,9 +10,10 @@
 //! through the pending copy ([`Window::through`]), one copy of each byte instead of two.
 //!
 //! This holds while `P` is unchanged since the pending copy ran. `P` must be written only
-//! by host streams (an input, such as a weight), and before a stream (or
-//! [`Engine::write_tensor`]) writes `P` the engine carries out the copies pending from it
-//! on the tiles. [`Engine::read_tensor`] reads a pending `S` through its copy. The IPU
+//! by host streams (an input, such as a weight) and hold bytes no other tensor shares (the
+//! memory planner gives a tensor's bytes to another once it is dead, and the pending copy
+//! reads `P` after its last reader on the device); before a stream (or
+//! [`Engine::write_tensor`]) writes `P`, the copies pending from it keep their bytes. [`Engine::read_tensor`] reads a pending `S` through its copy. The IPU
 //! Model charges every copy as before; only the host defers it.
 //!
 //! [`Window::through`]: crate::exec::copy::Window::through
@@ -24,7 +25,7 @@ use crate::exec::memory::HostTiles;
 use crate::exec::shortcuts::kept_results::KeptResult;
 use crate::exec::shortcuts::scratch_reads::ScratchReads;
 use crate::model::layout::read_intervals;
-use crate::program::executable::{Direction, Executable, Program, TensorId};
+use crate::program::executable::{Direction, Executable, Interval, Program, TensorId};
 use crate::program::walk::{each_node, programs, uses_beside_kernel_vertices};
 use rustc_hash::FxHashMap;
 
@@ -102,6 +103,13 @@ pub(crate) fn plan(
             && !by_vertices[p]
             && !results.contains_key(&TensorId(p as u32))
     };
+    let mut sources: Vec<bool> = vec![false; n];
+    for ws in &writers {
+        for &w in ws {
+            sources[exe.rearranges[w].sources[0].0 as usize] = true;
+        }
+    }
+    let shared = sharing_bytes(exe, &sources);
     for s in 0..n {
         let ws = &writers[s];
         let alone = !ws.is_empty() && writes[s] == ws.len() as u32 && !reads[s] && !by_vertices[s];
@@ -112,6 +120,7 @@ pub(crate) fn plan(
                 && !scratch_reads.skipped[w]
                 && r.sources[0].0 as usize != s
                 && input(r.sources[0])
+                && !shared[r.sources[0].0 as usize]
         });
         if !(alone && copies) {
             continue;
@@ -130,6 +139,42 @@ pub(crate) fn plan(
     out
 }
 
+/// Of the tensors `of` marks: which share a byte of a tile with another tensor.
+fn sharing_bytes(exe: &Executable, of: &[bool]) -> Vec<bool> {
+    let tiles_per_ipu = exe.target.tiles_per_ipu;
+    let bytes = |t: usize, iv: &Interval| {
+        let size = exe.tensors[t].dtype.size() as u64;
+        (iv.offset, iv.offset + iv.len as u64 * size)
+    };
+    // The marked tensors' byte ranges by tile.
+    let mut by_tile: FxHashMap<usize, Vec<(u64, u64, usize)>> = FxHashMap::default();
+    for (t, tensor) in exe.tensors.iter().enumerate().filter(|(t, _)| of[*t]) {
+        for iv in &tensor.mapping {
+            let (a, b) = bytes(t, iv);
+            let tile = iv.ipu * tiles_per_ipu + iv.tile;
+            by_tile.entry(tile).or_default().push((a, b, t));
+        }
+    }
+    let mut out = vec![false; exe.tensors.len()];
+    if by_tile.is_empty() {
+        return out;
+    }
+    for (t, tensor) in exe.tensors.iter().enumerate() {
+        for iv in &tensor.mapping {
+            let Some(marked) = by_tile.get(&(iv.ipu * tiles_per_ipu + iv.tile)) else {
+                continue;
+            };
+            let (a, b) = bytes(t, iv);
+            for &(x, y, m) in marked {
+                if m != t && a < y && x < b {
+                    out[m] = true;
+                }
+            }
+        }
+    }
+    out
+}
+
 /// The deferred copies at run time: the windows gathered through each, and those pending.
 #[derive(Default)]
 pub(crate) struct PendingCopies {
@@ -141,6 +186,8 @@ pub(crate) struct PendingCopies {
     starts: FxHashMap<(usize, usize), usize>,
     /// Each destination whose tiles are stale: what it holds instead.
     pending: FxHashMap<TensorId, Pending>,
+    /// Buffers of held bytes no longer pending, kept for the next (no page faults a run).
+    spare: FxHashMap<TensorId, Vec<u8>>,
 }
 
 /// What a destination of deferred copies holds while its tiles are stale.
@@ -190,7 +237,9 @@ impl PendingCopies {
 
     /// Copy `w` (writing `dst`) ran without writing: `dst` is what it would have written.
     pub(crate) fn defer(&mut self, w: usize, dst: TensorId) {
-        self.pending.insert(dst, Pending::Copy(w));
+        if let Some(Pending::Held(bytes)) = self.pending.insert(dst, Pending::Copy(w)) {
+            self.spare.insert(dst, bytes);
+        }
     }
 
     /// Where the window rearrangement `r` gathers from `source` (its `k`-th, of elements of
@@ -225,11 +274,14 @@ impl PendingCopies {
     /// their bytes now, from `memory`; one pending into it is forgotten (its tiles will hold
     /// it).
     pub(crate) fn settle(&mut self, t: TensorId, plan: &ForwardedCopies, memory: &HostTiles) {
-        self.pending.remove(&t);
+        if let Some(Pending::Held(bytes)) = self.pending.remove(&t) {
+            self.spare.insert(t, bytes);
+        }
         for d in plan.from.get(&t).into_iter().flatten() {
             if let Some(Pending::Copy(w)) = self.pending.get(d) {
                 let whole = &self.whole[w];
-                let mut bytes = vec![0u8; whole.bytes()];
+                let mut bytes = self.spare.remove(d).unwrap_or_default();
+                bytes.resize(whole.bytes(), 0);
                 whole.gather_here(memory, &mut bytes);
                 self.pending.insert(*d, Pending::Held(bytes));
             }
@@ -257,6 +309,8 @@ mod tests {
         Reversed,
         /// `x` also streamed out.
         Read,
+        /// `q` given `p`'s bytes (as the memory planner gives a dead tensor's).
+        Shared,
     }
 
     /// `p` (4 f32s on tile 0) → copied to `x` (tile 0) → `x`'s transpose as blocks on tile
@@ -270,6 +324,9 @@ mod tests {
         let w = b.tensor("w", DType::F32, &[(0, 1, 4)]);
         let blocks = b.tensor("blocks", DType::F32, &[(0, 1, 4)]);
         let c = b.tensor("c", DType::F32, &[(0, 1, 4)]);
+        if let Case::Shared = case {
+            b.tensor_mut(q).mapping[0].offset = b.tensor_mut(p).mapping[0].offset + 8;
+        }
         let run = |start, stride, dst_start, len| Run {
             source: RunSource::Tensor {
                 k: 0,
@@ -367,12 +424,13 @@ mod tests {
     }
 
     #[test]
-    fn copies_from_a_computed_source_reversed_or_read_otherwise_are_written() {
+    fn copies_from_a_computed_or_shared_source_reversed_or_read_otherwise_are_written() {
         assert!(!deferred(Case::Rearranged), "p changes on the device");
         assert!(
             !deferred(Case::Reversed),
             "no window sees through a reversal"
         );
         assert!(!deferred(Case::Read), "x is streamed out");
+        assert!(!deferred(Case::Shared), "q may overwrite p");
     }
 }
