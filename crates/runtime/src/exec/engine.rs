@@ -454,7 +454,7 @@ impl Engine {
     pub fn write_tensor(&mut self, id: TensorId, bytes: &[u8]) -> Result<(), RuntimeError> {
         memory::check_size(&self.exe.tensors[id.0 as usize], bytes.len())?;
         let tiles = &mut self.tiles;
-        (tiles.deferred).settle(id, &tiles.plan.forwarded, &tiles.memory);
+        (tiles.deferred).settle(id, &tiles.plan.forwarded, &tiles.memory, &self.pool);
         memory::write(&self.exe, &mut tiles.memory, id, bytes);
         Ok(())
     }
@@ -751,7 +751,8 @@ impl Host for Running<'_> {
                     )));
                 }
                 let tiles = &mut *self.tiles;
-                (tiles.deferred).settle(tensor, &tiles.plan.forwarded, &tiles.memory);
+                let plan = &tiles.plan.forwarded;
+                (tiles.deferred).settle(tensor, plan, &tiles.memory, self.pool);
                 let threads = self.pool.current_num_threads();
                 let plan = (tiles.write_plans.entry(tensor)).or_insert_with(|| {
                     memory::WritePlan::new(self.exe, tensor, threads, tiles.memory.len())

@@ -273,7 +273,13 @@ impl PendingCopies {
     /// Before `t` is written (by a host stream, or whole): the copies pending from it take
     /// their bytes now, from `memory`; one pending into it is forgotten (its tiles will hold
     /// it).
-    pub(crate) fn settle(&mut self, t: TensorId, plan: &ForwardedCopies, memory: &HostTiles) {
+    pub(crate) fn settle(
+        &mut self,
+        t: TensorId,
+        plan: &ForwardedCopies,
+        memory: &HostTiles,
+        pool: &rayon::ThreadPool,
+    ) {
         if let Some(Pending::Held(bytes)) = self.pending.remove(&t) {
             self.spare.insert(t, bytes);
         }
@@ -282,7 +288,7 @@ impl PendingCopies {
                 let whole = &self.whole[w];
                 let mut bytes = self.spare.remove(d).unwrap_or_default();
                 bytes.resize(whole.bytes(), 0);
-                whole.gather_here(memory, &mut bytes);
+                whole.gather(memory, &mut bytes, pool);
                 self.pending.insert(*d, Pending::Held(bytes));
             }
         }
