@@ -13,8 +13,9 @@
 //! by host streams (an input, such as a weight) and hold bytes no other tensor shares (the
 //! memory planner gives a tensor's bytes to another once it is dead, and the pending copy
 //! reads `P` after its last reader on the device); before a stream (or
-//! [`Engine::write_tensor`]) writes `P`, the copies pending from it keep their bytes. [`Engine::read_tensor`] reads a pending `S` through its copy. The IPU
-//! Model charges every copy as before; only the host defers it.
+//! [`Engine::write_tensor`]) writes `P`, the copies pending from it keep their bytes.
+//! [`Engine::read_tensor`] reads a pending `S` through its copy. The IPU Model charges
+//! every copy as before; only the host defers it.
 //!
 //! [`Window::through`]: crate::exec::copy::Window::through
 //! [`Engine::write_tensor`]: crate::exec::engine::Engine::write_tensor
@@ -25,8 +26,9 @@ use crate::exec::memory::HostTiles;
 use crate::exec::shortcuts::kept_results::KeptResult;
 use crate::exec::shortcuts::scratch_reads::ScratchReads;
 use crate::model::layout::read_intervals;
-use crate::program::executable::{Direction, Executable, Interval, Program, TensorId};
+use crate::program::executable::{Direction, Executable, Program, TensorId};
 use crate::program::walk::{each_node, programs, uses_beside_kernel_vertices};
+use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 /// The copies the host defers, and where their destinations are read.
@@ -52,24 +54,44 @@ impl ForwardedCopies {
 
 /// Finds the copies of `exe` the host can defer, given the rearrangements whose windows
 /// are kept, the products' results left in a batch scratch and the K parts read from it.
+/// The cheap conditions (on rearrangements alone) come first: most executables have no
+/// candidate, and the rest walk every tensor's tiles.
 pub(crate) fn plan(
     exe: &Executable,
     kept_windows: &[bool],
     results: &FxHashMap<TensorId, KeptResult>,
     scratch_reads: &ScratchReads,
+    pool: &rayon::ThreadPool,
 ) -> ForwardedCopies {
     let mut out = ForwardedCopies::none(exe);
     let n = exe.tensors.len();
     // Windows of each tensor, by the kept rearrangements reading it.
-    let mut windows: Vec<Vec<(usize, usize)>> = vec![Vec::new(); n];
+    let mut windows: FxHashMap<usize, Vec<(usize, usize)>> = FxHashMap::default();
     for (ri, r) in exe.rearranges.iter().enumerate() {
         if kept_windows[ri] {
             for (k, s) in r.sources.iter().enumerate() {
-                windows[s.0 as usize].push((ri, k));
+                windows.entry(s.0 as usize).or_default().push((ri, k));
             }
         }
     }
-    if windows.iter().all(Vec::is_empty) {
+    let mut writers: FxHashMap<usize, Vec<usize>> = FxHashMap::default();
+    for (ri, r) in exe.rearranges.iter().enumerate() {
+        if windows.contains_key(&(r.dst.0 as usize)) {
+            writers.entry(r.dst.0 as usize).or_default().push(ri);
+        }
+    }
+    // Destinations every writer of which is a copy that could be deferred.
+    writers.retain(|&s, ws| {
+        ws.iter().all(|&w| {
+            let r = &exe.rearranges[w];
+            forwardable(r)
+                && !kept_windows[w]
+                && !scratch_reads.skipped[w]
+                && r.sources[0].0 as usize != s
+                && !results.contains_key(&r.sources[0])
+        })
+    });
+    if writers.is_empty() {
         return out;
     }
     // Writes and reads beside kernel vertices (a kept window's gather is no such read).
@@ -89,89 +111,88 @@ pub(crate) fn plan(
             }
         });
     }
-    let mut writers: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (ri, r) in exe.rearranges.iter().enumerate() {
-        if !windows[r.dst.0 as usize].is_empty() {
-            writers[r.dst.0 as usize].push(ri);
-        }
-    }
-    // A source only host streams (or initial data) write, whose tile memory the host keeps.
-    let input = |p: TensorId| {
-        let p = p.0 as usize;
+    // A source only host streams (or initial data) write.
+    let input = |p: usize| {
         let init = u32::from(exe.tensors[p].init.is_some());
-        writes[p] == streamed[p] + init
-            && !by_vertices[p]
-            && !results.contains_key(&TensorId(p as u32))
+        writes[p] == streamed[p] + init && !by_vertices[p]
     };
-    let mut sources: Vec<bool> = vec![false; n];
-    for ws in &writers {
-        for &w in ws {
-            sources[exe.rearranges[w].sources[0].0 as usize] = true;
-        }
+    writers.retain(|&s, ws| {
+        let alone = writes[s] == ws.len() as u32 && !reads[s] && !by_vertices[s];
+        alone
+            && ws
+                .iter()
+                .all(|&w| input(exe.rearranges[w].sources[0].0 as usize))
+    });
+    let mut sources = vec![false; n];
+    for &w in writers.values().flatten() {
+        sources[exe.rearranges[w].sources[0].0 as usize] = true;
     }
-    let shared = sharing_bytes(exe, &sources);
-    for s in 0..n {
-        let ws = &writers[s];
-        let alone = !ws.is_empty() && writes[s] == ws.len() as u32 && !reads[s] && !by_vertices[s];
-        let copies = ws.iter().all(|&w| {
-            let r = &exe.rearranges[w];
-            forwardable(r)
-                && !kept_windows[w]
-                && !scratch_reads.skipped[w]
-                && r.sources[0].0 as usize != s
-                && input(r.sources[0])
-                && !shared[r.sources[0].0 as usize]
-        });
-        if !(alone && copies) {
-            continue;
-        }
-        let s = TensorId(s as u32);
-        for &w in ws {
+    let shared = sharing_bytes(exe, &sources, pool);
+    let mut kept: Vec<(usize, Vec<usize>)> = writers
+        .into_iter()
+        .filter(|(_, ws)| {
+            ws.iter()
+                .all(|&w| !shared[exe.rearranges[w].sources[0].0 as usize])
+        })
+        .collect();
+    kept.sort_unstable();
+    for (s, ws) in kept {
+        let s_id = TensorId(s as u32);
+        for &w in &ws {
             out.deferred[w] = true;
-            let p = exe.rearranges[w].sources[0];
-            let from = out.from.entry(p).or_default();
-            if !from.contains(&s) {
-                from.push(s);
+            let from = out.from.entry(exe.rearranges[w].sources[0]).or_default();
+            if !from.contains(&s_id) {
+                from.push(s_id);
             }
         }
-        out.readers.insert(s, windows[s.0 as usize].clone());
+        out.readers
+            .insert(s_id, windows.remove(&s).unwrap_or_default());
     }
     out
 }
 
-/// Of the tensors `of` marks: which share a byte of a tile with another tensor.
-fn sharing_bytes(exe: &Executable, of: &[bool]) -> Vec<bool> {
+/// Of the tensors `of` marks: which share a byte of a tile with another tensor. Every
+/// tensor's every interval is looked at (the encoder's 37 ms on one thread): in parallel
+/// on `pool`.
+fn sharing_bytes(exe: &Executable, of: &[bool], pool: &rayon::ThreadPool) -> Vec<bool> {
     let tiles_per_ipu = exe.target.tiles_per_ipu;
-    let bytes = |t: usize, iv: &Interval| {
-        let size = exe.tensors[t].dtype.size() as u64;
-        (iv.offset, iv.offset + iv.len as u64 * size)
-    };
     // The marked tensors' byte ranges by tile.
-    let mut by_tile: FxHashMap<usize, Vec<(u64, u64, usize)>> = FxHashMap::default();
+    let mut by_tile: Vec<Vec<(u64, u64, usize)>> =
+        vec![Vec::new(); exe.num_ipus.max(1) * tiles_per_ipu];
     for (t, tensor) in exe.tensors.iter().enumerate().filter(|(t, _)| of[*t]) {
+        let size = tensor.dtype.size() as u64;
         for iv in &tensor.mapping {
-            let (a, b) = bytes(t, iv);
             let tile = iv.ipu * tiles_per_ipu + iv.tile;
-            by_tile.entry(tile).or_default().push((a, b, t));
+            if tile >= by_tile.len() {
+                by_tile.resize(tile + 1, Vec::new());
+            }
+            by_tile[tile].push((iv.offset, iv.offset + iv.len as u64 * size, t));
         }
     }
-    let mut out = vec![false; exe.tensors.len()];
-    if by_tile.is_empty() {
-        return out;
-    }
-    for (t, tensor) in exe.tensors.iter().enumerate() {
+    // Each tensor's marked neighbours: the marked tensors whose bytes it overlaps.
+    let overlapping = |(t, tensor): (usize, &crate::program::executable::Tensor)| {
+        let size = tensor.dtype.size() as u64;
+        let mut found = Vec::new();
         for iv in &tensor.mapping {
-            let Some(marked) = by_tile.get(&(iv.ipu * tiles_per_ipu + iv.tile)) else {
+            let Some(marked) = by_tile.get(iv.ipu * tiles_per_ipu + iv.tile) else {
                 continue;
             };
-            let (a, b) = bytes(t, iv);
+            let (a, b) = (iv.offset, iv.offset + iv.len as u64 * size);
             for &(x, y, m) in marked {
-                if m != t && a < y && x < b {
-                    out[m] = true;
+                if m != t && a < y && x < b && !found.contains(&m) {
+                    found.push(m);
                 }
             }
         }
-    }
+        found
+    };
+    let found: Vec<usize> = pool.install(|| {
+        (exe.tensors.par_iter().enumerate())
+            .flat_map_iter(overlapping)
+            .collect()
+    });
+    let mut out = vec![false; exe.tensors.len()];
+    found.into_iter().for_each(|m| out[m] = true);
     out
 }
 
@@ -415,11 +436,16 @@ mod tests {
     fn deferred(case: Case) -> bool {
         let (exe, copy) = copied(case);
         let views = OperandViews::plan(&exe);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
         let plan = plan(
             &exe,
             &views.kept,
             &FxHashMap::default(),
             &ScratchReads::none(&exe),
+            &pool,
         );
         plan.deferred[copy]
     }

@@ -100,7 +100,7 @@ impl HostPlan {
         let results = kept_results::plan(exe, &mut compute_sets, &views.kept);
         let scratch_reads =
             scratch_reads::plan(exe, &mut compute_sets, &views.kept, &results, pool);
-        let forwarded = forwarded_copies::plan(exe, &views.kept, &results, &scratch_reads);
+        let forwarded = forwarded_copies::plan(exe, &views.kept, &results, &scratch_reads, pool);
         for cs in &mut compute_sets {
             cs.group_codelets(&exe.codelets);
         }
