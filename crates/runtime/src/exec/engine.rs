@@ -12,7 +12,7 @@ use crate::exec::host_times::HostTimes;
 use crate::exec::memory::{self, f32_bytes, f32_bytes_mut};
 use crate::exec::rendezvous::{Arrival, Rendezvous};
 use crate::exec::shortcuts::HostPlan;
-use crate::exec::shortcuts::forwarded_copies::{PendingCopies, PendingWindow};
+use crate::exec::shortcuts::forwarded_copies::PendingCopies;
 use crate::exec::shortcuts::operand_views::OperandViews;
 use crate::model::profile::Profile;
 use crate::model::steps::{StepCosts, compute_set_costs};
@@ -675,26 +675,11 @@ impl Host for Running<'_> {
             let (windows, pieces) = tiles.kept[id].split_at_mut(sources);
             for (k, window) in windows.iter_mut().enumerate() {
                 let memory = &tiles.memory;
-                match (tiles.deferred).window(
-                    rearrange.sources[k],
-                    (id, k),
-                    if f16 { 2 } else { 4 },
-                ) {
+                let size = if f16 { 2 } else { 4 };
+                match (tiles.deferred).window(rearrange.sources[k], (id, k), size) {
+                    Some(pending) => pending.fill(memory, window, f16, self.pool),
                     None if f16 => r.gather_widened(memory, k, window, self.pool),
                     None => r.gather(memory, k, f32_bytes_mut(window), self.pool),
-                    Some(PendingWindow::Through(w)) if f16 => {
-                        w.gather_widened(memory, window, self.pool)
-                    }
-                    Some(PendingWindow::Through(w)) => {
-                        w.gather(memory, f32_bytes_mut(window), self.pool)
-                    }
-                    Some(PendingWindow::Held(bytes)) if f16 => {
-                        codegen::halves::widen_into(&bytes[..window.len() * 2], window)
-                    }
-                    Some(PendingWindow::Held(bytes)) => {
-                        let window = f32_bytes_mut(window);
-                        window.copy_from_slice(&bytes[..window.len()]);
-                    }
                 }
             }
             let shared = &tiles.plan.shared_pieces[id];

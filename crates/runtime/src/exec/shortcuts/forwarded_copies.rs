@@ -22,7 +22,7 @@
 //! [`Engine::read_tensor`]: crate::exec::engine::Engine::read_tensor
 
 use crate::exec::copy::{Window, forwardable};
-use crate::exec::memory::HostTiles;
+use crate::exec::memory::{HostTiles, f32_bytes_mut};
 use crate::exec::shortcuts::kept_results::KeptResult;
 use crate::exec::shortcuts::scratch_reads::ScratchReads;
 use crate::model::layout::read_intervals;
@@ -227,6 +227,30 @@ pub(crate) enum PendingWindow<'p> {
     Held(&'p [u8]),
 }
 
+impl PendingWindow<'_> {
+    /// Fills a kept window (f32 values; with `f16`, of a source of halves, widened) from
+    /// here, a large one on `pool`.
+    pub(crate) fn fill(
+        &self,
+        memory: &HostTiles,
+        window: &mut [f32],
+        f16: bool,
+        pool: &rayon::ThreadPool,
+    ) {
+        match (self, f16) {
+            (PendingWindow::Through(w), true) => w.gather_widened(memory, window, pool),
+            (PendingWindow::Through(w), false) => w.gather(memory, f32_bytes_mut(window), pool),
+            (PendingWindow::Held(bytes), true) => {
+                codegen::halves::widen_into(&bytes[..window.len() * 2], window)
+            }
+            (PendingWindow::Held(bytes), false) => {
+                let window = f32_bytes_mut(window);
+                window.copy_from_slice(&bytes[..window.len()]);
+            }
+        }
+    }
+}
+
 impl PendingCopies {
     /// The windows through every copy `plan` defers, for `exe` on `tiles_per_ipu` tiles.
     pub(crate) fn load(
@@ -321,9 +345,10 @@ mod tests {
     use super::*;
     use crate::device::target::Target;
     use crate::exec::shortcuts::operand_views::OperandViews;
+    use crate::exec::shortcuts::operand_views::tests::transposed_times_w;
     use crate::program::builder::ExecutableBuilder;
-    use crate::program::executable::{Rearrange, Region, Run, RunSource, Vertex};
-    use codegen::{DType, KernelSpec};
+    use crate::program::executable::{Rearrange, Run, RunSource};
+    use codegen::DType;
 
     /// How the copy into `x` reads `p`, and what else touches them.
     #[derive(Clone, Copy)]
@@ -341,16 +366,13 @@ mod tests {
     }
 
     /// `p` (4 f32s on tile 0) → copied to `x` (tile 0) → `x`'s transpose as blocks on tile
-    /// 1 → a product on tile 1 with `w`, as `case` varies it. Returns the executable and
+    /// 1 → a product on tile 1 with `w` ([`transposed_times_w`]), as `case` varies it. Returns the executable and
     /// the copy's rearrangement.
     fn copied(case: Case) -> (Executable, usize) {
         let mut b = ExecutableBuilder::new(Target::ipu2().with_tiles_per_ipu(4), 1);
         let p = b.tensor("p", DType::F32, &[(0, 0, 4)]);
         let q = b.tensor("q", DType::F32, &[(0, 0, 4)]);
         let x = b.tensor("x", DType::F32, &[(0, 0, 4)]);
-        let w = b.tensor("w", DType::F32, &[(0, 1, 4)]);
-        let blocks = b.tensor("blocks", DType::F32, &[(0, 1, 4)]);
-        let c = b.tensor("c", DType::F32, &[(0, 1, 4)]);
         if let Case::Shared = case {
             b.tensor_mut(q).mapping[0].offset = b.tensor_mut(p).mapping[0].offset + 8;
         }
@@ -375,36 +397,7 @@ mod tests {
             _ => vec![run(0, 1, 0, 4)],
         };
         let copy = b.rearrange(rearrange("copy", x, p, copy_runs));
-        let r = b.rearrange(rearrange(
-            "blocks",
-            blocks,
-            x,
-            vec![run(0, 2, 0, 2), run(1, 2, 2, 2)],
-        ));
-        let region = |tensor| Region {
-            tensor,
-            start: 0,
-            len: 4,
-        };
-        let product = KernelSpec::MatMul(codegen::MatMulKernel {
-            m: 2,
-            k: 2,
-            n: 2,
-            input: DType::F32,
-            partials: DType::F32,
-        });
-        let cs = b.compute_set(
-            "product",
-            vec![Vertex {
-                kernel: product.into(),
-                ipu: 0,
-                tile: 1,
-                inputs: smallvec::smallvec![region(blocks), region(w)],
-                outputs: smallvec::smallvec![region(c)],
-                run_length: 0,
-                grain: 0,
-            }],
-        );
+        let (r, cs, _) = transposed_times_w(&mut b, x);
         let sp = b.stream("p", Direction::HostToDevice, DType::F32, 4);
         let mut program = vec![Program::StreamCopy {
             stream: sp,

@@ -499,7 +499,7 @@ fn gcd(mut a: usize, mut b: usize) -> usize {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::program::executable::{Run, TensorId};
 
@@ -610,9 +610,33 @@ mod tests {
     fn product(stream_blocks: bool) -> Executable {
         use crate::device::target::Target;
         use crate::program::builder::ExecutableBuilder;
-        use crate::program::executable::{Direction, Program, Vertex};
+        use crate::program::executable::{Direction, Program};
         let mut b = ExecutableBuilder::new(Target::ipu2().with_tiles_per_ipu(4), 1);
         let x = b.tensor("x", DType::F32, &[(0, 0, 4)]);
+        let (r, cs, blocks) = transposed_times_w(&mut b, x);
+        let mut program = vec![Program::Rearrange(r), Program::Execute(cs)];
+        if stream_blocks {
+            let s = b.stream("blocks", Direction::DeviceToHost, DType::F32, 4);
+            program.push(Program::StreamCopy {
+                stream: s,
+                tensor: blocks,
+            });
+        }
+        b.finish(Program::Sequence(program))
+    }
+
+    /// Adds to `b`: `w` (2×2, tile 1), the transpose of `x` (2×2) as `blocks` on tile 1,
+    /// and a product on tile 1 of the blocks by `w`. Returns the rearrangement, the compute
+    /// set and `blocks`.
+    pub(crate) fn transposed_times_w(
+        b: &mut crate::program::builder::ExecutableBuilder,
+        x: crate::program::executable::TensorId,
+    ) -> (
+        crate::program::executable::RearrangeId,
+        crate::program::executable::ComputeSetId,
+        crate::program::executable::TensorId,
+    ) {
+        use crate::program::executable::Vertex;
         let w = b.tensor("w", DType::F32, &[(0, 1, 4)]);
         let blocks = b.tensor("blocks", DType::F32, &[(0, 1, 4)]);
         let c = b.tensor("c", DType::F32, &[(0, 1, 4)]);
@@ -647,15 +671,7 @@ mod tests {
                 grain: 0,
             }],
         );
-        let mut program = vec![Program::Rearrange(r), Program::Execute(cs)];
-        if stream_blocks {
-            let s = b.stream("blocks", Direction::DeviceToHost, DType::F32, 4);
-            program.push(Program::StreamCopy {
-                stream: s,
-                tensor: blocks,
-            });
-        }
-        b.finish(Program::Sequence(program))
+        (r, cs, blocks)
     }
 
     #[test]
