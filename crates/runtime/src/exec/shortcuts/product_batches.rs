@@ -94,8 +94,56 @@ fn key(v: View) -> ViewKey {
     (v.rearrange, v.source, v.at, v.rs, v.cs)
 }
 
-/// Groups `products` (indices) into runs that one gemm computes when `shared` is shared.
-fn runs(products: &[ViewedProduct], shared: Shared) -> Vec<Vec<usize>> {
+/// Stands in a batch key for the step between a block's rows (or columns) when the block
+/// is one row (or column): that step is never read, and a view may carry any value there
+/// (the bench MLP's one-element products of a [128, 10] weight gradient carry 0). Such
+/// blocks join at the step their places show.
+const ANY_STEP: isize = isize::MIN;
+
+/// `step` as a batch key holds it for a block `extent` long along the joined dimension.
+fn key_step(extent: usize, step: isize) -> isize {
+    if extent == 1 { ANY_STEP } else { step }
+}
+
+/// Splits `members` (of one group: one key, so one step or all [`ANY_STEP`]) into runs
+/// whose blocks continue each other along the joined dimension, `place` giving a member's
+/// `(start, extent, step)` there. Each run comes with the step its one-long blocks showed
+/// (`None`: the blocks' own step holds).
+fn continuing(
+    mut members: Vec<usize>,
+    place: impl Fn(usize) -> (isize, isize, isize),
+) -> Vec<(Vec<usize>, Option<isize>)> {
+    let step = place(members[0]).2;
+    let fixed = (step != ANY_STEP).then_some(step);
+    if fixed.is_some_and(|s| s <= 0) {
+        return members.into_iter().map(|i| (vec![i], None)).collect();
+    }
+    members.sort_by_key(|&i| place(i).0);
+    let mut out = Vec::new();
+    let mut run = vec![members[0]];
+    let mut run_step = fixed;
+    for &i in &members[1..] {
+        let (at, len, _) = place(*run.last().expect("runs start non-empty"));
+        let next = place(i).0;
+        // One-long blocks (len 1) take the step from the first two of a run.
+        let s = run_step.unwrap_or(next - at);
+        if s > 0 && next == at + len * s {
+            run_step = Some(s);
+            run.push(i);
+        } else {
+            out.push((std::mem::replace(&mut run, vec![i]), run_step));
+            run_step = fixed;
+        }
+    }
+    out.push((run, run_step));
+    out.into_iter()
+        .map(|(run, s)| (run, if fixed.is_some() { None } else { s }))
+        .collect()
+}
+
+/// Groups `products` (indices) into runs that one gemm computes when `shared` is shared,
+/// each with the step between its members' blocks when they are one row or column each.
+fn runs(products: &[ViewedProduct], shared: Shared) -> Vec<(Vec<usize>, Option<isize>)> {
     let mut groups: FxHashMap<BatchKey, Vec<usize>> = FxHashMap::default();
     for (i, p) in products.iter().enumerate() {
         // The shared operand exactly, the K extent, the other's fixed extent and layout.
@@ -107,7 +155,7 @@ fn runs(products: &[ViewedProduct], shared: Shared) -> Vec<Vec<usize>> {
                 p.b.rearrange,
                 p.b.source,
                 p.b.rs,
-                p.b.cs,
+                key_step(p.n, p.b.cs),
             ),
             Shared::Rhs => (
                 key(p.b),
@@ -115,7 +163,7 @@ fn runs(products: &[ViewedProduct], shared: Shared) -> Vec<Vec<usize>> {
                 p.k,
                 p.a.rearrange,
                 p.a.source,
-                p.a.rs,
+                key_step(p.m, p.a.rs),
                 p.a.cs,
             ),
         };
@@ -124,34 +172,18 @@ fn runs(products: &[ViewedProduct], shared: Shared) -> Vec<Vec<usize>> {
     // In order of each group's first vertex: the same batches every load.
     let mut groups: Vec<Vec<usize>> = groups.into_values().collect();
     groups.sort_unstable_by_key(|g| g[0]);
-    let mut out = Vec::new();
-    for mut members in groups {
-        // Where each member's block starts along the concatenated dimension, its extent and
-        // step.
-        let place = |i: usize| {
-            let p = &products[i];
-            match shared {
-                Shared::Lhs => (p.b.at as isize, p.n as isize, p.b.cs),
-                Shared::Rhs => (p.a.at as isize, p.m as isize, p.a.rs),
-            }
-        };
-        if place(members[0]).2 <= 0 {
-            out.extend(members.into_iter().map(|i| vec![i]));
-            continue;
+    // Where each member's block starts along the concatenated dimension, its extent and
+    // step.
+    let place = |i: usize| {
+        let p = &products[i];
+        match shared {
+            Shared::Lhs => (p.b.at as isize, p.n as isize, key_step(p.n, p.b.cs)),
+            Shared::Rhs => (p.a.at as isize, p.m as isize, key_step(p.m, p.a.rs)),
         }
-        members.sort_by_key(|&i| place(i).0);
-        let mut run = vec![members[0]];
-        for &i in &members[1..] {
-            let (at, len, step) = place(*run.last().expect("runs start non-empty"));
-            if place(i).0 == at + len * step {
-                run.push(i);
-            } else {
-                out.push(std::mem::replace(&mut run, vec![i]));
-            }
-        }
-        out.push(run);
-    }
-    out
+    };
+    (groups.into_iter())
+        .flat_map(|members| continuing(members, place))
+        .collect()
 }
 
 /// Joins batches whose shared blocks continue each other in their window and that
@@ -167,7 +199,7 @@ fn merge_grid(batches: Vec<Batch>, scatters: &mut [Option<Scatter>], shared: Sha
                 b.k,
                 b.a.rearrange,
                 b.a.source,
-                b.a.rs,
+                key_step(b.rows, b.a.rs),
                 b.a.cs,
             ),
             Shared::Rhs => (
@@ -177,14 +209,17 @@ fn merge_grid(batches: Vec<Batch>, scatters: &mut [Option<Scatter>], shared: Sha
                 b.b.rearrange,
                 b.b.source,
                 b.b.rs,
-                b.b.cs,
+                key_step(b.cols, b.b.cs),
             ),
         }
     };
     // Where a batch's shared block starts in its window, its extent and step.
-    let place = |b: &Batch| match shared {
-        Shared::Lhs => (b.a.at as isize, b.rows as isize, b.a.rs),
-        Shared::Rhs => (b.b.at as isize, b.cols as isize, b.b.cs),
+    let place = |i: usize| {
+        let b = &batches[i];
+        match shared {
+            Shared::Lhs => (b.a.at as isize, b.rows as isize, key_step(b.rows, b.a.rs)),
+            Shared::Rhs => (b.b.at as isize, b.cols as isize, key_step(b.cols, b.b.cs)),
+        }
     };
     let mut groups: FxHashMap<BatchKey, Vec<usize>> = FxHashMap::default();
     for (i, b) in batches.iter().enumerate() {
@@ -195,33 +230,27 @@ fn merge_grid(batches: Vec<Batch>, scatters: &mut [Option<Scatter>], shared: Sha
     // Per old batch: its new batch and how far along the joined dimension it starts.
     let mut moved = vec![(0u32, 0usize); batches.len()];
     let mut merged: Vec<Batch> = Vec::new();
-    for mut members in groups {
-        members.sort_by_key(|&i| place(&batches[i]).0);
-        for (n, &i) in members.iter().enumerate() {
-            let b = batches[i];
-            let continues = n > 0 && {
-                let prev = &batches[members[n - 1]];
-                let (at, len, step) = place(prev);
-                step > 0 && place(&b).0 == at + len * step
+    for (run, step) in groups.into_iter().flat_map(|g| continuing(g, place)) {
+        let mut joined = batches[run[0]];
+        let mut along = 0;
+        for &i in &run {
+            moved[i] = (merged.len() as u32, along);
+            along += match shared {
+                Shared::Lhs => batches[i].rows,
+                Shared::Rhs => batches[i].cols,
             };
-            if continues {
-                let last = merged.last_mut().expect("a run starts with a batch");
-                let shift = match shared {
-                    Shared::Lhs => {
-                        last.rows += b.rows;
-                        last.rows - b.rows
-                    }
-                    Shared::Rhs => {
-                        last.cols += b.cols;
-                        last.cols - b.cols
-                    }
-                };
-                moved[i] = (merged.len() as u32 - 1, shift);
-            } else {
-                moved[i] = (merged.len() as u32, 0);
-                merged.push(b);
+        }
+        match shared {
+            Shared::Lhs => {
+                joined.rows = along;
+                joined.a.rs = step.unwrap_or(joined.a.rs);
+            }
+            Shared::Rhs => {
+                joined.cols = along;
+                joined.b.cs = step.unwrap_or(joined.b.cs);
             }
         }
+        merged.push(joined);
     }
     for s in scatters.iter_mut().flatten() {
         let (batch, shift) = moved[s.batch as usize];
@@ -247,8 +276,12 @@ impl ProductBatches {
         };
         let mut blocks = Vec::new();
         let mut scatters = vec![None; products.len()];
-        for members in groups.into_iter().filter(|g| g.len() > 1) {
-            let first = products[members[0]];
+        for (members, step) in groups.into_iter().filter(|g| g.0.len() > 1) {
+            let mut first = products[members[0]];
+            match shared {
+                Shared::Lhs => first.b.cs = step.unwrap_or(first.b.cs),
+                Shared::Rhs => first.a.rs = step.unwrap_or(first.a.rs),
+            }
             let extent: usize = members
                 .iter()
                 .map(|&i| match shared {
@@ -434,7 +467,7 @@ mod tests {
     fn batched_blocks_hold_their_part_of_the_product() {
         let a: Vec<f32> = (0..18).map(|i| i as f32 * 0.5 - 2.0).collect();
         let b: Vec<f32> = (0..18).map(|i| (i % 7) as f32 - 3.0).collect();
-        let windows = vec![vec![a.clone(), b.clone()]];
+        let windows = vec![vec![a, b]];
         for (pm, pn) in [(2, 3), (3, 2), (6, 1)] {
             let (m, n) = (6 / pm, 6 / pn);
             let mut products = Vec::new();
@@ -453,35 +486,94 @@ mod tests {
                     });
                 }
             }
-            let (mut batches, scatters) = ProductBatches::plan(&products);
+            let (batches, scatters) = ProductBatches::plan(&products);
             assert_eq!(batches.batches.len(), 1, "{pm}x{pn}: one gemm for the grid");
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(2)
-                .build()
-                .expect("a pool of two threads");
-            for small in [false, true] {
-                batches.compute(&windows, small, &pool);
-                let mut mem = vec![0u8; 4 * 36];
-                for s in scatters.iter().map(|s| s.expect("every block is batched")) {
-                    batches.scatter(&s, &mut mem);
-                }
-                for p in &products {
-                    for r in 0..p.m {
-                        for c in 0..p.n {
-                            let (i, j) = ((p.a.at / 3) + r, p.b.at + c);
-                            let want: f32 = (0..3).map(|t| a[i * 3 + t] * b[t * 6 + j]).sum();
-                            let at = p.out + (r * p.n + c) * 4;
-                            let got =
-                                f32::from_le_bytes(mem[at..at + 4].try_into().expect("4 bytes"));
-                            assert!(
-                                (got - want).abs() < 1e-5,
-                                "{pm}x{pn} block {p:?} ({r},{c}): {got} vs {want}"
-                            );
-                        }
+            assert_each_holds_its_product(batches, &scatters, &products, &windows);
+        }
+    }
+
+    /// Every product's result, computed by its batch and scattered, is its operands'
+    /// product as its views read them (on one thread and on two).
+    fn assert_each_holds_its_product(
+        mut batches: ProductBatches,
+        scatters: &[Option<Scatter>],
+        products: &[ViewedProduct],
+        windows: &[Vec<Vec<f32>>],
+    ) {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .expect("a pool of two threads");
+        let at = |v: View, i: usize, j: usize| {
+            windows[0][v.source as usize]
+                [(v.at as isize + i as isize * v.rs + j as isize * v.cs) as usize]
+        };
+        let bytes: usize = products
+            .iter()
+            .map(|p| p.out + 4 * p.m * p.n)
+            .max()
+            .unwrap_or(0);
+        for small in [false, true] {
+            batches.compute(windows, small, &pool);
+            let mut mem = vec![0u8; bytes];
+            for s in scatters.iter().map(|s| s.expect("every block is batched")) {
+                batches.scatter(&s, &mut mem);
+            }
+            for p in products {
+                for r in 0..p.m {
+                    for c in 0..p.n {
+                        let want: f32 = (0..p.k).map(|t| at(p.a, r, t) * at(p.b, t, c)).sum();
+                        let o = p.out + (r * p.n + c) * 4;
+                        let got = f32::from_le_bytes(mem[o..o + 4].try_into().expect("4 bytes"));
+                        assert!(
+                            (got - want).abs() < 1e-5,
+                            "block {p:?} ({r},{c}): {got} vs {want}"
+                        );
                     }
                 }
             }
         }
+    }
+
+    /// One-element products (a row of a 3×4 lhs by a column of a 4×5 rhs each, as the bench
+    /// MLP's weight gradient makes them) carry a step of 0 across their one row and column:
+    /// they still join, at the step their places show, into one gemm.
+    #[test]
+    fn one_row_and_one_column_blocks_join_at_the_step_their_places_show() {
+        let a: Vec<f32> = (0..12).map(|i| i as f32 * 0.25 - 1.0).collect();
+        let b: Vec<f32> = (0..20).map(|i| (i % 6) as f32 - 2.5).collect();
+        let windows = vec![vec![a, b]];
+        let mut products = Vec::new();
+        for r in 0..3 {
+            for c in 0..5 {
+                let v = r * 5 + c;
+                products.push(ViewedProduct {
+                    slot: v,
+                    m: 1,
+                    k: 4,
+                    n: 1,
+                    a: View {
+                        rearrange: 0,
+                        source: 0,
+                        at: r * 4,
+                        rs: 0,
+                        cs: 1,
+                    },
+                    b: View {
+                        rearrange: 0,
+                        source: 1,
+                        at: c,
+                        rs: 5,
+                        cs: 0,
+                    },
+                    out: 4 * v,
+                    dst: (TensorId(0), v),
+                });
+            }
+        }
+        let (batches, scatters) = ProductBatches::plan(&products);
+        assert_eq!(batches.batches.len(), 1, "one gemm for the 3×5 results");
+        assert_each_holds_its_product(batches, &scatters, &products, &windows);
     }
 
     #[test]
