@@ -107,8 +107,8 @@ fn key_step(extent: usize, step: isize) -> isize {
 
 /// Splits `members` (of one group: one key, so one step or all [`ANY_STEP`]) into runs
 /// whose blocks continue each other along the joined dimension, `place` giving a member's
-/// `(start, extent, step)` there. Each run comes with the step its one-long blocks showed
-/// (`None`: the blocks' own step holds).
+/// `(start, extent, step)` there. Each run comes with the step between its blocks (`None`
+/// for a lone one-long block, whose view's step stands).
 fn continuing(
     mut members: Vec<usize>,
     place: impl Fn(usize) -> (isize, isize, isize),
@@ -136,13 +136,11 @@ fn continuing(
         }
     }
     out.push((run, run_step));
-    out.into_iter()
-        .map(|(run, s)| (run, if fixed.is_some() { None } else { s }))
-        .collect()
+    out
 }
 
 /// Groups `products` (indices) into runs that one gemm computes when `shared` is shared,
-/// each with the step between its members' blocks when they are one row or column each.
+/// each with the step between its members' blocks (see [`continuing`]).
 fn runs(products: &[ViewedProduct], shared: Shared) -> Vec<(Vec<usize>, Option<isize>)> {
     let mut groups: FxHashMap<BatchKey, Vec<usize>> = FxHashMap::default();
     for (i, p) in products.iter().enumerate() {
